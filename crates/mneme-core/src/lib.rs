@@ -1,0 +1,25 @@
+//! mneme-core: the domain of mneme with no I/O.
+//!
+//! Start with [`record`] (what a memory is), then [`decay`] (how salience fades with
+//! time), [`revision`] (which corrections are allowed), [`validate`] (input limits),
+//! [`query`] (turning user text into a safe FTS5 expression) and [`scoring`] (how
+//! retrieval blends relevance, salience and recency).
+//!
+//! Invariant: nothing in this crate touches the filesystem, the network, a database
+//! or the wall clock. Time enters through the [`clock::Clock`] trait.
+
+pub mod clock;
+pub mod decay;
+pub mod error;
+pub mod query;
+pub mod record;
+pub mod revision;
+pub mod scoring;
+pub mod validate;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use decay::{DecayConfig, SalienceState};
+pub use error::{CoreError, CoreResult};
+pub use record::*;
+pub use scoring::RankWeights;
+pub use validate::Limits;

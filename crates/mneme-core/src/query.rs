@@ -1,0 +1,89 @@
+//! Turning any user text into a safe FTS5 query.
+//!
+//! User text is never passed to FTS5's query language. It is split into alphanumeric
+//! tokens (Unicode-aware), common English stopwords are dropped (unless nothing else
+//! is left), and each remaining token is double-quoted and OR-ed. Because a token holds
+//! only letters and digits, no FTS5 operator, column filter or quote can survive into
+//! the expression.
+
+/// English stopwords dropped from queries (the list of the benchmark's fts5 baseline).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
+    "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
+    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should",
+    "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there",
+    "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we",
+    "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you",
+    "your", "yours", "yourself", "yourselves",
+];
+
+/// At most this many distinct tokens go into one query; the rest are ignored.
+pub const MAX_QUERY_TOKENS: usize = 64;
+
+/// Lowercased alphanumeric tokens of `text`, stopwords removed unless that leaves nothing,
+/// de-duplicated in first-seen order.
+pub fn query_tokens(text: &str) -> Vec<String> {
+    let all: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(|t| t.to_lowercase())
+        .collect();
+    let kept: Vec<&String> = all.iter().filter(|t| !STOPWORDS.contains(&t.as_str())).collect();
+    let chosen: Vec<&String> = if kept.is_empty() { all.iter().collect() } else { kept };
+    let mut out: Vec<String> = Vec::new();
+    for t in chosen {
+        if !out.contains(t) {
+            out.push(t.clone());
+            if out.len() == MAX_QUERY_TOKENS {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// An FTS5 MATCH expression (`"tok1" OR "tok2" ...`) for `text`, or `None` when the text
+/// has no searchable token.
+pub fn fts5_expression(text: &str) -> Option<String> {
+    let tokens = query_tokens(text);
+    if tokens.is_empty() {
+        return None;
+    }
+    Some(tokens.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn operators_and_quotes_become_plain_tokens() {
+        assert_eq!(
+            fts5_expression(r#"summary:secret" OR NEAR(a b) * ^x -y"#).as_deref(),
+            Some(r#""summary" OR "secret" OR "near" OR "b" OR "x" OR "y""#)
+        );
+    }
+
+    #[test]
+    fn stopwords_are_dropped_unless_nothing_else_is_left() {
+        assert_eq!(query_tokens("What is the capital of France?"), vec!["capital", "france"]);
+        assert_eq!(query_tokens("who are you"), vec!["who", "are", "you"]);
+        assert_eq!(fts5_expression("  ?!  "), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_gives_only_quoted_alphanumeric_tokens(text in any::<String>()) {
+            if let Some(expr) = fts5_expression(&text) {
+                for part in expr.split(" OR ") {
+                    prop_assert!(part.len() >= 3 && part.starts_with('"') && part.ends_with('"'));
+                    prop_assert!(part[1..part.len() - 1].chars().all(char::is_alphanumeric), "{part}");
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,284 @@
-//! placeholder
+//! mneme-store: the SQLite store. Owns the schema, migrations, transactions, the
+//! full-text index and encryption at rest. Knows `mneme-core` only.
+//!
+//! Read [`Store::open`] first (the recovery path), then [`Store::write`] and
+//! [`WriteTx`] (the write path), then `search.rs`.
+//!
+//! Invariant: records and audit entries are never deleted (SQL triggers enforce it).
+//! Invariant: every write happens inside one `BEGIN IMMEDIATE` transaction; a failed
+//! operation rolls back whole.
+//! Invariant: the encryption key never appears in an error, a log line or `Debug` output.
+
+mod error;
+mod rows;
+mod schema;
+mod search;
+
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mneme_core::DecayConfig;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+pub use error::{StoreError, StoreResult};
+pub use rows::{Link, ReadTx, StoreStats, WriteTx};
+pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
+pub use search::{Candidate, RecordFilter};
+
+use error::{SqlContext, classify};
+
+/// How long a writer waits for another process's write lock before giving up with `Busy`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An encryption key. `Debug` and `Display` never show it.
+#[derive(Clone)]
+pub struct SecretKey(String);
+
+impl SecretKey {
+    /// Refuses an empty key: SQLCipher would silently treat it as "no encryption".
+    pub fn new(key: String) -> Option<Self> {
+        let trimmed = key.trim_end_matches(['\n', '\r']).to_string();
+        if trimmed.is_empty() { None } else { Some(SecretKey(trimmed)) }
+    }
+}
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretKey(<redacted>)")
+    }
+}
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub path: PathBuf,
+    /// Encrypt with SQLCipher using this key.
+    pub key: Option<SecretKey>,
+    /// Create the file when it does not exist (only `mneme init` and the bench do).
+    pub create: bool,
+    pub decay: DecayConfig,
+}
+
+/// An open store: one SQLite connection in WAL mode.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    decay: DecayConfig,
+    encrypted: bool,
+}
+
+impl Store {
+    /// Opens (or creates) a store. The recovery path:
+    ///
+    /// 1. Inspect the file before SQLite touches it: a missing file is refused unless
+    ///    `create`; a plaintext header with a key, or a truncated plaintext file, is refused.
+    /// 2. Open the connection, apply the key, and read the schema. A wrong key, a
+    ///    non-SQLite file or a missing key fails here, before anything is written.
+    /// 3. Refuse a foreign SQLite file (application id) or a newer schema version.
+    /// 4. Only now write: WAL mode, then each pending migration in its own transaction.
+    ///    SQLite's own recovery replays or discards the WAL of a crashed writer, so a
+    ///    committed transaction is never lost and an uncommitted one never seen.
+    /// 5. Recompute the rank anchors if the decay configuration changed since last open.
+    pub fn open(options: StoreOptions) -> StoreResult<Store> {
+        let StoreOptions { path, key, create, decay } = options;
+        let existed = inspect_file(&path, key.is_some())?;
+        if !existed && !create {
+            return Err(StoreError::Missing { path });
+        }
+        if !existed && let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::Io { path: parent.to_path_buf(), source })?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | if existed { OpenFlags::empty() } else { OpenFlags::SQLITE_OPEN_CREATE };
+        let conn = Connection::open_with_flags(&path, flags).ctx(&path)?;
+        conn.busy_timeout(BUSY_TIMEOUT).ctx(&path)?;
+        let encrypted = key.is_some();
+        if let Some(key) = &key {
+            // SQLCipher logs failed decryptions to stderr by default; mneme reports them itself.
+            let _ = conn.pragma_update(None, "cipher_log_level", "NONE");
+            conn.pragma_update(None, "key", &key.0).ctx(&path)?;
+        }
+        // The first read: with a wrong or missing key this is where SQLite says "not a database".
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| match classify(e, &path) {
+                StoreError::NotADatabaseOrEncrypted { path } if encrypted => StoreError::WrongKey { path },
+                other => other,
+            })?;
+        let application_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).ctx(&path)?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&path)?;
+        if objects > 0 && application_id != APPLICATION_ID {
+            return Err(StoreError::NotMneme { path, application_id });
+        }
+        if objects == 0 && !create {
+            return Err(StoreError::Missing { path });
+        }
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew { path, found: version, supported: SCHEMA_VERSION });
+        }
+        conn.pragma_update(None, "journal_mode", "WAL").ctx(&path)?;
+        // WAL + NORMAL: a committed transaction survives a process crash; only an OS crash
+        // or power loss can lose the last transactions (never corrupt the file).
+        conn.pragma_update(None, "synchronous", "NORMAL").ctx(&path)?;
+        conn.pragma_update(None, "foreign_keys", true).ctx(&path)?;
+        let mut store = Store { conn, path, decay, encrypted };
+        store.migrate(SCHEMA_VERSION)?;
+        store.refresh_rank_anchors()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_encrypted(&self) -> bool {
+        self.encrypted
+    }
+
+    pub fn decay(&self) -> &DecayConfig {
+        &self.decay
+    }
+
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        self.conn.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&self.path)
+    }
+
+    /// Runs `f` in one write transaction (`BEGIN IMMEDIATE`, so the write lock is taken up
+    /// front and a concurrent writer waits up to [`BUSY_TIMEOUT`]). Commits when `f` returns
+    /// `Ok`, rolls back otherwise: an operation is all or nothing.
+    pub fn write<T, E: From<StoreError>>(&mut self, f: impl FnOnce(&WriteTx<'_>) -> Result<T, E>) -> Result<T, E> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
+        let wtx = WriteTx::new(&tx, &self.path, &self.decay);
+        let value = f(&wtx)?;
+        drop(wtx);
+        tx.commit().ctx(&self.path)?;
+        Ok(value)
+    }
+
+    /// Runs `f` in one read transaction: a consistent snapshot.
+    pub fn read<T, E: From<StoreError>>(&mut self, f: impl FnOnce(&ReadTx<'_>) -> Result<T, E>) -> Result<T, E> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred).ctx(&self.path)?;
+        let rtx = ReadTx::new(&tx, &self.path, &self.decay);
+        let value = f(&rtx)?;
+        drop(rtx);
+        tx.commit().ctx(&self.path)?;
+        Ok(value)
+    }
+
+    /// Size of the database file and its WAL, in bytes.
+    pub fn file_bytes(&self) -> u64 {
+        let wal = PathBuf::from(format!("{}-wal", self.path.display()));
+        [self.path.as_path(), wal.as_path()].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+    }
+
+    /// Applies pending migrations up to `target`. Public for the migration tests, which
+    /// build an old-version database and open it with a current build.
+    #[doc(hidden)]
+    pub fn migrate(&mut self, target: i64) -> StoreResult<()> {
+        let current: i64 = self.schema_version()?;
+        for m in schema::MIGRATIONS.iter().filter(|m| m.version > current && m.version <= target) {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
+            (m.apply)(&tx).ctx(&self.path)?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, applied_at, description) VALUES (?1, ?2, ?3)",
+                rusqlite::params![m.version, jiff::Timestamp::now().as_millisecond(), m.description],
+            )
+            .ctx(&self.path)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID).ctx(&self.path)?;
+            tx.pragma_update(None, "user_version", m.version).ctx(&self.path)?;
+            tx.commit().ctx(&self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Opens a store at an older schema version, for migration tests only.
+    #[doc(hidden)]
+    pub fn create_at_version(path: &Path, version: i64, decay: DecayConfig) -> StoreResult<Store> {
+        let conn = Connection::open(path).ctx(path)?;
+        let mut store = Store { conn, path: path.to_path_buf(), decay, encrypted: false };
+        store.migrate(version)?;
+        Ok(store)
+    }
+
+    /// Executes raw SQL, for tests that fabricate old or damaged data.
+    #[doc(hidden)]
+    pub fn execute_raw(&self, sql: &str) -> StoreResult<()> {
+        self.conn.execute_batch(sql).ctx(&self.path)
+    }
+
+    fn refresh_rank_anchors(&mut self) -> StoreResult<()> {
+        let fingerprint = serde_json::to_string(&self.decay.half_life_days).expect("plain numbers serialise");
+        let stored: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'decay_half_lives'", [], |r| r.get(0))
+            .map(Some)
+            .or_else(|e| if matches!(e, rusqlite::Error::QueryReturnedNoRows) { Ok(None) } else { Err(e) })
+            .ctx(&self.path)?;
+        if stored.as_deref() == Some(fingerprint.as_str()) {
+            return Ok(());
+        }
+        self.write(|tx| {
+            tx.recompute_rank_anchors()?;
+            tx.set_meta("decay_half_lives", &fingerprint)
+        })
+    }
+}
+
+/// Looks at the file before SQLite opens it. Returns whether it exists (non-empty).
+fn inspect_file(path: &Path, have_key: bool) -> StoreResult<bool> {
+    let io = |source| StoreError::Io { path: path.to_path_buf(), source };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io(e)),
+    };
+    if meta.is_dir() {
+        return Err(io(std::io::Error::other("is a directory, expected a database file")));
+    }
+    let len = meta.len();
+    if len == 0 {
+        return Ok(true);
+    }
+    let mut header = [0u8; 100];
+    let mut file = File::open(path).map_err(io)?;
+    let read = read_up_to(&mut file, &mut header).map_err(io)?;
+    let plaintext = read >= 16 && &header[..16] == b"SQLite format 3\0";
+    if plaintext && have_key {
+        return Err(StoreError::NotEncrypted { path: path.to_path_buf() });
+    }
+    if plaintext {
+        if read < 100 {
+            return Err(StoreError::Truncated { path: path.to_path_buf(), expected: 100, actual: len });
+        }
+        let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+            1 => 65_536u64,
+            n => u64::from(n),
+        };
+        let page_count = u64::from(u32::from_be_bytes([header[28], header[29], header[30], header[31]]));
+        let change_counter = &header[24..28];
+        let valid_for = &header[92..96];
+        // The in-header page count is only authoritative when "version-valid-for" matches.
+        if change_counter == valid_for && page_size * page_count > len {
+            return Err(StoreError::Truncated { path: path.to_path_buf(), expected: page_size * page_count, actual: len });
+        }
+    } else if !have_key {
+        return Err(StoreError::NotADatabaseOrEncrypted { path: path.to_path_buf() });
+    }
+    Ok(true)
+}
+
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}

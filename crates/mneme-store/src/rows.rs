@@ -1,0 +1,519 @@
+//! Reading and writing records inside a transaction: [`ReadTx`] and [`WriteTx`].
+//!
+//! The write path of one operation (the service decides *what*, this module *how*):
+//!
+//! 1. `Store::write` opens `BEGIN IMMEDIATE` (waits up to `BUSY_TIMEOUT` for the lock).
+//! 2. Rows change: `records` (+ its mirrors `record_tags`, `record_parents`), the FTS row
+//!    in `records_fts`, `links`, and at least one `audit` entry per touched record.
+//! 3. `COMMIT` appends the transaction to the WAL; it is durable once `COMMIT` returns.
+//!    Any error before that rolls everything back.
+
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::path::Path;
+
+use jiff::Timestamp;
+use mneme_core::{
+    AuditAction, AuditEntry, DecayConfig, Lineage, LineageOp, MemoryRecord, MemoryType, NewRecord, Payload,
+    RecordId, SalienceState, Scope, Sensitivity, Status,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use crate::error::{SqlContext, StoreError, StoreResult};
+
+pub(crate) const RECORD_COLUMNS: &str = "seq, id, memory_type, sensitivity, scope, tags, summary, payload, confidence, \
+     salience_base, reinforced_at, pinned, status, lineage_op, parent_ids, lineage_actor, lineage_rationale, \
+     lineage_at, created_at, updated_at, event_time, pruned_at";
+
+/// Record and audit counts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StoreStats {
+    pub by_type: BTreeMap<String, i64>,
+    pub by_status: BTreeMap<String, i64>,
+    /// Records neither tombstoned nor pruned, by type.
+    pub live_by_type: BTreeMap<String, i64>,
+    pub pruned: i64,
+    pub pinned: i64,
+    pub audit_entries: i64,
+    pub links: i64,
+}
+
+/// A typed relation between two records, e.g. `contests`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Link {
+    pub from: RecordId,
+    pub to: RecordId,
+    pub kind: String,
+    pub at: Timestamp,
+    pub note: String,
+}
+
+/// Read access inside a transaction.
+#[derive(Debug)]
+pub struct ReadTx<'a> {
+    pub(crate) conn: &'a Connection,
+    pub(crate) path: &'a Path,
+    pub(crate) decay: &'a DecayConfig,
+}
+
+/// Write access inside a `BEGIN IMMEDIATE` transaction. Derefs to [`ReadTx`].
+#[derive(Debug)]
+pub struct WriteTx<'a> {
+    read: ReadTx<'a>,
+}
+
+impl<'a> Deref for WriteTx<'a> {
+    type Target = ReadTx<'a>;
+    fn deref(&self) -> &ReadTx<'a> {
+        &self.read
+    }
+}
+
+impl<'a> ReadTx<'a> {
+    pub(crate) fn new(conn: &'a Connection, path: &'a Path, decay: &'a DecayConfig) -> Self {
+        ReadTx { conn, path, decay }
+    }
+
+    pub fn decay(&self) -> &DecayConfig {
+        self.decay
+    }
+
+    /// The record with this id, tombstones included.
+    pub fn get(&self, id: &RecordId) -> StoreResult<Option<MemoryRecord>> {
+        let sql = format!("SELECT {RECORD_COLUMNS} FROM records WHERE id = ?1");
+        let raw = self.conn.prepare_cached(&sql).ctx(self.path)?.query_row([id.as_str()], RawRecord::from_row).optional().ctx(self.path)?;
+        raw.map(|r| r.into_record(self.path)).transpose()
+    }
+
+    /// Like [`ReadTx::get`] but a missing record is an error.
+    pub fn require(&self, id: &RecordId) -> StoreResult<MemoryRecord> {
+        self.get(id)?.ok_or_else(|| StoreError::RecordNotFound(id.clone()))
+    }
+
+    pub(crate) fn get_by_seq(&self, seq: i64) -> StoreResult<MemoryRecord> {
+        let sql = format!("SELECT {RECORD_COLUMNS} FROM records WHERE seq = ?1");
+        let raw = self.conn.prepare_cached(&sql).ctx(self.path)?.query_row([seq], RawRecord::from_row).ctx(self.path)?;
+        raw.into_record(self.path)
+    }
+
+    /// Loads records by their internal sequence numbers, in the given order.
+    pub fn get_many(&self, seqs: &[i64]) -> StoreResult<Vec<MemoryRecord>> {
+        seqs.iter().map(|&s| self.get_by_seq(s)).collect()
+    }
+
+    pub(crate) fn seq_of(&self, id: &RecordId) -> StoreResult<i64> {
+        self.conn
+            .prepare_cached("SELECT seq FROM records WHERE id = ?1")
+            .ctx(self.path)?
+            .query_row([id.as_str()], |r| r.get(0))
+            .optional()
+            .ctx(self.path)?
+            .ok_or_else(|| StoreError::RecordNotFound(id.clone()))
+    }
+
+    /// Records that name `id` among their lineage parents (its successors, forks, merges).
+    pub fn children(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
+        let seq = self.seq_of(id)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq")
+            .ctx(self.path)?;
+        let seqs: Vec<i64> = stmt.query_map([seq], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
+        self.get_many(&seqs)
+    }
+
+    /// The record's audit log, oldest first.
+    pub fn audit(&self, id: &RecordId) -> StoreResult<Vec<AuditEntry>> {
+        let seq = self.seq_of(id)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, at, actor, action, rationale, details FROM audit WHERE record_seq = ?1 ORDER BY seq")
+            .ctx(self.path)?;
+        let rows = stmt
+            .query_map([seq], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, String>(5)?))
+            })
+            .ctx(self.path)?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx(self.path)?;
+        rows.into_iter()
+            .map(|(aseq, at, actor, action, rationale, details)| {
+                Ok(AuditEntry {
+                    seq: aseq,
+                    record_id: id.clone(),
+                    at: ts(at, self.path)?,
+                    actor,
+                    action: action.parse().map_err(|e| decode(self.path, e))?,
+                    rationale,
+                    details: serde_json::from_str(&details).map_err(|e| decode(self.path, e))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Links from or to the record.
+    pub fn links(&self, id: &RecordId) -> StoreResult<Vec<Link>> {
+        let seq = self.seq_of(id)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT f.id, t.id, l.kind, l.at, l.note FROM links l \
+                 JOIN records f ON f.seq = l.from_seq JOIN records t ON t.seq = l.to_seq \
+                 WHERE l.from_seq = ?1 OR l.to_seq = ?1 ORDER BY l.at",
+            )
+            .ctx(self.path)?;
+        let rows = stmt
+            .query_map([seq], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?)))
+            .ctx(self.path)?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx(self.path)?;
+        rows.into_iter()
+            .map(|(from, to, kind, at, note)| {
+                Ok(Link {
+                    from: RecordId::parse(&from).map_err(|e| decode(self.path, e))?,
+                    to: RecordId::parse(&to).map_err(|e| decode(self.path, e))?,
+                    kind,
+                    at: ts(at, self.path)?,
+                    note,
+                })
+            })
+            .collect()
+    }
+
+    /// Counts for `metrics`.
+    pub fn stats(&self) -> StoreResult<StoreStats> {
+        let group = |sql: &str| -> StoreResult<BTreeMap<String, i64>> {
+            let mut stmt = self.conn.prepare_cached(sql).ctx(self.path)?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).ctx(self.path)?;
+            rows.collect::<Result<_, _>>().ctx(self.path)
+        };
+        let one = |sql: &str| -> StoreResult<i64> { self.conn.query_row(sql, [], |r| r.get(0)).ctx(self.path) };
+        Ok(StoreStats {
+            by_type: group("SELECT memory_type, count(*) FROM records GROUP BY memory_type")?,
+            by_status: group("SELECT status, count(*) FROM records GROUP BY status")?,
+            live_by_type: group(
+                "SELECT memory_type, count(*) FROM records WHERE status IN ('active', 'contested') AND pruned_at IS NULL GROUP BY memory_type",
+            )?,
+            pruned: one("SELECT count(*) FROM records WHERE pruned_at IS NOT NULL")?,
+            pinned: one("SELECT count(*) FROM records WHERE pinned = 1")?,
+            audit_entries: one("SELECT count(*) FROM audit")?,
+            links: one("SELECT count(*) FROM links")?,
+        })
+    }
+
+    /// Live, unpinned, unpruned records of `memory_type` whose rank anchor is below `anchor`
+    /// (candidates for pruning; the caller checks the exact salience).
+    pub fn below_anchor(&self, memory_type: MemoryType, anchor: f64) -> StoreResult<Vec<MemoryRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq FROM records WHERE memory_type = ?1 AND rank_anchor < ?2 AND pinned = 0 \
+                 AND pruned_at IS NULL AND status IN ('active', 'contested') ORDER BY seq",
+            )
+            .ctx(self.path)?;
+        let seqs: Vec<i64> = stmt.query_map(params![memory_type.as_str(), anchor], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
+        self.get_many(&seqs)
+    }
+}
+
+impl<'a> WriteTx<'a> {
+    pub(crate) fn new(conn: &'a Connection, path: &'a Path, decay: &'a DecayConfig) -> Self {
+        WriteTx { read: ReadTx::new(conn, path, decay) }
+    }
+
+    /// Inserts a new record with its lineage, tags, index entry and a creation audit entry.
+    pub fn insert(&self, new: &NewRecord, id: RecordId, lineage: Lineage, now: Timestamp) -> StoreResult<MemoryRecord> {
+        let memory_type = new.memory_type();
+        let salience = SalienceState { base: new.salience, reinforced_at: now, pinned: new.pinned };
+        let record = MemoryRecord {
+            id,
+            memory_type,
+            sensitivity: new.sensitivity,
+            scope: new.scope.clone(),
+            tags: dedup(&new.tags),
+            summary: new.summary.clone(),
+            payload: Some(new.payload.clone()),
+            confidence: new.confidence,
+            salience,
+            status: Status::Active,
+            lineage,
+            created_at: now,
+            updated_at: now,
+            event_time: new.event_time,
+            pruned_at: None,
+        };
+        let payload_json = serde_json::to_string(&new.payload).map_err(|e| decode(self.path, e))?;
+        let tags_json = serde_json::to_string(&record.tags).map_err(|e| decode(self.path, e))?;
+        let parents_json = serde_json::to_string(&record.lineage.parent_ids).map_err(|e| decode(self.path, e))?;
+        let sort_time = record.event_time.unwrap_or(now).as_millisecond();
+        self.conn
+            .prepare_cached(
+                "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
+                 confidence, salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, \
+                 lineage_actor, lineage_rationale, lineage_at, created_at, updated_at, event_time, sort_time, pruned_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL)",
+            )
+            .ctx(self.path)?
+            .execute(params![
+                record.id.as_str(),
+                memory_type.as_str(),
+                new.payload.kind(),
+                new.sensitivity.level(),
+                record.scope.as_str(),
+                tags_json,
+                record.summary,
+                payload_json,
+                record.confidence,
+                salience.base,
+                now.as_millisecond(),
+                salience.pinned,
+                self.decay.rank_anchor(memory_type, &salience),
+                record.lineage.operation.as_str(),
+                parents_json,
+                record.lineage.actor,
+                record.lineage.rationale,
+                record.lineage.timestamp.as_millisecond(),
+                now.as_millisecond(),
+                record.event_time.map(|t| t.as_millisecond()),
+                sort_time,
+            ])
+            .ctx(self.path)?;
+        let seq = self.conn.last_insert_rowid();
+        {
+            let mut tag_stmt = self.conn.prepare_cached("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2)").ctx(self.path)?;
+            for tag in &record.tags {
+                tag_stmt.execute(params![tag, seq]).ctx(self.path)?;
+            }
+            let mut parent_stmt =
+                self.conn.prepare_cached("INSERT INTO record_parents (parent_seq, child_seq) VALUES (?1, ?2)").ctx(self.path)?;
+            for parent in &record.lineage.parent_ids {
+                parent_stmt.execute(params![self.seq_of(parent)?, seq]).ctx(self.path)?;
+            }
+        }
+        self.conn
+            .prepare_cached("INSERT INTO records_fts (rowid, summary, body) VALUES (?1, ?2, ?3)")
+            .ctx(self.path)?
+            .execute(params![seq, record.summary, index_text(record.payload.as_ref())])
+            .ctx(self.path)?;
+        let action = match record.lineage.operation {
+            LineageOp::Original => AuditAction::Create,
+            LineageOp::Supersede => AuditAction::Supersede,
+            LineageOp::Fork => AuditAction::Fork,
+            LineageOp::Merge => AuditAction::Merge,
+        };
+        let details = serde_json::json!({
+            "memory_type": memory_type.as_str(),
+            "parents": record.lineage.parent_ids,
+            "salience": salience.base,
+            "sensitivity": record.sensitivity.as_str(),
+        });
+        self.append_audit(&record.id, now, &record.lineage.actor, action, &record.lineage.rationale, &details)?;
+        Ok(record)
+    }
+
+    pub fn set_status(&self, id: &RecordId, status: Status, now: Timestamp) -> StoreResult<()> {
+        self.update(id, "UPDATE records SET status = ?2, updated_at = ?3 WHERE id = ?1", params![id.as_str(), status.as_str(), now.as_millisecond()])
+    }
+
+    /// Stores a new salience state (after reinforce or penalize) and its rank anchor.
+    pub fn set_salience(&self, record: &MemoryRecord, state: SalienceState, now: Timestamp) -> StoreResult<()> {
+        let anchor = self.decay.rank_anchor(record.memory_type, &state);
+        self.update(
+            &record.id,
+            "UPDATE records SET salience_base = ?2, reinforced_at = ?3, pinned = ?4, rank_anchor = ?5, updated_at = ?6 WHERE id = ?1",
+            params![record.id.as_str(), state.base, state.reinforced_at.as_millisecond(), state.pinned, anchor, now.as_millisecond()],
+        )
+    }
+
+    /// Replaces the payload in place. Only for statistics (competence performance), never
+    /// for content: content changes go through supersede so they keep lineage.
+    pub fn set_payload_stats(&self, id: &RecordId, payload: &Payload, now: Timestamp) -> StoreResult<()> {
+        let json = serde_json::to_string(payload).map_err(|e| decode(self.path, e))?;
+        self.update(id, "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1", params![id.as_str(), json, now.as_millisecond()])?;
+        let seq = self.seq_of(id)?;
+        self.conn
+            .prepare_cached("UPDATE records_fts SET body = ?2 WHERE rowid = ?1")
+            .ctx(self.path)?
+            .execute(params![seq, index_text(Some(payload))])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    /// Drops the payload of a decayed record and its payload text from the index. The row,
+    /// summary, lineage, links and audit stay.
+    pub fn prune(&self, id: &RecordId, now: Timestamp) -> StoreResult<()> {
+        self.update(
+            id,
+            "UPDATE records SET payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
+            params![id.as_str(), now.as_millisecond()],
+        )?;
+        let seq = self.seq_of(id)?;
+        self.conn.prepare_cached("UPDATE records_fts SET body = '' WHERE rowid = ?1").ctx(self.path)?.execute([seq]).ctx(self.path)?;
+        Ok(())
+    }
+
+    pub fn add_link(&self, from: &RecordId, to: &RecordId, kind: &str, note: &str, now: Timestamp) -> StoreResult<()> {
+        let (from_seq, to_seq) = (self.seq_of(from)?, self.seq_of(to)?);
+        self.conn
+            .prepare_cached("INSERT OR REPLACE INTO links (from_seq, to_seq, kind, at, note) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .ctx(self.path)?
+            .execute(params![from_seq, to_seq, kind, now.as_millisecond(), note])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    pub fn append_audit(
+        &self,
+        id: &RecordId,
+        now: Timestamp,
+        actor: &str,
+        action: AuditAction,
+        rationale: &str,
+        details: &serde_json::Value,
+    ) -> StoreResult<()> {
+        let seq = self.seq_of(id)?;
+        self.conn
+            .prepare_cached("INSERT INTO audit (record_seq, at, actor, action, rationale, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+            .ctx(self.path)?
+            .execute(params![seq, now.as_millisecond(), actor, action.as_str(), rationale, details.to_string()])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    pub(crate) fn set_meta(&self, key: &str, value: &str) -> StoreResult<()> {
+        self.conn
+            .execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", params![key, value])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    pub(crate) fn recompute_rank_anchors(&self) -> StoreResult<()> {
+        let mut select = self.conn.prepare("SELECT seq, memory_type, salience_base, reinforced_at, pinned FROM records").ctx(self.path)?;
+        let mut update = self.conn.prepare("UPDATE records SET rank_anchor = ?2 WHERE seq = ?1").ctx(self.path)?;
+        let mut rows = select.query([]).ctx(self.path)?;
+        while let Some(row) = rows.next().ctx(self.path)? {
+            let seq: i64 = row.get(0).ctx(self.path)?;
+            let memory_type: MemoryType = row.get::<_, String>(1).ctx(self.path)?.parse().map_err(|e| decode(self.path, e))?;
+            let state = SalienceState {
+                base: row.get(2).ctx(self.path)?,
+                reinforced_at: ts(row.get(3).ctx(self.path)?, self.path)?,
+                pinned: row.get(4).ctx(self.path)?,
+            };
+            update.execute(params![seq, self.decay.rank_anchor(memory_type, &state)]).ctx(self.path)?;
+        }
+        Ok(())
+    }
+
+    fn update(&self, id: &RecordId, sql: &str, params: impl rusqlite::Params) -> StoreResult<()> {
+        let changed = self.conn.prepare_cached(sql).ctx(self.path)?.execute(params).ctx(self.path)?;
+        if changed == 0 {
+            return Err(StoreError::RecordNotFound(id.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// The text indexed for a payload (empty for a pruned record).
+pub(crate) fn index_text(payload: Option<&Payload>) -> String {
+    payload.map(Payload::search_text).unwrap_or_default()
+}
+
+fn dedup(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        if !out.contains(t) {
+            out.push(t.clone());
+        }
+    }
+    out
+}
+
+pub(crate) fn ts(ms: i64, path: &Path) -> StoreResult<Timestamp> {
+    Timestamp::from_millisecond(ms).map_err(|e| decode(path, e))
+}
+
+pub(crate) fn decode(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Decode { path: path.to_path_buf(), detail: e.to_string() }
+}
+
+/// A `records` row as SQLite returns it, before validation.
+struct RawRecord {
+    id: String,
+    memory_type: String,
+    sensitivity: i64,
+    scope: String,
+    tags: String,
+    summary: String,
+    payload: Option<String>,
+    confidence: f64,
+    salience_base: f64,
+    reinforced_at: i64,
+    pinned: bool,
+    status: String,
+    lineage_op: String,
+    parent_ids: String,
+    lineage_actor: String,
+    lineage_rationale: String,
+    lineage_at: i64,
+    created_at: i64,
+    updated_at: i64,
+    event_time: Option<i64>,
+    pruned_at: Option<i64>,
+}
+
+impl RawRecord {
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(RawRecord {
+            id: r.get(1)?,
+            memory_type: r.get(2)?,
+            sensitivity: r.get(3)?,
+            scope: r.get(4)?,
+            tags: r.get(5)?,
+            summary: r.get(6)?,
+            payload: r.get(7)?,
+            confidence: r.get(8)?,
+            salience_base: r.get(9)?,
+            reinforced_at: r.get(10)?,
+            pinned: r.get(11)?,
+            status: r.get(12)?,
+            lineage_op: r.get(13)?,
+            parent_ids: r.get(14)?,
+            lineage_actor: r.get(15)?,
+            lineage_rationale: r.get(16)?,
+            lineage_at: r.get(17)?,
+            created_at: r.get(18)?,
+            updated_at: r.get(19)?,
+            event_time: r.get(20)?,
+            pruned_at: r.get(21)?,
+        })
+    }
+
+    fn into_record(self, path: &Path) -> StoreResult<MemoryRecord> {
+        let d = |e: mneme_core::CoreError| decode(path, e);
+        Ok(MemoryRecord {
+            id: RecordId::parse(&self.id).map_err(d)?,
+            memory_type: self.memory_type.parse().map_err(d)?,
+            sensitivity: Sensitivity::from_level(self.sensitivity)
+                .ok_or_else(|| decode(path, format!("sensitivity level {}", self.sensitivity)))?,
+            scope: Scope::parse(&self.scope).map_err(d)?,
+            tags: serde_json::from_str(&self.tags).map_err(|e| decode(path, e))?,
+            summary: self.summary,
+            payload: self.payload.map(|p| serde_json::from_str(&p)).transpose().map_err(|e| decode(path, e))?,
+            confidence: self.confidence,
+            salience: SalienceState { base: self.salience_base, reinforced_at: ts(self.reinforced_at, path)?, pinned: self.pinned },
+            status: self.status.parse().map_err(d)?,
+            lineage: Lineage {
+                parent_ids: serde_json::from_str(&self.parent_ids).map_err(|e| decode(path, e))?,
+                operation: self.lineage_op.parse().map_err(d)?,
+                actor: self.lineage_actor,
+                rationale: self.lineage_rationale,
+                timestamp: ts(self.lineage_at, path)?,
+            },
+            created_at: ts(self.created_at, path)?,
+            updated_at: ts(self.updated_at, path)?,
+            event_time: self.event_time.map(|t| ts(t, path)).transpose()?,
+            pruned_at: self.pruned_at.map(|t| ts(t, path)).transpose()?,
+        })
+    }
+}

@@ -1,0 +1,123 @@
+//! Versioned migrations. `PRAGMA user_version` holds the schema version, the
+//! `schema_migrations` table records when each step ran, and `PRAGMA application_id`
+//! marks the file as mneme's.
+//!
+//! Invariant: a migration runs in one transaction together with its version bump, so a
+//! crash mid-migration leaves the previous version intact.
+
+use rusqlite::Transaction;
+
+use crate::rows::index_text;
+
+/// "mnem" in ASCII: marks a SQLite file as a mneme store.
+pub const APPLICATION_ID: i64 = 0x6d6e_656d;
+
+pub(crate) struct Migration {
+    pub version: i64,
+    pub description: &'static str,
+    pub apply: fn(&Transaction<'_>) -> rusqlite::Result<()>,
+}
+
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, description: "records, lineage, tags, links, append-only audit", apply: v1 },
+    Migration { version: 2, description: "full-text index over summaries and payload text", apply: v2 },
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 2;
+
+fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE schema_migrations (
+            version INTEGER PRIMARY KEY,
+            applied_at INTEGER NOT NULL,
+            description TEXT NOT NULL
+        );
+        CREATE TABLE records (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            memory_type TEXT NOT NULL
+                CHECK (memory_type IN ('episodic','semantic','competence','working','plan_graph')),
+            payload_kind TEXT NOT NULL,
+            sensitivity INTEGER NOT NULL CHECK (sensitivity BETWEEN 0 AND 4),
+            scope TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            payload TEXT,
+            confidence REAL NOT NULL CHECK (confidence BETWEEN 0 AND 1),
+            salience_base REAL NOT NULL CHECK (salience_base BETWEEN 0 AND 1),
+            reinforced_at INTEGER NOT NULL,
+            pinned INTEGER NOT NULL CHECK (pinned IN (0, 1)),
+            rank_anchor REAL NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('active','contested','retracted','superseded')),
+            lineage_op TEXT NOT NULL CHECK (lineage_op IN ('original','supersede','fork','merge')),
+            parent_ids TEXT NOT NULL,
+            lineage_actor TEXT NOT NULL,
+            lineage_rationale TEXT NOT NULL,
+            lineage_at INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            event_time INTEGER,
+            sort_time INTEGER NOT NULL,
+            pruned_at INTEGER
+        );
+        CREATE INDEX records_type_anchor ON records (memory_type, rank_anchor);
+        CREATE INDEX records_sort_time ON records (sort_time);
+        CREATE INDEX records_scope ON records (scope);
+        CREATE INDEX records_status ON records (status);
+        CREATE TABLE record_tags (
+            tag TEXT NOT NULL,
+            record_seq INTEGER NOT NULL REFERENCES records (seq),
+            PRIMARY KEY (tag, record_seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE record_parents (
+            parent_seq INTEGER NOT NULL REFERENCES records (seq),
+            child_seq INTEGER NOT NULL REFERENCES records (seq),
+            PRIMARY KEY (parent_seq, child_seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE links (
+            from_seq INTEGER NOT NULL REFERENCES records (seq),
+            to_seq INTEGER NOT NULL REFERENCES records (seq),
+            kind TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            note TEXT NOT NULL,
+            PRIMARY KEY (from_seq, to_seq, kind)
+        );
+        CREATE INDEX links_to ON links (to_seq);
+        CREATE TABLE audit (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            record_seq INTEGER NOT NULL REFERENCES records (seq),
+            at INTEGER NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            rationale TEXT NOT NULL,
+            details TEXT NOT NULL
+        );
+        CREATE INDEX audit_record ON audit (record_seq, seq);
+        CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+            BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+        CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+            BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+        CREATE TRIGGER records_no_delete BEFORE DELETE ON records
+            BEGIN SELECT RAISE(ABORT, 'records are never deleted; retract or prune instead'); END;
+        "#,
+    )
+}
+
+fn v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch("CREATE VIRTUAL TABLE records_fts USING fts5(summary, body, tokenize = 'porter unicode61');")?;
+    // Backfill the index from records written under version 1.
+    let mut select = tx.prepare("SELECT seq, summary, payload FROM records")?;
+    let mut insert = tx.prepare("INSERT INTO records_fts (rowid, summary, body) VALUES (?1, ?2, ?3)")?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let summary: String = row.get(1)?;
+        let payload: Option<String> = row.get(2)?;
+        let payload = payload.and_then(|p| serde_json::from_str(&p).ok());
+        insert.execute(rusqlite::params![seq, summary, index_text(payload.as_ref())])?;
+    }
+    Ok(())
+}

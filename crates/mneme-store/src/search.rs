@@ -1,0 +1,172 @@
+//! Candidate generation for retrieval. The service scores; this module only finds.
+//!
+//! Three access paths, each pushing every filter into SQL so that a record the caller
+//! may not see is never even loaded:
+//! - lexical: FTS5 `MATCH` ordered by `bm25()` (the expression comes from
+//!   `mneme_core::query::fts5_expression`, never from raw user text);
+//! - salience: per memory type, `ORDER BY rank_anchor DESC` on its index;
+//! - recency: `ORDER BY sort_time DESC` on its index.
+
+use jiff::Timestamp;
+use mneme_core::{MemoryType, SalienceState, Scope, Sensitivity};
+use rusqlite::params_from_iter;
+use rusqlite::types::Value;
+
+use crate::error::{SqlContext, StoreResult};
+use crate::rows::{ReadTx, decode, ts};
+
+/// Which records a retrieval may consider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordFilter {
+    /// Empty means every type.
+    pub types: Vec<MemoryType>,
+    /// Records above this are never returned.
+    pub max_sensitivity: Sensitivity,
+    /// `None`: every scope. `Some(list)`: these scopes plus global records.
+    pub scopes: Option<Vec<Scope>>,
+    /// A record must carry all of these tags.
+    pub tags: Vec<String>,
+    /// Inclusive bounds on the record's time (event time, else creation time).
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    /// Also return superseded, retracted and pruned records.
+    pub include_tombstones: bool,
+}
+
+impl Default for RecordFilter {
+    fn default() -> Self {
+        RecordFilter {
+            types: Vec::new(),
+            max_sensitivity: Sensitivity::Critical,
+            scopes: None,
+            tags: Vec::new(),
+            since: None,
+            until: None,
+            include_tombstones: false,
+        }
+    }
+}
+
+/// What scoring needs of a candidate, without loading the whole record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub seq: i64,
+    pub memory_type: MemoryType,
+    pub salience: SalienceState,
+    pub sort_time: Timestamp,
+    /// BM25 relevance, higher is better (lexical path only).
+    pub bm25: Option<f64>,
+}
+
+const CANDIDATE_COLUMNS: &str = "r.seq, r.memory_type, r.salience_base, r.reinforced_at, r.pinned, r.sort_time";
+
+impl ReadTx<'_> {
+    /// Up to `pool` records matching the FTS5 expression, best BM25 first.
+    pub fn lexical_candidates(&self, fts_expression: &str, filter: &RecordFilter, pool: usize) -> StoreResult<Vec<Candidate>> {
+        let (clause, mut values) = where_clause(filter);
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS}, bm25(records_fts) AS rank FROM records_fts \
+             JOIN records r ON r.seq = records_fts.rowid \
+             WHERE records_fts MATCH ? AND {clause} ORDER BY rank LIMIT ?"
+        );
+        values.insert(0, Value::Text(fts_expression.to_string()));
+        values.push(Value::Integer(pool as i64));
+        self.candidates(&sql, values, true)
+    }
+
+    /// Up to `n` records of one type, most salient first (by rank anchor).
+    pub fn salience_candidates(&self, memory_type: MemoryType, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
+        let (clause, mut values) = where_clause(filter);
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.memory_type = ? AND {clause} ORDER BY r.rank_anchor DESC LIMIT ?"
+        );
+        values.insert(0, Value::Text(memory_type.as_str().to_string()));
+        values.push(Value::Integer(n as i64));
+        self.candidates(&sql, values, false)
+    }
+
+    /// Up to `n` records, most recent first.
+    pub fn recent_candidates(&self, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
+        let (clause, mut values) = where_clause(filter);
+        let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM records r WHERE {clause} ORDER BY r.sort_time DESC LIMIT ?");
+        values.push(Value::Integer(n as i64));
+        self.candidates(&sql, values, false)
+    }
+
+    fn candidates(&self, sql: &str, values: Vec<Value>, lexical: bool) -> StoreResult<Vec<Candidate>> {
+        let mut stmt = self.conn.prepare_cached(sql).ctx(self.path)?;
+        let rows = stmt
+            .query_map(params_from_iter(values), |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, f64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, bool>(4)?,
+                    r.get::<_, i64>(5)?,
+                    if lexical { Some(r.get::<_, f64>(6)?) } else { None },
+                ))
+            })
+            .ctx(self.path)?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx(self.path)?;
+        rows.into_iter()
+            .map(|(seq, memory_type, base, reinforced_at, pinned, sort_time, rank)| {
+                Ok(Candidate {
+                    seq,
+                    memory_type: memory_type.parse().map_err(|e| decode(self.path, e))?,
+                    salience: SalienceState { base, reinforced_at: ts(reinforced_at, self.path)?, pinned },
+                    sort_time: ts(sort_time, self.path)?,
+                    // SQLite's bm25() is lower-is-better; flip it so higher is better.
+                    bm25: rank.map(|r| -r),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The SQL condition (over alias `r`) and its parameters for a filter.
+fn where_clause(filter: &RecordFilter) -> (String, Vec<Value>) {
+    let mut parts: Vec<String> = vec!["r.sensitivity <= ?".to_string()];
+    let mut values: Vec<Value> = vec![Value::Integer(filter.max_sensitivity.level())];
+    if !filter.types.is_empty() {
+        parts.push(format!("r.memory_type IN ({})", placeholders(filter.types.len())));
+        values.extend(filter.types.iter().map(|t| Value::Text(t.as_str().to_string())));
+    }
+    if let Some(scopes) = &filter.scopes {
+        let named: Vec<&Scope> = scopes.iter().filter(|s| !s.is_global()).collect();
+        if named.is_empty() {
+            parts.push("r.scope = ''".to_string());
+        } else {
+            parts.push(format!("(r.scope = '' OR r.scope IN ({}))", placeholders(named.len())));
+            values.extend(named.iter().map(|s| Value::Text(s.as_str().to_string())));
+        }
+    }
+    let mut tags: Vec<&String> = filter.tags.iter().collect();
+    tags.sort();
+    tags.dedup();
+    if !tags.is_empty() {
+        parts.push(format!(
+            "(SELECT count(*) FROM record_tags t WHERE t.record_seq = r.seq AND t.tag IN ({})) = {}",
+            placeholders(tags.len()),
+            tags.len()
+        ));
+        values.extend(tags.iter().map(|t| Value::Text((*t).clone())));
+    }
+    if let Some(since) = filter.since {
+        parts.push("r.sort_time >= ?".to_string());
+        values.push(Value::Integer(since.as_millisecond()));
+    }
+    if let Some(until) = filter.until {
+        parts.push("r.sort_time <= ?".to_string());
+        values.push(Value::Integer(until.as_millisecond()));
+    }
+    if !filter.include_tombstones {
+        parts.push("r.status IN ('active', 'contested') AND r.pruned_at IS NULL".to_string());
+    }
+    (parts.join(" AND "), values)
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}

@@ -122,3 +122,31 @@ pub fn check_amount(value: f64) -> CoreResult<()> {
     }
     Ok(())
 }
+
+/// Checks the fields a payload cannot do without.
+pub fn check_payload(payload: &crate::record::Payload) -> CoreResult<()> {
+    use crate::record::Payload;
+    let required: Vec<(&'static str, &str)> = match payload {
+        Payload::Event(e) => vec![("text", &e.text), ("event kind", &e.event_kind)],
+        Payload::ToolOutput(t) => vec![("tool", &t.tool)],
+        Payload::Semantic(s) => vec![("subject", &s.subject), ("predicate", &s.predicate), ("object", &s.object)],
+        Payload::Competence(c) => vec![("skill", &c.skill)],
+        Payload::Working(w) => vec![("thread id", &w.thread_id), ("state", &w.state)],
+        Payload::PlanGraph(p) => vec![("intent", &p.intent)],
+    };
+    for (field, value) in required {
+        if value.trim().is_empty() {
+            return Err(CoreError::invalid(field, "must not be empty"));
+        }
+    }
+    if let Payload::Semantic(s) = payload
+        && let (Some(from), Some(to)) = (s.valid_from, s.valid_to)
+        && from > to
+    {
+        return Err(CoreError::invalid("validity window", format!("valid_from {from} is after valid_to {to}")));
+    }
+    if let Payload::Competence(c) = payload {
+        check_unit("performance.success_rate", c.performance.success_rate)?;
+    }
+    Ok(())
+}

@@ -1,1 +1,519 @@
-//! placeholder
+//! mneme-service: the transport-free memory API. The CLI, and later the HTTP, gRPC and
+//! MCP front ends, all call [`MemoryService`]; none of them touches the store directly.
+//!
+//! Read [`MemoryService`]'s methods in order: ingest, revise, retrieve (in
+//! `retrieve.rs`), read, maintain. Each public operation is exactly one store
+//! transaction and writes at least one audit entry per record it changes.
+//!
+//! Invariant: access control happens here. A record the caller's [`Access`] does not
+//! cover is reported as not found, never returned, never revised.
+
+mod config;
+mod error;
+mod retrieve;
+mod types;
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use jiff::Timestamp;
+use mneme_core::validate::{check_amount, check_payload, check_unit};
+use mneme_core::{
+    AuditAction, Clock, CompetencePayload, EventPayload, Lineage, LineageOp, MemoryRecord, NewRecord, Payload,
+    PlanGraphPayload, RecordId, SemanticPayload, ToolOutputPayload, WorkingPayload, revision,
+};
+use mneme_store::{Store, StoreOptions};
+use serde_json::json;
+
+pub use config::{AccessConfig, ServiceConfig};
+pub use error::{ErrorKind, ServiceError, ServiceResult};
+pub use types::*;
+
+/// Reinforce / penalize amount when none is given.
+pub const DEFAULT_AMOUNT: f64 = 0.1;
+
+/// The memory engine.
+#[derive(Debug)]
+pub struct MemoryService {
+    // Invariant: the one connection; held for the duration of one operation only.
+    store: Mutex<Store>,
+    config: ServiceConfig,
+    clock: Arc<dyn Clock>,
+    // Invariant: guards v7 id generation so ids are strictly increasing in this process.
+    ids: Mutex<uuid::ContextV7>,
+}
+
+impl MemoryService {
+    /// Opens the store with the service's decay configuration.
+    pub fn open(mut options: StoreOptions, config: ServiceConfig, clock: Arc<dyn Clock>) -> ServiceResult<Self> {
+        config.validate()?;
+        options.decay = config.decay;
+        let store = Store::open(options)?;
+        Ok(MemoryService { store: Mutex::new(store), config, clock, ids: Mutex::new(uuid::ContextV7::new()) })
+    }
+
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    // ---- ingest -------------------------------------------------------------------
+
+    pub fn ingest_event(&self, event: EventPayload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        self.ingest(Payload::Event(event), options)
+    }
+
+    pub fn ingest_tool_output(&self, output: ToolOutputPayload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        self.ingest(Payload::ToolOutput(output), options)
+    }
+
+    /// A subject-predicate-object fact.
+    pub fn ingest_observation(&self, fact: SemanticPayload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        self.ingest(Payload::Semantic(fact), options)
+    }
+
+    pub fn ingest_working_state(&self, state: WorkingPayload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        self.ingest(Payload::Working(state), options)
+    }
+
+    pub fn ingest_competence(&self, skill: CompetencePayload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        self.ingest(Payload::Competence(skill), options)
+    }
+
+    pub fn ingest_plan(&self, plan: PlanGraphPayload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        self.ingest(Payload::PlanGraph(plan), options)
+    }
+
+    /// Ingests any payload.
+    pub fn ingest(&self, payload: Payload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        let new = self.new_record(payload, options)?;
+        let now = self.now();
+        let id = self.next_id(now);
+        self.store()?.write(|tx| tx.insert(&new, id, original_lineage(&new, now), now)).map_err(Into::into)
+    }
+
+    /// Ingests many records in one transaction: all or none.
+    pub fn ingest_batch(&self, records: Vec<(Payload, IngestOptions)>) -> ServiceResult<Vec<RecordId>> {
+        let news = records.into_iter().map(|(p, o)| self.new_record(p, o)).collect::<ServiceResult<Vec<_>>>()?;
+        let now = self.now();
+        let ids: Vec<RecordId> = news.iter().map(|_| self.next_id(now)).collect();
+        self.store()?.write(|tx| {
+            for (new, id) in news.iter().zip(&ids) {
+                tx.insert(new, id.clone(), original_lineage(new, now), now)?;
+            }
+            Ok::<_, ServiceError>(ids.clone())
+        })
+    }
+
+    /// Records an outcome as an episodic event, reinforces (success) or penalizes (failure)
+    /// the target, and folds it into the target's performance if it is a competence record.
+    pub fn ingest_outcome(&self, request: OutcomeRequest, options: IngestOptions, access: &Access) -> ServiceResult<OutcomeResult> {
+        let amount = request.amount.unwrap_or(DEFAULT_AMOUNT);
+        check_amount(amount)?;
+        let success = request.outcome == OutcomeKind::Success;
+        let mut text = if success { "success".to_string() } else { "failure".to_string() };
+        if let Some(mode) = request.failure_mode.as_deref().filter(|m| !m.trim().is_empty()) {
+            text.push_str(&format!(": {mode}"));
+        }
+        if let Some(note) = request.note.as_deref().filter(|n| !n.trim().is_empty()) {
+            text.push_str(&format!(" — {note}"));
+        }
+        let now = self.now();
+        let event = EventPayload {
+            event_kind: "outcome".into(),
+            reference: Some(request.target.to_string()),
+            sender: None,
+            text,
+            event_time: Some(now),
+        };
+        let mut new = self.new_record(Payload::Event(event), options)?;
+        let id = self.next_id(now);
+        let decay = self.config.decay;
+        self.store()?.write(|tx| {
+            let target = self.visible(tx.get(&request.target)?, &request.target, access)?;
+            if target.is_tombstone() {
+                return Err(ServiceError::Precondition(format!(
+                    "cannot record an outcome for {}: it is {}",
+                    target.id,
+                    if target.pruned_at.is_some() { "pruned" } else { target.status.as_str() }
+                )));
+            }
+            if new.summary == new.payload.default_summary() {
+                new.summary = mneme_core::one_line(&format!("outcome for {}: {}", target.summary, text_of(&new.payload)), 200);
+            }
+            let record = tx.insert(&new, id.clone(), original_lineage(&new, now), now)?;
+            let before = decay.salience_at(target.memory_type, &target.salience, now);
+            let state = decay.adjusted(target.memory_type, &target.salience, if success { amount } else { -amount }, now);
+            tx.set_salience(&target, state, now)?;
+            let mut details = json!({ "outcome_record": id, "success": success, "salience_before": before, "salience_after": state.base });
+            if let Some(Payload::Competence(mut skill)) = target.payload.clone() {
+                skill.performance.record(success, request.duration_ms, request.failure_mode.as_deref());
+                details["performance"] = serde_json::to_value(&skill.performance).expect("plain data serialises");
+                tx.set_payload_stats(&target.id, &Payload::Competence(skill), now)?;
+            }
+            tx.append_audit(&target.id, now, &new.actor, AuditAction::Outcome, &new.rationale, &details)?;
+            tx.add_link(&id, &target.id, "outcome_of", if success { "success" } else { "failure" }, now)?;
+            let target = tx.require(&target.id)?;
+            Ok(OutcomeResult { record, target, salience_before: before, salience_after: state.base })
+        })
+    }
+
+    // ---- revise -------------------------------------------------------------------
+
+    /// Replaces a record with a new one; the old one becomes a `superseded` tombstone.
+    pub fn supersede(&self, id: &RecordId, change: Revision, who: Actor, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.check_actor(&who)?;
+        let now = self.now();
+        let new_id = self.next_id(now);
+        self.store()?.write(|tx| {
+            let old = self.visible(tx.get(id)?, id, access)?;
+            revision::check_revisable(&old, revision::Revision::Supersede)?;
+            let new = self.revised(&[&old], change, &who)?;
+            let lineage = self.lineage(vec![old.id.clone()], LineageOp::Supersede, &who, now);
+            let record = tx.insert(&new, new_id.clone(), lineage, now)?;
+            tx.set_status(&old.id, mneme_core::Status::Superseded, now)?;
+            tx.append_audit(&old.id, now, &who.actor, AuditAction::SupersededBy, &who.rationale, &json!({ "successor": new_id }))?;
+            Ok(record)
+        })
+    }
+
+    /// Creates a variant of a record; the original stays active.
+    pub fn fork(&self, id: &RecordId, change: Revision, who: Actor, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.check_actor(&who)?;
+        let now = self.now();
+        let new_id = self.next_id(now);
+        self.store()?.write(|tx| {
+            let source = self.visible(tx.get(id)?, id, access)?;
+            revision::check_revisable(&source, revision::Revision::Fork)?;
+            let new = self.revised(&[&source], change, &who)?;
+            let lineage = self.lineage(vec![source.id.clone()], LineageOp::Fork, &who, now);
+            let record = tx.insert(&new, new_id.clone(), lineage, now)?;
+            tx.append_audit(&source.id, now, &who.actor, AuditAction::ForkedInto, &who.rationale, &json!({ "fork": new_id }))?;
+            Ok(record)
+        })
+    }
+
+    /// Combines records of one type into a new one; each source becomes a `superseded` tombstone.
+    pub fn merge(&self, ids: &[RecordId], change: Revision, who: Actor, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.check_actor(&who)?;
+        let now = self.now();
+        let new_id = self.next_id(now);
+        self.store()?.write(|tx| {
+            let sources = ids.iter().map(|id| self.visible(tx.get(id)?, id, access)).collect::<ServiceResult<Vec<_>>>()?;
+            revision::check_merge(&sources)?;
+            let refs: Vec<&MemoryRecord> = sources.iter().collect();
+            let new = self.revised(&refs, change, &who)?;
+            let lineage = self.lineage(ids.to_vec(), LineageOp::Merge, &who, now);
+            let record = tx.insert(&new, new_id.clone(), lineage, now)?;
+            for source in &sources {
+                tx.set_status(&source.id, mneme_core::Status::Superseded, now)?;
+                tx.append_audit(&source.id, now, &who.actor, AuditAction::MergedInto, &who.rationale, &json!({ "merged_into": new_id }))?;
+            }
+            Ok(record)
+        })
+    }
+
+    /// Withdraws a record; it stays as a `retracted` tombstone.
+    pub fn retract(&self, id: &RecordId, who: Actor, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.check_actor(&who)?;
+        let now = self.now();
+        self.store()?.write(|tx| {
+            let record = self.visible(tx.get(id)?, id, access)?;
+            revision::check_revisable(&record, revision::Revision::Retract)?;
+            tx.set_status(id, mneme_core::Status::Retracted, now)?;
+            tx.append_audit(id, now, &who.actor, AuditAction::Retract, &who.rationale, &json!({ "previous_status": record.status }))?;
+            Ok(tx.require(id)?)
+        })
+    }
+
+    /// Marks a record as disputed and links what disputes it. It stays retrievable.
+    pub fn contest(&self, id: &RecordId, contest: ContestRequest, who: Actor, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.check_actor(&who)?;
+        if contest.by.is_none() && contest.claim.as_deref().is_none_or(|c| c.trim().is_empty()) {
+            return Err(ServiceError::Invalid(mneme_core::CoreError::invalid(
+                "contest",
+                "name the contesting record (--by ID) or the conflicting claim (--claim TEXT)",
+            )));
+        }
+        if let Some(claim) = &contest.claim {
+            self.config.limits.check_rationale(claim)?;
+        }
+        let now = self.now();
+        self.store()?.write(|tx| {
+            let record = self.visible(tx.get(id)?, id, access)?;
+            revision::check_revisable(&record, revision::Revision::Contest)?;
+            if let Some(by) = &contest.by {
+                if by == id {
+                    return Err(ServiceError::Precondition(format!("record {id} cannot contest itself")));
+                }
+                self.visible(tx.get(by)?, by, access)?;
+                tx.add_link(by, id, "contests", contest.claim.as_deref().unwrap_or(""), now)?;
+                tx.append_audit(by, now, &who.actor, AuditAction::Contest, &who.rationale, &json!({ "contests": id }))?;
+            }
+            tx.set_status(id, mneme_core::Status::Contested, now)?;
+            tx.append_audit(id, now, &who.actor, AuditAction::Contest, &who.rationale, &json!({ "by": contest.by, "claim": contest.claim }))?;
+            Ok(tx.require(id)?)
+        })
+    }
+
+    pub fn reinforce(&self, id: &RecordId, amount: Option<f64>, who: Actor, access: &Access) -> ServiceResult<SalienceChange> {
+        self.adjust(id, amount.unwrap_or(DEFAULT_AMOUNT), true, who, access)
+    }
+
+    pub fn penalize(&self, id: &RecordId, amount: Option<f64>, who: Actor, access: &Access) -> ServiceResult<SalienceChange> {
+        self.adjust(id, amount.unwrap_or(DEFAULT_AMOUNT), false, who, access)
+    }
+
+    // ---- read ---------------------------------------------------------------------
+
+    /// A record by id, tombstones included.
+    pub fn get(&self, id: &RecordId, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.store()?.read(|tx| self.visible(tx.get(id)?, id, access))
+    }
+
+    /// Current salience of a record at the service clock's now.
+    pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
+        self.config.decay.salience_at(record.memory_type, &record.salience, self.now())
+    }
+
+    /// Lineage (ancestors and descendants), links and the audit log of a record.
+    pub fn history(&self, id: &RecordId, access: &Access) -> ServiceResult<History> {
+        const MAX_RELATED: usize = 1000;
+        self.store()?.read(|tx| {
+            let record = self.visible(tx.get(id)?, id, access)?;
+            let mut hidden = 0;
+            let mut seen: HashSet<RecordId> = HashSet::from([record.id.clone()]);
+            let mut ancestors = Vec::new();
+            let mut queue: VecDeque<RecordId> = record.lineage.parent_ids.iter().cloned().collect();
+            while let Some(pid) = queue.pop_front() {
+                if ancestors.len() >= MAX_RELATED || !seen.insert(pid.clone()) {
+                    continue;
+                }
+                let parent = tx.require(&pid)?;
+                if access.can_see(&parent) {
+                    queue.extend(parent.lineage.parent_ids.iter().cloned());
+                    ancestors.push(Brief::from(&parent));
+                } else {
+                    hidden += 1;
+                }
+            }
+            let mut descendants = Vec::new();
+            let mut queue: VecDeque<RecordId> = VecDeque::from([record.id.clone()]);
+            while let Some(cur) = queue.pop_front() {
+                for child in tx.children(&cur)? {
+                    if descendants.len() >= MAX_RELATED || !seen.insert(child.id.clone()) {
+                        continue;
+                    }
+                    if access.can_see(&child) {
+                        queue.push_back(child.id.clone());
+                        descendants.push(Brief::from(&child));
+                    } else {
+                        hidden += 1;
+                    }
+                }
+            }
+            let mut links = Vec::new();
+            for link in tx.links(id)? {
+                let other = if &link.from == id { &link.to } else { &link.from };
+                if access.can_see(&tx.require(other)?) { links.push(link) } else { hidden += 1 }
+            }
+            let audit = tx.audit(id)?;
+            let current_salience = self.current_salience(&record);
+            Ok(History { record, current_salience, ancestors, descendants, links, audit, hidden })
+        })
+    }
+
+    pub fn metrics(&self) -> ServiceResult<Metrics> {
+        let mut store = self.store()?;
+        let stats = store.read(|tx| tx.stats())?;
+        Ok(Metrics {
+            path: store.path().display().to_string(),
+            schema_version: store.schema_version()?,
+            encrypted: store.is_encrypted(),
+            file_bytes: store.file_bytes(),
+            total_records: stats.by_type.values().sum(),
+            by_type: stats.by_type,
+            live_by_type: stats.live_by_type,
+            by_status: stats.by_status,
+            pruned: stats.pruned,
+            pinned: stats.pinned,
+            audit_entries: stats.audit_entries,
+            links: stats.links,
+        })
+    }
+
+    // ---- maintain -----------------------------------------------------------------
+
+    /// Drops the payload of every live, unpinned record whose current salience is below
+    /// `threshold` (default: the configured prune threshold). Rows, lineage, links and
+    /// audit stay; each pruned record gets a `prune` audit entry.
+    pub fn prune(&self, threshold: Option<f64>, dry_run: bool, actor: &str) -> ServiceResult<PruneReport> {
+        let threshold = threshold.unwrap_or(self.config.decay.prune_threshold);
+        check_unit("threshold", threshold)?;
+        self.config.limits.check_actor(actor)?;
+        let now = self.now();
+        let decay = self.config.decay;
+        self.store()?.write(|tx| {
+            let mut pruned = Vec::new();
+            if threshold <= 0.0 {
+                return Ok(PruneReport { threshold, dry_run, pruned });
+            }
+            for t in mneme_core::MemoryType::ALL {
+                // salience < threshold  ⇔  anchor < now + half_life · log2(threshold), floors aside.
+                let cut = mneme_core::decay::unix_seconds(now) + decay.half_life_seconds(t) * threshold.log2();
+                for record in tx.below_anchor(t, cut)? {
+                    let salience = decay.salience_at(t, &record.salience, now);
+                    if salience >= threshold {
+                        continue;
+                    }
+                    if !dry_run {
+                        tx.prune(&record.id, now)?;
+                        tx.append_audit(&record.id, now, actor, AuditAction::Prune, "salience below prune threshold", &json!({ "salience": salience, "threshold": threshold }))?;
+                    }
+                    pruned.push(record.id);
+                }
+            }
+            Ok::<_, ServiceError>(PruneReport { threshold, dry_run, pruned })
+        })
+    }
+
+    // ---- helpers ------------------------------------------------------------------
+
+    fn store(&self) -> ServiceResult<MutexGuard<'_, Store>> {
+        // A panic while holding the lock cannot leave a half-written transaction (SQLite
+        // rolls back an unfinished one), so a poisoned lock is safe to reuse.
+        Ok(self.store.lock().unwrap_or_else(|poison| poison.into_inner()))
+    }
+
+    fn next_id(&self, now: Timestamp) -> RecordId {
+        let ctx = self.ids.lock().unwrap_or_else(|poison| poison.into_inner());
+        let secs = u64::try_from(now.as_second()).unwrap_or(0);
+        let ts = uuid::Timestamp::from_unix(&*ctx, secs, now.subsec_nanosecond().unsigned_abs());
+        RecordId::parse(&uuid::Uuid::new_v7(ts).to_string()).expect("uuid strings are record ids")
+    }
+
+    fn visible(&self, record: Option<MemoryRecord>, id: &RecordId, access: &Access) -> ServiceResult<MemoryRecord> {
+        match record {
+            Some(r) if access.can_see(&r) => Ok(r),
+            _ => Err(ServiceError::NotFound(id.clone())),
+        }
+    }
+
+    fn check_actor(&self, who: &Actor) -> ServiceResult<()> {
+        self.config.limits.check_actor(&who.actor)?;
+        self.config.limits.check_rationale(&who.rationale)?;
+        if who.rationale.trim().is_empty() {
+            return Err(ServiceError::Invalid(mneme_core::CoreError::invalid("rationale", "must not be empty: say why history changes")));
+        }
+        Ok(())
+    }
+
+    fn new_record(&self, payload: Payload, options: IngestOptions) -> ServiceResult<NewRecord> {
+        check_payload(&payload)?;
+        let mut new = NewRecord::new(payload);
+        if let Some(summary) = options.summary {
+            new.summary = summary;
+        }
+        if let Some(s) = options.sensitivity {
+            new.sensitivity = s;
+        }
+        if let Some(scope) = options.scope {
+            new.scope = scope;
+        }
+        new.tags = options.tags;
+        if let Some(c) = options.confidence {
+            new.confidence = c;
+        }
+        if let Some(s) = options.salience {
+            new.salience = s;
+        }
+        new.pinned = options.pinned;
+        if let Some(actor) = options.actor {
+            new.actor = actor;
+        }
+        new.rationale = options.rationale.unwrap_or_default();
+        self.config.limits.check_new_record(&new)?;
+        Ok(new)
+    }
+
+    /// The new record of a supersede, fork or merge: the revision's fields over the first source's.
+    fn revised(&self, sources: &[&MemoryRecord], change: Revision, who: &Actor) -> ServiceResult<NewRecord> {
+        let first = sources[0];
+        let payload = match change.payload {
+            Some(p) => {
+                revision::check_same_type(first.memory_type, &p)?;
+                check_payload(&p)?;
+                p
+            }
+            None => first.payload.clone().ok_or_else(|| ServiceError::Precondition(format!("record {} has no payload", first.id)))?,
+        };
+        let payload_changed = Some(&payload) != first.payload.as_ref();
+        let mut new = NewRecord::new(payload);
+        new.summary = match change.summary {
+            Some(s) => s,
+            None if payload_changed => new.summary,
+            None => first.summary.clone(),
+        };
+        new.sensitivity = change.sensitivity.unwrap_or_else(|| sources.iter().map(|s| s.sensitivity).max().unwrap_or(first.sensitivity));
+        new.scope = first.scope.clone();
+        new.tags = change.tags.unwrap_or_else(|| {
+            let mut tags: Vec<String> = Vec::new();
+            for t in sources.iter().flat_map(|s| s.tags.iter()) {
+                if !tags.contains(t) {
+                    tags.push(t.clone());
+                }
+            }
+            tags
+        });
+        new.confidence = change.confidence.unwrap_or(first.confidence);
+        new.salience = sources.iter().map(|s| self.current_salience(s)).fold(0.0, f64::max).max(0.5);
+        new.pinned = sources.iter().any(|s| s.salience.pinned);
+        new.event_time = first.event_time;
+        new.actor = who.actor.clone();
+        new.rationale = who.rationale.clone();
+        self.config.limits.check_new_record(&new)?;
+        Ok(new)
+    }
+
+    fn lineage(&self, parent_ids: Vec<RecordId>, operation: LineageOp, who: &Actor, now: Timestamp) -> Lineage {
+        Lineage { parent_ids, operation, actor: who.actor.clone(), rationale: who.rationale.clone(), timestamp: now }
+    }
+
+    fn adjust(&self, id: &RecordId, amount: f64, up: bool, who: Actor, access: &Access) -> ServiceResult<SalienceChange> {
+        check_amount(amount)?;
+        self.config.limits.check_actor(&who.actor)?;
+        self.config.limits.check_rationale(&who.rationale)?;
+        let now = self.now();
+        let decay = self.config.decay;
+        self.store()?.write(|tx| {
+            let record = self.visible(tx.get(id)?, id, access)?;
+            if record.is_tombstone() {
+                return Err(ServiceError::Precondition(format!(
+                    "cannot {} record {id}: it is {}",
+                    if up { "reinforce" } else { "penalize" },
+                    if record.pruned_at.is_some() { "pruned" } else { record.status.as_str() }
+                )));
+            }
+            let before = decay.salience_at(record.memory_type, &record.salience, now);
+            let state = decay.adjusted(record.memory_type, &record.salience, if up { amount } else { -amount }, now);
+            tx.set_salience(&record, state, now)?;
+            let action = if up { AuditAction::Reinforce } else { AuditAction::Penalize };
+            tx.append_audit(id, now, &who.actor, action, &who.rationale, &json!({ "amount": amount, "before": before, "after": state.base }))?;
+            Ok(SalienceChange { id: id.clone(), before, after: state.base })
+        })
+    }
+}
+
+fn original_lineage(new: &NewRecord, now: Timestamp) -> Lineage {
+    Lineage { parent_ids: Vec::new(), operation: LineageOp::Original, actor: new.actor.clone(), rationale: new.rationale.clone(), timestamp: now }
+}
+
+fn text_of(payload: &Payload) -> &str {
+    match payload {
+        Payload::Event(e) => &e.text,
+        _ => "",
+    }
+}

@@ -1,0 +1,72 @@
+//! `ServiceError`: the one error type every front end maps to its status codes.
+
+use mneme_core::{CoreError, RecordId};
+use mneme_store::StoreError;
+use thiserror::Error;
+
+pub type ServiceResult<T> = Result<T, ServiceError>;
+
+#[derive(Debug, Error)]
+pub enum ServiceError {
+    /// The record does not exist or the caller may not see it (the two are not told apart).
+    #[error("no record {0}")]
+    NotFound(RecordId),
+    /// Malformed or oversize input.
+    #[error("{0}")]
+    Invalid(CoreError),
+    /// The operation is not allowed in the record's current state.
+    #[error("{0}")]
+    Precondition(String),
+    /// Another writer held the lock too long; retrying later may succeed.
+    #[error("{0}")]
+    Busy(StoreError),
+    /// A configuration value is wrong; the message names the key.
+    #[error("configuration error: {0}")]
+    Config(String),
+    /// The store cannot be opened or read (missing, wrong key, damaged, too new, I/O).
+    #[error("{0}")]
+    Store(StoreError),
+}
+
+/// Coarse classes of [`ServiceError`], for the transports' status mappings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    NotFound,
+    InvalidArgument,
+    FailedPrecondition,
+    Busy,
+    Config,
+    Storage,
+}
+
+impl ServiceError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ServiceError::NotFound(_) => ErrorKind::NotFound,
+            ServiceError::Invalid(_) => ErrorKind::InvalidArgument,
+            ServiceError::Precondition(_) => ErrorKind::FailedPrecondition,
+            ServiceError::Busy(_) => ErrorKind::Busy,
+            ServiceError::Config(_) => ErrorKind::Config,
+            ServiceError::Store(_) => ErrorKind::Storage,
+        }
+    }
+}
+
+impl From<CoreError> for ServiceError {
+    fn from(e: CoreError) -> Self {
+        match e {
+            CoreError::Precondition(msg) => ServiceError::Precondition(msg),
+            other @ (CoreError::Invalid { .. } | CoreError::TooLarge { .. }) => ServiceError::Invalid(other),
+        }
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::RecordNotFound(id) => ServiceError::NotFound(id),
+            busy @ StoreError::Busy { .. } => ServiceError::Busy(busy),
+            other => ServiceError::Store(other),
+        }
+    }
+}

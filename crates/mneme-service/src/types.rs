@@ -1,0 +1,225 @@
+//! Requests and results of the service API. Transport-free: the CLI, HTTP, gRPC and MCP
+//! front ends convert their wire types to and from these.
+
+use jiff::Timestamp;
+use mneme_core::scoring::ScoreParts;
+use mneme_core::{AuditEntry, LineageOp, MemoryRecord, MemoryType, Payload, RecordId, Scope, Sensitivity, Status};
+use mneme_store::Link;
+use serde::Serialize;
+
+/// What a caller may see. The daemon builds one per principal from server-side policy;
+/// a request can narrow it but never widen it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Access {
+    pub max_sensitivity: Sensitivity,
+    /// `None`: every scope. `Some`: these scopes plus global records.
+    pub scopes: Option<Vec<Scope>>,
+}
+
+impl Access {
+    /// The local owner (the CLI): sees everything.
+    pub fn owner() -> Self {
+        Access { max_sensitivity: Sensitivity::Critical, scopes: None }
+    }
+
+    pub fn can_see(&self, record: &MemoryRecord) -> bool {
+        record.sensitivity <= self.max_sensitivity
+            && match &self.scopes {
+                None => true,
+                Some(scopes) => record.scope.is_global() || scopes.contains(&record.scope),
+            }
+    }
+}
+
+/// Fields common to every ingest. `None` means the documented default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IngestOptions {
+    /// Default: derived from the payload.
+    pub summary: Option<String>,
+    /// Default `low`.
+    pub sensitivity: Option<Sensitivity>,
+    /// Default global.
+    pub scope: Option<Scope>,
+    pub tags: Vec<String>,
+    /// Default 1.0.
+    pub confidence: Option<f64>,
+    /// Initial salience; default 1.0.
+    pub salience: Option<f64>,
+    pub pinned: bool,
+    /// Default `cli`.
+    pub actor: Option<String>,
+    pub rationale: Option<String>,
+}
+
+/// The result of an action on a record that the action took on another record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeKind {
+    Success,
+    Failure,
+}
+
+/// An outcome report: "using record X went well / badly".
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutcomeRequest {
+    pub target: RecordId,
+    pub outcome: OutcomeKind,
+    pub duration_ms: Option<u64>,
+    pub failure_mode: Option<String>,
+    pub note: Option<String>,
+    /// How much to reinforce or penalize the target; default 0.1.
+    pub amount: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutcomeResult {
+    /// The episodic record of the outcome itself.
+    pub record: MemoryRecord,
+    pub target: MemoryRecord,
+    pub salience_before: f64,
+    pub salience_after: f64,
+}
+
+/// The new content for supersede, fork and merge. Unset fields are copied from the
+/// (first) record being revised.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Revision {
+    pub payload: Option<Payload>,
+    pub summary: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub sensitivity: Option<Sensitivity>,
+    pub confidence: Option<f64>,
+}
+
+/// Who revises and why. A rationale is required: history must say why it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actor {
+    pub actor: String,
+    pub rationale: String,
+}
+
+/// What contests a record: another record, a claim in words, or both.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContestRequest {
+    pub by: Option<RecordId>,
+    pub claim: Option<String>,
+}
+
+/// A retrieval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrieveRequest {
+    /// Free text; any text is safe. Empty ranks by salience and recency alone.
+    pub query: String,
+    pub types: Vec<MemoryType>,
+    pub min_salience: Option<f64>,
+    /// Narrows the caller's ceiling; default from `[access] default_max_sensitivity`.
+    pub max_sensitivity: Option<Sensitivity>,
+    /// Narrows the caller's scopes; global records are always in scope.
+    pub scopes: Option<Vec<Scope>>,
+    /// A hit must carry all of these.
+    pub tags: Vec<String>,
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    pub limit: usize,
+    pub include_tombstones: bool,
+}
+
+impl Default for RetrieveRequest {
+    fn default() -> Self {
+        RetrieveRequest {
+            query: String::new(),
+            types: Vec::new(),
+            min_salience: None,
+            max_sensitivity: None,
+            scopes: None,
+            tags: Vec::new(),
+            since: None,
+            until: None,
+            limit: 10,
+            include_tombstones: false,
+        }
+    }
+}
+
+/// One retrieved record with its score parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub record: MemoryRecord,
+    pub current_salience: f64,
+    pub score: ScoreParts,
+}
+
+/// A record in someone else's history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Brief {
+    pub id: RecordId,
+    pub memory_type: MemoryType,
+    pub status: Status,
+    pub summary: String,
+    pub operation: LineageOp,
+    pub parent_ids: Vec<RecordId>,
+    pub created_at: Timestamp,
+    pub pruned: bool,
+}
+
+impl From<&MemoryRecord> for Brief {
+    fn from(r: &MemoryRecord) -> Self {
+        Brief {
+            id: r.id.clone(),
+            memory_type: r.memory_type,
+            status: r.status,
+            summary: r.summary.clone(),
+            operation: r.lineage.operation,
+            parent_ids: r.lineage.parent_ids.clone(),
+            created_at: r.created_at,
+            pruned: r.pruned_at.is_some(),
+        }
+    }
+}
+
+/// Everything known about how a record came to be and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct History {
+    pub record: MemoryRecord,
+    pub current_salience: f64,
+    /// Lineage parents, grandparents, ... (breadth first).
+    pub ancestors: Vec<Brief>,
+    /// Successors, forks and merges of this record, and theirs (breadth first).
+    pub descendants: Vec<Brief>,
+    pub links: Vec<Link>,
+    pub audit: Vec<AuditEntry>,
+    /// Related records left out because the caller may not see them.
+    pub hidden: usize,
+}
+
+/// A salience change by reinforce or penalize.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SalienceChange {
+    pub id: RecordId,
+    pub before: f64,
+    pub after: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PruneReport {
+    pub threshold: f64,
+    pub dry_run: bool,
+    /// Records whose payload was (or, in a dry run, would be) dropped.
+    pub pruned: Vec<RecordId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metrics {
+    pub path: String,
+    pub schema_version: i64,
+    pub encrypted: bool,
+    pub file_bytes: u64,
+    pub total_records: i64,
+    pub by_type: std::collections::BTreeMap<String, i64>,
+    pub live_by_type: std::collections::BTreeMap<String, i64>,
+    pub by_status: std::collections::BTreeMap<String, i64>,
+    pub pruned: i64,
+    pub pinned: i64,
+    pub audit_entries: i64,
+    pub links: i64,
+}

@@ -294,7 +294,7 @@ impl<'a> WriteTx<'a> {
         self.conn
             .prepare_cached("INSERT INTO records_fts (rowid, summary, body) VALUES (?1, ?2, ?3)")
             .ctx(self.path)?
-            .execute(params![seq, record.summary, index_text(record.payload.as_ref())])
+            .execute(params![seq, fts_summary(&record.summary, Some(&new.payload)), index_text(record.payload.as_ref())])
             .ctx(self.path)?;
         let action = match record.lineage.operation {
             LineageOp::Original => AuditAction::Create,
@@ -348,8 +348,14 @@ impl<'a> WriteTx<'a> {
             "UPDATE records SET payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
             params![id.as_str(), now.as_millisecond()],
         )?;
+        // With the payload gone the summary is the record's only text, so index it in full.
+        let record = self.require(id)?;
         let seq = self.seq_of(id)?;
-        self.conn.prepare_cached("UPDATE records_fts SET body = '' WHERE rowid = ?1").ctx(self.path)?.execute([seq]).ctx(self.path)?;
+        self.conn
+            .prepare_cached("UPDATE records_fts SET summary = ?2, body = '' WHERE rowid = ?1")
+            .ctx(self.path)?
+            .execute(params![seq, record.summary])
+            .ctx(self.path)?;
         Ok(())
     }
 
@@ -411,6 +417,15 @@ impl<'a> WriteTx<'a> {
             return Err(StoreError::RecordNotFound(id.clone()));
         }
         Ok(())
+    }
+}
+
+/// The summary as indexed: empty when it was derived from the payload, whose words the
+/// body column already holds (indexing them twice would double their BM25 weight).
+pub(crate) fn fts_summary<'s>(summary: &'s str, payload: Option<&Payload>) -> &'s str {
+    match payload {
+        Some(p) if p.default_summary() == summary => "",
+        _ => summary,
     }
 }
 

@@ -7,7 +7,7 @@
 
 use rusqlite::Transaction;
 
-use crate::rows::index_text;
+use crate::rows::{fts_summary, index_text};
 
 /// "mnem" in ASCII: marks a SQLite file as a mneme store.
 pub const APPLICATION_ID: i64 = 0x6d6e_656d;
@@ -117,7 +117,7 @@ fn v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         let summary: String = row.get(1)?;
         let payload: Option<String> = row.get(2)?;
         let payload = payload.and_then(|p| serde_json::from_str(&p).ok());
-        insert.execute(rusqlite::params![seq, summary, index_text(payload.as_ref())])?;
+        insert.execute(rusqlite::params![seq, fts_summary(&summary, payload.as_ref()), index_text(payload.as_ref())])?;
     }
     Ok(())
 }

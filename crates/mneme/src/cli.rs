@@ -1,0 +1,348 @@
+//! The command-line grammar (clap derive). Every command that prints data takes the
+//! global `--json`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "mneme", version, about = "Local-first memory and reflection engine for AI agents")]
+pub struct Cli {
+    /// Data directory (holds mneme.db and config.toml).
+    #[arg(long, global = true, env = "MNEME_HOME", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Configuration file [default: DATA_DIR/config.toml].
+    #[arg(long, global = true, env = "MNEME_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// File holding the encryption key (the key can also come from MNEME_ENCRYPTION_KEY).
+    #[arg(long, global = true, env = "MNEME_ENCRYPTION_KEY_FILE", value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the data directory and the store (encrypted when a key is set). Idempotent.
+    Init,
+    /// Store a new memory; prints its id.
+    #[command(subcommand)]
+    Ingest(IngestCommand),
+    /// Search memories: BM25 relevance blended with salience and recency.
+    Recall(RecallArgs),
+    /// Show one record (tombstones included).
+    Show { id: String },
+    /// Lineage, links and audit log of a record.
+    History { id: String },
+    /// Replace a record by a corrected one; the old one is kept as a tombstone.
+    Supersede {
+        id: String,
+        #[command(flatten)]
+        change: RevisionArgs,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Create a variant of a record; the original stays active.
+    Fork {
+        id: String,
+        #[command(flatten)]
+        change: RevisionArgs,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Withdraw a record; it is kept as a tombstone.
+    Retract {
+        id: String,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Combine records of one type into a new one; the sources become tombstones.
+    Merge {
+        #[arg(required = true, num_args = 2..)]
+        ids: Vec<String>,
+        #[command(flatten)]
+        change: RevisionArgs,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Mark a record as disputed (it stays retrievable).
+    Contest {
+        id: String,
+        /// The record that contradicts it.
+        #[arg(long)]
+        by: Option<String>,
+        /// The conflicting claim, in words.
+        #[arg(long)]
+        claim: Option<String>,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Raise a record's salience (and restart its decay clock).
+    Reinforce(AdjustArgs),
+    /// Lower a record's salience.
+    Penalize(AdjustArgs),
+    /// Record counts, store size and schema version.
+    Metrics,
+    /// List records that decayed below the prune threshold; with --prune, drop their payloads.
+    Decay {
+        /// Drop the payloads (rows, lineage and audit stay).
+        #[arg(long)]
+        prune: bool,
+        /// Salience threshold [default: decay.prune_threshold, 0.05].
+        #[arg(long, allow_negative_numbers = true)]
+        threshold: Option<f64>,
+    },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IngestCommand {
+    /// Something that happened (a message, a note).
+    Event {
+        /// The text; `-` reads it from stdin.
+        #[arg(long)]
+        text: String,
+        #[arg(long, default_value = "message")]
+        kind: String,
+        #[arg(long)]
+        sender: Option<String>,
+        /// External reference (message id, URL).
+        #[arg(long = "ref")]
+        reference: Option<String>,
+        /// When it happened (RFC 3339, or YYYY-MM-DD[THH:MM:SS] as UTC) [default: now].
+        #[arg(long)]
+        at: Option<String>,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+    /// A tool call and its result.
+    Tool {
+        #[arg(long)]
+        tool: String,
+        /// Arguments as JSON.
+        #[arg(long)]
+        args: Option<String>,
+        /// Result as JSON (plain text is stored as a string).
+        #[arg(long)]
+        result: Option<String>,
+        #[arg(long)]
+        error: Option<String>,
+        #[arg(long)]
+        duration_ms: Option<u64>,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+    /// A fact: subject, predicate, object.
+    Observation {
+        #[arg(long)]
+        subject: String,
+        #[arg(long)]
+        predicate: String,
+        #[arg(long)]
+        object: String,
+        #[arg(long)]
+        valid_from: Option<String>,
+        #[arg(long)]
+        valid_to: Option<String>,
+        /// Supporting record ids or references (repeatable).
+        #[arg(long)]
+        evidence: Vec<String>,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+    /// The outcome of using a record: reinforces or penalizes it, updates skill statistics.
+    Outcome {
+        #[arg(long)]
+        target: String,
+        #[arg(long, value_enum)]
+        result: OutcomeArg,
+        #[arg(long)]
+        duration_ms: Option<u64>,
+        #[arg(long)]
+        failure_mode: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+        /// Reinforcement or penalty [default: 0.1].
+        #[arg(long, allow_negative_numbers = true)]
+        amount: Option<f64>,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+    /// The state of a thread of work.
+    Working {
+        #[arg(long)]
+        thread: String,
+        #[arg(long)]
+        state: String,
+        #[arg(long = "next-action")]
+        next_actions: Vec<String>,
+        #[arg(long = "open-question")]
+        open_questions: Vec<String>,
+        #[arg(long = "summary-text", default_value = "")]
+        summary_text: String,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+    /// A skill: when to use it and how.
+    Competence {
+        #[arg(long)]
+        skill: String,
+        #[arg(long = "trigger")]
+        triggers: Vec<String>,
+        #[arg(long = "step")]
+        steps: Vec<String>,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+    /// A plan as a graph of steps.
+    Plan {
+        #[arg(long)]
+        intent: String,
+        /// A step as ID=LABEL (repeatable).
+        #[arg(long = "node")]
+        nodes: Vec<String>,
+        /// A dependency as FROM->TO (repeatable).
+        #[arg(long = "edge")]
+        edges: Vec<String>,
+        #[command(flatten)]
+        common: IngestArgs,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutcomeArg {
+    Success,
+    Failure,
+}
+
+/// Options shared by every ingest.
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// One-line summary [default: derived from the payload].
+    #[arg(long)]
+    pub summary: Option<String>,
+    /// public, low, medium, high or critical [default: low].
+    #[arg(long)]
+    pub sensitivity: Option<String>,
+    /// Tenant key such as agent:atlas [default: global].
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Tag (repeatable).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    /// Confidence in 0..=1 [default: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub confidence: Option<f64>,
+    /// Initial salience in 0..=1 [default: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub salience: Option<f64>,
+    /// Never decay or prune this record.
+    #[arg(long)]
+    pub pinned: bool,
+    /// Who is remembering this [default: cli].
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// Free text (any text is safe). Omit to rank by salience and recency.
+    #[arg(default_value = "")]
+    pub query: String,
+    /// Memory type (repeatable).
+    #[arg(long = "type")]
+    pub types: Vec<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub min_salience: Option<f64>,
+    /// Sensitivity ceiling [default: access.default_max_sensitivity, medium].
+    #[arg(long)]
+    pub sensitivity: Option<String>,
+    /// Scope (repeatable); global records are always included.
+    #[arg(long = "scope")]
+    pub scopes: Vec<String>,
+    /// Required tag (repeatable; a hit carries all of them).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Include superseded, retracted and pruned records.
+    #[arg(long)]
+    pub include_tombstones: bool,
+    /// Show each hit's score components.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+/// New content for supersede, fork and merge; unset fields are kept.
+#[derive(Debug, Args)]
+pub struct RevisionArgs {
+    #[arg(long)]
+    pub summary: Option<String>,
+    /// The whole new payload as JSON, e.g. {"kind":"semantic","subject":..,"predicate":..,"object":..}.
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// For facts: the new subject.
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// For facts: the new predicate.
+    #[arg(long)]
+    pub predicate: Option<String>,
+    /// For facts: the new object.
+    #[arg(long)]
+    pub object: Option<String>,
+    /// Replace the tags (repeatable).
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    #[arg(long)]
+    pub sensitivity: Option<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub confidence: Option<f64>,
+}
+
+/// Who makes a change, and why (required: history must say why it changed).
+#[derive(Debug, Args)]
+pub struct WhoArgs {
+    #[arg(long)]
+    pub rationale: String,
+    #[arg(long, default_value = "cli")]
+    pub actor: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AdjustArgs {
+    pub id: String,
+    /// In 0 < amount ≤ 1 [default: 0.1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub amount: Option<f64>,
+    #[arg(long, default_value = "cli")]
+    pub actor: String,
+    #[arg(long, default_value = "")]
+    pub rationale: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Speak the retrieval-benchmark protocol (../shared/bench/README.md) on stdin/stdout.
+    Retrieval,
+    /// Ingest throughput and recall latency on synthetic records, beside raw SQLite.
+    Store {
+        /// Store sizes to measure, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+        records: Vec<usize>,
+        /// Queries per size.
+        #[arg(long, default_value_t = 1000)]
+        queries: usize,
+        /// Records ingested one transaction each (the rest are batched).
+        #[arg(long, default_value_t = 2000)]
+        single: usize,
+    },
+}

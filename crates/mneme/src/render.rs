@@ -1,0 +1,204 @@
+//! Human-readable and `--json` output of each command. Human output of an ingest or a
+//! revision is just the new id, so scripts can capture it with `$(...)`.
+
+use anyhow::Result;
+use mneme_core::MemoryRecord;
+use mneme_service::{Hit, History, Metrics, OutcomeResult, PruneReport, SalienceChange};
+use serde::Serialize;
+use serde_json::json;
+
+fn print_json(value: &impl Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+pub fn init(m: &Metrics, json: bool) -> Result<()> {
+    if json {
+        return print_json(m);
+    }
+    println!(
+        "store ready: {} (schema v{}, {}, {} records)",
+        m.path,
+        m.schema_version,
+        if m.encrypted { "encrypted" } else { "not encrypted" },
+        m.total_records
+    );
+    Ok(())
+}
+
+pub fn ingested(record: &MemoryRecord, json: bool) -> Result<()> {
+    if json {
+        return print_json(&json!({ "id": record.id, "record": record }));
+    }
+    println!("{}", record.id);
+    Ok(())
+}
+
+pub fn outcome(o: &OutcomeResult, json: bool) -> Result<()> {
+    if json {
+        return print_json(o);
+    }
+    println!("{}", o.record.id);
+    eprintln!("target {}: salience {:.3} -> {:.3}", o.target.id, o.salience_before, o.salience_after);
+    Ok(())
+}
+
+pub fn revised(verb: &str, record: &MemoryRecord, json: bool) -> Result<()> {
+    if json {
+        return print_json(&json!({ "id": record.id, "record": record }));
+    }
+    println!("{}", record.id);
+    eprintln!("{verb} {} into {}", record.lineage.parent_ids.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", "), record.id);
+    Ok(())
+}
+
+pub fn status_change(record: &MemoryRecord, json: bool) -> Result<()> {
+    if json {
+        return print_json(record);
+    }
+    println!("{} is now {}", record.id, record.status);
+    Ok(())
+}
+
+pub fn salience(change: &SalienceChange, json: bool) -> Result<()> {
+    if json {
+        return print_json(change);
+    }
+    println!("{}: salience {:.3} -> {:.3}", change.id, change.before, change.after);
+    Ok(())
+}
+
+pub fn record(record: &MemoryRecord, current_salience: f64, json: bool) -> Result<()> {
+    if json {
+        return print_json(&json!({ "record": record, "current_salience": current_salience }));
+    }
+    println!("id          {}", record.id);
+    println!("type        {}", record.memory_type);
+    println!("status      {}{}", record.status, if record.pruned_at.is_some() { " (pruned)" } else { "" });
+    println!("summary     {}", record.summary);
+    println!("sensitivity {}", record.sensitivity);
+    println!("scope       {}", record.scope);
+    if !record.tags.is_empty() {
+        println!("tags        {}", record.tags.join(", "));
+    }
+    println!("confidence  {:.2}", record.confidence);
+    println!(
+        "salience    {current_salience:.3} now (base {:.3} at {}{})",
+        record.salience.base,
+        record.salience.reinforced_at,
+        if record.salience.pinned { ", pinned" } else { "" }
+    );
+    println!(
+        "lineage     {} by {}{}",
+        record.lineage.operation.as_str(),
+        record.lineage.actor,
+        if record.lineage.parent_ids.is_empty() {
+            String::new()
+        } else {
+            format!(" from {}", record.lineage.parent_ids.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", "))
+        }
+    );
+    println!("created     {}", record.created_at);
+    if let Some(t) = record.event_time {
+        println!("event time  {t}");
+    }
+    match &record.payload {
+        Some(p) => println!("payload     {}", serde_json::to_string(p)?),
+        None => println!("payload     (dropped by pruning at {})", record.pruned_at.map(|t| t.to_string()).unwrap_or_default()),
+    }
+    Ok(())
+}
+
+pub fn history(h: &History, json: bool) -> Result<()> {
+    if json {
+        return print_json(h);
+    }
+    record(&h.record, h.current_salience, false)?;
+    if !h.ancestors.is_empty() {
+        println!("\nancestors:");
+        for b in &h.ancestors {
+            println!("  {} [{} {}, {}] {}", b.id, b.memory_type, b.status, b.operation.as_str(), b.summary);
+        }
+    }
+    if !h.descendants.is_empty() {
+        println!("\ndescendants:");
+        for b in &h.descendants {
+            println!("  {} [{} {}, {}] {}", b.id, b.memory_type, b.status, b.operation.as_str(), b.summary);
+        }
+    }
+    if !h.links.is_empty() {
+        println!("\nlinks:");
+        for l in &h.links {
+            println!("  {} --{}--> {} {}", l.from, l.kind, l.to, l.note);
+        }
+    }
+    println!("\naudit:");
+    for a in &h.audit {
+        let why = if a.rationale.is_empty() { String::new() } else { format!(" \"{}\"", a.rationale) };
+        println!("  #{} {} {} by {}{} {}", a.seq, a.at, a.action.as_str(), a.actor, why, a.details);
+    }
+    if h.hidden > 0 {
+        println!("\n({} related records hidden by your access)", h.hidden);
+    }
+    Ok(())
+}
+
+pub fn hits(hits: &[Hit], explain: bool, json: bool) -> Result<()> {
+    if json {
+        return print_json(&hits);
+    }
+    if hits.is_empty() {
+        eprintln!("no matching records");
+        return Ok(());
+    }
+    for (rank, hit) in hits.iter().enumerate() {
+        let r = &hit.record;
+        let marker = if r.is_tombstone() || r.status != mneme_core::Status::Active { format!(" ({})", r.status) } else { String::new() };
+        println!("{:>2}. {} [{}{}] {}", rank + 1, r.id, r.memory_type, marker, r.summary);
+        if explain {
+            let s = &hit.score;
+            println!(
+                "    score {:.4} = relevance {} (bm25 {}) · salience {:.3} · recency {:.3}",
+                s.score,
+                s.relevance.map_or("-".to_string(), |v| format!("{v:.3}")),
+                s.bm25.map_or("-".to_string(), |v| format!("{v:.3}")),
+                s.salience,
+                s.recency
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn metrics(m: &Metrics, json: bool) -> Result<()> {
+    if json {
+        return print_json(m);
+    }
+    println!("store        {} (schema v{}, {})", m.path, m.schema_version, if m.encrypted { "encrypted" } else { "not encrypted" });
+    println!("size         {} bytes", m.file_bytes);
+    println!("records      {} ({} pruned, {} pinned)", m.total_records, m.pruned, m.pinned);
+    for (t, n) in &m.by_type {
+        println!("  {t:<11} {n:>8} total, {:>8} live", m.live_by_type.get(t).copied().unwrap_or(0));
+    }
+    for (s, n) in &m.by_status {
+        println!("  {s:<11} {n:>8}");
+    }
+    println!("audit        {} entries", m.audit_entries);
+    println!("links        {}", m.links);
+    Ok(())
+}
+
+pub fn prune(r: &PruneReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    for id in &r.pruned {
+        println!("{id}");
+    }
+    if r.dry_run {
+        eprintln!("{} records below salience {} (run with --prune to drop their payloads)", r.pruned.len(), r.threshold);
+    } else {
+        eprintln!("pruned {} records below salience {} (rows, lineage and audit kept)", r.pruned.len(), r.threshold);
+    }
+    Ok(())
+}

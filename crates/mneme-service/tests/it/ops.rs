@@ -1,0 +1,337 @@
+use mneme_core::{
+    AuditAction, CompetencePayload, LineageOp, MemoryType, Payload, PlanEdge, PlanGraphPayload, PlanNode, Status,
+    ToolOutputPayload, WorkingPayload,
+};
+use mneme_service::{
+    ContestRequest, ErrorKind, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision, ServiceError,
+};
+
+use crate::{Fixture, event, owner, payload_fact, who};
+
+#[test]
+fn every_payload_type_round_trips_with_an_original_lineage_and_a_create_audit_entry() {
+    let fx = Fixture::new();
+    let payloads = vec![
+        Payload::Event(event("we shipped v2")),
+        Payload::ToolOutput(ToolOutputPayload {
+            tool: "git".into(),
+            args: serde_json::json!({"cmd": "push"}),
+            result: Some(serde_json::json!("ok")),
+            error: None,
+            duration_ms: Some(120),
+        }),
+        payload_fact("Docker", "requires", "sg wrapper"),
+        Payload::Competence(CompetencePayload { skill: "skill:git+rebase".into(), triggers: vec!["conflict".into()], steps: vec!["fetch".into()], performance: Default::default() }),
+        Payload::Working(WorkingPayload { thread_id: "t1".into(), state: "drafting".into(), next_actions: vec!["review".into()], open_questions: vec![], summary: String::new() }),
+        Payload::PlanGraph(PlanGraphPayload {
+            intent: "release".into(),
+            nodes: vec![PlanNode { id: "a".into(), label: "build".into(), status: None }, PlanNode { id: "b".into(), label: "ship".into(), status: None }],
+            edges: vec![PlanEdge { from: "a".into(), to: "b".into(), kind: None }],
+        }),
+    ];
+    let expected_types = [MemoryType::Episodic, MemoryType::Episodic, MemoryType::Semantic, MemoryType::Competence, MemoryType::Working, MemoryType::PlanGraph];
+    for (payload, ty) in payloads.into_iter().zip(expected_types) {
+        let record = fx.service.ingest(payload.clone(), IngestOptions::default()).expect("ingest");
+        let back = fx.service.get(&record.id, &owner()).expect("get");
+        assert_eq!(back, record);
+        assert_eq!(back.payload, Some(payload));
+        assert_eq!(back.memory_type, ty);
+        assert_eq!(back.status, Status::Active);
+        assert_eq!(back.lineage.operation, LineageOp::Original);
+        let history = fx.service.history(&record.id, &owner()).expect("history");
+        assert_eq!(history.audit.iter().map(|a| a.action).collect::<Vec<_>>(), vec![AuditAction::Create]);
+    }
+    let ids: Vec<String> = (0..5).map(|_| fx.event("x").id.to_string()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted, "ids sort by creation order even within one clock tick");
+}
+
+#[test]
+fn episodic_records_cannot_be_revised_and_the_refusal_changes_nothing() {
+    let fx = Fixture::new();
+    let episode = fx.event("the deploy failed at 3am");
+    let other = fx.event("another event");
+    let before = fx.footprint();
+    let attempts: Vec<ServiceError> = vec![
+        fx.service.supersede(&episode.id, Revision::default(), who("fix"), &owner()).expect_err("supersede"),
+        fx.service.fork(&episode.id, Revision::default(), who("fork"), &owner()).expect_err("fork"),
+        fx.service.retract(&episode.id, who("oops"), &owner()).expect_err("retract"),
+        fx.service.merge(&[episode.id.clone(), other.id.clone()], Revision::default(), who("merge"), &owner()).expect_err("merge"),
+        fx.service.contest(&episode.id, ContestRequest { by: None, claim: Some("no".into()) }, who("doubt"), &owner()).expect_err("contest"),
+    ];
+    for err in attempts {
+        assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err}");
+        assert!(err.to_string().contains("episodic records are immutable"), "{err}");
+    }
+    assert_eq!(before, fx.footprint());
+    assert_eq!(fx.service.get(&episode.id, &owner()).expect("get").status, Status::Active);
+}
+
+#[test]
+fn supersede_keeps_the_old_record_as_a_tombstone_with_lineage_both_ways() {
+    let fx = Fixture::new();
+    let old = fx.fact("Howard", "lives in", "Berlin");
+    let new = fx
+        .service
+        .supersede(&old.id, Revision { payload: Some(payload_fact("Howard", "lives in", "Hamburg")), ..Default::default() }, who("he moved"), &owner())
+        .expect("supersede");
+    assert_eq!(new.lineage.operation, LineageOp::Supersede);
+    assert_eq!(new.lineage.parent_ids, vec![old.id.clone()]);
+    assert_eq!(new.lineage.rationale, "he moved");
+    assert_eq!(new.summary, "Howard lives in Hamburg");
+
+    let tomb = fx.service.get(&old.id, &owner()).expect("tombstone reachable by id");
+    assert_eq!(tomb.status, Status::Superseded);
+    assert_eq!(tomb.payload, old.payload, "the old content is kept");
+
+    let hits = fx.service.retrieve(&RetrieveRequest { query: "Howard lives".into(), ..Default::default() }, &owner()).expect("retrieve");
+    assert_eq!(hits.iter().map(|h| h.record.id.clone()).collect::<Vec<_>>(), vec![new.id.clone()]);
+    let all = fx
+        .service
+        .retrieve(&RetrieveRequest { query: "Howard lives".into(), include_tombstones: true, ..Default::default() }, &owner())
+        .expect("retrieve");
+    assert_eq!(all.len(), 2);
+
+    let new_history = fx.service.history(&new.id, &owner()).expect("history");
+    assert_eq!(new_history.ancestors.iter().map(|b| b.id.clone()).collect::<Vec<_>>(), vec![old.id.clone()]);
+    let old_history = fx.service.history(&old.id, &owner()).expect("history");
+    assert_eq!(old_history.descendants.iter().map(|b| b.id.clone()).collect::<Vec<_>>(), vec![new.id.clone()]);
+    assert_eq!(old_history.audit.iter().map(|a| a.action).collect::<Vec<_>>(), vec![AuditAction::Create, AuditAction::SupersededBy]);
+
+    let again = fx.service.supersede(&old.id, Revision::default(), who("again"), &owner()).expect_err("tombstones are final");
+    assert_eq!(again.kind(), ErrorKind::FailedPrecondition);
+}
+
+#[test]
+fn supersede_refuses_a_payload_of_another_type() {
+    let fx = Fixture::new();
+    let old = fx.fact("a", "b", "c");
+    let before = fx.footprint();
+    let err = fx
+        .service
+        .supersede(&old.id, Revision { payload: Some(Payload::Event(event("x"))), ..Default::default() }, who("x"), &owner())
+        .expect_err("type change");
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err}");
+    assert_eq!(before, fx.footprint());
+}
+
+#[test]
+fn fork_keeps_the_source_active_and_links_the_variant() {
+    let fx = Fixture::new();
+    let source = fx.fact("deploy", "uses", "blue-green");
+    let variant = fx
+        .service
+        .fork(&source.id, Revision { payload: Some(payload_fact("deploy", "uses", "canary")), ..Default::default() }, who("staging differs"), &owner())
+        .expect("fork");
+    assert_eq!(fx.service.get(&source.id, &owner()).expect("get").status, Status::Active);
+    assert_eq!(variant.lineage.operation, LineageOp::Fork);
+    let history = fx.service.history(&source.id, &owner()).expect("history");
+    assert_eq!(history.descendants.len(), 1);
+    assert!(history.audit.iter().any(|a| a.action == AuditAction::ForkedInto));
+}
+
+#[test]
+fn merge_needs_one_type_and_turns_every_source_into_a_tombstone() {
+    let fx = Fixture::new();
+    let a = fx.fact("kettle", "is", "descaled");
+    let b = fx.fact("kettle", "is", "clean");
+    let episode = fx.event("kettle boiled");
+    let before = fx.footprint();
+    let err = fx.service.merge(&[a.id.clone(), episode.id.clone()], Revision::default(), who("m"), &owner()).expect_err("mixed");
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition);
+    let err = fx.service.merge(&[a.id.clone(), a.id.clone()], Revision::default(), who("m"), &owner()).expect_err("twice");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(before, fx.footprint());
+
+    let merged = fx
+        .service
+        .merge(&[a.id.clone(), b.id.clone()], Revision { payload: Some(payload_fact("kettle", "is", "descaled and clean")), ..Default::default() }, who("same fact"), &owner())
+        .expect("merge");
+    assert_eq!(merged.lineage.operation, LineageOp::Merge);
+    assert_eq!(merged.lineage.parent_ids, vec![a.id.clone(), b.id.clone()]);
+    for id in [&a.id, &b.id] {
+        let source = fx.service.get(id, &owner()).expect("get");
+        assert_eq!(source.status, Status::Superseded);
+        assert!(fx.service.history(id, &owner()).expect("history").audit.iter().any(|e| e.action == AuditAction::MergedInto));
+    }
+}
+
+#[test]
+fn retract_hides_the_record_but_keeps_it_reachable() {
+    let fx = Fixture::new();
+    let record = fx.fact("the api", "returns", "xml");
+    let retracted = fx.service.retract(&record.id, who("it returns json"), &owner()).expect("retract");
+    assert_eq!(retracted.status, Status::Retracted);
+    assert!(fx.service.retrieve(&RetrieveRequest { query: "api xml".into(), ..Default::default() }, &owner()).expect("r").is_empty());
+    assert_eq!(fx.service.get(&record.id, &owner()).expect("get").payload, record.payload);
+    let audit = fx.service.history(&record.id, &owner()).expect("history").audit;
+    assert_eq!(audit.last().map(|a| (a.action, a.rationale.as_str())), Some((AuditAction::Retract, "it returns json")));
+}
+
+#[test]
+fn contest_marks_and_links_without_hiding() {
+    let fx = Fixture::new();
+    let claim = fx.fact("meeting", "is on", "Monday");
+    let counter = fx.fact("meeting", "is on", "Tuesday");
+    let contested = fx
+        .service
+        .contest(&claim.id, ContestRequest { by: Some(counter.id.clone()), claim: Some("calendar says Tuesday".into()) }, who("conflict"), &owner())
+        .expect("contest");
+    assert_eq!(contested.status, Status::Contested);
+    let hits = fx.service.retrieve(&RetrieveRequest { query: "meeting Monday".into(), ..Default::default() }, &owner()).expect("r");
+    assert!(hits.iter().any(|h| h.record.id == claim.id), "contested records stay retrievable");
+    let history = fx.service.history(&claim.id, &owner()).expect("history");
+    assert_eq!(history.links.len(), 1);
+    assert_eq!((history.links[0].from.clone(), history.links[0].kind.as_str()), (counter.id.clone(), "contests"));
+    let err = fx.service.contest(&claim.id, ContestRequest::default(), who("x"), &owner()).expect_err("needs by or claim");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let err = fx.service.contest(&claim.id, ContestRequest { by: Some(claim.id.clone()), claim: None }, who("x"), &owner()).expect_err("self");
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition);
+}
+
+#[test]
+fn revisions_require_a_rationale() {
+    let fx = Fixture::new();
+    let record = fx.fact("a", "b", "c");
+    let before = fx.footprint();
+    let err = fx.service.retract(&record.id, who("  "), &owner()).expect_err("no rationale");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("rationale"), "{err}");
+    assert_eq!(before, fx.footprint());
+}
+
+#[test]
+fn outcomes_update_competence_statistics_and_salience() {
+    let fx = Fixture::new();
+    let skill = fx
+        .service
+        .ingest_competence(CompetencePayload { skill: "skill:docker+exec".into(), triggers: vec![], steps: vec![], performance: Default::default() }, IngestOptions { salience: Some(0.5), ..Default::default() })
+        .expect("skill");
+    let report = |outcome, duration_ms, mode: Option<&str>| {
+        fx.service
+            .ingest_outcome(
+                OutcomeRequest { target: skill.id.clone(), outcome, duration_ms, failure_mode: mode.map(str::to_string), note: None, amount: None },
+                IngestOptions::default(),
+                &owner(),
+            )
+            .expect("outcome")
+    };
+    let first = report(OutcomeKind::Success, Some(100), None);
+    assert!((first.salience_after - 0.6).abs() < 1e-9, "success reinforces by 0.1: {}", first.salience_after);
+    report(OutcomeKind::Failure, Some(300), Some("Timeout after 30s"));
+    let last = report(OutcomeKind::Failure, None, Some("timeout after 31s"));
+    assert!((last.salience_after - 0.4).abs() < 1e-9, "{}", last.salience_after);
+    let Some(Payload::Competence(c)) = last.target.payload else { panic!("competence payload expected") };
+    assert_eq!((c.performance.success_count, c.performance.failure_count), (1, 2));
+    assert!((c.performance.success_rate - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(c.performance.avg_duration_ms, Some(200.0));
+    assert_eq!(c.performance.failure_modes.get("timeout after #s"), Some(&2), "{:?}", c.performance.failure_modes);
+    let outcome_record = fx.service.get(&first.record.id, &owner()).expect("outcome record");
+    assert_eq!(outcome_record.memory_type, MemoryType::Episodic);
+    let history = fx.service.history(&skill.id, &owner()).expect("history");
+    assert_eq!(history.audit.iter().filter(|a| a.action == AuditAction::Outcome).count(), 3);
+    assert_eq!(history.links.len(), 3);
+}
+
+#[test]
+fn bad_amounts_are_refused_and_change_nothing() {
+    let fx = Fixture::new();
+    let record = fx.fact("a", "b", "c");
+    let before = fx.footprint();
+    for amount in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.1, 0.0, 1.5] {
+        let err = fx.service.reinforce(&record.id, Some(amount), who(""), &owner()).expect_err("bad amount");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{amount}: {err}");
+        let err = fx.service.penalize(&record.id, Some(amount), who(""), &owner()).expect_err("bad amount");
+        assert!(err.to_string().contains("amount"), "{err}");
+    }
+    for bad in [f64::NAN, -1.0, 2.0] {
+        let err = fx.service.ingest_observation(crate::fact("x", "y", "z"), IngestOptions { confidence: Some(bad), ..Default::default() }).expect_err("bad confidence");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    assert_eq!(before, fx.footprint());
+}
+
+#[test]
+fn oversize_and_empty_input_is_refused_whole() {
+    let fx = Fixture::new();
+    let before = fx.footprint();
+    let huge = "x".repeat(300 * 1024);
+    let err = fx.service.ingest_event(event(&huge), IngestOptions::default()).expect_err("too big");
+    assert!(err.to_string().contains("payload is too large"), "{err}");
+    let err = fx.service.ingest_event(event("ok"), IngestOptions { summary: Some("s".repeat(2000)), ..Default::default() }).expect_err("summary");
+    assert!(err.to_string().contains("summary"), "{err}");
+    let err = fx.service.ingest_event(event("ok"), IngestOptions { tags: vec!["two words".into()], ..Default::default() }).expect_err("tag");
+    assert!(err.to_string().contains("tag"), "{err}");
+    let err = fx.service.ingest_observation(crate::fact("", "is", "x"), IngestOptions::default()).expect_err("empty subject");
+    assert!(err.to_string().contains("subject"), "{err}");
+    // A batch with one bad record writes none of them.
+    let batch = vec![
+        (Payload::Event(event("fine")), IngestOptions::default()),
+        (Payload::Event(event(&huge)), IngestOptions::default()),
+    ];
+    assert!(fx.service.ingest_batch(batch).is_err());
+    assert_eq!(before, fx.footprint());
+}
+
+#[test]
+fn unknown_and_invisible_ids_are_not_found() {
+    let fx = Fixture::new();
+    let unknown = mneme_core::RecordId::parse("00000000-0000-7000-8000-000000000042").expect("id");
+    assert_eq!(fx.service.get(&unknown, &owner()).expect_err("unknown").kind(), ErrorKind::NotFound);
+    assert_eq!(fx.service.retract(&unknown, who("x"), &owner()).expect_err("unknown").kind(), ErrorKind::NotFound);
+    let secret = fx
+        .service
+        .ingest_observation(crate::fact("vault", "code", "4921"), IngestOptions { sensitivity: Some(mneme_core::Sensitivity::Critical), ..Default::default() })
+        .expect("ingest");
+    let reader = mneme_service::Access { max_sensitivity: mneme_core::Sensitivity::Medium, scopes: None };
+    assert_eq!(fx.service.get(&secret.id, &reader).expect_err("hidden").kind(), ErrorKind::NotFound);
+    assert_eq!(fx.service.history(&secret.id, &reader).expect_err("hidden").kind(), ErrorKind::NotFound);
+    assert_eq!(fx.service.reinforce(&secret.id, None, who(""), &reader).expect_err("hidden").kind(), ErrorKind::NotFound);
+}
+
+#[test]
+fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audit() {
+    let fx = Fixture::new();
+    let episode = fx.event("ate a sandwich");
+    let fact = fx.fact("Howard", "likes", "rye bread");
+    let pinned = fx.service.ingest_event(event("wedding day"), IngestOptions { pinned: true, ..Default::default() }).expect("pinned");
+    let fix = fx.service.supersede(&fact.id, Revision { payload: Some(payload_fact("Howard", "likes", "sourdough")), ..Default::default() }, who("changed"), &owner()).expect("supersede");
+    fx.advance_days(30);
+    let salience_before: Vec<f64> = [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
+
+    let dry = fx.service.prune(None, true, "test").expect("dry run");
+    assert_eq!(dry.pruned, vec![episode.id.clone()]);
+    assert!(fx.service.get(&episode.id, &owner()).expect("get").payload.is_some(), "a dry run changes nothing");
+
+    let report = fx.service.prune(None, false, "test").expect("prune");
+    assert_eq!(report.pruned, vec![episode.id.clone()], "only the faded episode; facts last months, pinned never fade");
+    let tomb = fx.service.get(&episode.id, &owner()).expect("pruned records stay reachable");
+    assert!(tomb.payload.is_none() && tomb.pruned_at.is_some());
+    assert_eq!(tomb.summary, episode.summary);
+    let audit = fx.service.history(&episode.id, &owner()).expect("history").audit;
+    assert_eq!(audit.iter().map(|a| a.action).collect::<Vec<_>>(), vec![AuditAction::Create, AuditAction::Prune]);
+    assert!(fx.service.retrieve(&RetrieveRequest { query: "sandwich".into(), ..Default::default() }, &owner()).expect("r").is_empty());
+
+    // The superseded fact is history, not decayed knowledge: never pruned.
+    assert!(fx.service.get(&fact.id, &owner()).expect("get").payload.is_some());
+    // The sweep did not touch the survivors' salience (no compounding).
+    let salience_after: Vec<f64> = [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
+    assert_eq!(salience_before, salience_after);
+    assert!(fx.service.prune(None, false, "test").expect("again").pruned.is_empty(), "pruning is idempotent");
+}
+
+#[test]
+fn a_month_of_daily_sweeps_does_not_prune_a_fact() {
+    let fx = Fixture::new();
+    let fact = fx.fact("the office", "is in", "Kreuzberg");
+    for _ in 0..60 {
+        fx.advance_days(1);
+        fx.service.prune(None, false, "sweeper").expect("sweep");
+    }
+    let record = fx.service.get(&fact.id, &owner()).expect("get");
+    assert!(record.payload.is_some());
+    let salience = fx.service.current_salience(&record);
+    // 60 days at a 180-day half-life: 0.5^(1/3), whatever the number of sweeps.
+    assert!((salience - 0.5f64.powf(60.0 / 180.0)).abs() < 1e-9, "{salience}");
+}

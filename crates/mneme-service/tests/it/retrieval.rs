@@ -1,0 +1,179 @@
+use jiff::{SignedDuration, Timestamp};
+use mneme_core::{MemoryType, RankWeights, Scope, Sensitivity};
+use mneme_service::{Access, IngestOptions, RetrieveRequest, ServiceConfig};
+
+use crate::{Fixture, event, fact, owner};
+
+fn ids(hits: &[mneme_service::Hit]) -> Vec<String> {
+    hits.iter().map(|h| h.record.summary.clone()).collect()
+}
+
+fn with(sensitivity: Sensitivity, scope: &str) -> IngestOptions {
+    IngestOptions { sensitivity: Some(sensitivity), scope: Some(Scope::parse(scope).expect("scope")), ..Default::default() }
+}
+
+#[test]
+fn the_callers_ceiling_and_scopes_hold_even_when_the_request_asks_for_more() {
+    let fx = Fixture::new();
+    let s = |s, o| fx.service.ingest_observation(fact("password", "of", o), with(s, "")).expect("ingest").summary;
+    let public = s(Sensitivity::Public, "wifi");
+    s(Sensitivity::High, "bank");
+    s(Sensitivity::Critical, "vault");
+    let mine = fx.service.ingest_observation(fact("password", "of", "atlas laptop"), with(Sensitivity::Low, "agent:atlas")).expect("i").summary;
+    fx.service.ingest_observation(fact("password", "of", "zeus laptop"), with(Sensitivity::Low, "agent:zeus")).expect("i");
+
+    let atlas = Access { max_sensitivity: Sensitivity::Medium, scopes: Some(vec![Scope::parse("agent:atlas").expect("scope")]) };
+    let greedy = RetrieveRequest {
+        query: "password".into(),
+        max_sensitivity: Some(Sensitivity::Critical),
+        scopes: Some(vec![Scope::parse("agent:zeus").expect("s"), Scope::parse("agent:atlas").expect("s")]),
+        limit: 100,
+        ..Default::default()
+    };
+    let mut got = ids(&fx.service.retrieve(&greedy, &atlas).expect("retrieve"));
+    got.sort();
+    let mut want = vec![public.clone(), mine];
+    want.sort();
+    assert_eq!(got, want, "global + own scope, at most medium");
+    // Without a ceiling in the request, the configured default (medium) applies even for the owner.
+    let default = fx.service.retrieve(&RetrieveRequest { query: "password".into(), limit: 100, ..Default::default() }, &owner()).expect("r");
+    assert!(default.iter().all(|h| h.record.sensitivity <= Sensitivity::Medium));
+    assert_eq!(default.len(), 3);
+    let everything = RetrieveRequest { max_sensitivity: Some(Sensitivity::Critical), ..greedy };
+    assert_eq!(fx.service.retrieve(&everything, &owner()).expect("r").len(), 5, "zeus + atlas + 3 global");
+}
+
+#[test]
+fn fts_syntax_in_a_query_is_plain_text() {
+    let fx = Fixture::new();
+    fx.service.ingest_event(event("the secret summary is here"), IngestOptions::default()).expect("ingest");
+    fx.service.ingest_event(event("nothing to see"), IngestOptions::default()).expect("ingest");
+    for query in [
+        "\"", "\"\"\"", "summary:secret", "secret*", "NEAR(secret summary)", "secret AND", "OR", "NOT secret", "^secret", "{summary body}: secret",
+        "'); DROP TABLE records; --", "secret\0summary", "(((", "-secret", "s\u{301}ecret ✓ 秘密", "+", "col:", "* OR *",
+    ] {
+        let hits = fx.service.retrieve(&RetrieveRequest { query: query.into(), ..Default::default() }, &owner());
+        assert!(hits.is_ok(), "{query:?} failed: {:?}", hits.err());
+    }
+    // "summary:secret" is two words, not a column filter that would hide body matches.
+    let hits = fx.service.retrieve(&RetrieveRequest { query: "summary:secret".into(), ..Default::default() }, &owner()).expect("r");
+    assert_eq!(hits.len(), 1);
+    assert_eq!(fx.service.metrics().expect("metrics").total_records, 2, "nothing was injected");
+}
+
+#[test]
+fn an_empty_query_ranks_exactly_like_a_naive_scan_of_every_record() {
+    let fx = Fixture::new();
+    // A spread of types, ages, saliences and event times.
+    for i in 0..120u32 {
+        let salience = f64::from(i % 10) / 10.0 + 0.05;
+        let options = IngestOptions { salience: Some(salience), pinned: i % 37 == 0, ..Default::default() };
+        if i % 3 == 0 {
+            let mut e = event(&format!("event {i}"));
+            e.event_time = Some(Timestamp::from_second(1_800_000_000 - i64::from(i) * 3600 * 7).expect("t"));
+            fx.service.ingest_event(e, options).expect("i");
+        } else {
+            fx.service.ingest_observation(fact(&format!("s{i}"), "p", "o"), options).expect("i");
+        }
+        fx.clock.advance(SignedDuration::from_hours(5));
+    }
+    fx.advance_days(3);
+    let weights = RankWeights::default();
+    let now = fx.service.now();
+    let all = fx.service.retrieve(&RetrieveRequest { limit: 1000, ..Default::default() }, &owner()).expect("all");
+    assert_eq!(all.len(), 120);
+    let mut oracle: Vec<(f64, String)> = all
+        .iter()
+        .map(|h| {
+            let r = &h.record;
+            let salience = fx.service.config().decay.salience_at(r.memory_type, &r.salience, now);
+            let recency = weights.recency(r.event_time.unwrap_or(r.created_at), now);
+            (weights.blend(None, salience, recency), r.id.to_string())
+        })
+        .collect();
+    oracle.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    for limit in [1, 5, 10, 33] {
+        let got = fx.service.retrieve(&RetrieveRequest { limit, ..Default::default() }, &owner()).expect("top");
+        let got_scores: Vec<f64> = got.iter().map(|h| h.score.score).collect();
+        let want_scores: Vec<f64> = oracle.iter().take(limit).map(|o| o.0).collect();
+        assert_eq!(got_scores.len(), want_scores.len());
+        for (g, w) in got_scores.iter().zip(&want_scores) {
+            assert!((g - w).abs() < 1e-12, "limit {limit}: got {got_scores:?} want {want_scores:?}");
+        }
+    }
+}
+
+#[test]
+fn filters_by_type_tags_time_and_minimum_salience() {
+    let fx = Fixture::new();
+    let tagged = |text: &str, tags: &[&str], salience: f64| {
+        fx.service
+            .ingest_event(event(text), IngestOptions { tags: tags.iter().map(|t| t.to_string()).collect(), salience: Some(salience), ..Default::default() })
+            .expect("ingest")
+    };
+    let both = tagged("deploy notes alpha", &["infra", "prod"], 0.9);
+    tagged("deploy notes beta", &["infra"], 0.9);
+    let low = tagged("deploy notes gamma", &["infra", "prod"], 0.2);
+    fx.advance_days(10);
+    let late = tagged("deploy notes delta", &["infra", "prod"], 0.9);
+    fx.fact("deploy", "notes", "epsilon");
+
+    let q = |req: RetrieveRequest| {
+        let mut got: Vec<String> = fx.service.retrieve(&req, &owner()).expect("retrieve").into_iter().map(|h| h.record.id.to_string()).collect();
+        got.sort();
+        got
+    };
+    let base = RetrieveRequest { query: "deploy notes".into(), types: vec![MemoryType::Episodic], limit: 50, ..Default::default() };
+    let mut want = vec![both.id.to_string(), low.id.to_string(), late.id.to_string()];
+    want.sort();
+    assert_eq!(q(RetrieveRequest { tags: vec!["prod".into(), "infra".into()], ..base.clone() }), want, "all tags required");
+    assert_eq!(q(RetrieveRequest { since: Some(late.created_at), ..base.clone() }), vec![late.id.to_string()]);
+    assert_eq!(q(RetrieveRequest { until: Some(both.created_at), tags: vec!["prod".into()], ..base.clone() }).len(), 2);
+    let strong = q(RetrieveRequest { min_salience: Some(0.5), tags: vec!["prod".into()], ..base.clone() });
+    assert_eq!(strong, vec![late.id.to_string()], "the 10-day-old episodes decayed below 0.5");
+    assert_eq!(q(RetrieveRequest { types: vec![MemoryType::Semantic], ..base }).len(), 1);
+}
+
+#[test]
+fn ranking_weights_come_from_the_configuration() {
+    let config: ServiceConfig = ServiceConfig::from_toml("[retrieval]\nrelevance = 0.0\nsalience = 1.0\nrecency = 0.0\n", "test.toml").expect("config");
+    let fx = Fixture::with_config(config);
+    let strong_match = fx.service.ingest_event(event("kettle kettle kettle"), IngestOptions { salience: Some(0.2), ..Default::default() }).expect("i");
+    let weak_match = fx.service.ingest_event(event("kettle and a lot of other words here"), IngestOptions { salience: Some(0.9), ..Default::default() }).expect("i");
+    let hits = fx.service.retrieve(&RetrieveRequest { query: "kettle".into(), ..Default::default() }, &owner()).expect("r");
+    assert_eq!(hits.iter().map(|h| h.record.id.clone()).collect::<Vec<_>>(), vec![weak_match.id.clone(), strong_match.id.clone()]);
+
+    let fx = Fixture::new();
+    let strong_match = fx.service.ingest_event(event("kettle kettle kettle"), IngestOptions { salience: Some(0.2), ..Default::default() }).expect("i");
+    fx.service.ingest_event(event("kettle and a lot of other words here"), IngestOptions { salience: Some(0.9), ..Default::default() }).expect("i");
+    let hits = fx.service.retrieve(&RetrieveRequest { query: "kettle".into(), ..Default::default() }, &owner()).expect("r");
+    assert_eq!(hits[0].record.id, strong_match.id, "by default relevance dominates");
+}
+
+#[test]
+fn bad_configuration_names_the_key() {
+    for (toml, key) in [
+        ("[retrieval]\nrelevance = -1.0\n", "retrieval.relevance"),
+        ("[decay]\nprune_threshold = 2.0\n", "decay.prune_threshold"),
+        ("[decay]\nbogus = 1\n", "bogus"),
+        ("[access]\ndefault_max_sensitivity = \"secret\"\n", "default_max_sensitivity"),
+    ] {
+        let err = ServiceConfig::from_toml(toml, "cfg.toml").expect_err("invalid").to_string();
+        assert!(err.contains(key) && err.contains("cfg.toml"), "{toml}: {err}");
+    }
+}
+
+#[test]
+fn bad_queries_are_refused_with_the_field_named() {
+    let fx = Fixture::new();
+    let long = "word ".repeat(2000);
+    for (req, field) in [
+        (RetrieveRequest { query: long, ..Default::default() }, "query"),
+        (RetrieveRequest { limit: 0, ..Default::default() }, "limit"),
+        (RetrieveRequest { limit: 100_000, ..Default::default() }, "limit"),
+        (RetrieveRequest { min_salience: Some(f64::NAN), ..Default::default() }, "min salience"),
+    ] {
+        let err = fx.service.retrieve(&req, &owner()).expect_err("refused").to_string();
+        assert!(err.contains(field), "{err}");
+    }
+}

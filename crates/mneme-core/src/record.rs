@@ -32,13 +32,8 @@ pub enum MemoryType {
 }
 
 impl MemoryType {
-    pub const ALL: [MemoryType; 5] = [
-        MemoryType::Episodic,
-        MemoryType::Semantic,
-        MemoryType::Competence,
-        MemoryType::Working,
-        MemoryType::PlanGraph,
-    ];
+    pub const ALL: [MemoryType; 5] =
+        [MemoryType::Episodic, MemoryType::Semantic, MemoryType::Competence, MemoryType::Working, MemoryType::PlanGraph];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -61,17 +56,12 @@ impl FromStr for MemoryType {
     type Err = CoreError;
     fn from_str(s: &str) -> CoreResult<Self> {
         let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
-        MemoryType::ALL
-            .into_iter()
-            .find(|t| t.as_str() == wanted)
-            .ok_or_else(|| {
-                CoreError::invalid(
-                    "memory type",
-                    format!(
-                        "unknown memory type {s:?}; expected one of episodic, semantic, competence, working, plan_graph"
-                    ),
-                )
-            })
+        MemoryType::ALL.into_iter().find(|t| t.as_str() == wanted).ok_or_else(|| {
+            CoreError::invalid(
+                "memory type",
+                format!("unknown memory type {s:?}; expected one of episodic, semantic, competence, working, plan_graph"),
+            )
+        })
     }
 }
 
@@ -87,13 +77,8 @@ pub enum Sensitivity {
 }
 
 impl Sensitivity {
-    pub const ALL: [Sensitivity; 5] = [
-        Sensitivity::Public,
-        Sensitivity::Low,
-        Sensitivity::Medium,
-        Sensitivity::High,
-        Sensitivity::Critical,
-    ];
+    pub const ALL: [Sensitivity; 5] =
+        [Sensitivity::Public, Sensitivity::Low, Sensitivity::Medium, Sensitivity::High, Sensitivity::Critical];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -126,10 +111,7 @@ impl FromStr for Sensitivity {
     fn from_str(s: &str) -> CoreResult<Self> {
         let wanted = s.trim().to_ascii_lowercase();
         Sensitivity::ALL.into_iter().find(|v| v.as_str() == wanted).ok_or_else(|| {
-            CoreError::invalid(
-                "sensitivity",
-                format!("unknown sensitivity {s:?}; expected one of public, low, medium, high, critical"),
-            )
+            CoreError::invalid("sensitivity", format!("unknown sensitivity {s:?}; expected one of public, low, medium, high, critical"))
         })
     }
 }
@@ -174,10 +156,7 @@ impl fmt::Display for Status {
 impl FromStr for Status {
     type Err = CoreError;
     fn from_str(s: &str) -> CoreResult<Self> {
-        Status::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| CoreError::invalid("status", format!("unknown status {s:?}")))
+        Status::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| CoreError::invalid("status", format!("unknown status {s:?}")))
     }
 }
 
@@ -191,8 +170,8 @@ impl RecordId {
     pub fn parse(s: &str) -> CoreResult<Self> {
         let t = s.trim();
         let groups: Vec<&str> = t.split('-').collect();
-        let shape_ok = groups.len() == 5
-            && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()));
+        let shape_ok =
+            groups.len() == 5 && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()));
         if !shape_ok {
             let shown: String = t.chars().take(64).collect();
             return Err(CoreError::invalid(

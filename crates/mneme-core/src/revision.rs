@@ -49,11 +49,7 @@ pub fn check_revisable(record: &MemoryRecord, op: Revision) -> CoreResult<()> {
         )));
     }
     if record.pruned_at.is_some() && matches!(op, Revision::Supersede | Revision::Fork | Revision::Merge) {
-        return Err(CoreError::Precondition(format!(
-            "cannot {} record {}: it was pruned and its payload is gone",
-            op.as_str(),
-            record.id
-        )));
+        return Err(CoreError::Precondition(format!("cannot {} record {}: it was pruned and its payload is gone", op.as_str(), record.id)));
     }
     Ok(())
 }

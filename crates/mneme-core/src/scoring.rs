@@ -39,11 +39,9 @@ impl Default for RankWeights {
 
 impl RankWeights {
     pub fn validate(&self) -> CoreResult<()> {
-        for (key, v) in [
-            ("retrieval.relevance", self.relevance),
-            ("retrieval.salience", self.salience),
-            ("retrieval.recency", self.recency),
-        ] {
+        for (key, v) in
+            [("retrieval.relevance", self.relevance), ("retrieval.salience", self.salience), ("retrieval.recency", self.recency)]
+        {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(CoreError::invalid(key, format!("{v} (must be a finite number ≥ 0)")));
             }

@@ -52,9 +52,7 @@ impl Limits {
         if record.summary.trim().is_empty() {
             return Err(CoreError::invalid("summary", "must not be empty"));
         }
-        let payload_len = serde_json::to_vec(&record.payload)
-            .map_err(|e| CoreError::invalid("payload", e.to_string()))?
-            .len();
+        let payload_len = serde_json::to_vec(&record.payload).map_err(|e| CoreError::invalid("payload", e.to_string()))?.len();
         if payload_len > self.max_payload_bytes {
             return Err(CoreError::TooLarge { field: "payload", actual: payload_len, limit: self.max_payload_bytes });
         }

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 use mneme_core::validate::{check_amount, check_payload, check_unit};
 use mneme_core::{
-    AuditAction, Clock, CompetencePayload, EventPayload, Lineage, LineageOp, MemoryRecord, NewRecord, Payload,
-    PlanGraphPayload, RecordId, SemanticPayload, ToolOutputPayload, WorkingPayload, revision,
+    AuditAction, Clock, CompetencePayload, EventPayload, Lineage, LineageOp, MemoryRecord, NewRecord, Payload, PlanGraphPayload, RecordId,
+    SemanticPayload, ToolOutputPayload, WorkingPayload, revision,
 };
 use mneme_store::{Store, StoreOptions};
 use serde_json::json;
@@ -254,7 +254,14 @@ impl MemoryService {
                 tx.append_audit(by, now, &who.actor, AuditAction::Contest, &who.rationale, &json!({ "contests": id }))?;
             }
             tx.set_status(id, mneme_core::Status::Contested, now)?;
-            tx.append_audit(id, now, &who.actor, AuditAction::Contest, &who.rationale, &json!({ "by": contest.by, "claim": contest.claim }))?;
+            tx.append_audit(
+                id,
+                now,
+                &who.actor,
+                AuditAction::Contest,
+                &who.rationale,
+                &json!({ "by": contest.by, "claim": contest.claim }),
+            )?;
             Ok(tx.require(id)?)
         })
     }
@@ -371,7 +378,14 @@ impl MemoryService {
                     }
                     if !dry_run {
                         tx.prune(&record.id, now)?;
-                        tx.append_audit(&record.id, now, actor, AuditAction::Prune, "salience below prune threshold", &json!({ "salience": salience, "threshold": threshold }))?;
+                        tx.append_audit(
+                            &record.id,
+                            now,
+                            actor,
+                            AuditAction::Prune,
+                            "salience below prune threshold",
+                            &json!({ "salience": salience, "threshold": threshold }),
+                        )?;
                     }
                     pruned.push(record.id);
                 }
@@ -501,14 +515,27 @@ impl MemoryService {
             let state = decay.adjusted(record.memory_type, &record.salience, if up { amount } else { -amount }, now);
             tx.set_salience(&record, state, now)?;
             let action = if up { AuditAction::Reinforce } else { AuditAction::Penalize };
-            tx.append_audit(id, now, &who.actor, action, &who.rationale, &json!({ "amount": amount, "before": before, "after": state.base }))?;
+            tx.append_audit(
+                id,
+                now,
+                &who.actor,
+                action,
+                &who.rationale,
+                &json!({ "amount": amount, "before": before, "after": state.base }),
+            )?;
             Ok(SalienceChange { id: id.clone(), before, after: state.base })
         })
     }
 }
 
 fn original_lineage(new: &NewRecord, now: Timestamp) -> Lineage {
-    Lineage { parent_ids: Vec::new(), operation: LineageOp::Original, actor: new.actor.clone(), rationale: new.rationale.clone(), timestamp: now }
+    Lineage {
+        parent_ids: Vec::new(),
+        operation: LineageOp::Original,
+        actor: new.actor.clone(),
+        rationale: new.rationale.clone(),
+        timestamp: now,
+    }
 }
 
 fn text_of(payload: &Payload) -> &str {

@@ -11,7 +11,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub enum StoreError {
     #[error("no mneme store at {path} (run `mneme init` to create one)")]
     Missing { path: PathBuf },
-    #[error("{path} is not a SQLite database, or it is an encrypted mneme store opened without a key (set MNEME_ENCRYPTION_KEY or MNEME_ENCRYPTION_KEY_FILE)")]
+    #[error(
+        "{path} is not a SQLite database, or it is an encrypted mneme store opened without a key (set MNEME_ENCRYPTION_KEY or MNEME_ENCRYPTION_KEY_FILE)"
+    )]
     NotADatabaseOrEncrypted { path: PathBuf },
     #[error("cannot open {path}: wrong encryption key, or the file is not an encrypted mneme store")]
     WrongKey { path: PathBuf },

@@ -104,9 +104,8 @@ impl Store {
             conn.pragma_update(None, "key", &key.0).ctx(&path)?;
         }
         // The first read: with a wrong or missing key this is where SQLite says "not a database".
-        let objects: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-            .map_err(|e| match classify(e, &path) {
+        let objects: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(|e| match classify(e, &path) {
                 StoreError::NotADatabaseOrEncrypted { path } if encrypted => StoreError::WrongKey { path },
                 other => other,
             })?;
@@ -155,7 +154,6 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
         let wtx = WriteTx::new(&tx, &self.path, &self.decay);
         let value = f(&wtx)?;
-        drop(wtx);
         tx.commit().ctx(&self.path)?;
         Ok(value)
     }
@@ -165,7 +163,6 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred).ctx(&self.path)?;
         let rtx = ReadTx::new(&tx, &self.path, &self.decay);
         let value = f(&rtx)?;
-        drop(rtx);
         tx.commit().ctx(&self.path)?;
         Ok(value)
     }

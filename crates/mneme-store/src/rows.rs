@@ -14,8 +14,8 @@ use std::path::Path;
 
 use jiff::Timestamp;
 use mneme_core::{
-    AuditAction, AuditEntry, DecayConfig, Lineage, LineageOp, MemoryRecord, MemoryType, NewRecord, Payload,
-    RecordId, SalienceState, Scope, Sensitivity, Status,
+    AuditAction, AuditEntry, DecayConfig, Lineage, LineageOp, MemoryRecord, MemoryType, NewRecord, Payload, RecordId, SalienceState, Scope,
+    Sensitivity, Status,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -115,10 +115,8 @@ impl<'a> ReadTx<'a> {
     /// Records that name `id` among their lineage parents (its successors, forks, merges).
     pub fn children(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
         let seq = self.seq_of(id)?;
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq")
-            .ctx(self.path)?;
+        let mut stmt =
+            self.conn.prepare_cached("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq").ctx(self.path)?;
         let seqs: Vec<i64> = stmt.query_map([seq], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
         self.get_many(&seqs)
     }
@@ -132,7 +130,14 @@ impl<'a> ReadTx<'a> {
             .ctx(self.path)?;
         let rows = stmt
             .query_map([seq], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, String>(5)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
             })
             .ctx(self.path)?
             .collect::<Result<Vec<_>, _>>()
@@ -164,7 +169,9 @@ impl<'a> ReadTx<'a> {
             )
             .ctx(self.path)?;
         let rows = stmt
-            .query_map([seq], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?)))
+            .query_map([seq], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?))
+            })
             .ctx(self.path)?
             .collect::<Result<Vec<_>, _>>()
             .ctx(self.path)?;
@@ -212,7 +219,8 @@ impl<'a> ReadTx<'a> {
                  AND pruned_at IS NULL AND status IN ('active', 'contested') ORDER BY seq",
             )
             .ctx(self.path)?;
-        let seqs: Vec<i64> = stmt.query_map(params![memory_type.as_str(), anchor], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
+        let seqs: Vec<i64> =
+            stmt.query_map(params![memory_type.as_str(), anchor], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
         self.get_many(&seqs)
     }
 }
@@ -313,7 +321,11 @@ impl<'a> WriteTx<'a> {
     }
 
     pub fn set_status(&self, id: &RecordId, status: Status, now: Timestamp) -> StoreResult<()> {
-        self.update(id, "UPDATE records SET status = ?2, updated_at = ?3 WHERE id = ?1", params![id.as_str(), status.as_str(), now.as_millisecond()])
+        self.update(
+            id,
+            "UPDATE records SET status = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id.as_str(), status.as_str(), now.as_millisecond()],
+        )
     }
 
     /// Stores a new salience state (after reinforce or penalize) and its rank anchor.
@@ -330,7 +342,11 @@ impl<'a> WriteTx<'a> {
     /// for content: content changes go through supersede so they keep lineage.
     pub fn set_payload_stats(&self, id: &RecordId, payload: &Payload, now: Timestamp) -> StoreResult<()> {
         let json = serde_json::to_string(payload).map_err(|e| decode(self.path, e))?;
-        self.update(id, "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1", params![id.as_str(), json, now.as_millisecond()])?;
+        self.update(
+            id,
+            "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id.as_str(), json, now.as_millisecond()],
+        )?;
         let seq = self.seq_of(id)?;
         self.conn
             .prepare_cached("UPDATE records_fts SET body = ?2 WHERE rowid = ?1")
@@ -389,7 +405,10 @@ impl<'a> WriteTx<'a> {
 
     pub(crate) fn set_meta(&self, key: &str, value: &str) -> StoreResult<()> {
         self.conn
-            .execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", params![key, value])
+            .execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
             .ctx(self.path)?;
         Ok(())
     }

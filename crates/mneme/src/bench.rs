@@ -55,7 +55,9 @@ fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>) -> (Value, boo
     let op = request["op"].as_str().unwrap_or("");
     let result = match op {
         "hello" => Ok(json!({ "op": "hello", "ok": true, "protocol": 1, "name": format!("mneme {}", env!("CARGO_PKG_VERSION")) })),
-        "corpus" => load_corpus(request, corpora).map(|n| json!({ "op": "corpus", "corpus_id": request["corpus_id"], "ok": true, "n_docs": n })),
+        "corpus" => {
+            load_corpus(request, corpora).map(|n| json!({ "op": "corpus", "corpus_id": request["corpus_id"], "ok": true, "n_docs": n }))
+        }
         "query" => query(request, corpora).map(|ids| json!({ "op": "query", "qid": request["qid"], "ids": ids })),
         "drop" => {
             corpora.remove(request["corpus_id"].as_str().unwrap_or(""));
@@ -66,7 +68,9 @@ fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>) -> (Value, boo
     };
     match result {
         Ok(v) => (v, false),
-        Err(e) => (json!({ "op": "error", "qid": request.get("qid"), "corpus_id": request.get("corpus_id"), "error": format!("{e:#}") }), false),
+        Err(e) => {
+            (json!({ "op": "error", "qid": request.get("qid"), "corpus_id": request.get("corpus_id"), "error": format!("{e:#}") }), false)
+        }
     }
 }
 
@@ -245,7 +249,9 @@ pub fn store(sizes: &[usize], queries: usize, single: usize, json_out: bool) -> 
         // mneme: the first `single` records one transaction each, the rest batched by 1000.
         let options = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
         let service = MemoryService::open(options, ServiceConfig::default(), Arc::new(SystemClock))?;
-        let payload = |t: &String| Payload::Event(EventPayload { event_kind: "message".into(), reference: None, sender: None, text: t.clone(), event_time: None });
+        let payload = |t: &String| {
+            Payload::Event(EventPayload { event_kind: "message".into(), reference: None, sender: None, text: t.clone(), event_time: None })
+        };
         let single = single.min(n);
         let started = Instant::now();
         for t in &texts[..single] {
@@ -283,7 +289,9 @@ pub fn store(sizes: &[usize], queries: usize, single: usize, json_out: bool) -> 
         let (raw_p50, raw_p99) = summarize(raw_ms);
         let (m_p50, m_p99) = summarize(mneme_ms);
         let (e_p50, e_p99) = summarize(empty_ms);
-        eprintln!("   recall p50 {m_p50:.3} ms p99 {m_p99:.3} ms; raw fts5 p50 {raw_p50:.3} ms p99 {raw_p99:.3} ms; empty query p50 {e_p50:.3} ms");
+        eprintln!(
+            "   recall p50 {m_p50:.3} ms p99 {m_p99:.3} ms; raw fts5 p50 {raw_p50:.3} ms p99 {raw_p99:.3} ms; empty query p50 {e_p50:.3} ms"
+        );
         rows.push(json!({
             "records": n,
             "raw_insert_per_s": raw_rate,
@@ -300,15 +308,22 @@ pub fn store(sizes: &[usize], queries: usize, single: usize, json_out: bool) -> 
     if json_out {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        println!("| records | raw insert/s | mneme 1-by-1/s | mneme batched/s | batched÷raw | recall p50 | recall p99 | raw FTS5 p50 | raw FTS5 p99 | empty-query p50 |");
+        println!(
+            "| records | raw insert/s | mneme 1-by-1/s | mneme batched/s | batched÷raw | recall p50 | recall p99 | raw FTS5 p50 | raw FTS5 p99 | empty-query p50 |"
+        );
         println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
             println!(
                 "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms |",
-                r["records"], r["raw_insert_per_s"].as_f64().unwrap_or(0.0), r["mneme_single_per_s"].as_f64().unwrap_or(0.0),
-                r["mneme_batched_per_s"].as_f64().unwrap_or(0.0), r["batched_vs_raw"].as_f64().unwrap_or(0.0),
-                r["recall_p50_ms"].as_f64().unwrap_or(0.0), r["recall_p99_ms"].as_f64().unwrap_or(0.0),
-                r["raw_fts5_p50_ms"].as_f64().unwrap_or(0.0), r["raw_fts5_p99_ms"].as_f64().unwrap_or(0.0),
+                r["records"],
+                r["raw_insert_per_s"].as_f64().unwrap_or(0.0),
+                r["mneme_single_per_s"].as_f64().unwrap_or(0.0),
+                r["mneme_batched_per_s"].as_f64().unwrap_or(0.0),
+                r["batched_vs_raw"].as_f64().unwrap_or(0.0),
+                r["recall_p50_ms"].as_f64().unwrap_or(0.0),
+                r["recall_p99_ms"].as_f64().unwrap_or(0.0),
+                r["raw_fts5_p50_ms"].as_f64().unwrap_or(0.0),
+                r["raw_fts5_p99_ms"].as_f64().unwrap_or(0.0),
                 r["empty_query_p50_ms"].as_f64().unwrap_or(0.0),
             );
         }

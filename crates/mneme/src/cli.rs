@@ -28,6 +28,8 @@ pub struct Cli {
 pub enum Command {
     /// Create the data directory and the store (encrypted when a key is set). Idempotent.
     Init,
+    /// A guided tour: initialise a store, ingest, revise, recall and show history.
+    Demo,
     /// Store a new memory; prints its id.
     #[command(subcommand)]
     Ingest(IngestCommand),
@@ -98,6 +100,12 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Test aid: ingest COUNT events one transaction each, printing each id once committed.
+    #[command(hide = true)]
+    StressWrite {
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,7 +1,7 @@
 //! One function per command: turn arguments into service requests, call the service,
 //! print the result.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,8 +12,8 @@ use mneme_core::{
     SemanticPayload, Sensitivity, SystemClock, ToolOutputPayload, WorkingPayload,
 };
 use mneme_service::{
-    Access, Actor, ContestRequest, ErrorKind, IngestOptions, MemoryService, OutcomeKind, OutcomeRequest, RetrieveRequest,
-    Revision, ServiceConfig, ServiceError,
+    Access, Actor, ContestRequest, ErrorKind, IngestOptions, MemoryService, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision,
+    ServiceConfig, ServiceError,
 };
 use mneme_store::{SecretKey, StoreError, StoreOptions};
 
@@ -46,12 +46,7 @@ impl Invocation {
     }
 
     fn open(&self, create: bool) -> Result<MemoryService> {
-        let options = StoreOptions {
-            path: self.data_dir.join(DB_FILE),
-            key: self.key.clone(),
-            create,
-            decay: self.config.decay,
-        };
+        let options = StoreOptions { path: self.data_dir.join(DB_FILE), key: self.key.clone(), create, decay: self.config.decay };
         Ok(MemoryService::open(options, self.config, Arc::new(SystemClock))?)
     }
 }
@@ -71,6 +66,7 @@ pub fn run(cli: Cli) -> Result<()> {
             let service = ctx.open(true)?;
             render::init(&service.metrics()?, ctx.json)
         }
+        Command::Demo => demo(&ctx, &access),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
         Command::Recall(args) => recall(&ctx, args, &access),
         Command::Show { id } => {
@@ -127,6 +123,24 @@ pub fn run(cli: Cli) -> Result<()> {
             let service = ctx.open(false)?;
             render::prune(&service.prune(threshold, !prune, "cli")?, ctx.json)
         }
+        Command::StressWrite { count } => {
+            let service = ctx.open(false)?;
+            let mut out = std::io::stdout().lock();
+            for i in 0..count {
+                let event = EventPayload {
+                    event_kind: "stress".into(),
+                    reference: None,
+                    sender: None,
+                    text: format!("stress write {i}"),
+                    event_time: None,
+                };
+                let record = service.ingest_event(event, IngestOptions::default())?;
+                // Printed only after COMMIT returned: every printed id is acknowledged.
+                writeln!(out, "{}", record.id)?;
+                out.flush()?;
+            }
+            Ok(())
+        }
         Command::Bench(_) => unreachable!("handled above"),
     }
 }
@@ -168,6 +182,36 @@ fn input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
 
+/// Initialises the store, remembers a few things, corrects one, and recalls.
+fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
+    std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
+    let service = ctx.open(true)?;
+    println!("store: {}", ctx.data_dir.join(DB_FILE).display());
+    let say = |text: &str| {
+        let event = EventPayload { event_kind: "message".into(), reference: None, sender: Some("howard".into()), text: text.into(), event_time: Some(service.now()) };
+        service.ingest_event(event, IngestOptions { actor: Some("demo".into()), ..Default::default() })
+    };
+    say("I moved from Berlin to Hamburg last month")?;
+    say("Remember that the staging deploy needs the sg docker wrapper")?;
+    let fact = |s: &str, p: &str, o: &str| SemanticPayload { subject: s.into(), predicate: p.into(), object: o.into(), valid_from: None, valid_to: None, evidence: vec![] };
+    let options = || IngestOptions { actor: Some("demo".into()), ..Default::default() };
+    let old = service.ingest_observation(fact("Howard", "lives in", "Berlin"), options())?;
+    service.ingest_observation(fact("staging deploy", "requires", "sg docker wrapper"), options())?;
+    println!("remembered 2 events and 2 facts");
+    let who = Actor { actor: "demo".into(), rationale: "Howard said he moved to Hamburg".into() };
+    let new = service.supersede(&old.id, Revision { payload: Some(Payload::Semantic(fact("Howard", "lives in", "Hamburg"))), ..Default::default() }, who, access)?;
+    println!("corrected: \"{}\" -> \"{}\" (the old fact is kept as a tombstone)", old.summary, new.summary);
+    for query in ["where does Howard live", "docker wrapper for staging"] {
+        println!("\nrecall {query:?}:");
+        let hits = service.retrieve(&RetrieveRequest { query: query.into(), limit: 3, ..Default::default() }, access)?;
+        render::hits(&hits, true, false)?;
+    }
+    println!("\nhistory of {}:", new.id);
+    render::history(&service.history(&new.id, access)?, false)?;
+    println!("\nnext: mneme --data-dir {} recall \"Hamburg\" --explain", ctx.data_dir.display());
+    Ok(())
+}
+
 fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
     let service = ctx.open(false)?;
     let (payload, common) = match cmd {
@@ -192,10 +236,9 @@ fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
             let valid_to = valid_to.map(|t| parse_time("--valid-to", &t)).transpose()?;
             (Payload::Semantic(SemanticPayload { subject, predicate, object, valid_from, valid_to, evidence }), common)
         }
-        IngestCommand::Working { thread, state, next_actions, open_questions, summary_text, common } => (
-            Payload::Working(WorkingPayload { thread_id: thread, state, next_actions, open_questions, summary: summary_text }),
-            common,
-        ),
+        IngestCommand::Working { thread, state, next_actions, open_questions, summary_text, common } => {
+            (Payload::Working(WorkingPayload { thread_id: thread, state, next_actions, open_questions, summary: summary_text }), common)
+        }
         IngestCommand::Competence { skill, triggers, steps, common } => {
             (Payload::Competence(CompetencePayload { skill, triggers, steps, performance: Default::default() }), common)
         }
@@ -247,11 +290,7 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
         types: args.types.iter().map(|t| t.parse::<MemoryType>()).collect::<Result<_, _>>()?,
         min_salience: args.min_salience,
         max_sensitivity: args.sensitivity.as_deref().map(str::parse::<Sensitivity>).transpose()?,
-        scopes: if args.scopes.is_empty() {
-            None
-        } else {
-            Some(args.scopes.iter().map(|s| Scope::parse(s)).collect::<Result<_, _>>()?)
-        },
+        scopes: if args.scopes.is_empty() { None } else { Some(args.scopes.iter().map(|s| Scope::parse(s)).collect::<Result<_, _>>()?) },
         tags: args.tags,
         since: args.since.as_deref().map(|t| parse_time("--since", t)).transpose()?,
         until: args.until.as_deref().map(|t| parse_time("--until", t)).transpose()?,
@@ -335,7 +374,8 @@ pub fn parse_time(flag: &str, s: &str) -> Result<Timestamp> {
 fn read_stdin() -> Result<String> {
     let mut bytes = Vec::new();
     std::io::stdin().read_to_end(&mut bytes).context("cannot read stdin")?;
-    String::from_utf8(bytes).map_err(|e| input(format!("stdin is not valid UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to())))
+    String::from_utf8(bytes)
+        .map_err(|e| input(format!("stdin is not valid UTF-8 (invalid byte at offset {})", e.utf8_error().valid_up_to())))
 }
 
 fn default_data_dir() -> Result<PathBuf> {

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use mneme_core::MemoryRecord;
-use mneme_service::{Hit, History, Metrics, OutcomeResult, PruneReport, SalienceChange};
+use mneme_service::{History, Hit, Metrics, OutcomeResult, PruneReport, SalienceChange};
 use serde::Serialize;
 use serde_json::json;
 

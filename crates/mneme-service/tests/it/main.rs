@@ -18,6 +18,12 @@ pub struct Fixture {
     pub _dir: tempfile::TempDir,
 }
 
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Fixture {
     pub fn new() -> Self {
         Self::with_config(ServiceConfig::default())

@@ -1,10 +1,8 @@
 use mneme_core::{
-    AuditAction, CompetencePayload, LineageOp, MemoryType, Payload, PlanEdge, PlanGraphPayload, PlanNode, Status,
-    ToolOutputPayload, WorkingPayload,
+    AuditAction, CompetencePayload, LineageOp, MemoryType, Payload, PlanEdge, PlanGraphPayload, PlanNode, Status, ToolOutputPayload,
+    WorkingPayload,
 };
-use mneme_service::{
-    ContestRequest, ErrorKind, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision, ServiceError,
-};
+use mneme_service::{ContestRequest, ErrorKind, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision, ServiceError};
 
 use crate::{Fixture, event, owner, payload_fact, who};
 
@@ -21,15 +19,36 @@ fn every_payload_type_round_trips_with_an_original_lineage_and_a_create_audit_en
             duration_ms: Some(120),
         }),
         payload_fact("Docker", "requires", "sg wrapper"),
-        Payload::Competence(CompetencePayload { skill: "skill:git+rebase".into(), triggers: vec!["conflict".into()], steps: vec!["fetch".into()], performance: Default::default() }),
-        Payload::Working(WorkingPayload { thread_id: "t1".into(), state: "drafting".into(), next_actions: vec!["review".into()], open_questions: vec![], summary: String::new() }),
+        Payload::Competence(CompetencePayload {
+            skill: "skill:git+rebase".into(),
+            triggers: vec!["conflict".into()],
+            steps: vec!["fetch".into()],
+            performance: Default::default(),
+        }),
+        Payload::Working(WorkingPayload {
+            thread_id: "t1".into(),
+            state: "drafting".into(),
+            next_actions: vec!["review".into()],
+            open_questions: vec![],
+            summary: String::new(),
+        }),
         Payload::PlanGraph(PlanGraphPayload {
             intent: "release".into(),
-            nodes: vec![PlanNode { id: "a".into(), label: "build".into(), status: None }, PlanNode { id: "b".into(), label: "ship".into(), status: None }],
+            nodes: vec![
+                PlanNode { id: "a".into(), label: "build".into(), status: None },
+                PlanNode { id: "b".into(), label: "ship".into(), status: None },
+            ],
             edges: vec![PlanEdge { from: "a".into(), to: "b".into(), kind: None }],
         }),
     ];
-    let expected_types = [MemoryType::Episodic, MemoryType::Episodic, MemoryType::Semantic, MemoryType::Competence, MemoryType::Working, MemoryType::PlanGraph];
+    let expected_types = [
+        MemoryType::Episodic,
+        MemoryType::Episodic,
+        MemoryType::Semantic,
+        MemoryType::Competence,
+        MemoryType::Working,
+        MemoryType::PlanGraph,
+    ];
     for (payload, ty) in payloads.into_iter().zip(expected_types) {
         let record = fx.service.ingest(payload.clone(), IngestOptions::default()).expect("ingest");
         let back = fx.service.get(&record.id, &owner()).expect("get");
@@ -58,7 +77,9 @@ fn episodic_records_cannot_be_revised_and_the_refusal_changes_nothing() {
         fx.service.fork(&episode.id, Revision::default(), who("fork"), &owner()).expect_err("fork"),
         fx.service.retract(&episode.id, who("oops"), &owner()).expect_err("retract"),
         fx.service.merge(&[episode.id.clone(), other.id.clone()], Revision::default(), who("merge"), &owner()).expect_err("merge"),
-        fx.service.contest(&episode.id, ContestRequest { by: None, claim: Some("no".into()) }, who("doubt"), &owner()).expect_err("contest"),
+        fx.service
+            .contest(&episode.id, ContestRequest { by: None, claim: Some("no".into()) }, who("doubt"), &owner())
+            .expect_err("contest"),
     ];
     for err in attempts {
         assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err}");
@@ -74,7 +95,12 @@ fn supersede_keeps_the_old_record_as_a_tombstone_with_lineage_both_ways() {
     let old = fx.fact("Howard", "lives in", "Berlin");
     let new = fx
         .service
-        .supersede(&old.id, Revision { payload: Some(payload_fact("Howard", "lives in", "Hamburg")), ..Default::default() }, who("he moved"), &owner())
+        .supersede(
+            &old.id,
+            Revision { payload: Some(payload_fact("Howard", "lives in", "Hamburg")), ..Default::default() },
+            who("he moved"),
+            &owner(),
+        )
         .expect("supersede");
     assert_eq!(new.lineage.operation, LineageOp::Supersede);
     assert_eq!(new.lineage.parent_ids, vec![old.id.clone()]);
@@ -122,7 +148,12 @@ fn fork_keeps_the_source_active_and_links_the_variant() {
     let source = fx.fact("deploy", "uses", "blue-green");
     let variant = fx
         .service
-        .fork(&source.id, Revision { payload: Some(payload_fact("deploy", "uses", "canary")), ..Default::default() }, who("staging differs"), &owner())
+        .fork(
+            &source.id,
+            Revision { payload: Some(payload_fact("deploy", "uses", "canary")), ..Default::default() },
+            who("staging differs"),
+            &owner(),
+        )
         .expect("fork");
     assert_eq!(fx.service.get(&source.id, &owner()).expect("get").status, Status::Active);
     assert_eq!(variant.lineage.operation, LineageOp::Fork);
@@ -146,7 +177,12 @@ fn merge_needs_one_type_and_turns_every_source_into_a_tombstone() {
 
     let merged = fx
         .service
-        .merge(&[a.id.clone(), b.id.clone()], Revision { payload: Some(payload_fact("kettle", "is", "descaled and clean")), ..Default::default() }, who("same fact"), &owner())
+        .merge(
+            &[a.id.clone(), b.id.clone()],
+            Revision { payload: Some(payload_fact("kettle", "is", "descaled and clean")), ..Default::default() },
+            who("same fact"),
+            &owner(),
+        )
         .expect("merge");
     assert_eq!(merged.lineage.operation, LineageOp::Merge);
     assert_eq!(merged.lineage.parent_ids, vec![a.id.clone(), b.id.clone()]);
@@ -176,7 +212,12 @@ fn contest_marks_and_links_without_hiding() {
     let counter = fx.fact("meeting", "is on", "Tuesday");
     let contested = fx
         .service
-        .contest(&claim.id, ContestRequest { by: Some(counter.id.clone()), claim: Some("calendar says Tuesday".into()) }, who("conflict"), &owner())
+        .contest(
+            &claim.id,
+            ContestRequest { by: Some(counter.id.clone()), claim: Some("calendar says Tuesday".into()) },
+            who("conflict"),
+            &owner(),
+        )
         .expect("contest");
     assert_eq!(contested.status, Status::Contested);
     let hits = fx.service.retrieve(&RetrieveRequest { query: "meeting Monday".into(), ..Default::default() }, &owner()).expect("r");
@@ -186,7 +227,8 @@ fn contest_marks_and_links_without_hiding() {
     assert_eq!((history.links[0].from.clone(), history.links[0].kind.as_str()), (counter.id.clone(), "contests"));
     let err = fx.service.contest(&claim.id, ContestRequest::default(), who("x"), &owner()).expect_err("needs by or claim");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    let err = fx.service.contest(&claim.id, ContestRequest { by: Some(claim.id.clone()), claim: None }, who("x"), &owner()).expect_err("self");
+    let err =
+        fx.service.contest(&claim.id, ContestRequest { by: Some(claim.id.clone()), claim: None }, who("x"), &owner()).expect_err("self");
     assert_eq!(err.kind(), ErrorKind::FailedPrecondition);
 }
 
@@ -206,12 +248,22 @@ fn outcomes_update_competence_statistics_and_salience() {
     let fx = Fixture::new();
     let skill = fx
         .service
-        .ingest_competence(CompetencePayload { skill: "skill:docker+exec".into(), triggers: vec![], steps: vec![], performance: Default::default() }, IngestOptions { salience: Some(0.5), ..Default::default() })
+        .ingest_competence(
+            CompetencePayload { skill: "skill:docker+exec".into(), triggers: vec![], steps: vec![], performance: Default::default() },
+            IngestOptions { salience: Some(0.5), ..Default::default() },
+        )
         .expect("skill");
     let report = |outcome, duration_ms, mode: Option<&str>| {
         fx.service
             .ingest_outcome(
-                OutcomeRequest { target: skill.id.clone(), outcome, duration_ms, failure_mode: mode.map(str::to_string), note: None, amount: None },
+                OutcomeRequest {
+                    target: skill.id.clone(),
+                    outcome,
+                    duration_ms,
+                    failure_mode: mode.map(str::to_string),
+                    note: None,
+                    amount: None,
+                },
                 IngestOptions::default(),
                 &owner(),
             )
@@ -246,7 +298,10 @@ fn bad_amounts_are_refused_and_change_nothing() {
         assert!(err.to_string().contains("amount"), "{err}");
     }
     for bad in [f64::NAN, -1.0, 2.0] {
-        let err = fx.service.ingest_observation(crate::fact("x", "y", "z"), IngestOptions { confidence: Some(bad), ..Default::default() }).expect_err("bad confidence");
+        let err = fx
+            .service
+            .ingest_observation(crate::fact("x", "y", "z"), IngestOptions { confidence: Some(bad), ..Default::default() })
+            .expect_err("bad confidence");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     }
     assert_eq!(before, fx.footprint());
@@ -259,17 +314,16 @@ fn oversize_and_empty_input_is_refused_whole() {
     let huge = "x".repeat(300 * 1024);
     let err = fx.service.ingest_event(event(&huge), IngestOptions::default()).expect_err("too big");
     assert!(err.to_string().contains("payload is too large"), "{err}");
-    let err = fx.service.ingest_event(event("ok"), IngestOptions { summary: Some("s".repeat(2000)), ..Default::default() }).expect_err("summary");
+    let err =
+        fx.service.ingest_event(event("ok"), IngestOptions { summary: Some("s".repeat(2000)), ..Default::default() }).expect_err("summary");
     assert!(err.to_string().contains("summary"), "{err}");
-    let err = fx.service.ingest_event(event("ok"), IngestOptions { tags: vec!["two words".into()], ..Default::default() }).expect_err("tag");
+    let err =
+        fx.service.ingest_event(event("ok"), IngestOptions { tags: vec!["two words".into()], ..Default::default() }).expect_err("tag");
     assert!(err.to_string().contains("tag"), "{err}");
     let err = fx.service.ingest_observation(crate::fact("", "is", "x"), IngestOptions::default()).expect_err("empty subject");
     assert!(err.to_string().contains("subject"), "{err}");
     // A batch with one bad record writes none of them.
-    let batch = vec![
-        (Payload::Event(event("fine")), IngestOptions::default()),
-        (Payload::Event(event(&huge)), IngestOptions::default()),
-    ];
+    let batch = vec![(Payload::Event(event("fine")), IngestOptions::default()), (Payload::Event(event(&huge)), IngestOptions::default())];
     assert!(fx.service.ingest_batch(batch).is_err());
     assert_eq!(before, fx.footprint());
 }
@@ -282,7 +336,10 @@ fn unknown_and_invisible_ids_are_not_found() {
     assert_eq!(fx.service.retract(&unknown, who("x"), &owner()).expect_err("unknown").kind(), ErrorKind::NotFound);
     let secret = fx
         .service
-        .ingest_observation(crate::fact("vault", "code", "4921"), IngestOptions { sensitivity: Some(mneme_core::Sensitivity::Critical), ..Default::default() })
+        .ingest_observation(
+            crate::fact("vault", "code", "4921"),
+            IngestOptions { sensitivity: Some(mneme_core::Sensitivity::Critical), ..Default::default() },
+        )
         .expect("ingest");
     let reader = mneme_service::Access { max_sensitivity: mneme_core::Sensitivity::Medium, scopes: None };
     assert_eq!(fx.service.get(&secret.id, &reader).expect_err("hidden").kind(), ErrorKind::NotFound);
@@ -296,9 +353,18 @@ fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audi
     let episode = fx.event("ate a sandwich");
     let fact = fx.fact("Howard", "likes", "rye bread");
     let pinned = fx.service.ingest_event(event("wedding day"), IngestOptions { pinned: true, ..Default::default() }).expect("pinned");
-    let fix = fx.service.supersede(&fact.id, Revision { payload: Some(payload_fact("Howard", "likes", "sourdough")), ..Default::default() }, who("changed"), &owner()).expect("supersede");
+    let fix = fx
+        .service
+        .supersede(
+            &fact.id,
+            Revision { payload: Some(payload_fact("Howard", "likes", "sourdough")), ..Default::default() },
+            who("changed"),
+            &owner(),
+        )
+        .expect("supersede");
     fx.advance_days(30);
-    let salience_before: Vec<f64> = [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
+    let salience_before: Vec<f64> =
+        [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
 
     let dry = fx.service.prune(None, true, "test").expect("dry run");
     assert_eq!(dry.pruned, vec![episode.id.clone()]);
@@ -316,7 +382,8 @@ fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audi
     // The superseded fact is history, not decayed knowledge: never pruned.
     assert!(fx.service.get(&fact.id, &owner()).expect("get").payload.is_some());
     // The sweep did not touch the survivors' salience (no compounding).
-    let salience_after: Vec<f64> = [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
+    let salience_after: Vec<f64> =
+        [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
     assert_eq!(salience_before, salience_after);
     assert!(fx.service.prune(None, false, "test").expect("again").pruned.is_empty(), "pruning is idempotent");
 }

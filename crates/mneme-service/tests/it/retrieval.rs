@@ -19,7 +19,8 @@ fn the_callers_ceiling_and_scopes_hold_even_when_the_request_asks_for_more() {
     let public = s(Sensitivity::Public, "wifi");
     s(Sensitivity::High, "bank");
     s(Sensitivity::Critical, "vault");
-    let mine = fx.service.ingest_observation(fact("password", "of", "atlas laptop"), with(Sensitivity::Low, "agent:atlas")).expect("i").summary;
+    let mine =
+        fx.service.ingest_observation(fact("password", "of", "atlas laptop"), with(Sensitivity::Low, "agent:atlas")).expect("i").summary;
     fx.service.ingest_observation(fact("password", "of", "zeus laptop"), with(Sensitivity::Low, "agent:zeus")).expect("i");
 
     let atlas = Access { max_sensitivity: Sensitivity::Medium, scopes: Some(vec![Scope::parse("agent:atlas").expect("scope")]) };
@@ -36,7 +37,8 @@ fn the_callers_ceiling_and_scopes_hold_even_when_the_request_asks_for_more() {
     want.sort();
     assert_eq!(got, want, "global + own scope, at most medium");
     // Without a ceiling in the request, the configured default (medium) applies even for the owner.
-    let default = fx.service.retrieve(&RetrieveRequest { query: "password".into(), limit: 100, ..Default::default() }, &owner()).expect("r");
+    let default =
+        fx.service.retrieve(&RetrieveRequest { query: "password".into(), limit: 100, ..Default::default() }, &owner()).expect("r");
     assert!(default.iter().all(|h| h.record.sensitivity <= Sensitivity::Medium));
     assert_eq!(default.len(), 3);
     let everything = RetrieveRequest { max_sensitivity: Some(Sensitivity::Critical), ..greedy };
@@ -49,8 +51,24 @@ fn fts_syntax_in_a_query_is_plain_text() {
     fx.service.ingest_event(event("the secret summary is here"), IngestOptions::default()).expect("ingest");
     fx.service.ingest_event(event("nothing to see"), IngestOptions::default()).expect("ingest");
     for query in [
-        "\"", "\"\"\"", "summary:secret", "secret*", "NEAR(secret summary)", "secret AND", "OR", "NOT secret", "^secret", "{summary body}: secret",
-        "'); DROP TABLE records; --", "secret\0summary", "(((", "-secret", "s\u{301}ecret ✓ 秘密", "+", "col:", "* OR *",
+        "\"",
+        "\"\"\"",
+        "summary:secret",
+        "secret*",
+        "NEAR(secret summary)",
+        "secret AND",
+        "OR",
+        "NOT secret",
+        "^secret",
+        "{summary body}: secret",
+        "'); DROP TABLE records; --",
+        "secret\0summary",
+        "(((",
+        "-secret",
+        "s\u{301}ecret ✓ 秘密",
+        "+",
+        "col:",
+        "* OR *",
     ] {
         let hits = fx.service.retrieve(&RetrieveRequest { query: query.into(), ..Default::default() }, &owner());
         assert!(hits.is_ok(), "{query:?} failed: {:?}", hits.err());
@@ -108,7 +126,10 @@ fn filters_by_type_tags_time_and_minimum_salience() {
     let fx = Fixture::new();
     let tagged = |text: &str, tags: &[&str], salience: f64| {
         fx.service
-            .ingest_event(event(text), IngestOptions { tags: tags.iter().map(|t| t.to_string()).collect(), salience: Some(salience), ..Default::default() })
+            .ingest_event(
+                event(text),
+                IngestOptions { tags: tags.iter().map(|t| t.to_string()).collect(), salience: Some(salience), ..Default::default() },
+            )
             .expect("ingest")
     };
     let both = tagged("deploy notes alpha", &["infra", "prod"], 0.9);
@@ -119,7 +140,8 @@ fn filters_by_type_tags_time_and_minimum_salience() {
     fx.fact("deploy", "notes", "epsilon");
 
     let q = |req: RetrieveRequest| {
-        let mut got: Vec<String> = fx.service.retrieve(&req, &owner()).expect("retrieve").into_iter().map(|h| h.record.id.to_string()).collect();
+        let mut got: Vec<String> =
+            fx.service.retrieve(&req, &owner()).expect("retrieve").into_iter().map(|h| h.record.id.to_string()).collect();
         got.sort();
         got
     };
@@ -136,16 +158,24 @@ fn filters_by_type_tags_time_and_minimum_salience() {
 
 #[test]
 fn ranking_weights_come_from_the_configuration() {
-    let config: ServiceConfig = ServiceConfig::from_toml("[retrieval]\nrelevance = 0.0\nsalience = 1.0\nrecency = 0.0\n", "test.toml").expect("config");
+    let config: ServiceConfig =
+        ServiceConfig::from_toml("[retrieval]\nrelevance = 0.0\nsalience = 1.0\nrecency = 0.0\n", "test.toml").expect("config");
     let fx = Fixture::with_config(config);
-    let strong_match = fx.service.ingest_event(event("kettle kettle kettle"), IngestOptions { salience: Some(0.2), ..Default::default() }).expect("i");
-    let weak_match = fx.service.ingest_event(event("kettle and a lot of other words here"), IngestOptions { salience: Some(0.9), ..Default::default() }).expect("i");
+    let strong_match =
+        fx.service.ingest_event(event("kettle kettle kettle"), IngestOptions { salience: Some(0.2), ..Default::default() }).expect("i");
+    let weak_match = fx
+        .service
+        .ingest_event(event("kettle and a lot of other words here"), IngestOptions { salience: Some(0.9), ..Default::default() })
+        .expect("i");
     let hits = fx.service.retrieve(&RetrieveRequest { query: "kettle".into(), ..Default::default() }, &owner()).expect("r");
     assert_eq!(hits.iter().map(|h| h.record.id.clone()).collect::<Vec<_>>(), vec![weak_match.id.clone(), strong_match.id.clone()]);
 
     let fx = Fixture::new();
-    let strong_match = fx.service.ingest_event(event("kettle kettle kettle"), IngestOptions { salience: Some(0.2), ..Default::default() }).expect("i");
-    fx.service.ingest_event(event("kettle and a lot of other words here"), IngestOptions { salience: Some(0.9), ..Default::default() }).expect("i");
+    let strong_match =
+        fx.service.ingest_event(event("kettle kettle kettle"), IngestOptions { salience: Some(0.2), ..Default::default() }).expect("i");
+    fx.service
+        .ingest_event(event("kettle and a lot of other words here"), IngestOptions { salience: Some(0.9), ..Default::default() })
+        .expect("i");
     let hits = fx.service.retrieve(&RetrieveRequest { query: "kettle".into(), ..Default::default() }, &owner()).expect("r");
     assert_eq!(hits[0].record.id, strong_match.id, "by default relevance dominates");
 }

@@ -12,12 +12,7 @@ use mneme_core::{EventPayload, Lineage, LineageOp, NewRecord, Payload, RecordId}
 use mneme_store::{SecretKey, Store, StoreOptions};
 
 pub fn options(path: &Path, key: Option<&str>, create: bool) -> StoreOptions {
-    StoreOptions {
-        path: path.to_path_buf(),
-        key: key.and_then(|k| SecretKey::new(k.to_string())),
-        create,
-        decay: Default::default(),
-    }
+    StoreOptions { path: path.to_path_buf(), key: key.and_then(|k| SecretKey::new(k.to_string())), create, decay: Default::default() }
 }
 
 pub fn db_path(dir: &tempfile::TempDir) -> PathBuf {
@@ -37,7 +32,8 @@ pub fn event(text: &str) -> NewRecord {
 pub fn insert(store: &mut Store, n: u32, text: &str) -> RecordId {
     let id = RecordId::parse(&format!("00000000-0000-7000-8000-{n:012}")).expect("valid id");
     let now = Timestamp::from_second(1_800_000_000).expect("in range");
-    let lineage = Lineage { parent_ids: vec![], operation: LineageOp::Original, actor: "test".into(), rationale: String::new(), timestamp: now };
+    let lineage =
+        Lineage { parent_ids: vec![], operation: LineageOp::Original, actor: "test".into(), rationale: String::new(), timestamp: now };
     let record = event(text);
     store.write(|tx| tx.insert(&record, id.clone(), lineage, now)).expect("insert succeeds");
     id

@@ -1,0 +1,94 @@
+use std::io::Write;
+use std::process::Stdio;
+
+use crate::Mneme;
+
+#[test]
+fn init_ingest_recall_revise_and_inspect_with_json() {
+    let m = Mneme::new();
+    let init = m.json(&["init"]);
+    assert_eq!(init["schema_version"], 2);
+    assert_eq!(init["encrypted"], false);
+    m.ok(&["init"]); // idempotent
+
+    let fact =
+        m.json(&["ingest", "observation", "--subject", "Docker", "--predicate", "requires", "--object", "sg wrapper", "--tag", "infra"]);
+    let id = fact["id"].as_str().expect("id").to_string();
+    assert_eq!(fact["record"]["memory_type"], "semantic");
+    let event = m.ok(&["ingest", "event", "--text", "Howard prefers tabs", "--sender", "howard", "--at", "2026-01-02T10:00:00Z"]);
+    assert_eq!(event.trim().len(), 36, "human output of an ingest is the bare id");
+
+    let hits = m.json(&["recall", "docker wrapper"]);
+    assert_eq!(hits[0]["record"]["id"], id.as_str());
+    assert!(hits[0]["score"]["bm25"].as_f64().is_some());
+
+    let new = m.json(&["supersede", &id, "--object", "rootless mode", "--rationale", "moved to rootless"]);
+    let new_id = new["id"].as_str().expect("id").to_string();
+    assert_eq!(new["record"]["payload"]["object"], "rootless mode");
+    let history = m.json(&["history", &new_id]);
+    assert_eq!(history["ancestors"][0]["id"], id.as_str());
+    let old = m.json(&["show", &id]);
+    assert_eq!(old["record"]["status"], "superseded");
+    let explain = m.ok(&["recall", "docker", "--explain"]);
+    assert!(explain.contains("rootless") && !explain.contains("sg wrapper") && explain.contains("score"), "{explain}");
+
+    let skill = m.ok(&["ingest", "competence", "--skill", "skill:docker+exec", "--step", "use sg"]).trim().to_string();
+    let outcome = m.json(&[
+        "ingest",
+        "outcome",
+        "--target",
+        &skill,
+        "--result",
+        "failure",
+        "--failure-mode",
+        "permission denied",
+        "--duration-ms",
+        "50",
+    ]);
+    assert_eq!(outcome["target"]["payload"]["performance"]["failure_count"], 1);
+    m.ok(&["reinforce", &skill, "--amount", "0.3"]);
+    let metrics = m.json(&["metrics"]);
+    assert_eq!(metrics["total_records"], 5);
+    assert_eq!(metrics["by_status"]["superseded"], 1);
+    let decay = m.json(&["decay"]);
+    assert_eq!(decay["dry_run"], true);
+}
+
+#[test]
+fn event_text_can_come_from_stdin() {
+    let m = Mneme::init();
+    let mut child =
+        m.command().args(["ingest", "event", "--text", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all("multi\nline — ünïcode".as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let id = String::from_utf8(out.stdout).expect("utf-8");
+    let shown = m.json(&["show", id.trim()]);
+    assert_eq!(shown["record"]["payload"]["text"], "multi\nline — ünïcode");
+}
+
+#[test]
+fn bench_retrieval_speaks_the_protocol() {
+    let m = Mneme::new();
+    let requests = [
+        r#"{"op":"hello","protocol":1}"#,
+        r#"{"op":"corpus","corpus_id":"c1","docs":[{"id":"D1:1","text":"Caroline: I went to the LGBTQ support group yesterday","ts":"2023-05-08T13:56:00","meta":{"speaker":"Caroline"}},{"id":"D1:2","text":"Melanie: I painted a sunrise","ts":"2023-05-08T13:57:00","meta":{"speaker":"Melanie"}}]}"#,
+        r#"{"op":"query","qid":"q1","corpus_id":"c1","query":"When did Caroline go to the support group?","k":10,"ts":null}"#,
+        r#"{"op":"query","qid":"q2","corpus_id":"nope","query":"x","k":10}"#,
+        r#"{"op":"drop","corpus_id":"c1"}"#,
+        r#"{"op":"end"}"#,
+    ];
+    let mut child = m.command().args(["bench", "retrieval"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all((requests.join("\n") + "\n").as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let replies: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).expect("utf-8").lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(replies.len(), requests.len(), "exactly one reply per request");
+    assert_eq!(replies[0]["ok"], true);
+    assert_eq!(replies[1]["ok"], true);
+    assert_eq!(replies[2]["ids"][0], "D1:1");
+    assert_eq!(replies[3]["op"], "error");
+    assert_eq!(replies[3]["qid"], "q2");
+    assert_eq!(replies[5]["op"], "end");
+}

@@ -469,43 +469,37 @@ impl Payload {
         }
     }
 
-    /// All human-readable text of the payload, for the full-text index.
+    /// All human-readable text of the payload, one part per line, for the full-text index.
     pub fn search_text(&self) -> String {
-        let mut parts: Vec<String> = Vec::new();
+        let mut out = TextParts(String::new());
         match self {
             Payload::Event(e) => {
-                parts.extend(e.sender.clone());
-                parts.push(e.text.clone());
+                out.push_opt(&e.sender);
+                out.push(&e.text);
             }
             Payload::ToolOutput(t) => {
-                parts.push(t.tool.clone());
-                collect_json_text(&t.args, &mut parts);
+                out.push(&t.tool);
+                out.push_json(&t.args);
                 if let Some(r) = &t.result {
-                    collect_json_text(r, &mut parts);
+                    out.push_json(r);
                 }
-                parts.extend(t.error.clone());
+                out.push_opt(&t.error);
             }
-            Payload::Semantic(s) => {
-                parts.extend([s.subject.clone(), s.predicate.clone(), s.object.clone()]);
-            }
+            Payload::Semantic(s) => [&s.subject, &s.predicate, &s.object].into_iter().for_each(|p| out.push(p)),
             Payload::Competence(c) => {
-                parts.push(c.skill.clone());
-                parts.extend(c.triggers.iter().cloned());
-                parts.extend(c.steps.iter().cloned());
-                parts.extend(c.performance.failure_modes.keys().cloned());
+                out.push(&c.skill);
+                c.triggers.iter().chain(&c.steps).chain(c.performance.failure_modes.keys()).for_each(|p| out.push(p));
             }
             Payload::Working(w) => {
-                parts.extend([w.thread_id.clone(), w.state.clone(), w.summary.clone()]);
-                parts.extend(w.next_actions.iter().cloned());
-                parts.extend(w.open_questions.iter().cloned());
+                [&w.thread_id, &w.state, &w.summary].into_iter().for_each(|p| out.push(p));
+                w.next_actions.iter().chain(&w.open_questions).for_each(|p| out.push(p));
             }
             Payload::PlanGraph(p) => {
-                parts.push(p.intent.clone());
-                parts.extend(p.nodes.iter().map(|n| n.label.clone()));
+                out.push(&p.intent);
+                p.nodes.iter().for_each(|n| out.push(&n.label));
             }
         }
-        parts.retain(|p| !p.trim().is_empty());
-        parts.join("\n")
+        out.0
     }
 
     /// A one-line summary for callers that did not give one (at most 200 chars).
@@ -528,25 +522,54 @@ impl Payload {
     }
 }
 
-fn collect_json_text(v: &serde_json::Value, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::String(s) => out.push(s.clone()),
-        serde_json::Value::Array(items) => items.iter().for_each(|i| collect_json_text(i, out)),
-        serde_json::Value::Object(map) => map.values().for_each(|i| collect_json_text(i, out)),
-        serde_json::Value::Number(n) => out.push(n.to_string()),
-        serde_json::Value::Bool(_) | serde_json::Value::Null => {}
+/// Newline-separated non-blank text parts.
+struct TextParts(String);
+
+impl TextParts {
+    fn push(&mut self, part: &str) {
+        if part.trim().is_empty() {
+            return;
+        }
+        if !self.0.is_empty() {
+            self.0.push('\n');
+        }
+        self.0.push_str(part);
+    }
+
+    fn push_opt(&mut self, part: &Option<String>) {
+        if let Some(p) = part {
+            self.push(p);
+        }
+    }
+
+    fn push_json(&mut self, v: &serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => self.push(s),
+            serde_json::Value::Array(items) => items.iter().for_each(|i| self.push_json(i)),
+            serde_json::Value::Object(map) => map.values().for_each(|i| self.push_json(i)),
+            serde_json::Value::Number(n) => self.push(&n.to_string()),
+            serde_json::Value::Bool(_) | serde_json::Value::Null => {}
+        }
     }
 }
 
 /// Collapses whitespace to single spaces and cuts to `max_chars` characters (with an ellipsis).
 pub fn one_line(text: &str, max_chars: usize) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if collapsed.chars().count() <= max_chars {
-        return collapsed;
+    let mut out = String::with_capacity(text.len().min(max_chars * 4));
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        for c in (chars > 0).then_some(' ').into_iter().chain(word.chars()) {
+            if chars == max_chars {
+                // One character too many: replace the last kept one by the ellipsis.
+                out.pop();
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            chars += 1;
+        }
     }
-    let mut cut: String = collapsed.chars().take(max_chars.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
+    out
 }
 
 /// How a record came to be.
@@ -622,7 +645,8 @@ impl MemoryRecord {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRecord {
     pub payload: Payload,
-    pub summary: String,
+    /// `None`: derived from the payload (and not stored twice).
+    pub summary: Option<String>,
     pub sensitivity: Sensitivity,
     pub scope: Scope,
     pub tags: Vec<String>,
@@ -638,11 +662,10 @@ impl NewRecord {
     /// A record with the documented defaults: summary from the payload, sensitivity `low`,
     /// global scope, confidence 1.0, salience 1.0, actor `cli`.
     pub fn new(payload: Payload) -> Self {
-        let summary = payload.default_summary();
         let event_time = payload.event_time();
         NewRecord {
             payload,
-            summary,
+            summary: None,
             sensitivity: Sensitivity::Low,
             scope: Scope::global(),
             tags: Vec::new(),
@@ -657,6 +680,11 @@ impl NewRecord {
 
     pub fn memory_type(&self) -> MemoryType {
         self.payload.memory_type()
+    }
+
+    /// The summary as it will read: the given one, else derived from the payload.
+    pub fn effective_summary(&self) -> String {
+        self.summary.clone().unwrap_or_else(|| self.payload.default_summary())
     }
 }
 

@@ -48,9 +48,11 @@ impl Default for Limits {
 impl Limits {
     /// Checks a record before it is written.
     pub fn check_new_record(&self, record: &NewRecord) -> CoreResult<()> {
-        self.check_len("summary", &record.summary, self.max_summary_bytes)?;
-        if record.summary.trim().is_empty() {
-            return Err(CoreError::invalid("summary", "must not be empty"));
+        if let Some(summary) = &record.summary {
+            self.check_len("summary", summary, self.max_summary_bytes)?;
+            if summary.trim().is_empty() {
+                return Err(CoreError::invalid("summary", "must not be empty"));
+            }
         }
         let payload_len = serde_json::to_vec(&record.payload).map_err(|e| CoreError::invalid("payload", e.to_string()))?.len();
         if payload_len > self.max_payload_bytes {

@@ -141,8 +141,8 @@ impl MemoryService {
                     if target.pruned_at.is_some() { "pruned" } else { target.status.as_str() }
                 )));
             }
-            if new.summary == new.payload.default_summary() {
-                new.summary = mneme_core::one_line(&format!("outcome for {}: {}", target.summary, text_of(&new.payload)), 200);
+            if new.summary.is_none() {
+                new.summary = Some(mneme_core::one_line(&format!("outcome for {}: {}", target.summary, text_of(&new.payload)), 200));
             }
             let record = tx.insert(&new, id.clone(), original_lineage(&new, now), now)?;
             let before = decay.salience_at(target.memory_type, &target.salience, now);
@@ -428,9 +428,7 @@ impl MemoryService {
     fn new_record(&self, payload: Payload, options: IngestOptions) -> ServiceResult<NewRecord> {
         check_payload(&payload)?;
         let mut new = NewRecord::new(payload);
-        if let Some(summary) = options.summary {
-            new.summary = summary;
-        }
+        new.summary = options.summary;
         if let Some(s) = options.sensitivity {
             new.sensitivity = s;
         }
@@ -467,9 +465,10 @@ impl MemoryService {
         let payload_changed = Some(&payload) != first.payload.as_ref();
         let mut new = NewRecord::new(payload);
         new.summary = match change.summary {
-            Some(s) => s,
-            None if payload_changed => new.summary,
-            None => first.summary.clone(),
+            Some(s) => Some(s),
+            None if payload_changed => None,
+            // Same payload: keep the old summary, stored only if it was not derived.
+            None => Some(first.summary.clone()).filter(|s| *s != new.payload.default_summary()),
         };
         new.sensitivity = change.sensitivity.unwrap_or_else(|| sources.iter().map(|s| s.sensitivity).max().unwrap_or(first.sensitivity));
         new.scope = first.scope.clone();

@@ -97,6 +97,8 @@ impl Store {
             | if existed { OpenFlags::empty() } else { OpenFlags::SQLITE_OPEN_CREATE };
         let conn = Connection::open_with_flags(&path, flags).ctx(&path)?;
         conn.busy_timeout(BUSY_TIMEOUT).ctx(&path)?;
+        // Retrieval builds one statement per filter shape; keep them all prepared.
+        conn.set_prepared_statement_cache_capacity(128);
         let encrypted = key.is_some();
         if let Some(key) = &key {
             // SQLCipher logs failed decryptions to stderr by default; mneme reports them itself.
@@ -125,6 +127,9 @@ impl Store {
         // or power loss can lose the last transactions (never corrupt the file).
         conn.pragma_update(None, "synchronous", "NORMAL").ctx(&path)?;
         conn.pragma_update(None, "foreign_keys", true).ctx(&path)?;
+        // 64 MiB of page cache (SQLite's default is 2 MiB): records, indexes and the FTS
+        // segments being merged stay in memory during bulk ingest.
+        conn.pragma_update(None, "cache_size", -65_536).ctx(&path)?;
         let mut store = Store { conn, path, decay, encrypted };
         store.migrate(SCHEMA_VERSION)?;
         store.refresh_rank_anchors()?;

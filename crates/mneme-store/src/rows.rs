@@ -240,7 +240,7 @@ impl<'a> WriteTx<'a> {
             sensitivity: new.sensitivity,
             scope: new.scope.clone(),
             tags: dedup(&new.tags),
-            summary: new.summary.clone(),
+            summary: new.effective_summary(),
             payload: Some(new.payload.clone()),
             confidence: new.confidence,
             salience,
@@ -255,6 +255,8 @@ impl<'a> WriteTx<'a> {
         let tags_json = serde_json::to_string(&record.tags).map_err(|e| decode(self.path, e))?;
         let parents_json = serde_json::to_string(&record.lineage.parent_ids).map_err(|e| decode(self.path, e))?;
         let sort_time = record.event_time.unwrap_or(now).as_millisecond();
+        // A summary derived from the payload is not stored twice: NULL means "derive it".
+        let stored_summary = new.summary.as_deref();
         self.conn
             .prepare_cached(
                 "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
@@ -270,7 +272,7 @@ impl<'a> WriteTx<'a> {
                 new.sensitivity.level(),
                 record.scope.as_str(),
                 tags_json,
-                record.summary,
+                stored_summary,
                 payload_json,
                 record.confidence,
                 salience.base,
@@ -288,11 +290,13 @@ impl<'a> WriteTx<'a> {
             ])
             .ctx(self.path)?;
         let seq = self.conn.last_insert_rowid();
-        {
+        if !record.tags.is_empty() {
             let mut tag_stmt = self.conn.prepare_cached("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2)").ctx(self.path)?;
             for tag in &record.tags {
                 tag_stmt.execute(params![tag, seq]).ctx(self.path)?;
             }
+        }
+        if !record.lineage.parent_ids.is_empty() {
             let mut parent_stmt =
                 self.conn.prepare_cached("INSERT INTO record_parents (parent_seq, child_seq) VALUES (?1, ?2)").ctx(self.path)?;
             for parent in &record.lineage.parent_ids {
@@ -300,9 +304,9 @@ impl<'a> WriteTx<'a> {
             }
         }
         self.conn
-            .prepare_cached("INSERT INTO records_fts (rowid, summary, body) VALUES (?1, ?2, ?3)")
+            .prepare_cached("INSERT INTO records_fts (rowid, text) VALUES (?1, ?2)")
             .ctx(self.path)?
-            .execute(params![seq, fts_summary(&record.summary, Some(&new.payload)), index_text(record.payload.as_ref())])
+            .execute(params![seq, fts_text(stored_summary, record.payload.as_ref())])
             .ctx(self.path)?;
         let action = match record.lineage.operation {
             LineageOp::Original => AuditAction::Create,
@@ -310,13 +314,13 @@ impl<'a> WriteTx<'a> {
             LineageOp::Fork => AuditAction::Fork,
             LineageOp::Merge => AuditAction::Merge,
         };
-        let details = serde_json::json!({
-            "memory_type": memory_type.as_str(),
-            "parents": record.lineage.parent_ids,
-            "salience": salience.base,
-            "sensitivity": record.sensitivity.as_str(),
-        });
-        self.append_audit(&record.id, now, &record.lineage.actor, action, &record.lineage.rationale, &details)?;
+        // The record row holds everything about an original; a revision notes its parents.
+        let details = if record.lineage.parent_ids.is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::json!({ "parents": record.lineage.parent_ids })
+        };
+        self.append_audit_seq(seq, now, &record.lineage.actor, action, &record.lineage.rationale, &details)?;
         Ok(record)
     }
 
@@ -347,11 +351,16 @@ impl<'a> WriteTx<'a> {
             "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1",
             params![id.as_str(), json, now.as_millisecond()],
         )?;
-        let seq = self.seq_of(id)?;
-        self.conn
-            .prepare_cached("UPDATE records_fts SET body = ?2 WHERE rowid = ?1")
+        let (seq, stored_summary): (i64, Option<String>) = self
+            .conn
+            .prepare_cached("SELECT seq, summary FROM records WHERE id = ?1")
             .ctx(self.path)?
-            .execute(params![seq, index_text(Some(payload))])
+            .query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .ctx(self.path)?;
+        self.conn
+            .prepare_cached("UPDATE records_fts SET text = ?2 WHERE rowid = ?1")
+            .ctx(self.path)?
+            .execute(params![seq, fts_text(stored_summary.as_deref(), Some(payload))])
             .ctx(self.path)?;
         Ok(())
     }
@@ -359,16 +368,16 @@ impl<'a> WriteTx<'a> {
     /// Drops the payload of a decayed record and its payload text from the index. The row,
     /// summary, lineage, links and audit stay.
     pub fn prune(&self, id: &RecordId, now: Timestamp) -> StoreResult<()> {
+        // With the payload gone the summary is the record's only text: store it and index it in full.
+        let record = self.require(id)?;
         self.update(
             id,
-            "UPDATE records SET payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
-            params![id.as_str(), now.as_millisecond()],
+            "UPDATE records SET summary = ?3, payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
+            params![id.as_str(), now.as_millisecond(), record.summary],
         )?;
-        // With the payload gone the summary is the record's only text, so index it in full.
-        let record = self.require(id)?;
         let seq = self.seq_of(id)?;
         self.conn
-            .prepare_cached("UPDATE records_fts SET summary = ?2, body = '' WHERE rowid = ?1")
+            .prepare_cached("UPDATE records_fts SET text = ?2 WHERE rowid = ?1")
             .ctx(self.path)?
             .execute(params![seq, record.summary])
             .ctx(self.path)?;
@@ -394,7 +403,18 @@ impl<'a> WriteTx<'a> {
         rationale: &str,
         details: &serde_json::Value,
     ) -> StoreResult<()> {
-        let seq = self.seq_of(id)?;
+        self.append_audit_seq(self.seq_of(id)?, now, actor, action, rationale, details)
+    }
+
+    fn append_audit_seq(
+        &self,
+        seq: i64,
+        now: Timestamp,
+        actor: &str,
+        action: AuditAction,
+        rationale: &str,
+        details: &serde_json::Value,
+    ) -> StoreResult<()> {
         self.conn
             .prepare_cached("INSERT INTO audit (record_seq, at, actor, action, rationale, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
             .ctx(self.path)?
@@ -439,18 +459,15 @@ impl<'a> WriteTx<'a> {
     }
 }
 
-/// The summary as indexed: empty when it was derived from the payload, whose words the
-/// body column already holds (indexing them twice would double their BM25 weight).
-pub(crate) fn fts_summary<'s>(summary: &'s str, payload: Option<&Payload>) -> &'s str {
-    match payload {
-        Some(p) if p.default_summary() == summary => "",
-        _ => summary,
+/// The text indexed for a record: its stored summary (absent when derived from the
+/// payload, whose words would otherwise count twice in BM25) and the payload's text.
+pub(crate) fn fts_text(stored_summary: Option<&str>, payload: Option<&Payload>) -> String {
+    let body = payload.map(Payload::search_text).unwrap_or_default();
+    match stored_summary {
+        Some(summary) if !body.is_empty() => format!("{summary}\n{body}"),
+        Some(summary) => summary.to_string(),
+        None => body,
     }
-}
-
-/// The text indexed for a payload (empty for a pruned record).
-pub(crate) fn index_text(payload: Option<&Payload>) -> String {
-    payload.map(Payload::search_text).unwrap_or_default()
 }
 
 fn dedup(tags: &[String]) -> Vec<String> {
@@ -478,7 +495,7 @@ struct RawRecord {
     sensitivity: i64,
     scope: String,
     tags: String,
-    summary: String,
+    summary: Option<String>,
     payload: Option<String>,
     confidence: f64,
     salience_base: f64,
@@ -525,6 +542,7 @@ impl RawRecord {
 
     fn into_record(self, path: &Path) -> StoreResult<MemoryRecord> {
         let d = |e: mneme_core::CoreError| decode(path, e);
+        let payload: Option<Payload> = self.payload.map(|p| serde_json::from_str(&p)).transpose().map_err(|e| decode(path, e))?;
         Ok(MemoryRecord {
             id: RecordId::parse(&self.id).map_err(d)?,
             memory_type: self.memory_type.parse().map_err(d)?,
@@ -532,8 +550,12 @@ impl RawRecord {
                 .ok_or_else(|| decode(path, format!("sensitivity level {}", self.sensitivity)))?,
             scope: Scope::parse(&self.scope).map_err(d)?,
             tags: serde_json::from_str(&self.tags).map_err(|e| decode(path, e))?,
-            summary: self.summary,
-            payload: self.payload.map(|p| serde_json::from_str(&p)).transpose().map_err(|e| decode(path, e))?,
+            summary: match (self.summary, &payload) {
+                (Some(summary), _) => summary,
+                (None, Some(p)) => p.default_summary(),
+                (None, None) => return Err(decode(path, "a record with neither summary nor payload")),
+            },
+            payload,
             confidence: self.confidence,
             salience: SalienceState { base: self.salience_base, reinforced_at: ts(self.reinforced_at, path)?, pinned: self.pinned },
             status: self.status.parse().map_err(d)?,

@@ -7,7 +7,7 @@
 
 use rusqlite::Transaction;
 
-use crate::rows::{fts_summary, index_text};
+use crate::rows::fts_text;
 
 /// "mnem" in ASCII: marks a SQLite file as a mneme store.
 pub const APPLICATION_ID: i64 = 0x6d6e_656d;
@@ -44,7 +44,7 @@ fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             sensitivity INTEGER NOT NULL CHECK (sensitivity BETWEEN 0 AND 4),
             scope TEXT NOT NULL,
             tags TEXT NOT NULL,
-            summary TEXT NOT NULL,
+            summary TEXT CHECK (summary IS NOT NULL OR payload IS NOT NULL),
             payload TEXT,
             confidence REAL NOT NULL CHECK (confidence BETWEEN 0 AND 1),
             salience_base REAL NOT NULL CHECK (salience_base BETWEEN 0 AND 1),
@@ -65,8 +65,8 @@ fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         );
         CREATE INDEX records_type_anchor ON records (memory_type, rank_anchor);
         CREATE INDEX records_sort_time ON records (sort_time);
-        CREATE INDEX records_scope ON records (scope);
-        CREATE INDEX records_status ON records (status);
+        -- Global records (scope '') are most records and are never looked up by scope.
+        CREATE INDEX records_scope ON records (scope) WHERE scope <> '';
         CREATE TABLE record_tags (
             tag TEXT NOT NULL,
             record_seq INTEGER NOT NULL REFERENCES records (seq),
@@ -86,8 +86,9 @@ fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             PRIMARY KEY (from_seq, to_seq, kind)
         );
         CREATE INDEX links_to ON links (to_seq);
+        -- seq grows monotonically without AUTOINCREMENT because rows are never deleted.
         CREATE TABLE audit (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            seq INTEGER PRIMARY KEY,
             record_seq INTEGER NOT NULL REFERENCES records (seq),
             at INTEGER NOT NULL,
             actor TEXT NOT NULL,
@@ -107,17 +108,17 @@ fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
 }
 
 fn v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
-    tx.execute_batch("CREATE VIRTUAL TABLE records_fts USING fts5(summary, body, tokenize = 'porter unicode61');")?;
+    tx.execute_batch("CREATE VIRTUAL TABLE records_fts USING fts5(text, tokenize = 'porter unicode61');")?;
     // Backfill the index from records written under version 1.
     let mut select = tx.prepare("SELECT seq, summary, payload FROM records")?;
-    let mut insert = tx.prepare("INSERT INTO records_fts (rowid, summary, body) VALUES (?1, ?2, ?3)")?;
+    let mut insert = tx.prepare("INSERT INTO records_fts (rowid, text) VALUES (?1, ?2)")?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
-        let summary: String = row.get(1)?;
+        let summary: Option<String> = row.get(1)?;
         let payload: Option<String> = row.get(2)?;
         let payload = payload.and_then(|p| serde_json::from_str(&p).ok());
-        insert.execute(rusqlite::params![seq, fts_summary(&summary, payload.as_ref()), index_text(payload.as_ref())])?;
+        insert.execute(rusqlite::params![seq, fts_text(summary.as_deref(), payload.as_ref())])?;
     }
     Ok(())
 }

@@ -188,18 +188,36 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
     let service = ctx.open(true)?;
     println!("store: {}", ctx.data_dir.join(DB_FILE).display());
     let say = |text: &str| {
-        let event = EventPayload { event_kind: "message".into(), reference: None, sender: Some("howard".into()), text: text.into(), event_time: Some(service.now()) };
+        let event = EventPayload {
+            event_kind: "message".into(),
+            reference: None,
+            sender: Some("howard".into()),
+            text: text.into(),
+            event_time: Some(service.now()),
+        };
         service.ingest_event(event, IngestOptions { actor: Some("demo".into()), ..Default::default() })
     };
     say("I moved from Berlin to Hamburg last month")?;
     say("Remember that the staging deploy needs the sg docker wrapper")?;
-    let fact = |s: &str, p: &str, o: &str| SemanticPayload { subject: s.into(), predicate: p.into(), object: o.into(), valid_from: None, valid_to: None, evidence: vec![] };
+    let fact = |s: &str, p: &str, o: &str| SemanticPayload {
+        subject: s.into(),
+        predicate: p.into(),
+        object: o.into(),
+        valid_from: None,
+        valid_to: None,
+        evidence: vec![],
+    };
     let options = || IngestOptions { actor: Some("demo".into()), ..Default::default() };
     let old = service.ingest_observation(fact("Howard", "lives in", "Berlin"), options())?;
     service.ingest_observation(fact("staging deploy", "requires", "sg docker wrapper"), options())?;
     println!("remembered 2 events and 2 facts");
     let who = Actor { actor: "demo".into(), rationale: "Howard said he moved to Hamburg".into() };
-    let new = service.supersede(&old.id, Revision { payload: Some(Payload::Semantic(fact("Howard", "lives in", "Hamburg"))), ..Default::default() }, who, access)?;
+    let new = service.supersede(
+        &old.id,
+        Revision { payload: Some(Payload::Semantic(fact("Howard", "lives in", "Hamburg"))), ..Default::default() },
+        who,
+        access,
+    )?;
     println!("corrected: \"{}\" -> \"{}\" (the old fact is kept as a tombstone)", old.summary, new.summary);
     for query in ["where does Howard live", "docker wrapper for staging"] {
         println!("\nrecall {query:?}:");

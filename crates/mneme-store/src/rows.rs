@@ -357,11 +357,7 @@ impl<'a> WriteTx<'a> {
             .ctx(self.path)?
             .query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
             .ctx(self.path)?;
-        self.conn
-            .prepare_cached("UPDATE records_fts SET text = ?2 WHERE rowid = ?1")
-            .ctx(self.path)?
-            .execute(params![seq, fts_text(stored_summary.as_deref(), Some(payload))])
-            .ctx(self.path)?;
+        self.reindex(seq, &fts_text(stored_summary.as_deref(), Some(payload)))?;
         Ok(())
     }
 
@@ -376,10 +372,17 @@ impl<'a> WriteTx<'a> {
             params![id.as_str(), now.as_millisecond(), record.summary],
         )?;
         let seq = self.seq_of(id)?;
+        self.reindex(seq, &record.summary)?;
+        Ok(())
+    }
+
+    /// Replaces a record's full-text entry (the index is contentless: delete, then insert).
+    fn reindex(&self, seq: i64, text: &str) -> StoreResult<()> {
+        self.conn.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1").ctx(self.path)?.execute([seq]).ctx(self.path)?;
         self.conn
-            .prepare_cached("UPDATE records_fts SET text = ?2 WHERE rowid = ?1")
+            .prepare_cached("INSERT INTO records_fts (rowid, text) VALUES (?1, ?2)")
             .ctx(self.path)?
-            .execute(params![seq, record.summary])
+            .execute(params![seq, text])
             .ctx(self.path)?;
         Ok(())
     }

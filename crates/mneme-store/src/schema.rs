@@ -108,7 +108,10 @@ fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
 }
 
 fn v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
-    tx.execute_batch("CREATE VIRTUAL TABLE records_fts USING fts5(text, tokenize = 'porter unicode61');")?;
+    // Contentless: the text lives in `records` already; the index keeps only postings.
+    tx.execute_batch(
+        "CREATE VIRTUAL TABLE records_fts USING fts5(text, content = '', contentless_delete = 1, tokenize = 'porter unicode61');",
+    )?;
     // Backfill the index from records written under version 1.
     let mut select = tx.prepare("SELECT seq, summary, payload FROM records")?;
     let mut insert = tx.prepare("INSERT INTO records_fts (rowid, text) VALUES (?1, ?2)")?;

@@ -284,6 +284,12 @@ fn outcomes_update_competence_statistics_and_salience() {
     let history = fx.service.history(&skill.id, &owner()).expect("history");
     assert_eq!(history.audit.iter().filter(|a| a.action == AuditAction::Outcome).count(), 3);
     assert_eq!(history.links.len(), 3);
+    // Updated statistics are re-indexed: the failure mode is now searchable on the skill.
+    let hits = fx
+        .service
+        .retrieve(&RetrieveRequest { query: "timeout".into(), types: vec![MemoryType::Competence], ..Default::default() }, &owner())
+        .expect("retrieve");
+    assert_eq!(hits.iter().map(|h| h.record.id.clone()).collect::<Vec<_>>(), vec![skill.id.clone()]);
 }
 
 #[test]
@@ -350,7 +356,8 @@ fn unknown_and_invisible_ids_are_not_found() {
 #[test]
 fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audit() {
     let fx = Fixture::new();
-    let episode = fx.event("ate a sandwich");
+    // The last word is beyond the 200-character summary: only the payload holds it.
+    let episode = fx.event(&format!("ate a sandwich {} marmalade", "and then some more ".repeat(12)));
     let fact = fx.fact("Howard", "likes", "rye bread");
     let pinned = fx.service.ingest_event(event("wedding day"), IngestOptions { pinned: true, ..Default::default() }).expect("pinned");
     let fix = fx
@@ -366,6 +373,8 @@ fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audi
     let salience_before: Vec<f64> =
         [&fix.id, &pinned.id].iter().map(|id| fx.service.current_salience(&fx.service.get(id, &owner()).expect("get"))).collect();
 
+    let before = fx.service.retrieve(&RetrieveRequest { query: "marmalade".into(), ..Default::default() }, &owner()).expect("r");
+    assert_eq!(before.len(), 1, "the payload-only word is indexed before pruning");
     let dry = fx.service.prune(None, true, "test").expect("dry run");
     assert_eq!(dry.pruned, vec![episode.id.clone()]);
     assert!(fx.service.get(&episode.id, &owner()).expect("get").payload.is_some(), "a dry run changes nothing");
@@ -377,7 +386,15 @@ fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audi
     assert_eq!(tomb.summary, episode.summary);
     let audit = fx.service.history(&episode.id, &owner()).expect("history").audit;
     assert_eq!(audit.iter().map(|a| a.action).collect::<Vec<_>>(), vec![AuditAction::Create, AuditAction::Prune]);
+    let search = |q: &str| {
+        fx.service
+            .retrieve(&RetrieveRequest { query: q.into(), include_tombstones: true, ..Default::default() }, &owner())
+            .expect("r")
+            .len()
+    };
     assert!(fx.service.retrieve(&RetrieveRequest { query: "sandwich".into(), ..Default::default() }, &owner()).expect("r").is_empty());
+    assert_eq!(search("sandwich"), 1, "the tombstone's summary stays searchable");
+    assert_eq!(search("marmalade"), 0, "the dropped payload's text left the index");
 
     // The superseded fact is history, not decayed knowledge: never pruned.
     assert!(fx.service.get(&fact.id, &owner()).expect("get").payload.is_some());

@@ -306,14 +306,14 @@ pub fn store(sizes: &[usize], queries: usize, single: usize, json_out: bool) -> 
         }));
     }
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        println!(
+        outln!(
             "| records | raw insert/s | mneme 1-by-1/s | mneme batched/s | batched÷raw | recall p50 | recall p99 | raw FTS5 p50 | raw FTS5 p99 | empty-query p50 |"
         );
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        outln!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
-            println!(
+            outln!(
                 "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms |",
                 r["records"],
                 r["raw_insert_per_s"].as_f64().unwrap_or(0.0),

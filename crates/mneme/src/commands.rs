@@ -182,11 +182,13 @@ fn input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
 
-/// Initialises the store, remembers a few things, corrects one, and recalls.
+/// Initialises a store in a fresh directory (never the user's own store), remembers a
+/// few things, corrects one, and recalls.
 fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
-    std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
+    let dir = tempfile::Builder::new().prefix("mneme-demo-").tempdir().context("cannot create a demo directory")?.keep();
+    let ctx = Invocation { data_dir: dir, config: ctx.config, key: ctx.key.clone(), json: ctx.json };
     let service = ctx.open(true)?;
-    println!("store: {}", ctx.data_dir.join(DB_FILE).display());
+    outln!("demo store: {} (your own store is not touched)", ctx.data_dir.join(DB_FILE).display());
     let say = |text: &str| {
         let event = EventPayload {
             event_kind: "message".into(),
@@ -210,7 +212,7 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
     let options = || IngestOptions { actor: Some("demo".into()), ..Default::default() };
     let old = service.ingest_observation(fact("Howard", "lives in", "Berlin"), options())?;
     service.ingest_observation(fact("staging deploy", "requires", "sg docker wrapper"), options())?;
-    println!("remembered 2 events and 2 facts");
+    outln!("remembered 2 events and 2 facts");
     let who = Actor { actor: "demo".into(), rationale: "Howard said he moved to Hamburg".into() };
     let new = service.supersede(
         &old.id,
@@ -218,15 +220,15 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
         who,
         access,
     )?;
-    println!("corrected: \"{}\" -> \"{}\" (the old fact is kept as a tombstone)", old.summary, new.summary);
+    outln!("corrected: \"{}\" -> \"{}\" (the old fact is kept as a tombstone)", old.summary, new.summary);
     for query in ["where does Howard live", "docker wrapper for staging"] {
-        println!("\nrecall {query:?}:");
+        outln!("\nrecall {query:?}:");
         let hits = service.retrieve(&RetrieveRequest { query: query.into(), limit: 3, ..Default::default() }, access)?;
         render::hits(&hits, true, false)?;
     }
-    println!("\nhistory of {}:", new.id);
+    outln!("\nhistory of {}:", new.id);
     render::history(&service.history(&new.id, access)?, false)?;
-    println!("\nnext: mneme --data-dir {} recall \"Hamburg\" --explain", ctx.data_dir.display());
+    outln!("\nexplore it: mneme --data-dir {} recall Hamburg --explain", ctx.data_dir.display());
     Ok(())
 }
 

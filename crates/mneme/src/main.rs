@@ -2,6 +2,14 @@
 //! only parses arguments, builds the service and dispatches; `commands.rs` runs each
 //! command, `render.rs` prints human output, `bench.rs` holds the benchmarks.
 
+/// `println!` that returns an error instead of panicking (e.g. on a closed pipe).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod bench;
 mod cli;
 mod commands;
@@ -16,11 +24,17 @@ fn main() -> ExitCode {
     let json = cli.json;
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stops reading (`mneme recall | head`) is not an error.
+        Err(err)
+            if err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             let code = commands::exit_code(&err);
             if json {
                 let body = serde_json::json!({ "error": format!("{err:#}"), "exit_code": code });
-                println!("{body}");
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{body}\n").as_bytes());
             }
             eprintln!("error: {err:#}");
             ExitCode::from(code)

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 
 fn print_json(value: &impl Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -16,7 +16,7 @@ pub fn init(m: &Metrics, json: bool) -> Result<()> {
     if json {
         return print_json(m);
     }
-    println!(
+    outln!(
         "store ready: {} (schema v{}, {}, {} records)",
         m.path,
         m.schema_version,
@@ -30,7 +30,7 @@ pub fn ingested(record: &MemoryRecord, json: bool) -> Result<()> {
     if json {
         return print_json(&json!({ "id": record.id, "record": record }));
     }
-    println!("{}", record.id);
+    outln!("{}", record.id);
     Ok(())
 }
 
@@ -38,7 +38,7 @@ pub fn outcome(o: &OutcomeResult, json: bool) -> Result<()> {
     if json {
         return print_json(o);
     }
-    println!("{}", o.record.id);
+    outln!("{}", o.record.id);
     eprintln!("target {}: salience {:.3} -> {:.3}", o.target.id, o.salience_before, o.salience_after);
     Ok(())
 }
@@ -47,7 +47,7 @@ pub fn revised(verb: &str, record: &MemoryRecord, json: bool) -> Result<()> {
     if json {
         return print_json(&json!({ "id": record.id, "record": record }));
     }
-    println!("{}", record.id);
+    outln!("{}", record.id);
     eprintln!("{verb} {} into {}", record.lineage.parent_ids.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", "), record.id);
     Ok(())
 }
@@ -56,7 +56,7 @@ pub fn status_change(record: &MemoryRecord, json: bool) -> Result<()> {
     if json {
         return print_json(record);
     }
-    println!("{} is now {}", record.id, record.status);
+    outln!("{} is now {}", record.id, record.status);
     Ok(())
 }
 
@@ -64,7 +64,7 @@ pub fn salience(change: &SalienceChange, json: bool) -> Result<()> {
     if json {
         return print_json(change);
     }
-    println!("{}: salience {:.3} -> {:.3}", change.id, change.before, change.after);
+    outln!("{}: salience {:.3} -> {:.3}", change.id, change.before, change.after);
     Ok(())
 }
 
@@ -72,23 +72,23 @@ pub fn record(record: &MemoryRecord, current_salience: f64, json: bool) -> Resul
     if json {
         return print_json(&json!({ "record": record, "current_salience": current_salience }));
     }
-    println!("id          {}", record.id);
-    println!("type        {}", record.memory_type);
-    println!("status      {}{}", record.status, if record.pruned_at.is_some() { " (pruned)" } else { "" });
-    println!("summary     {}", record.summary);
-    println!("sensitivity {}", record.sensitivity);
-    println!("scope       {}", record.scope);
+    outln!("id          {}", record.id);
+    outln!("type        {}", record.memory_type);
+    outln!("status      {}{}", record.status, if record.pruned_at.is_some() { " (pruned)" } else { "" });
+    outln!("summary     {}", record.summary);
+    outln!("sensitivity {}", record.sensitivity);
+    outln!("scope       {}", record.scope);
     if !record.tags.is_empty() {
-        println!("tags        {}", record.tags.join(", "));
+        outln!("tags        {}", record.tags.join(", "));
     }
-    println!("confidence  {:.2}", record.confidence);
-    println!(
+    outln!("confidence  {:.2}", record.confidence);
+    outln!(
         "salience    {current_salience:.3} now (base {:.3} at {}{})",
         record.salience.base,
         record.salience.reinforced_at,
         if record.salience.pinned { ", pinned" } else { "" }
     );
-    println!(
+    outln!(
         "lineage     {} by {}{}",
         record.lineage.operation.as_str(),
         record.lineage.actor,
@@ -98,13 +98,13 @@ pub fn record(record: &MemoryRecord, current_salience: f64, json: bool) -> Resul
             format!(" from {}", record.lineage.parent_ids.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", "))
         }
     );
-    println!("created     {}", record.created_at);
+    outln!("created     {}", record.created_at);
     if let Some(t) = record.event_time {
-        println!("event time  {t}");
+        outln!("event time  {t}");
     }
     match &record.payload {
-        Some(p) => println!("payload     {}", serde_json::to_string(p)?),
-        None => println!("payload     (dropped by pruning at {})", record.pruned_at.map(|t| t.to_string()).unwrap_or_default()),
+        Some(p) => outln!("payload     {}", serde_json::to_string(p)?),
+        None => outln!("payload     (dropped by pruning at {})", record.pruned_at.map(|t| t.to_string()).unwrap_or_default()),
     }
     Ok(())
 }
@@ -115,30 +115,30 @@ pub fn history(h: &History, json: bool) -> Result<()> {
     }
     record(&h.record, h.current_salience, false)?;
     if !h.ancestors.is_empty() {
-        println!("\nancestors:");
+        outln!("\nancestors:");
         for b in &h.ancestors {
-            println!("  {} [{} {}, {}] {}", b.id, b.memory_type, b.status, b.operation.as_str(), b.summary);
+            outln!("  {} [{} {}, {}] {}", b.id, b.memory_type, b.status, b.operation.as_str(), b.summary);
         }
     }
     if !h.descendants.is_empty() {
-        println!("\ndescendants:");
+        outln!("\ndescendants:");
         for b in &h.descendants {
-            println!("  {} [{} {}, {}] {}", b.id, b.memory_type, b.status, b.operation.as_str(), b.summary);
+            outln!("  {} [{} {}, {}] {}", b.id, b.memory_type, b.status, b.operation.as_str(), b.summary);
         }
     }
     if !h.links.is_empty() {
-        println!("\nlinks:");
+        outln!("\nlinks:");
         for l in &h.links {
-            println!("  {} --{}--> {} {}", l.from, l.kind, l.to, l.note);
+            outln!("  {} --{}--> {} {}", l.from, l.kind, l.to, l.note);
         }
     }
-    println!("\naudit:");
+    outln!("\naudit:");
     for a in &h.audit {
         let why = if a.rationale.is_empty() { String::new() } else { format!(" \"{}\"", a.rationale) };
-        println!("  #{} {} {} by {}{} {}", a.seq, a.at, a.action.as_str(), a.actor, why, a.details);
+        outln!("  #{} {} {} by {}{} {}", a.seq, a.at, a.action.as_str(), a.actor, why, a.details);
     }
     if h.hidden > 0 {
-        println!("\n({} related records hidden by your access)", h.hidden);
+        outln!("\n({} related records hidden by your access)", h.hidden);
     }
     Ok(())
 }
@@ -154,10 +154,10 @@ pub fn hits(hits: &[Hit], explain: bool, json: bool) -> Result<()> {
     for (rank, hit) in hits.iter().enumerate() {
         let r = &hit.record;
         let marker = if r.is_tombstone() || r.status != mneme_core::Status::Active { format!(" ({})", r.status) } else { String::new() };
-        println!("{:>2}. {} [{}{}] {}", rank + 1, r.id, r.memory_type, marker, r.summary);
+        outln!("{:>2}. {} [{}{}] {}", rank + 1, r.id, r.memory_type, marker, r.summary);
         if explain {
             let s = &hit.score;
-            println!(
+            outln!(
                 "    score {:.4} = relevance {} (bm25 {}) · salience {:.3} · recency {:.3}",
                 s.score,
                 s.relevance.map_or("-".to_string(), |v| format!("{v:.3}")),
@@ -174,17 +174,17 @@ pub fn metrics(m: &Metrics, json: bool) -> Result<()> {
     if json {
         return print_json(m);
     }
-    println!("store        {} (schema v{}, {})", m.path, m.schema_version, if m.encrypted { "encrypted" } else { "not encrypted" });
-    println!("size         {} bytes", m.file_bytes);
-    println!("records      {} ({} pruned, {} pinned)", m.total_records, m.pruned, m.pinned);
+    outln!("store        {} (schema v{}, {})", m.path, m.schema_version, if m.encrypted { "encrypted" } else { "not encrypted" });
+    outln!("size         {} bytes", m.file_bytes);
+    outln!("records      {} ({} pruned, {} pinned)", m.total_records, m.pruned, m.pinned);
     for (t, n) in &m.by_type {
-        println!("  {t:<11} {n:>8} total, {:>8} live", m.live_by_type.get(t).copied().unwrap_or(0));
+        outln!("  {t:<11} {n:>8} total, {:>8} live", m.live_by_type.get(t).copied().unwrap_or(0));
     }
     for (s, n) in &m.by_status {
-        println!("  {s:<11} {n:>8}");
+        outln!("  {s:<11} {n:>8}");
     }
-    println!("audit        {} entries", m.audit_entries);
-    println!("links        {}", m.links);
+    outln!("audit        {} entries", m.audit_entries);
+    outln!("links        {}", m.links);
     Ok(())
 }
 
@@ -193,7 +193,7 @@ pub fn prune(r: &PruneReport, json: bool) -> Result<()> {
         return print_json(r);
     }
     for id in &r.pruned {
-        println!("{id}");
+        outln!("{id}");
     }
     if r.dry_run {
         eprintln!("{} records below salience {} (run with --prune to drop their payloads)", r.pruned.len(), r.threshold);

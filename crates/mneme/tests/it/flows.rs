@@ -92,3 +92,17 @@ fn bench_retrieval_speaks_the_protocol() {
     assert_eq!(replies[3]["qid"], "q2");
     assert_eq!(replies[5]["op"], "end");
 }
+
+#[test]
+fn a_closed_stdout_is_not_a_crash() {
+    let m = Mneme::init();
+    for i in 0..3 {
+        m.ok(&["ingest", "event", "--text", &format!("pipe test {i}")]);
+    }
+    let mut child = m.command().args(["recall", "pipe", "--explain"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    drop(child.stdout.take()); // the reader goes away before mneme writes
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

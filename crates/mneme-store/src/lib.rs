@@ -182,9 +182,14 @@ impl Store {
     /// build an old-version database and open it with a current build.
     #[doc(hidden)]
     pub fn migrate(&mut self, target: i64) -> StoreResult<()> {
-        let current: i64 = self.schema_version()?;
-        for m in schema::MIGRATIONS.iter().filter(|m| m.version > current && m.version <= target) {
+        for m in schema::MIGRATIONS.iter().filter(|m| m.version <= target) {
             let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
+            // Read the version under the write lock: a second process opening the same new
+            // store at the same moment must not apply a migration twice.
+            let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&self.path)?;
+            if current >= m.version {
+                continue;
+            }
             (m.apply)(&tx).ctx(&self.path)?;
             tx.execute(
                 "INSERT INTO schema_migrations (version, applied_at, description) VALUES (?1, ?2, ?3)",

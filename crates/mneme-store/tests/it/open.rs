@@ -123,3 +123,23 @@ fn audit_entries_and_records_cannot_be_deleted_or_edited() {
     let audit = store.read(|tx| tx.stats()).expect("stats");
     assert_eq!(audit.audit_entries, 1);
 }
+
+#[test]
+fn processes_creating_the_same_store_at_once_all_succeed() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = db_path(&dir);
+        let results: Vec<Result<i64, String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| Store::open(options(&path, None, true)).and_then(|st| st.schema_version()).map_err(|e| e.to_string())))
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("thread")).collect()
+        });
+        for r in results {
+            assert_eq!(r, Ok(SCHEMA_VERSION));
+        }
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        let steps: i64 = conn.query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0)).expect("count");
+        assert_eq!(steps, SCHEMA_VERSION, "each migration applied once");
+    }
+}

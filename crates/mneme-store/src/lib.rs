@@ -84,6 +84,21 @@ impl Store {
     ///    committed transaction is never lost and an uncommitted one never seen.
     /// 5. Recompute the rank anchors if the decay configuration changed since last open.
     pub fn open(options: StoreOptions) -> StoreResult<Store> {
+        // Some lock conflicts while another process is creating or recovering the same store
+        // (switching to WAL, WAL recovery) return SQLITE_BUSY without waiting on the busy
+        // handler. Opening is idempotent and transactional, so retry until BUSY_TIMEOUT.
+        let started = std::time::Instant::now();
+        loop {
+            match Self::open_once(options.clone()) {
+                Err(StoreError::Busy { .. }) if started.elapsed() < BUSY_TIMEOUT => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn open_once(options: StoreOptions) -> StoreResult<Store> {
         let StoreOptions { path, key, create, decay } = options;
         let existed = inspect_file(&path, key.is_some())?;
         if !existed && !create {

@@ -161,7 +161,7 @@ pub fn hits(hits: &[Hit], explain: bool, json: bool) -> Result<()> {
                 "    score {:.4} = relevance {} (bm25 {}) · salience {:.3} · recency {:.3}",
                 s.score,
                 s.relevance.map_or("-".to_string(), |v| format!("{v:.3}")),
-                s.bm25.map_or("-".to_string(), |v| format!("{v:.3}")),
+                s.bm25.map_or("-".to_string(), |v| if v.abs() < 0.01 { format!("{v:.1e}") } else { format!("{v:.3}") }),
                 s.salience,
                 s.recency
             );

@@ -330,19 +330,21 @@ pub struct Performance {
 impl Performance {
     /// Folds one outcome into the statistics.
     pub fn record(&mut self, success: bool, duration_ms: Option<u64>, failure_mode: Option<&str>) {
+        // Counters saturate: a payload written with huge counts must not wrap to 0/0 = NaN.
         if success {
-            self.success_count += 1;
+            self.success_count = self.success_count.saturating_add(1);
         } else {
-            self.failure_count += 1;
+            self.failure_count = self.failure_count.saturating_add(1);
             if let Some(mode) = failure_mode.map(normalize_failure_mode).filter(|m| !m.is_empty()) {
-                *self.failure_modes.entry(mode).or_insert(0) += 1;
+                let n = self.failure_modes.entry(mode).or_insert(0);
+                *n = n.saturating_add(1);
             }
         }
-        let total = self.success_count + self.failure_count;
-        self.success_rate = self.success_count as f64 / total as f64;
+        let total = self.success_count as f64 + self.failure_count as f64;
+        self.success_rate = self.success_count as f64 / total;
         if let Some(d) = duration_ms {
             let prev = self.avg_duration_ms.unwrap_or(0.0) * self.timed_count as f64;
-            self.timed_count += 1;
+            self.timed_count = self.timed_count.saturating_add(1);
             self.avg_duration_ms = Some((prev + d as f64) / self.timed_count as f64);
         }
     }

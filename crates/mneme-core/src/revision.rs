@@ -78,6 +78,12 @@ pub fn check_merge(records: &[MemoryRecord]) -> CoreResult<MemoryType> {
         seen.push(&r.id);
         check_revisable(r, Revision::Merge)?;
     }
+    if let Some(other) = records.iter().find(|r| r.scope != records[0].scope) {
+        return Err(CoreError::Precondition(format!(
+            "cannot merge records of different scopes: {} is in {}, {} is in {}",
+            records[0].id, records[0].scope, other.id, other.scope
+        )));
+    }
     let first = records[0].memory_type;
     if let Some(other) = records.iter().find(|r| r.memory_type != first) {
         return Err(CoreError::Precondition(format!(

@@ -129,6 +129,7 @@ impl MemoryService {
             text,
             event_time: Some(now),
         };
+        let scope_given = options.scope.is_some();
         let mut new = self.new_record(Payload::Event(event), options)?;
         let id = self.next_id(now);
         let decay = self.config.decay;
@@ -140,6 +141,12 @@ impl MemoryService {
                     target.id,
                     if target.pruned_at.is_some() { "pruned" } else { target.status.as_str() }
                 )));
+            }
+            // The outcome speaks about the target (its summary may be quoted), so it is at
+            // least as sensitive as the target and, unless told otherwise, in its scope.
+            new.sensitivity = new.sensitivity.max(target.sensitivity);
+            if !scope_given {
+                new.scope = target.scope.clone();
             }
             if new.summary.is_none() {
                 new.summary = Some(mneme_core::one_line(&format!("outcome for {}: {}", target.summary, text_of(&new.payload)), 200));
@@ -327,7 +334,31 @@ impl MemoryService {
                 let other = if &link.from == id { &link.to } else { &link.from };
                 if access.can_see(&tx.require(other)?) { links.push(link) } else { hidden += 1 }
             }
-            let audit = tx.audit(id)?;
+            let mut audit = tx.audit(id)?;
+            let mut record = record;
+            if *access != Access::owner() {
+                // Ids of records the caller may not see are not revealed either.
+                let visible_id = |rid: &RecordId| -> ServiceResult<bool> { Ok(tx.get(rid)?.is_some_and(|r| access.can_see(&r))) };
+                for entry in &mut audit {
+                    redact_ids(&mut entry.details, &visible_id)?;
+                }
+                let mut keep = Vec::new();
+                for pid in record.lineage.parent_ids.drain(..) {
+                    if visible_id(&pid)? {
+                        keep.push(pid);
+                    }
+                }
+                record.lineage.parent_ids = keep;
+                for brief in ancestors.iter_mut().chain(descendants.iter_mut()) {
+                    let mut keep = Vec::new();
+                    for pid in brief.parent_ids.drain(..) {
+                        if visible_id(&pid)? {
+                            keep.push(pid);
+                        }
+                    }
+                    brief.parent_ids = keep;
+                }
+            }
             let current_salience = self.current_salience(&record);
             Ok(History { record, current_salience, ancestors, descendants, links, audit, hidden })
         })
@@ -484,7 +515,7 @@ impl MemoryService {
         new.confidence = change.confidence.unwrap_or(first.confidence);
         new.salience = sources.iter().map(|s| self.current_salience(s)).fold(0.0, f64::max).max(0.5);
         new.pinned = sources.iter().any(|s| s.salience.pinned);
-        new.event_time = first.event_time;
+        new.event_time = new.payload.event_time().or(first.event_time);
         new.actor = who.actor.clone();
         new.rationale = who.rationale.clone();
         self.config.limits.check_new_record(&new)?;
@@ -535,6 +566,23 @@ fn original_lineage(new: &NewRecord, now: Timestamp) -> Lineage {
         rationale: new.rationale.clone(),
         timestamp: now,
     }
+}
+
+/// Replaces every record id in `value` that `visible` rejects by `"(hidden)"`.
+fn redact_ids(value: &mut serde_json::Value, visible: &dyn Fn(&RecordId) -> ServiceResult<bool>) -> ServiceResult<()> {
+    match value {
+        serde_json::Value::String(s) => {
+            if let Ok(rid) = RecordId::parse(s)
+                && !visible(&rid)?
+            {
+                *s = "(hidden)".to_string();
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().try_for_each(|v| redact_ids(v, visible))?,
+        serde_json::Value::Object(map) => map.values_mut().try_for_each(|v| redact_ids(v, visible))?,
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {}
+    }
+    Ok(())
 }
 
 fn text_of(payload: &Payload) -> &str {

@@ -111,7 +111,7 @@ impl MemoryService {
         let decay = self.config.decay;
         let types: Vec<MemoryType> = if filter.types.is_empty() { MemoryType::ALL.to_vec() } else { filter.types.clone() };
         let max_floor = types.iter().map(|t| decay.floor.get(*t)).fold(0.0, f64::max);
-        let mut n = (limit * 4).max(32);
+        let mut n = limit.saturating_mul(4).max(32);
         loop {
             let mut pool: HashMap<i64, Candidate> = HashMap::new();
             let mut salience_bound = 0.0f64;
@@ -152,7 +152,7 @@ impl MemoryService {
             if all_seen || settled || n >= 1 << 20 {
                 return Ok(scored);
             }
-            n *= 4;
+            n = n.saturating_mul(4);
         }
     }
 }

@@ -17,6 +17,8 @@ pub enum StoreError {
     NotADatabaseOrEncrypted { path: PathBuf },
     #[error("cannot open {path}: wrong encryption key, or the file is not an encrypted mneme store")]
     WrongKey { path: PathBuf },
+    #[error("{path}: SQLCipher rejected the encryption key")]
+    KeyRejected { path: PathBuf },
     #[error("{path} is not encrypted but an encryption key was given (unset MNEME_ENCRYPTION_KEY to open it)")]
     NotEncrypted { path: PathBuf },
     #[error("{path} is a SQLite database but not a mneme store (application id {application_id:#x})")]

@@ -38,10 +38,18 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct SecretKey(String);
 
 impl SecretKey {
-    /// Refuses an empty key: SQLCipher would silently treat it as "no encryption".
-    pub fn new(key: String) -> Option<Self> {
+    /// Refuses an empty key (SQLCipher would silently treat it as "no encryption") and one
+    /// with control characters (a NUL would cut the key short). A trailing newline, as
+    /// key files usually have, is dropped. The error never contains the key.
+    pub fn new(key: String) -> Result<Self, &'static str> {
         let trimmed = key.trim_end_matches(['\n', '\r']).to_string();
-        if trimmed.is_empty() { None } else { Some(SecretKey(trimmed)) }
+        if trimmed.is_empty() {
+            return Err("is empty");
+        }
+        if trimmed.chars().any(char::is_control) {
+            return Err("contains control characters");
+        }
+        Ok(SecretKey(trimmed))
     }
 }
 
@@ -118,7 +126,8 @@ impl Store {
         if let Some(key) = &key {
             // SQLCipher logs failed decryptions to stderr by default; mneme reports them itself.
             let _ = conn.pragma_update(None, "cipher_log_level", "NONE");
-            conn.pragma_update(None, "key", &key.0).ctx(&path)?;
+            // The error of this statement could quote the key, so it is replaced, not wrapped.
+            conn.pragma_update(None, "key", &key.0).map_err(|_| StoreError::KeyRejected { path: path.clone() })?;
         }
         // The first read: with a wrong or missing key this is where SQLite says "not a database".
         let objects: i64 =
@@ -284,8 +293,12 @@ fn inspect_file(path: &Path, have_key: bool) -> StoreResult<bool> {
         let page_count = u64::from(u32::from_be_bytes([header[28], header[29], header[30], header[31]]));
         let change_counter = &header[24..28];
         let valid_for = &header[92..96];
-        // The in-header page count is only authoritative when "version-valid-for" matches.
-        if change_counter == valid_for && page_size * page_count > len {
+        // The in-header page count is only authoritative when "version-valid-for" matches,
+        // and a checkpoint interrupted between writing page 1 and extending the file leaves a
+        // short file that the WAL still completes: only judge the file alone when no WAL exists.
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if change_counter == valid_for && wal_len == 0 && page_size * page_count > len {
             return Err(StoreError::Truncated { path: path.to_path_buf(), expected: page_size * page_count, actual: len });
         }
     } else if !have_key {

@@ -77,8 +77,9 @@ impl ReadTx<'_> {
     /// Up to `n` records of one type, most salient first (by rank anchor).
     pub fn salience_candidates(&self, memory_type: MemoryType, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
         let (clause, mut values) = where_clause(filter);
-        let sql =
-            format!("SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.memory_type = ? AND {clause} ORDER BY r.rank_anchor DESC LIMIT ?");
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.memory_type = ? AND {clause} ORDER BY r.rank_anchor DESC, r.salience_base DESC LIMIT ?"
+        );
         values.insert(0, Value::Text(memory_type.as_str().to_string()));
         values.push(Value::Integer(n as i64));
         self.candidates(&sql, values, false)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use jiff::Timestamp;
+use mneme_core::validate::{check_amount, check_unit};
 use mneme_core::{
     CompetencePayload, CoreError, EventPayload, MemoryType, Payload, PlanEdge, PlanGraphPayload, PlanNode, RecordId, Scope,
     SemanticPayload, Sensitivity, SystemClock, ToolOutputPayload, WorkingPayload,
@@ -69,59 +70,62 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Demo => demo(&ctx, &access),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
         Command::Recall(args) => recall(&ctx, args, &access),
+        // Every argument is parsed and checked before the store is opened: a refused command
+        // must not even open (and so possibly migrate) the store.
         Command::Show { id } => {
+            let id = parse_id(&id)?;
             let service = ctx.open(false)?;
-            let record = service.get(&parse_id(&id)?, &access)?;
+            let record = service.get(&id, &access)?;
             render::record(&record, service.current_salience(&record), ctx.json)
         }
         Command::History { id } => {
-            let service = ctx.open(false)?;
-            render::history(&service.history(&parse_id(&id)?, &access)?, ctx.json)
+            let id = parse_id(&id)?;
+            render::history(&ctx.open(false)?.history(&id, &access)?, ctx.json)
         }
         Command::Supersede { id, change, who } => {
+            let (id, change) = (parse_id(&id)?, RevisionInput::parse(change)?);
             let service = ctx.open(false)?;
-            let id = parse_id(&id)?;
-            let change = revision(&service, &[&id], change, &access)?;
+            let change = change.resolve(&service, &id, &access)?;
             render::revised("superseded", &service.supersede(&id, change, actor(who), &access)?, ctx.json)
         }
         Command::Fork { id, change, who } => {
+            let (id, change) = (parse_id(&id)?, RevisionInput::parse(change)?);
             let service = ctx.open(false)?;
-            let id = parse_id(&id)?;
-            let change = revision(&service, &[&id], change, &access)?;
+            let change = change.resolve(&service, &id, &access)?;
             render::revised("forked", &service.fork(&id, change, actor(who), &access)?, ctx.json)
         }
         Command::Merge { ids, change, who } => {
-            let service = ctx.open(false)?;
             let ids = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&RecordId> = ids.iter().collect();
-            let change = revision(&service, &refs, change, &access)?;
+            let change = RevisionInput::parse(change)?;
+            let service = ctx.open(false)?;
+            let change = change.resolve(&service, &ids[0], &access)?;
             render::revised("merged", &service.merge(&ids, change, actor(who), &access)?, ctx.json)
         }
         Command::Retract { id, who } => {
-            let service = ctx.open(false)?;
-            let record = service.retract(&parse_id(&id)?, actor(who), &access)?;
-            render::status_change(&record, ctx.json)
+            let id = parse_id(&id)?;
+            render::status_change(&ctx.open(false)?.retract(&id, actor(who), &access)?, ctx.json)
         }
         Command::Contest { id, by, claim, who } => {
-            let service = ctx.open(false)?;
-            let by = by.as_deref().map(parse_id).transpose()?;
-            let record = service.contest(&parse_id(&id)?, ContestRequest { by, claim }, actor(who), &access)?;
+            let (id, by) = (parse_id(&id)?, by.as_deref().map(parse_id).transpose()?);
+            let record = ctx.open(false)?.contest(&id, ContestRequest { by, claim }, actor(who), &access)?;
             render::status_change(&record, ctx.json)
         }
         Command::Reinforce(a) => {
-            let service = ctx.open(false)?;
+            let id = parse_id(&a.id)?;
+            a.amount.map(check_amount).transpose()?;
             let who = Actor { actor: a.actor, rationale: a.rationale };
-            render::salience(&service.reinforce(&parse_id(&a.id)?, a.amount, who, &access)?, ctx.json)
+            render::salience(&ctx.open(false)?.reinforce(&id, a.amount, who, &access)?, ctx.json)
         }
         Command::Penalize(a) => {
-            let service = ctx.open(false)?;
+            let id = parse_id(&a.id)?;
+            a.amount.map(check_amount).transpose()?;
             let who = Actor { actor: a.actor, rationale: a.rationale };
-            render::salience(&service.penalize(&parse_id(&a.id)?, a.amount, who, &access)?, ctx.json)
+            render::salience(&ctx.open(false)?.penalize(&id, a.amount, who, &access)?, ctx.json)
         }
         Command::Metrics => render::metrics(&ctx.open(false)?.metrics()?, ctx.json),
         Command::Decay { prune, threshold } => {
-            let service = ctx.open(false)?;
-            render::prune(&service.prune(threshold, !prune, "cli")?, ctx.json)
+            threshold.map(|t| check_unit("threshold", t)).transpose()?;
+            render::prune(&ctx.open(false)?.prune(threshold, !prune, "cli")?, ctx.json)
         }
         Command::StressWrite { count } => {
             let service = ctx.open(false)?;
@@ -233,13 +237,12 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
 }
 
 fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
-    let service = ctx.open(false)?;
     let (payload, common) = match cmd {
         IngestCommand::Event { text, kind, sender, reference, at, common } => {
             let text = if text == "-" { read_stdin()? } else { text };
             let event_time = Some(match at {
                 Some(at) => parse_time("--at", &at)?,
-                None => service.now(),
+                None => Timestamp::now(),
             });
             (Payload::Event(EventPayload { event_kind: kind, reference, sender, text, event_time }), common)
         }
@@ -295,16 +298,18 @@ fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
                 note,
                 amount,
             };
-            let outcome = service.ingest_outcome(request, ingest_options(common)?, access)?;
+            amount.map(check_amount).transpose()?;
+            let options = ingest_options(common)?;
+            let outcome = ctx.open(false)?.ingest_outcome(request, options, access)?;
             return render::outcome(&outcome, ctx.json);
         }
     };
-    let record = service.ingest(payload, ingest_options(common)?)?;
+    let options = ingest_options(common)?;
+    let record = ctx.open(false)?.ingest(payload, options)?;
     render::ingested(&record, ctx.json)
 }
 
 fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
-    let service = ctx.open(false)?;
     let request = RetrieveRequest {
         query: args.query,
         types: args.types.iter().map(|t| t.parse::<MemoryType>()).collect::<Result<_, _>>()?,
@@ -317,7 +322,7 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
         limit: args.limit,
         include_tombstones: args.include_tombstones,
     };
-    let hits = service.retrieve(&request, access)?;
+    let hits = ctx.open(false)?.retrieve(&request, access)?;
     render::hits(&hits, args.explain, ctx.json)
 }
 
@@ -335,38 +340,58 @@ fn ingest_options(a: IngestArgs) -> Result<IngestOptions> {
     })
 }
 
-/// Builds the new content of a revision; fact shortcuts apply over the first record's payload.
-fn revision(service: &MemoryService, ids: &[&RecordId], a: RevisionArgs, access: &Access) -> Result<Revision> {
-    let mut payload: Option<Payload> = match &a.payload {
-        Some(json) => Some(serde_json::from_str(json).map_err(|e| input(format!("--payload is not a valid payload: {e}")))?),
-        None => None,
-    };
-    if a.subject.is_some() || a.predicate.is_some() || a.object.is_some() {
-        if payload.is_some() {
+/// The new content of a revision, parsed and checked before the store is opened.
+struct RevisionInput {
+    payload: Option<Payload>,
+    subject: Option<String>,
+    predicate: Option<String>,
+    object: Option<String>,
+    summary: Option<String>,
+    tags: Option<Vec<String>>,
+    sensitivity: Option<Sensitivity>,
+    confidence: Option<f64>,
+}
+
+impl RevisionInput {
+    fn parse(a: RevisionArgs) -> Result<Self> {
+        let payload: Option<Payload> = match &a.payload {
+            Some(json) => Some(serde_json::from_str(json).map_err(|e| input(format!("--payload is not a valid payload: {e}")))?),
+            None => None,
+        };
+        let shortcuts = a.subject.is_some() || a.predicate.is_some() || a.object.is_some();
+        if shortcuts && payload.is_some() {
             bail!(input("give either --payload or --subject/--predicate/--object, not both"));
         }
-        let first = service.get(ids[0], access)?;
-        let Some(Payload::Semantic(mut fact)) = first.payload else {
-            bail!(input(format!("--subject/--predicate/--object apply to facts, but {} is {}", first.id, first.memory_type)));
-        };
-        if let Some(s) = a.subject {
-            fact.subject = s;
+        if let Some(c) = a.confidence {
+            check_unit("confidence", c)?;
         }
-        if let Some(p) = a.predicate {
-            fact.predicate = p;
-        }
-        if let Some(o) = a.object {
-            fact.object = o;
-        }
-        payload = Some(Payload::Semantic(fact));
+        Ok(RevisionInput {
+            payload,
+            subject: a.subject,
+            predicate: a.predicate,
+            object: a.object,
+            summary: a.summary,
+            tags: if a.tags.is_empty() { None } else { Some(a.tags) },
+            sensitivity: a.sensitivity.as_deref().map(str::parse).transpose()?,
+            confidence: a.confidence,
+        })
     }
-    Ok(Revision {
-        payload,
-        summary: a.summary,
-        tags: if a.tags.is_empty() { None } else { Some(a.tags) },
-        sensitivity: a.sensitivity.as_deref().map(str::parse).transpose()?,
-        confidence: a.confidence,
-    })
+
+    /// Applies fact shortcuts over the payload of `first` (the record being revised).
+    fn resolve(self, service: &MemoryService, first: &RecordId, access: &Access) -> Result<Revision> {
+        let mut payload = self.payload;
+        if self.subject.is_some() || self.predicate.is_some() || self.object.is_some() {
+            let record = service.get(first, access)?;
+            let Some(Payload::Semantic(mut fact)) = record.payload else {
+                bail!(input(format!("--subject/--predicate/--object apply to facts, but {} is {}", record.id, record.memory_type)));
+            };
+            fact.subject = self.subject.unwrap_or(fact.subject);
+            fact.predicate = self.predicate.unwrap_or(fact.predicate);
+            fact.object = self.object.unwrap_or(fact.object);
+            payload = Some(Payload::Semantic(fact));
+        }
+        Ok(Revision { payload, summary: self.summary, tags: self.tags, sensitivity: self.sensitivity, confidence: self.confidence })
+    }
 }
 
 fn actor(who: WhoArgs) -> Actor {
@@ -407,10 +432,10 @@ fn default_data_dir() -> Result<PathBuf> {
 fn encryption_key(key_file: Option<&Path>) -> Result<Option<SecretKey>> {
     if let Some(value) = std::env::var_os("MNEME_ENCRYPTION_KEY") {
         let value = value.into_string().map_err(|_| input("MNEME_ENCRYPTION_KEY is not valid UTF-8"))?;
-        return SecretKey::new(value).map(Some).ok_or_else(|| input("MNEME_ENCRYPTION_KEY is set but empty"));
+        return SecretKey::new(value).map(Some).map_err(|why| input(format!("MNEME_ENCRYPTION_KEY {why}")));
     }
     let Some(path) = key_file else { return Ok(None) };
     let bytes = std::fs::read(path).with_context(|| format!("cannot read key file {}", path.display()))?;
     let text = String::from_utf8(bytes).map_err(|_| input(format!("key file {} is not valid UTF-8", path.display())))?;
-    SecretKey::new(text).map(Some).ok_or_else(|| input(format!("key file {} is empty", path.display())))
+    SecretKey::new(text).map(Some).map_err(|why| input(format!("key file {} {why}", path.display())))
 }

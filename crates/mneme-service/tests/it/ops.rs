@@ -419,3 +419,94 @@ fn a_month_of_daily_sweeps_does_not_prune_a_fact() {
     // 60 days at a 180-day half-life: 0.5^(1/3), whatever the number of sweeps.
     assert!((salience - 0.5f64.powf(60.0 / 180.0)).abs() < 1e-9, "{salience}");
 }
+
+#[test]
+fn an_outcome_is_as_sensitive_as_its_target_and_in_its_scope() {
+    let fx = Fixture::new();
+    let secret = fx
+        .service
+        .ingest_observation(
+            crate::fact("alice", "vault code", "4921"),
+            IngestOptions {
+                sensitivity: Some(mneme_core::Sensitivity::Critical),
+                scope: Some(mneme_core::Scope::parse("user:alice").expect("scope")),
+                ..Default::default()
+            },
+        )
+        .expect("ingest");
+    let request = OutcomeRequest {
+        target: secret.id.clone(),
+        outcome: OutcomeKind::Success,
+        duration_ms: None,
+        failure_mode: None,
+        note: None,
+        amount: None,
+    };
+    let outcome = fx.service.ingest_outcome(request, IngestOptions::default(), &owner()).expect("outcome");
+    assert_eq!(outcome.record.sensitivity, mneme_core::Sensitivity::Critical);
+    assert_eq!(outcome.record.scope.as_str(), "user:alice");
+    let reader = mneme_service::Access { max_sensitivity: mneme_core::Sensitivity::Low, scopes: None };
+    let leaked = fx.service.retrieve(&RetrieveRequest { query: "vault code".into(), ..Default::default() }, &reader).expect("r");
+    assert!(leaked.is_empty(), "the outcome must not leak the target's summary: {leaked:?}");
+}
+
+#[test]
+fn huge_competence_counters_saturate_instead_of_breaking_the_record() {
+    let fx = Fixture::new();
+    let mut skill = CompetencePayload { skill: "s".into(), triggers: vec![], steps: vec![], performance: Default::default() };
+    skill.performance.success_count = u64::MAX;
+    skill.performance.success_rate = 1.0;
+    let record = fx.service.ingest_competence(skill, IngestOptions::default()).expect("ingest");
+    let request = OutcomeRequest {
+        target: record.id.clone(),
+        outcome: OutcomeKind::Success,
+        duration_ms: Some(5),
+        failure_mode: None,
+        note: None,
+        amount: None,
+    };
+    fx.service.ingest_outcome(request, IngestOptions::default(), &owner()).expect("outcome");
+    let Some(Payload::Competence(c)) = fx.service.get(&record.id, &owner()).expect("still readable").payload else { panic!("competence") };
+    assert_eq!(c.performance.success_count, u64::MAX);
+    assert!(c.performance.success_rate.is_finite());
+}
+
+#[test]
+fn merge_refuses_records_of_different_scopes() {
+    let fx = Fixture::new();
+    let scoped = |scope: &str| {
+        fx.service
+            .ingest_observation(
+                crate::fact("k", "is", scope),
+                IngestOptions { scope: Some(mneme_core::Scope::parse(scope).expect("s")), ..Default::default() },
+            )
+            .expect("ingest")
+    };
+    let (a, b) = (scoped("project:a"), scoped("project:b"));
+    let before = fx.footprint();
+    let err = fx.service.merge(&[a.id, b.id], Revision::default(), who("m"), &owner()).expect_err("cross-scope merge");
+    assert!(err.to_string().contains("different scopes"), "{err}");
+    assert_eq!(before, fx.footprint());
+}
+
+#[test]
+fn history_does_not_reveal_the_ids_of_hidden_records() {
+    let fx = Fixture::new();
+    let claim = fx.fact("meeting", "is on", "Monday");
+    let hidden = fx
+        .service
+        .ingest_observation(
+            crate::fact("meeting", "is on", "Tuesday"),
+            IngestOptions { sensitivity: Some(mneme_core::Sensitivity::High), ..Default::default() },
+        )
+        .expect("ingest");
+    fx.service.contest(&claim.id, ContestRequest { by: Some(hidden.id.clone()), claim: None }, who("conflict"), &owner()).expect("contest");
+    let reader = mneme_service::Access { max_sensitivity: mneme_core::Sensitivity::Medium, scopes: None };
+    let history = fx.service.history(&claim.id, &reader).expect("history");
+    let text = serde_json::to_string(&history).expect("json");
+    assert!(!text.contains(hidden.id.as_str()), "hidden id leaked: {text}");
+    assert!(text.contains("(hidden)"));
+    assert_eq!(history.hidden, 1);
+    let owner_view = serde_json::to_string(&fx.service.history(&claim.id, &owner()).expect("history")).expect("json");
+    assert!(owner_view.contains(hidden.id.as_str()));
+}

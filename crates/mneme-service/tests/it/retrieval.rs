@@ -207,3 +207,24 @@ fn bad_queries_are_refused_with_the_field_named() {
         assert!(err.contains(field), "{err}");
     }
 }
+
+#[test]
+fn among_pinned_records_the_most_salient_comes_first() {
+    let fx = Fixture::new();
+    let mut strongest = None;
+    for i in 0..40 {
+        let base = if i == 35 { 1.0 } else { 0.2 };
+        let r = fx
+            .service
+            .ingest_observation(
+                fact(&format!("s{i}"), "p", "o"),
+                IngestOptions { salience: Some(base), pinned: true, ..Default::default() },
+            )
+            .expect("ingest");
+        if i == 35 {
+            strongest = Some(r.id);
+        }
+    }
+    let top = fx.service.retrieve(&RetrieveRequest { limit: 1, ..Default::default() }, &owner()).expect("retrieve");
+    assert_eq!(Some(top[0].record.id.clone()), strongest);
+}

@@ -12,7 +12,12 @@ use mneme_core::{EventPayload, Lineage, LineageOp, NewRecord, Payload, RecordId}
 use mneme_store::{SecretKey, Store, StoreOptions};
 
 pub fn options(path: &Path, key: Option<&str>, create: bool) -> StoreOptions {
-    StoreOptions { path: path.to_path_buf(), key: key.and_then(|k| SecretKey::new(k.to_string())), create, decay: Default::default() }
+    StoreOptions {
+        path: path.to_path_buf(),
+        key: key.map(|k| SecretKey::new(k.to_string()).expect("valid test key")),
+        create,
+        decay: Default::default(),
+    }
 }
 
 pub fn db_path(dir: &tempfile::TempDir) -> PathBuf {

@@ -109,3 +109,16 @@ fn acknowledged_writes_survive_a_killed_writer() {
     // And mneme itself opens the crashed store normally.
     assert_eq!(m.json(&["metrics"])["total_records"].as_u64().map(|n| n as usize >= acknowledged.len()), Some(true));
 }
+
+#[test]
+fn a_key_with_control_characters_is_refused_without_echoing_it() {
+    let m = Mneme::new();
+    let key_file = m.dir.path().join("key");
+    std::fs::write(&key_file, b"s3cret-part\0tail-part").expect("write");
+    let out = m.run(&["--json", "--key-file", key_file.to_str().expect("utf-8"), "init"]);
+    assert_eq!(out.status.code(), Some(2));
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(all.contains("control characters"), "{all}");
+    assert!(!all.contains("s3cret") && !all.contains("tail-part"), "the key leaked: {all}");
+    assert!(!m.db().exists(), "nothing was created");
+}

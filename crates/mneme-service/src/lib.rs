@@ -342,21 +342,19 @@ impl MemoryService {
                 for entry in &mut audit {
                     redact_ids(&mut entry.details, &visible_id)?;
                 }
-                let mut keep = Vec::new();
-                for pid in record.lineage.parent_ids.drain(..) {
-                    if visible_id(&pid)? {
-                        keep.push(pid);
-                    }
-                }
-                record.lineage.parent_ids = keep;
-                for brief in ancestors.iter_mut().chain(descendants.iter_mut()) {
-                    let mut keep = Vec::new();
-                    for pid in brief.parent_ids.drain(..) {
+                let retain_visible = |ids: &mut Vec<RecordId>| -> ServiceResult<()> {
+                    let mut keep = Vec::with_capacity(ids.len());
+                    for pid in ids.drain(..) {
                         if visible_id(&pid)? {
                             keep.push(pid);
                         }
                     }
-                    brief.parent_ids = keep;
+                    *ids = keep;
+                    Ok(())
+                };
+                retain_visible(&mut record.lineage.parent_ids)?;
+                for brief in ancestors.iter_mut().chain(descendants.iter_mut()) {
+                    retain_visible(&mut brief.parent_ids)?;
                 }
             }
             let current_salience = self.current_salience(&record);

@@ -641,6 +641,11 @@ impl MemoryRecord {
     pub fn is_tombstone(&self) -> bool {
         self.status.is_tombstone() || self.pruned_at.is_some()
     }
+
+    /// The record's state in words: `pruned`, or its status.
+    pub fn state(&self) -> &'static str {
+        if self.pruned_at.is_some() { "pruned" } else { self.status.as_str() }
+    }
 }
 
 /// A record as a caller submits it, before the store gives it an id and a status.

@@ -104,8 +104,9 @@ impl MemoryService {
             for (new, id) in news.iter().zip(&ids) {
                 tx.insert(new, id.clone(), original_lineage(new, now), now)?;
             }
-            Ok::<_, ServiceError>(ids.clone())
-        })
+            Ok::<_, ServiceError>(())
+        })?;
+        Ok(ids)
     }
 
     /// Records an outcome as an episodic event, reinforces (success) or penalizes (failure)
@@ -132,15 +133,10 @@ impl MemoryService {
         let scope_given = options.scope.is_some();
         let mut new = self.new_record(Payload::Event(event), options)?;
         let id = self.next_id(now);
-        let decay = self.config.decay;
         self.store()?.write(|tx| {
             let target = self.visible(tx.get(&request.target)?, &request.target, access)?;
             if target.is_tombstone() {
-                return Err(ServiceError::Precondition(format!(
-                    "cannot record an outcome for {}: it is {}",
-                    target.id,
-                    if target.pruned_at.is_some() { "pruned" } else { target.status.as_str() }
-                )));
+                return Err(ServiceError::Precondition(format!("cannot record an outcome for {}: it is {}", target.id, target.state())));
             }
             // The outcome speaks about the target (its summary may be quoted), so it is at
             // least as sensitive as the target and, unless told otherwise, in its scope.
@@ -152,10 +148,8 @@ impl MemoryService {
                 new.summary = Some(mneme_core::one_line(&format!("outcome for {}: {}", target.summary, text_of(&new.payload)), 200));
             }
             let record = tx.insert(&new, id.clone(), original_lineage(&new, now), now)?;
-            let before = decay.salience_at(target.memory_type, &target.salience, now);
-            let state = decay.adjusted(target.memory_type, &target.salience, if success { amount } else { -amount }, now);
-            tx.set_salience(&target, state, now)?;
-            let mut details = json!({ "outcome_record": id, "success": success, "salience_before": before, "salience_after": state.base });
+            let (before, after) = tx.adjust_salience(&target, if success { amount } else { -amount }, now)?;
+            let mut details = json!({ "outcome_record": id, "success": success, "salience_before": before, "salience_after": after });
             if let Some(Payload::Competence(mut skill)) = target.payload.clone() {
                 skill.performance.record(success, request.duration_ms, request.failure_mode.as_deref());
                 details["performance"] = serde_json::to_value(&skill.performance).expect("plain data serialises");
@@ -164,7 +158,7 @@ impl MemoryService {
             tx.append_audit(&target.id, now, &new.actor, AuditAction::Outcome, &new.rationale, &details)?;
             tx.add_link(&id, &target.id, "outcome_of", if success { "success" } else { "failure" }, now)?;
             let target = tx.require(&target.id)?;
-            Ok(OutcomeResult { record, target, salience_before: before, salience_after: state.base })
+            Ok(OutcomeResult { record, target, salience_before: before, salience_after: after })
         })
     }
 
@@ -529,29 +523,19 @@ impl MemoryService {
         self.config.limits.check_actor(&who.actor)?;
         self.config.limits.check_rationale(&who.rationale)?;
         let now = self.now();
-        let decay = self.config.decay;
         self.store()?.write(|tx| {
             let record = self.visible(tx.get(id)?, id, access)?;
             if record.is_tombstone() {
                 return Err(ServiceError::Precondition(format!(
                     "cannot {} record {id}: it is {}",
                     if up { "reinforce" } else { "penalize" },
-                    if record.pruned_at.is_some() { "pruned" } else { record.status.as_str() }
+                    record.state()
                 )));
             }
-            let before = decay.salience_at(record.memory_type, &record.salience, now);
-            let state = decay.adjusted(record.memory_type, &record.salience, if up { amount } else { -amount }, now);
-            tx.set_salience(&record, state, now)?;
+            let (before, after) = tx.adjust_salience(&record, if up { amount } else { -amount }, now)?;
             let action = if up { AuditAction::Reinforce } else { AuditAction::Penalize };
-            tx.append_audit(
-                id,
-                now,
-                &who.actor,
-                action,
-                &who.rationale,
-                &json!({ "amount": amount, "before": before, "after": state.base }),
-            )?;
-            Ok(SalienceChange { id: id.clone(), before, after: state.base })
+            tx.append_audit(id, now, &who.actor, action, &who.rationale, &json!({ "amount": amount, "before": before, "after": after }))?;
+            Ok(SalienceChange { id: id.clone(), before, after })
         })
     }
 }

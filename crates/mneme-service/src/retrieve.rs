@@ -84,15 +84,9 @@ impl MemoryService {
         let mut scored: Vec<(Candidate, ScoreParts)> = candidates
             .into_iter()
             .filter_map(|c| {
-                let salience = self.config.decay.salience_at(c.memory_type, &c.salience, now);
-                if salience < min_salience {
-                    return None;
-                }
                 let bm25 = c.bm25.unwrap_or(0.0);
                 let relevance = if best > 0.0 { (bm25 / best).clamp(0.0, 1.0) } else { 0.0 };
-                let recency = weights.recency(c.sort_time, now);
-                let score = weights.blend(Some(relevance), salience, recency);
-                Some((c, ScoreParts { score, relevance: Some(relevance), bm25: Some(bm25), salience, recency }))
+                self.score(c, Some((bm25, relevance)), min_salience, now)
             })
             .collect();
         sort_and_cut(&mut scored, limit);
@@ -133,18 +127,8 @@ impl MemoryService {
                 0.0
             };
             pool.extend(recent.into_iter().map(|c| (c.seq, c)));
-            let mut scored: Vec<(Candidate, ScoreParts)> = pool
-                .into_values()
-                .filter_map(|c| {
-                    let salience = decay.salience_at(c.memory_type, &c.salience, now);
-                    if salience < min_salience {
-                        return None;
-                    }
-                    let recency = weights.recency(c.sort_time, now);
-                    let score = weights.blend(None, salience, recency);
-                    Some((c, ScoreParts { score, relevance: None, bm25: None, salience, recency }))
-                })
-                .collect();
+            let mut scored: Vec<(Candidate, ScoreParts)> =
+                pool.into_values().filter_map(|c| self.score(c, None, min_salience, now)).collect();
             sort_and_cut(&mut scored, limit);
             // No unseen record can score above this.
             let unseen_bound = weights.salience * salience_bound.max(max_floor) + weights.recency * recency_bound;
@@ -154,6 +138,20 @@ impl MemoryService {
             }
             n = n.saturating_mul(4);
         }
+    }
+
+    /// Scores one candidate; `None` when its current salience is below `min_salience`.
+    /// `lexical` is (raw BM25, normalised relevance) for a text query.
+    fn score(&self, c: Candidate, lexical: Option<(f64, f64)>, min_salience: f64, now: jiff::Timestamp) -> Option<(Candidate, ScoreParts)> {
+        let weights = &self.config.retrieval;
+        let salience = self.config.decay.salience_at(c.memory_type, &c.salience, now);
+        if salience < min_salience {
+            return None;
+        }
+        let recency = weights.recency(c.sort_time, now);
+        let relevance = lexical.map(|(_, r)| r);
+        let score = weights.blend(relevance, salience, recency);
+        Some((c, ScoreParts { score, relevance, bm25: lexical.map(|(b, _)| b), salience, recency }))
     }
 }
 

@@ -102,6 +102,18 @@ impl<'a> ReadTx<'a> {
         seqs.iter().map(|&s| self.get_by_seq(s)).collect()
     }
 
+    /// Runs a cached query and collects every row mapped by `map`.
+    pub(crate) fn query_all<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> StoreResult<Vec<T>> {
+        let mut stmt = self.conn.prepare_cached(sql).ctx(self.path)?;
+        let rows = stmt.query_map(params, map).ctx(self.path)?;
+        rows.collect::<Result<_, _>>().ctx(self.path)
+    }
+
     pub(crate) fn seq_of(&self, id: &RecordId) -> StoreResult<i64> {
         self.conn
             .prepare_cached("SELECT seq FROM records WHERE id = ?1")
@@ -115,21 +127,17 @@ impl<'a> ReadTx<'a> {
     /// Records that name `id` among their lineage parents (its successors, forks, merges).
     pub fn children(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
         let seq = self.seq_of(id)?;
-        let mut stmt =
-            self.conn.prepare_cached("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq").ctx(self.path)?;
-        let seqs: Vec<i64> = stmt.query_map([seq], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
+        let seqs = self.query_all("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq", [seq], |r| r.get(0))?;
         self.get_many(&seqs)
     }
 
     /// The record's audit log, oldest first.
     pub fn audit(&self, id: &RecordId) -> StoreResult<Vec<AuditEntry>> {
         let seq = self.seq_of(id)?;
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT seq, at, actor, action, rationale, details FROM audit WHERE record_seq = ?1 ORDER BY seq")
-            .ctx(self.path)?;
-        let rows = stmt
-            .query_map([seq], |r| {
+        let rows = self.query_all(
+            "SELECT seq, at, actor, action, rationale, details FROM audit WHERE record_seq = ?1 ORDER BY seq",
+            [seq],
+            |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, i64>(1)?,
@@ -138,10 +146,8 @@ impl<'a> ReadTx<'a> {
                     r.get::<_, String>(4)?,
                     r.get::<_, String>(5)?,
                 ))
-            })
-            .ctx(self.path)?
-            .collect::<Result<Vec<_>, _>>()
-            .ctx(self.path)?;
+            },
+        )?;
         rows.into_iter()
             .map(|(aseq, at, actor, action, rationale, details)| {
                 Ok(AuditEntry {
@@ -160,21 +166,13 @@ impl<'a> ReadTx<'a> {
     /// Links from or to the record.
     pub fn links(&self, id: &RecordId) -> StoreResult<Vec<Link>> {
         let seq = self.seq_of(id)?;
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT f.id, t.id, l.kind, l.at, l.note FROM links l \
-                 JOIN records f ON f.seq = l.from_seq JOIN records t ON t.seq = l.to_seq \
-                 WHERE l.from_seq = ?1 OR l.to_seq = ?1 ORDER BY l.at",
-            )
-            .ctx(self.path)?;
-        let rows = stmt
-            .query_map([seq], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?))
-            })
-            .ctx(self.path)?
-            .collect::<Result<Vec<_>, _>>()
-            .ctx(self.path)?;
+        let rows = self.query_all(
+            "SELECT f.id, t.id, l.kind, l.at, l.note FROM links l \
+             JOIN records f ON f.seq = l.from_seq JOIN records t ON t.seq = l.to_seq \
+             WHERE l.from_seq = ?1 OR l.to_seq = ?1 ORDER BY l.at",
+            [seq],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?)),
+        )?;
         rows.into_iter()
             .map(|(from, to, kind, at, note)| {
                 Ok(Link {
@@ -191,9 +189,7 @@ impl<'a> ReadTx<'a> {
     /// Counts for `metrics`.
     pub fn stats(&self) -> StoreResult<StoreStats> {
         let group = |sql: &str| -> StoreResult<BTreeMap<String, i64>> {
-            let mut stmt = self.conn.prepare_cached(sql).ctx(self.path)?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).ctx(self.path)?;
-            rows.collect::<Result<_, _>>().ctx(self.path)
+            Ok(self.query_all(sql, [], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?.into_iter().collect())
         };
         let one = |sql: &str| -> StoreResult<i64> { self.conn.query_row(sql, [], |r| r.get(0)).ctx(self.path) };
         Ok(StoreStats {
@@ -212,15 +208,12 @@ impl<'a> ReadTx<'a> {
     /// Live, unpinned, unpruned records of `memory_type` whose rank anchor is below `anchor`
     /// (candidates for pruning; the caller checks the exact salience).
     pub fn below_anchor(&self, memory_type: MemoryType, anchor: f64) -> StoreResult<Vec<MemoryRecord>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT seq FROM records WHERE memory_type = ?1 AND rank_anchor < ?2 AND pinned = 0 \
-                 AND pruned_at IS NULL AND status IN ('active', 'contested') ORDER BY seq",
-            )
-            .ctx(self.path)?;
-        let seqs: Vec<i64> =
-            stmt.query_map(params![memory_type.as_str(), anchor], |r| r.get(0)).ctx(self.path)?.collect::<Result<_, _>>().ctx(self.path)?;
+        let seqs = self.query_all(
+            "SELECT seq FROM records WHERE memory_type = ?1 AND rank_anchor < ?2 AND pinned = 0 \
+             AND pruned_at IS NULL AND status IN ('active', 'contested') ORDER BY seq",
+            params![memory_type.as_str(), anchor],
+            |r| r.get(0),
+        )?;
         self.get_many(&seqs)
     }
 }
@@ -332,14 +325,18 @@ impl<'a> WriteTx<'a> {
         )
     }
 
-    /// Stores a new salience state (after reinforce or penalize) and its rank anchor.
-    pub fn set_salience(&self, record: &MemoryRecord, state: SalienceState, now: Timestamp) -> StoreResult<()> {
+    /// Adds `delta` (negative to penalize) to the record's current salience, re-anchors it at
+    /// `now` and stores it with its rank anchor. Returns (salience before, salience after).
+    pub fn adjust_salience(&self, record: &MemoryRecord, delta: f64, now: Timestamp) -> StoreResult<(f64, f64)> {
+        let before = self.decay.salience_at(record.memory_type, &record.salience, now);
+        let state = self.decay.adjusted(record.memory_type, &record.salience, delta, now);
         let anchor = self.decay.rank_anchor(record.memory_type, &state);
         self.update(
             &record.id,
             "UPDATE records SET salience_base = ?2, reinforced_at = ?3, pinned = ?4, rank_anchor = ?5, updated_at = ?6 WHERE id = ?1",
             params![record.id.as_str(), state.base, state.reinforced_at.as_millisecond(), state.pinned, anchor, now.as_millisecond()],
-        )
+        )?;
+        Ok((before, state.base))
     }
 
     /// Replaces the payload in place. Only for statistics (competence performance), never

@@ -12,7 +12,7 @@ use mneme_core::{MemoryType, SalienceState, Scope, Sensitivity};
 use rusqlite::params_from_iter;
 use rusqlite::types::Value;
 
-use crate::error::{SqlContext, StoreResult};
+use crate::error::StoreResult;
 use crate::rows::{ReadTx, decode, ts};
 
 /// Which records a retrieval may consider.
@@ -94,22 +94,17 @@ impl ReadTx<'_> {
     }
 
     fn candidates(&self, sql: &str, values: Vec<Value>, lexical: bool) -> StoreResult<Vec<Candidate>> {
-        let mut stmt = self.conn.prepare_cached(sql).ctx(self.path)?;
-        let rows = stmt
-            .query_map(params_from_iter(values), |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, f64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, bool>(4)?,
-                    r.get::<_, i64>(5)?,
-                    if lexical { Some(r.get::<_, f64>(6)?) } else { None },
-                ))
-            })
-            .ctx(self.path)?
-            .collect::<Result<Vec<_>, _>>()
-            .ctx(self.path)?;
+        let rows = self.query_all(sql, params_from_iter(values), |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, f64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, bool>(4)?,
+                r.get::<_, i64>(5)?,
+                if lexical { Some(r.get::<_, f64>(6)?) } else { None },
+            ))
+        })?;
         rows.into_iter()
             .map(|(seq, memory_type, base, reinforced_at, pinned, sort_time, rank)| {
                 Ok(Candidate {

@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use mneme_core::scoring::ScoreParts;
 use mneme_core::{AuditEntry, LineageOp, MemoryRecord, MemoryType, Payload, RecordId, Scope, Sensitivity, Status};
 use mneme_store::Link;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What a caller may see. The daemon builds one per principal from server-side policy;
 /// a request can narrow it but never widen it.
@@ -52,7 +52,7 @@ pub struct IngestOptions {
 }
 
 /// The result of an action on a record that the action took on another record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeKind {
     Success,
@@ -142,7 +142,7 @@ impl Default for RetrieveRequest {
 }
 
 /// One retrieved record with its score parts.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     pub record: MemoryRecord,
     pub current_salience: f64,

@@ -20,12 +20,34 @@ pub struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Override one configuration key, e.g. --set consolidation.interval=5m (repeatable).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the memory daemon in the foreground: gRPC and HTTP APIs, hooks, background jobs.
+    Serve(ServeArgs),
+    /// Start the daemon in the background (or reuse a running one) and wait until it is healthy.
+    Up(ServeArgs),
+    /// Stop the background daemon.
+    Down,
+    /// Is the daemon running? pid, ports, uptime, records by type, last consolidation, errors.
+    Status,
+    /// Send an agent hook event (JSON on stdin) to the daemon, or handle it here if none runs.
+    Hook(HookArgs),
+    /// Show or check the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// API key helpers.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Internal: the supervisor process started by `mneme up`.
+    #[command(hide = true)]
+    Supervise(ServeArgs),
     /// Create the data directory and the store (encrypted when a key is set). Idempotent.
     Init,
     /// A guided tour: initialise a store, ingest, revise, recall and show history.
@@ -288,6 +310,53 @@ pub struct RecallArgs {
     /// Show each hit's score components.
     #[arg(long)]
     pub explain: bool,
+    /// Read the store directly even when a daemon is running.
+    #[arg(long)]
+    pub local: bool,
+}
+
+/// Listener and logging flags of `serve` and `up` (each overrides config and env).
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// gRPC listen address [env: MNEME_GRPC_ADDR] [default: 127.0.0.1:9090].
+    #[arg(long, value_name = "ADDR")]
+    pub grpc_addr: Option<String>,
+    /// HTTP listen address [env: MNEME_HTTP_ADDR] [default: 127.0.0.1:18791].
+    #[arg(long, value_name = "ADDR")]
+    pub http_addr: Option<String>,
+    /// Log format: text or json [env: MNEME_LOG_FORMAT].
+    #[arg(long)]
+    pub log_format: Option<String>,
+    /// Log filter, e.g. info or debug [env: MNEME_LOG_LEVEL].
+    #[arg(long)]
+    pub log_level: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// session_start, message_received, message_sent, before_tool_call, after_tool_call,
+    /// before_compaction, agent_end or gateway_stop.
+    pub name: String,
+    /// Print only the context block (session_start) instead of the JSON outcome.
+    #[arg(long)]
+    pub context_only: bool,
+    /// Handle the hook in this process even when a daemon is running.
+    #[arg(long)]
+    pub local: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// The effective configuration (defaults, file, env, flags), secrets redacted.
+    Show,
+    /// Validate a configuration file; exits 6 naming the bad key.
+    Check { file: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Print the SHA-256 of a key read from stdin, for `key_sha256` in [[principals]].
+    Hash,
 }
 
 /// New content for supersede, fork and merge; unset fields are kept.

@@ -14,11 +14,13 @@ use mneme_core::{
 };
 use mneme_service::{
     Access, Actor, ContestRequest, ErrorKind, IngestOptions, MemoryService, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision,
-    ServiceConfig, ServiceError,
+    ServiceError,
 };
 use mneme_store::{SecretKey, StoreError, StoreOptions};
 
-use crate::cli::{BenchCommand, Cli, Command, IngestArgs, IngestCommand, OutcomeArg, RecallArgs, RevisionArgs, WhoArgs};
+use mneme_server::MnemeConfig;
+
+use crate::cli::{BenchCommand, Cli, Command, ConfigCommand, IngestArgs, KeyCommand, IngestCommand, OutcomeArg, RecallArgs, RevisionArgs, WhoArgs};
 use crate::render;
 
 /// The database file inside the data directory.
@@ -27,30 +29,65 @@ pub const DB_FILE: &str = "mneme.db";
 /// Where and how to open the store, resolved from flags, env and defaults.
 pub struct Invocation {
     pub data_dir: PathBuf,
-    pub config: ServiceConfig,
+    /// The layered configuration: defaults → file → `MNEME_*` env → flags.
+    pub config: MnemeConfig,
     pub key: Option<SecretKey>,
     pub json: bool,
+    /// As given on the command line (handed down to daemon children).
+    pub config_path: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub user_sets: Vec<(String, String)>,
 }
 
 impl Invocation {
     fn from_cli(cli: &Cli) -> Result<Invocation> {
         let data_dir = match &cli.data_dir {
-            Some(d) => d.clone(),
+            Some(d) => std::path::absolute(d).unwrap_or_else(|_| d.clone()),
             None => default_data_dir()?,
         };
         let config_path = cli.config.clone().unwrap_or_else(|| data_dir.join("config.toml"));
-        if cli.config.is_some() && !config_path.exists() {
-            bail!("configuration file {} does not exist", config_path.display());
+        let user_sets = cli
+            .sets
+            .iter()
+            .map(|s| s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())).ok_or_else(|| input(format!("--set {s:?}: expected KEY=VALUE"))))
+            .collect::<Result<Vec<_>>>()?;
+        let mut sets = user_sets.clone();
+        if let Command::Serve(a) | Command::Up(a) | Command::Supervise(a) = &cli.command {
+            sets.extend(crate::daemon::serve_sets(a));
         }
-        let config = ServiceConfig::load(&config_path)?;
-        Ok(Invocation { data_dir, config, key: encryption_key(cli.key_file.as_deref())?, json: cli.json })
+        let config = MnemeConfig::layered(Some(&config_path), cli.config.is_some(), std::env::vars(), &sets)
+            .map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+        Ok(Invocation {
+            data_dir,
+            config,
+            key: encryption_key(cli.key_file.as_deref())?,
+            json: cli.json,
+            config_path: cli.config.as_ref().map(|c| std::path::absolute(c).unwrap_or_else(|_| c.clone())),
+            key_file: cli.key_file.as_ref().map(|k| std::path::absolute(k).unwrap_or_else(|_| k.clone())),
+            user_sets,
+        })
     }
 
-    fn open(&self, create: bool) -> Result<MemoryService> {
-        let options = StoreOptions { path: self.data_dir.join(DB_FILE), key: self.key.clone(), create, decay: self.config.decay };
-        Ok(MemoryService::open(options, self.config, Arc::new(SystemClock))?)
+    pub fn store_options(&self, create: bool) -> StoreOptions {
+        StoreOptions { path: self.data_dir.join(DB_FILE), key: self.key.clone(), create, decay: self.config.decay }
+    }
+
+    pub fn open(&self, create: bool) -> Result<MemoryService> {
+        Ok(MemoryService::open(self.store_options(create), self.config.service(), Arc::new(SystemClock))?)
     }
 }
+
+/// `mneme serve` could not start (address in use, store refused, ...).
+#[derive(Debug)]
+pub struct ServeError(pub String);
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServeError {}
 
 pub fn run(cli: Cli) -> Result<()> {
     if let Command::Bench(bench) = &cli.command {
@@ -59,9 +96,44 @@ pub fn run(cli: Cli) -> Result<()> {
             BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
         };
     }
+    if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let config = MnemeConfig::from_toml(&text, &file.display().to_string()).map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+        config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+        if cli.json {
+            outln!("{}", serde_json::json!({ "ok": true, "file": file }));
+        } else {
+            outln!("{}: ok", file.display());
+        }
+        return Ok(());
+    }
+    if let Command::Key(KeyCommand::Hash) = &cli.command {
+        let key = read_stdin()?;
+        if key.trim().len() < 16 {
+            return Err(input("the key must be at least 16 characters"));
+        }
+        outln!("{}", mneme_server::auth::hash_key(&key));
+        return Ok(());
+    }
     let ctx = Invocation::from_cli(&cli)?;
     let access = Access::owner();
     match cli.command {
+        Command::Serve(_) => crate::daemon::serve(&ctx),
+        Command::Up(args) => crate::daemon::up(&ctx, &args),
+        Command::Supervise(args) => crate::daemon::supervise(&ctx, &args),
+        Command::Down => crate::daemon::down(&ctx),
+        Command::Status => crate::daemon::status(&ctx),
+        Command::Hook(args) => crate::daemon::hook(&ctx, &args),
+        Command::Config(ConfigCommand::Show) => {
+            if ctx.json {
+                let shown: toml::Table = toml::from_str(&ctx.config.redacted_toml())?;
+                outln!("{}", serde_json::to_string_pretty(&shown)?);
+            } else {
+                outln!("{}", ctx.config.redacted_toml().trim_end());
+            }
+            Ok(())
+        }
+        Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) => unreachable!("handled above"),
         Command::Init => {
             std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
             let service = ctx.open(true)?;
@@ -164,6 +236,12 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<CoreError>().is_some() || err.downcast_ref::<InputError>().is_some() {
         return 2;
     }
+    if err.downcast_ref::<crate::daemon::NotRunning>().is_some() {
+        return 3;
+    }
+    if let Some(e) = err.downcast_ref::<crate::daemon::RemoteError>() {
+        return e.exit_code();
+    }
     if let Some(e) = err.downcast_ref::<StoreError>() {
         return if matches!(e, StoreError::Busy { .. }) { 5 } else { 6 };
     }
@@ -182,6 +260,10 @@ impl std::fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
+pub fn input_error(msg: impl Into<String>) -> anyhow::Error {
+    input(msg)
+}
+
 fn input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
@@ -190,7 +272,15 @@ fn input(msg: impl Into<String>) -> anyhow::Error {
 /// few things, corrects one, and recalls.
 fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
     let dir = tempfile::Builder::new().prefix("mneme-demo-").tempdir().context("cannot create a demo directory")?.keep();
-    let ctx = Invocation { data_dir: dir, config: ctx.config, key: ctx.key.clone(), json: ctx.json };
+    let ctx = Invocation {
+        data_dir: dir,
+        config: ctx.config.clone(),
+        key: ctx.key.clone(),
+        json: ctx.json,
+        config_path: None,
+        key_file: None,
+        user_sets: Vec::new(),
+    };
     let service = ctx.open(true)?;
     outln!("demo store: {} (your own store is not touched)", ctx.data_dir.join(DB_FILE).display());
     let say = |text: &str| {
@@ -322,6 +412,11 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
         limit: args.limit,
         include_tombstones: args.include_tombstones,
     };
+    if !args.local
+        && let Some(hits) = crate::daemon::remote_recall(ctx, &request)?
+    {
+        return render::hits(&hits, args.explain, ctx.json);
+    }
     let hits = ctx.open(false)?.retrieve(&request, access)?;
     render::hits(&hits, args.explain, ctx.json)
 }

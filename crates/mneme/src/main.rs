@@ -13,6 +13,7 @@ macro_rules! outln {
 mod bench;
 mod cli;
 mod commands;
+mod daemon;
 mod render;
 
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    // Outgoing HTTPS (daemon calls, LLM endpoints) uses rustls with ring.
+    mneme_server::init_tls();
     let json = cli.json;
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,12 @@
+//! Compiles `proto/mneme/v1/mneme.proto` with protox (pure Rust, no protoc) and keeps the
+//! file descriptor set for gRPC server reflection.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto = "proto/mneme/v1/mneme.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let fds = protox::compile([proto], ["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("mneme_descriptor.bin"), prost::Message::encode_to_vec(&fds))?;
+    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
+    Ok(())
+}

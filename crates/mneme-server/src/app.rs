@@ -1,0 +1,156 @@
+//! `App`: the daemon's shared state, and the one path every request takes — authenticate,
+//! rate-limit, run the operation on a blocking thread, record metrics.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::auth::{Auth, Principal};
+use crate::config::MnemeConfig;
+use crate::consolidate::{Consolidator, CycleReport};
+use crate::error::{ApiError, ApiResult};
+use crate::hooks::{HookInput, HookName, HookOutcome, Hooks};
+use crate::metrics::Registry;
+use crate::ops::Ops;
+
+#[derive(Debug)]
+pub struct App {
+    pub ops: Ops,
+    pub auth: Auth,
+    pub hooks: Hooks,
+    pub consolidator: Arc<Consolidator>,
+    pub metrics: Registry,
+    pub config: MnemeConfig,
+    pub started: Instant,
+    pub started_at: Timestamp,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+}
+
+/// `GET /v1/status` and `mneme status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DaemonStatus {
+    pub running: bool,
+    pub pid: u32,
+    pub version: &'static str,
+    pub grpc_addr: String,
+    pub http_addr: String,
+    pub started_at: Timestamp,
+    pub uptime_seconds: u64,
+    pub store: String,
+    pub encrypted: bool,
+    pub total_records: i64,
+    pub records_by_type: std::collections::BTreeMap<String, i64>,
+    pub live_records_by_type: std::collections::BTreeMap<String, i64>,
+    pub last_consolidation: Option<CycleReport>,
+    pub consolidation_buffered: usize,
+    pub errors_last_hour: u64,
+}
+
+impl App {
+    /// Authenticates, rate-limits and runs `op` on a blocking thread.
+    pub async fn call<T, F>(self: &Arc<Self>, transport: &'static str, method: &'static str, authorization: Option<&str>, op: F) -> ApiResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&App, &Principal) -> ApiResult<T> + Send + 'static,
+    {
+        let start = Instant::now();
+        let result = async {
+            let principal = self.principal(authorization)?;
+            let app = self.clone();
+            tokio::task::spawn_blocking(move || op(&app, &principal))
+                .await
+                .map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))?
+        }
+        .await;
+        self.record(transport, method, &result, start);
+        result
+    }
+
+    pub fn principal(&self, authorization: Option<&str>) -> ApiResult<Arc<Principal>> {
+        let principal = self.auth.authenticate(authorization)?;
+        principal.admit()?;
+        Ok(principal)
+    }
+
+    pub fn record<T>(&self, transport: &str, method: &str, result: &ApiResult<T>, start: Instant) {
+        let (code, fault) = match result {
+            Ok(_) => ("ok", false),
+            Err(e) => (e.code(), e.is_server_fault()),
+        };
+        self.metrics.request(transport, method, code, fault, start.elapsed());
+    }
+
+    /// Runs a hook for an authenticated caller. Never fails: see [`HookOutcome::error`].
+    /// `agent_end` and `gateway_stop` also run a consolidation cycle over the buffer.
+    pub async fn hook(self: &Arc<Self>, transport: &'static str, authorization: Option<&str>, name: HookName, input: HookInput) -> ApiResult<HookOutcome> {
+        let start = Instant::now();
+        let principal = match self.principal(authorization) {
+            Ok(p) => p,
+            Err(e) => {
+                let r: ApiResult<()> = Err(e);
+                self.record(transport, name.as_str(), &r, start);
+                return Err(r.err().expect("an error"));
+            }
+        };
+        let app = self.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let mut buffer = Vec::new();
+            let outcome = app.hooks.handle(&principal, name, input, &mut buffer);
+            if app.config.consolidation.enabled && !buffer.is_empty() {
+                app.consolidator.buffer(buffer);
+            }
+            outcome
+        })
+        .await
+        .unwrap_or_else(|e| HookOutcome { hook: Some(name), error: Some(format!("hook worker failed: {e}")), ..HookOutcome::default() });
+        if name.flushes() && self.config.consolidation.enabled {
+            let report = self.consolidator.run_cycle().await;
+            self.metrics.job("consolidation", report.errors.is_empty());
+        }
+        self.metrics.hook(name.as_str(), outcome.error.is_none());
+        self.record::<()>(transport, name.as_str(), &Ok(()), start);
+        Ok(outcome)
+    }
+
+    pub fn status(&self) -> ApiResult<DaemonStatus> {
+        let m = self.ops.metrics()?;
+        Ok(DaemonStatus {
+            running: true,
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION"),
+            grpc_addr: self.grpc_addr.to_string(),
+            http_addr: self.http_addr.to_string(),
+            started_at: self.started_at,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            store: m.path,
+            encrypted: m.encrypted,
+            total_records: m.total_records,
+            records_by_type: m.by_type,
+            live_records_by_type: m.live_by_type,
+            last_consolidation: self.consolidator.last_report(),
+            consolidation_buffered: self.consolidator.buffered(),
+            errors_last_hour: self.metrics.errors_last_hour(),
+        })
+    }
+
+    /// The Prometheus exposition (reads record counts from the store).
+    pub fn prometheus(&self) -> ApiResult<String> {
+        let m = self.ops.metrics()?;
+        let records: Vec<(String, i64, i64)> =
+            m.by_type.iter().map(|(t, n)| (t.clone(), *n, m.live_by_type.get(t).copied().unwrap_or(0))).collect();
+        let uptime = self.started.elapsed().as_secs_f64();
+        let buffered = self.consolidator.buffered() as f64;
+        Ok(self.metrics.render(
+            &records,
+            &[
+                ("mneme_uptime_seconds", "Seconds since the daemon started.", uptime),
+                ("mneme_consolidation_buffered_messages", "Messages waiting for the next consolidation cycle.", buffered),
+                ("mneme_store_bytes", "Size of the store file.", m.file_bytes as f64),
+            ],
+        ))
+    }
+}

@@ -1,0 +1,487 @@
+//! `MnemeConfig`: every setting of mneme, engine and daemon, in one TOML document.
+//!
+//! Layers, each overriding the one before: built-in defaults → the TOML file → `MNEME_*`
+//! environment variables → command-line flags. The result is validated once, and every
+//! error names the key (`server.http_addr: invalid socket address ...`).
+//!
+//! Environment: the named variables in [`ENV_KEYS`], plus the generic
+//! `MNEME_CFG__SECTION__KEY=value` for any key (`MNEME_CFG__CONSOLIDATION__INTERVAL=5m`).
+//! Flags: `--set section.key=value`. A value is read as a TOML value when it parses as one
+//! (`10`, `true`, `["a"]`), else as a string.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mneme_core::{DecayConfig, Limits, MemoryType, RankWeights, Sensitivity};
+use mneme_service::{AccessConfig, ServiceConfig};
+use serde::{Deserialize, Serialize};
+
+/// Named environment variables and the key each sets.
+pub const ENV_KEYS: &[(&str, &str)] = &[
+    ("MNEME_GRPC_ADDR", "server.grpc_addr"),
+    ("MNEME_HTTP_ADDR", "server.http_addr"),
+    ("MNEME_LOG_FORMAT", "server.log_format"),
+    ("MNEME_LOG_LEVEL", "server.log_level"),
+    ("MNEME_LLM_ENDPOINT", "consolidation.llm_endpoint"),
+    ("MNEME_LLM_MODEL", "consolidation.llm_model"),
+    ("MNEME_LLM_API_KEY", "consolidation.llm_api_key"),
+];
+
+/// Shown instead of a secret by `mneme config show`.
+pub const REDACTED: &str = "<redacted>";
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MnemeConfig {
+    pub decay: DecayConfig,
+    pub retrieval: RankWeights,
+    pub access: AccessConfig,
+    pub limits: Limits,
+    pub server: ServerConfig,
+    /// API keys and what each may read and write. None configured: loopback-only, one
+    /// local principal with full access.
+    pub principals: Vec<PrincipalConfig>,
+    pub hooks: HooksConfig,
+    pub consolidation: ConsolidationConfig,
+    pub maintenance: MaintenanceConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    pub grpc_addr: String,
+    pub http_addr: String,
+    pub log_format: LogFormat,
+    /// A tracing filter: `info`, `debug`, `mneme_server=debug,info`.
+    pub log_level: String,
+    /// Largest request body (HTTP) or message (gRPC), in bytes.
+    pub max_request_bytes: usize,
+    /// Requests per second each principal may make (token bucket refill rate).
+    pub rate_limit_per_second: f64,
+    /// Burst size of the token bucket.
+    pub rate_limit_burst: f64,
+    /// How long shutdown waits for in-flight requests before closing anyway.
+    pub shutdown_grace: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            grpc_addr: "127.0.0.1:9090".into(),
+            http_addr: "127.0.0.1:18791".into(),
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+            max_request_bytes: 1024 * 1024,
+            rate_limit_per_second: 1000.0,
+            rate_limit_burst: 2000.0,
+            shutdown_grace: "10s".into(),
+        }
+    }
+}
+
+/// One API key and its server-side policy. Exactly one of `key_sha256`, `key_env`,
+/// `key_file` names the key; the key itself is never stored in the config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalConfig {
+    pub name: String,
+    /// Hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_sha256: Option<String>,
+    /// Environment variable holding the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+    /// File holding the key (surrounding whitespace ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    #[serde(default = "medium")]
+    pub read_max_sensitivity: Sensitivity,
+    /// Scopes it may read besides global records; absent: all. `""` is the global scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_scopes: Option<Vec<String>>,
+    #[serde(default = "medium")]
+    pub write_max_sensitivity: Sensitivity,
+    /// Scopes it may write; absent: all. Restricted writers write global records only if
+    /// `""` is listed; their ingests default to the first listed scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_scopes: Option<Vec<String>>,
+    /// Overrides `server.rate_limit_per_second` for this principal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<f64>,
+}
+
+fn medium() -> Sensitivity {
+    Sensitivity::Medium
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksConfig {
+    pub capture_messages: bool,
+    pub capture_tool_calls: bool,
+    pub capture_working_state: bool,
+    /// Sensitivity of captured messages and facts (direct-message channels: at least medium).
+    pub default_sensitivity: Sensitivity,
+    pub regex_extraction: bool,
+    pub session_start: SessionStartConfig,
+    pub competence: CompetenceConfig,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            capture_messages: true,
+            capture_tool_calls: true,
+            capture_working_state: true,
+            default_sensitivity: Sensitivity::Low,
+            regex_extraction: true,
+            session_start: SessionStartConfig::default(),
+            competence: CompetenceConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextFormat {
+    #[default]
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionStartConfig {
+    pub enabled: bool,
+    pub max_records: usize,
+    pub min_salience: f64,
+    pub memory_types: Vec<MemoryType>,
+    pub format: ContextFormat,
+    /// Reinforcement given to the injected records when the session ends successfully.
+    pub reinforce_on_success: f64,
+}
+
+impl Default for SessionStartConfig {
+    fn default() -> Self {
+        SessionStartConfig {
+            enabled: true,
+            max_records: 20,
+            min_salience: 0.3,
+            memory_types: vec![MemoryType::Semantic, MemoryType::Competence, MemoryType::Working],
+            format: ContextFormat::Markdown,
+            reinforce_on_success: 0.05,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompetenceConfig {
+    pub enabled: bool,
+    /// Calls of a tool before it gets a competence record.
+    pub min_occurrences: u64,
+    pub reinforce_on_success: bool,
+    pub penalize_on_failure: bool,
+    pub reinforce_amount: f64,
+    pub penalty_amount: f64,
+}
+
+impl Default for CompetenceConfig {
+    fn default() -> Self {
+        CompetenceConfig {
+            enabled: true,
+            min_occurrences: 3,
+            reinforce_on_success: true,
+            penalize_on_failure: true,
+            reinforce_amount: 0.05,
+            penalty_amount: 0.1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsolidationConfig {
+    pub enabled: bool,
+    pub interval: String,
+    /// Messages per cycle; the buffer holds at most twice this many (oldest dropped).
+    pub batch_size: usize,
+    /// LLM facts below this confidence are dropped.
+    pub min_confidence: f64,
+    /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`); unset: regex only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_endpoint: Option<String>,
+    pub llm_model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_api_key: Option<String>,
+    pub llm_timeout: String,
+    /// First LLM backoff after a failure; doubles per failure, capped at 10×.
+    pub llm_backoff: String,
+}
+
+impl Default for ConsolidationConfig {
+    fn default() -> Self {
+        ConsolidationConfig {
+            enabled: true,
+            interval: "30m".into(),
+            batch_size: 50,
+            min_confidence: 0.6,
+            llm_endpoint: None,
+            llm_model: "mistral:7b".into(),
+            llm_api_key: None,
+            llm_timeout: "30s".into(),
+            llm_backoff: "1m".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MaintenanceConfig {
+    /// How often the decay/prune sweep runs; "0s" turns it off.
+    pub decay_interval: String,
+    pub prune: bool,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        MaintenanceConfig { decay_interval: "1h".into(), prune: true }
+    }
+}
+
+/// A configuration problem; the message names the key and, for the file layer, the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn err(key: &str, msg: impl std::fmt::Display) -> ConfigError {
+    ConfigError(format!("{key}: {msg}"))
+}
+
+impl MnemeConfig {
+    /// The layered configuration. `file`: the TOML file (missing is fine unless `required`);
+    /// `env`: the process environment (or a test's); `sets`: `--set`-style `key=value` pairs
+    /// (later wins).
+    pub fn layered(
+        file: Option<&Path>,
+        required: bool,
+        env: impl IntoIterator<Item = (String, String)>,
+        sets: &[(String, String)],
+    ) -> Result<Self, ConfigError> {
+        let mut table = toml::Table::new();
+        if let Some(path) = file {
+            match std::fs::read_to_string(path) {
+                Ok(text) => {
+                    // Parse the file alone first: its errors carry line numbers.
+                    Self::from_toml(&text, &path.display().to_string())?;
+                    table = toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {}
+                Err(e) => return Err(ConfigError(format!("{}: {e}", path.display()))),
+            }
+        }
+        for (name, value) in env {
+            if let Some((_, key)) = ENV_KEYS.iter().find(|(n, _)| *n == name) {
+                set_path(&mut table, key, &value).map_err(|e| ConfigError(format!("{name}: {e}")))?;
+            } else if let Some(rest) = name.strip_prefix("MNEME_CFG__") {
+                let key = rest.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>().join(".");
+                set_path(&mut table, &key, &value).map_err(|e| ConfigError(format!("{name}: {e}")))?;
+            }
+        }
+        for (key, value) in sets {
+            set_path(&mut table, key, value).map_err(|e| ConfigError(format!("--set {key}: {e}")))?;
+        }
+        let config: MnemeConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| ConfigError(format!("{}: {}", e.path(), e.inner())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses and validates one TOML document; `source` names it in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<Self, ConfigError> {
+        let de = toml::de::Deserializer::parse(text).map_err(|e| ConfigError(format!("{source}: {e}")))?;
+        let config: MnemeConfig =
+            serde_path_to_error::deserialize(de).map_err(|e| ConfigError(format!("{source}: {}: {}", e.path(), e.inner())))?;
+        config.validate().map_err(|e| ConfigError(format!("{source}: {}", e.0)))?;
+        Ok(config)
+    }
+
+    /// The engine's part.
+    pub fn service(&self) -> ServiceConfig {
+        ServiceConfig { decay: self.decay, retrieval: self.retrieval, access: self.access, limits: self.limits }
+    }
+
+    pub fn grpc_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.server.grpc_addr.parse().map_err(|e| err("server.grpc_addr", format!("{:?} is not an address like 127.0.0.1:9090 ({e})", self.server.grpc_addr)))
+    }
+
+    pub fn http_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.server.http_addr.parse().map_err(|e| err("server.http_addr", format!("{:?} is not an address like 127.0.0.1:18791 ({e})", self.server.http_addr)))
+    }
+
+    pub fn consolidation_interval(&self) -> Duration {
+        parse_duration(&self.consolidation.interval).unwrap_or(Duration::from_secs(1800))
+    }
+
+    pub fn llm_timeout(&self) -> Duration {
+        parse_duration(&self.consolidation.llm_timeout).unwrap_or(Duration::from_secs(30))
+    }
+
+    pub fn llm_backoff(&self) -> Duration {
+        parse_duration(&self.consolidation.llm_backoff).unwrap_or(Duration::from_secs(60))
+    }
+
+    pub fn decay_interval(&self) -> Duration {
+        parse_duration(&self.maintenance.decay_interval).unwrap_or(Duration::from_secs(3600))
+    }
+
+    pub fn shutdown_grace(&self) -> Duration {
+        parse_duration(&self.server.shutdown_grace).unwrap_or(Duration::from_secs(10))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.service().validate().map_err(|e| ConfigError(e.to_string().trim_start_matches("configuration error: ").to_string()))?;
+        self.grpc_addr()?;
+        self.http_addr()?;
+        tracing_subscriber::EnvFilter::try_new(&self.server.log_level).map_err(|e| err("server.log_level", e))?;
+        if self.server.max_request_bytes < 1024 {
+            return Err(err("server.max_request_bytes", "must be at least 1024"));
+        }
+        positive("server.rate_limit_per_second", self.server.rate_limit_per_second)?;
+        positive("server.rate_limit_burst", self.server.rate_limit_burst)?;
+        for (key, value, zero_ok) in [
+            ("server.shutdown_grace", &self.server.shutdown_grace, true),
+            ("consolidation.interval", &self.consolidation.interval, false),
+            ("consolidation.llm_timeout", &self.consolidation.llm_timeout, false),
+            ("consolidation.llm_backoff", &self.consolidation.llm_backoff, false),
+            ("maintenance.decay_interval", &self.maintenance.decay_interval, true),
+        ] {
+            let d = parse_duration(value).map_err(|e| err(key, e))?;
+            if d.is_zero() && !zero_ok {
+                return Err(err(key, "must be longer than zero"));
+            }
+        }
+        if self.consolidation.batch_size == 0 {
+            return Err(err("consolidation.batch_size", "must be at least 1"));
+        }
+        unit("consolidation.min_confidence", self.consolidation.min_confidence)?;
+        if let Some(url) = &self.consolidation.llm_endpoint
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(err("consolidation.llm_endpoint", format!("{url:?} must start with http:// or https://")));
+        }
+        let ss = &self.hooks.session_start;
+        if ss.max_records == 0 || ss.max_records > self.limits.max_limit {
+            return Err(err("hooks.session_start.max_records", format!("must be between 1 and limits.max_limit ({})", self.limits.max_limit)));
+        }
+        unit("hooks.session_start.min_salience", ss.min_salience)?;
+        unit("hooks.session_start.reinforce_on_success", ss.reinforce_on_success)?;
+        let c = &self.hooks.competence;
+        if c.min_occurrences == 0 {
+            return Err(err("hooks.competence.min_occurrences", "must be at least 1"));
+        }
+        unit("hooks.competence.reinforce_amount", c.reinforce_amount)?;
+        unit("hooks.competence.penalty_amount", c.penalty_amount)?;
+        let mut names = std::collections::HashSet::new();
+        for (i, p) in self.principals.iter().enumerate() {
+            let key = format!("principals[{i}]");
+            if p.name.trim().is_empty() {
+                return Err(err(&format!("{key}.name"), "must not be empty"));
+            }
+            if !names.insert(p.name.as_str()) {
+                return Err(err(&format!("{key}.name"), format!("{:?} is used twice", p.name)));
+            }
+            let sources = [p.key_sha256.is_some(), p.key_env.is_some(), p.key_file.is_some()].iter().filter(|b| **b).count();
+            if sources != 1 {
+                return Err(err(&key, format!("principal {:?} needs exactly one of key_sha256, key_env, key_file", p.name)));
+            }
+            if let Some(h) = &p.key_sha256
+                && (h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()))
+            {
+                return Err(err(&format!("{key}.key_sha256"), "must be 64 hex digits (the SHA-256 of the key)"));
+            }
+            for scopes in [&p.read_scopes, &p.write_scopes].into_iter().flatten() {
+                for s in scopes {
+                    mneme_core::Scope::parse(s).map_err(|e| err(&format!("{key} scopes"), e))?;
+                }
+            }
+            if let Some(r) = p.rate_limit_per_second {
+                positive(&format!("{key}.rate_limit_per_second"), r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML with every secret replaced by [`REDACTED`].
+    pub fn redacted_toml(&self) -> String {
+        let mut shown = self.clone();
+        if shown.consolidation.llm_api_key.is_some() {
+            shown.consolidation.llm_api_key = Some(REDACTED.into());
+        }
+        for p in &mut shown.principals {
+            if p.key_sha256.is_some() {
+                p.key_sha256 = Some(REDACTED.into());
+            }
+        }
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
+    }
+}
+
+fn positive(key: &str, v: f64) -> Result<(), ConfigError> {
+    if v.is_finite() && v > 0.0 { Ok(()) } else { Err(err(key, format!("{v} must be a positive number"))) }
+}
+
+fn unit(key: &str, v: f64) -> Result<(), ConfigError> {
+    if (0.0..=1.0).contains(&v) { Ok(()) } else { Err(err(key, format!("{v} must be between 0 and 1"))) }
+}
+
+/// Sets `a.b.c` in `table` to `raw`, read as a TOML value when it is one, else a string.
+fn set_path(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(format!("{key:?} is not a key like section.name"));
+    }
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut cur = table;
+    for part in &parts[..parts.len() - 1] {
+        let entry = cur.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(format!("{part} is not a table")),
+        };
+    }
+    cur.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+/// `250ms`, `10s`, `30m`, `1h`, `2d`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 5m or 1h"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 365.0 * 86400.0 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}

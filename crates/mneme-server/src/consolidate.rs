@@ -1,0 +1,415 @@
+//! Consolidation: buffered conversation turned into durable facts (the seed's consolidator).
+//!
+//! A cycle drains the buffer, extracts facts with the regex patterns (always) and, when an
+//! OpenAI-compatible endpoint is configured and not backing off, with the LLM (the seed's
+//! system prompt and JSON schema, validated). Each fact is then ingested or used to revise:
+//! the same fact again reinforces it, a conflicting one supersedes it at confidence ≥ 0.8
+//! and contests it below (the new fact is kept and linked as the contesting record), a new
+//! one is ingested. LLM failures (timeouts, HTTP errors including 429, invalid JSON or
+//! schema) back off exponentially: base, 2×, 4×, 8×, capped at 10× the base (1, 2, 4, 8,
+//! 10 minutes by default); a cycle in backoff runs regex-only and says so in its report.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use mneme_core::{CompetencePayload, MemoryType, Payload, Performance, Scope, SemanticPayload, Sensitivity};
+use mneme_service::{ContestRequest, IngestOptions, RetrieveRequest, Revision};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Principal;
+use crate::config::MnemeConfig;
+use crate::error::ApiResult;
+use crate::hooks::{BufferedMessage, find_fact};
+use crate::ops::Ops;
+use crate::patterns;
+
+pub const ACTOR: &str = "mneme:consolidator";
+
+pub const SYSTEM_PROMPT: &str = r#"You are a memory consolidation engine for an AI agent. Given a sequence of conversation events, extract durable knowledge that should persist beyond this session.
+
+Output valid JSON matching this schema:
+{
+  "facts": [
+    { "subject": "string", "predicate": "string", "object": "string", "confidence": 0.0-1.0 }
+  ],
+  "competence": [
+    { "skill": "skill:name", "triggers": ["when to use"], "steps": ["step 1", "step 2"], "outcome": "success|failure" }
+  ],
+  "corrections": [
+    { "old_fact": "what was previously known", "new_fact": "what is now true", "reason": "evidence" }
+  ]
+}
+
+Rules:
+- Only extract facts useful in future conversations
+- Minimum confidence 0.6 for facts, 0.7 for competence
+- Corrections require explicit evidence in the conversation
+- Subject-Predicate-Object format for facts (e.g., "Docker" "requires" "sg wrapper on this system")
+- Skill names use colon-separated namespaces (e.g., "skill:docker+exec", "skill:git+rebase")
+- Do NOT extract noise: greetings, pleasantries, meta-discussion, or vague statements
+- Prefer specific, actionable knowledge over generic observations"#;
+
+/// What the LLM returns, after validation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Extraction {
+    pub facts: Vec<Fact>,
+    pub competence: Vec<Skill>,
+    pub corrections: Vec<Correction>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub subject: String,
+    pub predicate: String,
+    pub object: String,
+    pub confidence: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skill {
+    pub skill: String,
+    #[serde(default)]
+    pub triggers: Vec<String>,
+    pub steps: Vec<String>,
+    #[serde(default)]
+    pub outcome: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Correction {
+    pub old_fact: String,
+    pub new_fact: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// What one cycle did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CycleReport {
+    pub at: Option<Timestamp>,
+    pub messages: usize,
+    pub regex_facts: usize,
+    pub llm_facts: usize,
+    pub llm_skills: usize,
+    pub reinforced: usize,
+    pub superseded: usize,
+    pub contested: usize,
+    pub ingested: usize,
+    /// `ok`, `disabled` (no endpoint), `backoff` (skipped), or the failure.
+    pub llm: String,
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    until: Option<Instant>,
+}
+
+/// The consolidator: a bounded buffer, the LLM client and the backoff state.
+#[derive(Debug)]
+pub struct Consolidator {
+    ops: Ops,
+    principal: Arc<Principal>,
+    http: reqwest::Client,
+    endpoint: Option<String>,
+    model: String,
+    api_key: Option<String>,
+    batch_size: usize,
+    min_confidence: f64,
+    backoff_base: Duration,
+    buffer: Mutex<VecDeque<BufferedMessage>>,
+    backoff: Mutex<Backoff>,
+    last: Mutex<Option<CycleReport>>,
+    /// One cycle at a time (the timer, a flush and an explicit request may coincide).
+    running: tokio::sync::Mutex<()>,
+}
+
+impl Consolidator {
+    /// `principal`: whose policy consolidation writes under (the daemon's own).
+    pub fn new(ops: Ops, principal: Arc<Principal>, config: &MnemeConfig, backoff_base: Duration) -> Self {
+        crate::init_tls();
+        let http = reqwest::Client::builder().timeout(config.llm_timeout()).build().unwrap_or_default();
+        Consolidator {
+            ops,
+            principal,
+            http,
+            endpoint: config.consolidation.llm_endpoint.clone().map(|e| e.trim_end_matches('/').to_string()),
+            model: config.consolidation.llm_model.clone(),
+            api_key: config.consolidation.llm_api_key.clone().filter(|k| !k.is_empty()),
+            batch_size: config.consolidation.batch_size,
+            min_confidence: config.consolidation.min_confidence,
+            backoff_base,
+            buffer: Mutex::new(VecDeque::new()),
+            backoff: Mutex::new(Backoff::default()),
+            last: Mutex::new(None),
+            running: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Adds messages; beyond twice the batch size the oldest are dropped.
+    pub fn buffer(&self, messages: Vec<BufferedMessage>) {
+        let mut buf = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
+        buf.extend(messages);
+        let cap = self.batch_size * 2;
+        while buf.len() > cap {
+            buf.pop_front();
+        }
+    }
+
+    pub fn buffered(&self) -> usize {
+        self.buffer.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn last_report(&self) -> Option<CycleReport> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Runs one cycle over everything buffered. Never fails: problems are in the report.
+    pub async fn run_cycle(self: &Arc<Self>) -> CycleReport {
+        let _one = self.running.lock().await;
+        let batch: Vec<BufferedMessage> = self.buffer.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
+        let mut report = CycleReport { at: Some(Timestamp::now()), messages: batch.len(), ..CycleReport::default() };
+        if batch.is_empty() {
+            report.llm = "idle".into();
+            return self.finish(report);
+        }
+        // 1. Regex facts (confidence 0.5).
+        let mut facts: Vec<(Fact, Sensitivity, Scope)> = Vec::new();
+        for m in &batch {
+            for t in patterns::extract(&m.content) {
+                facts.push((Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 }, m.sensitivity, m.scope.clone()));
+            }
+        }
+        report.regex_facts = facts.len();
+        // 2. LLM facts, unless disabled or backing off.
+        let mut skills = Vec::new();
+        let (sensitivity, scope) = batch_policy(&batch);
+        report.llm = match self.llm_allowed() {
+            Err(reason) => reason,
+            Ok(()) => match self.call_llm(&batch).await {
+                Ok(extraction) => {
+                    self.llm_succeeded();
+                    for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
+                        report.llm_facts += 1;
+                        facts.push((f, sensitivity, scope.clone()));
+                    }
+                    report.llm_skills = extraction.competence.len();
+                    skills = extraction.competence;
+                    "ok".into()
+                }
+                Err(e) => {
+                    let wait = self.llm_failed();
+                    tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
+                    format!("failed: {e} (backing off {:.0} s)", wait.as_secs_f64())
+                }
+            },
+        };
+        // 3. Ingest or revise, on a blocking thread.
+        let this = self.clone();
+        let applied = tokio::task::spawn_blocking(move || {
+            let mut report = report;
+            for (fact, sensitivity, scope) in facts {
+                if let Err(e) = this.ingest_or_revise(&fact, sensitivity, &scope, &mut report) {
+                    report.errors.push(format!("{} {} {}: {e}", fact.subject, fact.predicate, fact.object));
+                }
+            }
+            for skill in skills {
+                if let Err(e) = this.ingest_skill(&skill, sensitivity, &scope) {
+                    report.errors.push(format!("{}: {e}", skill.skill));
+                }
+            }
+            report
+        })
+        .await;
+        let report = match applied {
+            Ok(r) => r,
+            Err(e) => CycleReport { at: Some(Timestamp::now()), llm: "aborted".into(), errors: vec![e.to_string()], ..CycleReport::default() },
+        };
+        tracing::info!(
+            messages = report.messages,
+            regex_facts = report.regex_facts,
+            llm_facts = report.llm_facts,
+            llm = %report.llm,
+            "consolidation cycle complete"
+        );
+        self.finish(report)
+    }
+
+    fn finish(&self, report: CycleReport) -> CycleReport {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
+        report
+    }
+
+    fn llm_allowed(&self) -> Result<(), String> {
+        if self.endpoint.is_none() {
+            return Err("disabled".into());
+        }
+        let b = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        match b.until {
+            Some(until) if Instant::now() < until => Err("backoff".into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn llm_succeeded(&self) {
+        *self.backoff.lock().unwrap_or_else(|p| p.into_inner()) = Backoff::default();
+    }
+
+    /// Records a failure and returns the backoff now in force.
+    fn llm_failed(&self) -> Duration {
+        let mut b = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        b.failures = b.failures.saturating_add(1);
+        let factor = 2u32.saturating_pow(b.failures - 1).min(10);
+        let wait = self.backoff_base * factor;
+        b.until = Some(Instant::now() + wait);
+        wait
+    }
+
+    async fn call_llm(&self, batch: &[BufferedMessage]) -> Result<Extraction, String> {
+        let endpoint = self.endpoint.as_deref().ok_or("no endpoint")?;
+        let snippet = batch.iter().map(|m| format!("[{}]: {}", m.role, m.content)).collect::<Vec<_>>().join("\n\n");
+        let body = serde_json::json!({
+            "model": self.model,
+            "messages": [
+                { "role": "system", "content": SYSTEM_PROMPT },
+                { "role": "user", "content": snippet },
+            ],
+            "temperature": 0.1,
+            "max_tokens": 2000,
+            "response_format": { "type": "json_object" },
+        });
+        let mut request = self.http.post(format!("{endpoint}/chat/completions")).json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|e| if e.is_timeout() { "timeout".to_string() } else { format!("request failed: {e}") })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("HTTP {}", status.as_u16()));
+        }
+        let text = response.text().await.map_err(|e| format!("reading the response: {e}"))?;
+        let envelope: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("response is not JSON: {e}"))?;
+        let content = envelope
+            .pointer("/choices/0/message/content")
+            .and_then(|c| c.as_str())
+            .ok_or("response has no choices[0].message.content")?;
+        parse_extraction(content)
+    }
+
+    /// The seed's ingest-or-revise.
+    fn ingest_or_revise(&self, fact: &Fact, sensitivity: Sensitivity, scope: &Scope, report: &mut CycleReport) -> ApiResult<()> {
+        let p = &*self.principal;
+        let existing = find_fact(&self.ops, p, &fact.subject, &fact.predicate)?;
+        if let Some((id, _)) = existing.iter().find(|(_, f)| f.object.eq_ignore_ascii_case(&fact.object)) {
+            self.ops.adjust(p, id, true, None, ACTOR.into(), "confirmed by consolidation".into())?;
+            report.reinforced += 1;
+            return Ok(());
+        }
+        let payload = SemanticPayload {
+            subject: fact.subject.clone(),
+            predicate: fact.predicate.clone(),
+            object: fact.object.clone(),
+            valid_from: None,
+            valid_to: None,
+            evidence: Vec::new(),
+        };
+        if let Some((id, old)) = existing.first() {
+            if fact.confidence >= 0.8 {
+                let change = Revision { payload: Some(Payload::Semantic(payload)), confidence: Some(fact.confidence), ..Revision::default() };
+                let why = format!("updated: {:?} → {:?} (confidence {:.2})", old.object, fact.object, fact.confidence);
+                self.ops.supersede(p, id, change, ACTOR.into(), why)?;
+                report.superseded += 1;
+            } else {
+                let new = self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
+                let contest = ContestRequest { by: Some(new.id), claim: Some(format!("{} {} {}", fact.subject, fact.predicate, fact.object)) };
+                self.ops.contest(p, id, contest, ACTOR.into(), format!("conflicting observation (confidence {:.2})", fact.confidence))?;
+                report.contested += 1;
+            }
+            return Ok(());
+        }
+        self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
+        report.ingested += 1;
+        Ok(())
+    }
+
+    fn ingest_skill(&self, skill: &Skill, sensitivity: Sensitivity, scope: &Scope) -> ApiResult<()> {
+        let p = &*self.principal;
+        let request = RetrieveRequest {
+            query: skill.skill.clone(),
+            types: vec![MemoryType::Competence],
+            max_sensitivity: Some(Sensitivity::Critical),
+            limit: 20,
+            ..RetrieveRequest::default()
+        };
+        if let Some(hit) = self.ops.retrieve(p, &request)?.into_iter().find(|h| matches!(&h.record.payload, Some(Payload::Competence(c)) if c.skill == skill.skill)) {
+            self.ops.adjust(p, &hit.record.id, true, None, ACTOR.into(), "skill seen again in conversation".into())?;
+            return Ok(());
+        }
+        let payload = CompetencePayload {
+            skill: skill.skill.clone(),
+            triggers: skill.triggers.clone(),
+            steps: skill.steps.clone(),
+            performance: Performance::default(),
+        };
+        let mut options = self.options(sensitivity, scope, 0.7);
+        options.tags.push("kind:skill".into());
+        self.ops.ingest(p, Payload::Competence(payload), options)?;
+        Ok(())
+    }
+
+    fn options(&self, sensitivity: Sensitivity, scope: &Scope, confidence: f64) -> IngestOptions {
+        IngestOptions {
+            sensitivity: Some(sensitivity),
+            scope: Some(scope.clone()),
+            tags: vec!["source:consolidation".into()],
+            confidence: Some(confidence.clamp(0.0, 1.0)),
+            actor: Some(ACTOR.into()),
+            ..IngestOptions::default()
+        }
+    }
+}
+
+/// LLM facts come from the whole batch: the most sensitive message's sensitivity, and its
+/// scope when the batch has one scope (else global is not assumed: the first message's).
+fn batch_policy(batch: &[BufferedMessage]) -> (Sensitivity, Scope) {
+    let sensitivity = batch.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
+    let scope = batch.first().map(|m| m.scope.clone()).unwrap_or_default();
+    (sensitivity, scope)
+}
+
+/// Parses and validates the model's JSON (a ```json fence around it is tolerated).
+/// Invalid entries are dropped; a reply that is not a JSON object is an error.
+pub fn parse_extraction(raw: &str) -> Result<Extraction, String> {
+    let trimmed = raw.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|s| s.strip_suffix("```"))
+        .unwrap_or(trimmed)
+        .trim();
+    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("model output is not JSON: {e}"))?;
+    let obj = value.as_object().ok_or("model output is not a JSON object")?;
+    let list = |key: &str| obj.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
+    let text_ok = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;
+    let facts = list("facts")
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<Fact>(v).ok())
+        .filter(|f| {
+            text_ok(&f.subject, 200) && text_ok(&f.predicate, 100) && text_ok(&f.object, 500) && (0.0..=1.0).contains(&f.confidence)
+        })
+        .map(|f| Fact { subject: f.subject.trim().into(), predicate: f.predicate.trim().to_lowercase(), object: f.object.trim().into(), ..f })
+        .collect();
+    let competence = list("competence")
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<Skill>(v).ok())
+        .filter(|s| text_ok(&s.skill, 200) && s.steps.len() <= 50)
+        .collect();
+    let corrections = list("corrections").into_iter().filter_map(|v| serde_json::from_value::<Correction>(v).ok()).collect();
+    if !obj.contains_key("facts") && !obj.contains_key("competence") && !obj.contains_key("corrections") {
+        return Err("model output has none of facts, competence, corrections".into());
+    }
+    Ok(Extraction { facts, competence, corrections })
+}

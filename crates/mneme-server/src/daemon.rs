@@ -1,0 +1,315 @@
+//! `mneme serve`: binds both listeners, opens the store, serves gRPC and HTTP, runs the
+//! background jobs, and shuts down in order.
+//!
+//! Start: bind (port 0 allowed) → check the security rule (non-loopback needs keys) →
+//! open the store → write `daemon.json` → serve. Shutdown, on the signal: stop accepting
+//! and let in-flight requests finish (up to `server.shutdown_grace`) → stop the timers →
+//! a last consolidation cycle over the buffer → remove `daemon.json` → close the store.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use mneme_core::{Clock, Sensitivity, SystemClock};
+use mneme_service::{Access, MemoryService};
+use mneme_store::StoreOptions;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::app::App;
+use crate::auth::{Auth, Principal};
+use crate::config::MnemeConfig;
+use crate::consolidate::Consolidator;
+use crate::grpc::GrpcApi;
+use crate::hooks::Hooks;
+use crate::metrics::Registry;
+use crate::ops::Ops;
+use crate::pb;
+
+/// Written next to the store while the daemon runs; `mneme status/down/recall` read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonFile {
+    pub pid: u32,
+    pub grpc_addr: String,
+    pub http_addr: String,
+    pub started_at: Timestamp,
+    pub version: String,
+}
+
+impl DaemonFile {
+    pub fn read(path: &std::path::Path) -> Option<Self> {
+        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok())
+    }
+}
+
+#[derive(Debug)]
+pub struct DaemonOptions {
+    pub config: MnemeConfig,
+    pub store: StoreOptions,
+    /// Where to write `daemon.json`; `None` for embedded (test) daemons.
+    pub daemon_file: Option<PathBuf>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl DaemonOptions {
+    pub fn new(config: MnemeConfig, store: StoreOptions) -> Self {
+        DaemonOptions { config, store, daemon_file: None, clock: Arc::new(SystemClock) }
+    }
+}
+
+/// A started daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    pub app: Arc<App>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}
+
+/// Starts the daemon; returns once both listeners are bound and the store is open.
+pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
+    let DaemonOptions { config, store, daemon_file, clock } = options;
+    let grpc_want = config.grpc_addr().map_err(|e| e.to_string())?;
+    let http_want = config.http_addr().map_err(|e| e.to_string())?;
+    let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want))?;
+    let grpc_listener = TcpListener::bind(grpc_want).await.map_err(|e| format!("cannot listen on {grpc_want} (gRPC): {e}"))?;
+    let http_listener = TcpListener::bind(http_want).await.map_err(|e| format!("cannot listen on {http_want} (HTTP): {e}"))?;
+    let grpc_addr = grpc_listener.local_addr().map_err(|e| e.to_string())?;
+    let http_addr = http_listener.local_addr().map_err(|e| e.to_string())?;
+
+    let service_config = config.service();
+    let service = tokio::task::spawn_blocking(move || MemoryService::open(store, service_config, clock))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let ops = Ops::new(Arc::new(service), auth.requires_keys());
+    // Consolidation writes with its own full-access principal: it only ever writes facts
+    // with the sensitivity and scope of the messages they came from.
+    let internal = Arc::new(Principal::internal("mneme", Access::owner(), Sensitivity::Critical));
+    let consolidator = Arc::new(Consolidator::new(ops.clone(), internal, &config, config.llm_backoff()));
+    let app = Arc::new(App {
+        hooks: Hooks::new(ops.clone(), config.hooks.clone()),
+        ops,
+        auth,
+        consolidator,
+        metrics: Registry::default(),
+        config,
+        started: Instant::now(),
+        started_at: Timestamp::now(),
+        grpc_addr,
+        http_addr,
+    });
+    if let Some(path) = &daemon_file {
+        let file = DaemonFile {
+            pid: std::process::id(),
+            grpc_addr: grpc_addr.to_string(),
+            http_addr: http_addr.to_string(),
+            started_at: app.started_at,
+            version: env!("CARGO_PKG_VERSION").into(),
+        };
+        let text = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
+        write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+
+    let (shutdown, rx) = watch::channel(false);
+    let grpc = grpc_server(app.clone(), grpc_listener, rx.clone()).await?;
+    let http = {
+        let router = crate::http::router(app.clone());
+        let mut rx = rx.clone();
+        tokio::spawn(async move {
+            let signal = async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            };
+            if let Err(e) = axum::serve(http_listener, router).with_graceful_shutdown(signal).await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        })
+    };
+    let jobs = spawn_jobs(app.clone(), rx.clone());
+    tracing::info!(%grpc_addr, %http_addr, keys = app.auth.requires_keys(), "mneme daemon listening");
+
+    let task = {
+        let app = app.clone();
+        let mut rx = rx;
+        tokio::spawn(async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            let grace = app.config.shutdown_grace();
+            let servers = async {
+                let _ = grpc.await;
+                let _ = http.await;
+            };
+            if tokio::time::timeout(grace, servers).await.is_err() {
+                tracing::warn!(grace_secs = grace.as_secs_f64(), "requests still running after the grace period; closing anyway");
+            }
+            for job in jobs {
+                job.abort();
+            }
+            if app.config.consolidation.enabled && app.consolidator.buffered() > 0 {
+                tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
+                let report = app.consolidator.run_cycle().await;
+                app.metrics.job("consolidation", report.errors.is_empty());
+            }
+            if let Some(path) = &daemon_file {
+                // Only remove our own file (a newer daemon may have replaced it).
+                if DaemonFile::read(path).is_some_and(|f| f.pid == std::process::id()) {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            tracing::info!("stopped");
+        })
+    };
+    Ok(Daemon { app, shutdown, task })
+}
+
+async fn grpc_server(app: Arc<App>, listener: TcpListener, mut rx: watch::Receiver<bool>) -> Result<JoinHandle<()>, String> {
+    let limit = app.config.server.max_request_bytes;
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<pb::memory_server::MemoryServer<GrpcApi>>().await;
+    reporter.set_serving::<pb::hooks_server::HooksServer<GrpcApi>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| e.to_string())?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(|e| e.to_string())?;
+    let api = GrpcApi { app };
+    let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);
+    let hooks = pb::hooks_server::HooksServer::new(api).max_decoding_message_size(limit);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    Ok(tokio::spawn(async move {
+        let signal = async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let result = tonic::transport::Server::builder()
+            .add_service(health)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .add_service(memory)
+            .add_service(hooks)
+            .serve_with_incoming_shutdown(incoming, signal)
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    }))
+}
+
+/// The consolidation timer and the decay/prune sweep.
+fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+    let mut jobs = Vec::new();
+    if app.config.consolidation.enabled {
+        let app = app.clone();
+        let every = app.config.consolidation_interval();
+        jobs.push(every_until(every, rx.clone(), move || {
+            let app = app.clone();
+            async move {
+                let report = app.consolidator.run_cycle().await;
+                app.metrics.job("consolidation", report.errors.is_empty());
+            }
+        }));
+    }
+    let decay = app.config.decay_interval();
+    if !decay.is_zero() && app.config.maintenance.prune {
+        jobs.push(every_until(decay, rx, move || {
+            let app = app.clone();
+            async move {
+                let ops = app.ops.clone();
+                let result = tokio::task::spawn_blocking(move || ops.service.prune(None, false, "mneme:maintenance")).await;
+                match result {
+                    Ok(Ok(report)) => {
+                        tracing::info!(pruned = report.pruned.len(), threshold = report.threshold, "decay sweep");
+                        app.metrics.job("decay", true);
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "decay sweep failed");
+                        app.metrics.job("decay", false);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "decay sweep aborted");
+                        app.metrics.job("decay", false);
+                    }
+                }
+            }
+        }));
+    }
+    jobs
+}
+
+fn every_until<F, Fut>(every: Duration, mut rx: watch::Receiver<bool>, job: F) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => job().await,
+                changed = rx.changed() => {
+                    if changed.is_err() || *rx.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}
+
+impl Daemon {
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.app.grpc_addr
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.app.http_addr
+    }
+
+    /// Asks the daemon to stop; [`Daemon::wait`] returns when it has.
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// A handle that can trigger the shutdown from elsewhere (a signal handler).
+    pub fn shutdown_handle(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+
+    pub async fn stop(self) {
+        self.shutdown();
+        self.wait().await;
+    }
+}
+
+/// Writes via a temporary file in the same directory, fsync, rename.
+pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile_in(dir)?;
+    tmp.1.write_all(text.as_bytes())?;
+    tmp.1.sync_all()?;
+    std::fs::rename(&tmp.0, path)
+}
+
+fn tempfile_in(dir: &std::path::Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let name = format!(".daemon.{}.{}.tmp", std::process::id(), Timestamp::now().as_nanosecond());
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+    Ok((path, file))
+}

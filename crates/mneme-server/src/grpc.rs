@@ -1,0 +1,305 @@
+//! The gRPC API (`mneme.v1.Memory` and `mneme.v1.Hooks`): decode, convert, call `Ops` or
+//! the hook engine through [`App::call`], encode.
+
+use std::sync::Arc;
+
+use mneme_core::{Payload, RecordId};
+use mneme_service::{ContestRequest, OutcomeKind, OutcomeRequest, RetrieveRequest};
+use tonic::{Request, Response, Status};
+
+use crate::app::App;
+use crate::auth::Principal;
+use crate::convert::{self as cv};
+use crate::error::{ApiError, ApiResult};
+use crate::hooks::{CompactingMessage, HookContext, HookEvent, HookInput, HookName, HookOutcome};
+use crate::pb;
+
+#[derive(Debug, Clone)]
+pub struct GrpcApi {
+    pub app: Arc<App>,
+}
+
+fn authorization<T>(r: &Request<T>) -> Option<String> {
+    r.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(String::from)
+}
+
+impl GrpcApi {
+    async fn run<Req, Resp, F>(&self, method: &'static str, request: Request<Req>, op: F) -> Result<Response<Resp>, Status>
+    where
+        Req: Send + 'static,
+        Resp: Send + 'static,
+        F: FnOnce(&App, &Principal, Req) -> ApiResult<Resp> + Send + 'static,
+    {
+        let auth = authorization(&request);
+        let msg = request.into_inner();
+        self.app.call("grpc", method, auth.as_deref(), move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
+    }
+}
+
+fn record_response(app: &App, record: &mneme_core::MemoryRecord) -> pb::RecordResponse {
+    pb::RecordResponse { record: Some(cv::record(record, app.ops.service.current_salience(record))) }
+}
+
+fn required<T>(field: &str, v: Option<T>) -> ApiResult<T> {
+    v.ok_or_else(|| ApiError::BadRequest(format!("invalid {field}: required")))
+}
+
+fn ids(field: &str, list: &[String]) -> ApiResult<Vec<RecordId>> {
+    list.iter().map(|s| cv::id(field, s)).collect()
+}
+
+#[tonic::async_trait]
+impl pb::memory_server::Memory for GrpcApi {
+    async fn ingest_event(&self, request: Request<pb::IngestEventRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("IngestEvent", request, |app, p, m| {
+            let payload = Payload::Event(cv::event(required("event", m.event)?)?);
+            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
+        })
+        .await
+    }
+
+    async fn ingest_tool_output(&self, request: Request<pb::IngestToolOutputRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("IngestToolOutput", request, |app, p, m| {
+            let payload = Payload::ToolOutput(cv::tool_output(required("output", m.output)?));
+            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
+        })
+        .await
+    }
+
+    async fn ingest_observation(&self, request: Request<pb::IngestObservationRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("IngestObservation", request, |app, p, m| {
+            let payload = Payload::Semantic(cv::semantic(required("fact", m.fact)?)?);
+            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
+        })
+        .await
+    }
+
+    async fn ingest_outcome(&self, request: Request<pb::IngestOutcomeRequest>) -> Result<Response<pb::IngestOutcomeResponse>, Status> {
+        self.run("IngestOutcome", request, |app, p, m| {
+            let outcome = match pb::Outcome::try_from(m.outcome) {
+                Ok(pb::Outcome::Success) => OutcomeKind::Success,
+                Ok(pb::Outcome::Failure) => OutcomeKind::Failure,
+                _ => return Err(ApiError::BadRequest("invalid outcome: OUTCOME_SUCCESS or OUTCOME_FAILURE is required".into())),
+            };
+            let request = OutcomeRequest {
+                target: cv::id("target_id", &m.target_id)?,
+                outcome,
+                duration_ms: m.duration_ms,
+                failure_mode: Some(m.failure_mode).filter(|s| !s.is_empty()),
+                note: Some(m.note).filter(|s| !s.is_empty()),
+                amount: m.amount,
+            };
+            let r = app.ops.ingest_outcome(p, request, cv::ingest_options(m.options)?)?;
+            Ok(pb::IngestOutcomeResponse {
+                record: Some(cv::record(&r.record, app.ops.service.current_salience(&r.record))),
+                target: Some(cv::record(&r.target, r.salience_after)),
+                salience_before: r.salience_before,
+                salience_after: r.salience_after,
+            })
+        })
+        .await
+    }
+
+    async fn ingest_working_state(&self, request: Request<pb::IngestWorkingStateRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("IngestWorkingState", request, |app, p, m| {
+            let payload = Payload::Working(cv::working(required("state", m.state)?));
+            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
+        })
+        .await
+    }
+
+    async fn retrieve(&self, request: Request<pb::RetrieveRequest>) -> Result<Response<pb::RetrieveResponse>, Status> {
+        self.run("Retrieve", request, |app, p, m| {
+            let request = RetrieveRequest {
+                query: m.query,
+                types: m.types.iter().map(|t| cv::memory_type("types", *t)).collect::<ApiResult<_>>()?,
+                min_salience: m.min_salience,
+                max_sensitivity: cv::sensitivity("max_sensitivity", m.max_sensitivity)?,
+                scopes: cv::scopes("scopes", m.scopes)?,
+                tags: m.tags,
+                since: cv::time("since", &m.since)?,
+                until: cv::time("until", &m.until)?,
+                limit: if m.limit == 0 { 10 } else { m.limit as usize },
+                include_tombstones: m.include_tombstones,
+            };
+            Ok(pb::RetrieveResponse { hits: app.ops.retrieve(p, &request)?.iter().map(cv::hit).collect() })
+        })
+        .await
+    }
+
+    async fn retrieve_by_id(&self, request: Request<pb::RetrieveByIdRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("RetrieveById", request, |app, p, m| {
+            let (record, salience) = app.ops.get(p, &cv::id("id", &m.id)?)?;
+            Ok(pb::RecordResponse { record: Some(cv::record(&record, salience)) })
+        })
+        .await
+    }
+
+    async fn history(&self, request: Request<pb::HistoryRequest>) -> Result<Response<pb::HistoryResponse>, Status> {
+        self.run("History", request, |app, p, m| Ok(cv::history(&app.ops.history(p, &cv::id("id", &m.id)?)?))).await
+    }
+
+    async fn supersede(&self, request: Request<pb::SupersedeRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("Supersede", request, |app, p, m| {
+            let r = app.ops.supersede(p, &cv::id("id", &m.id)?, cv::revision(m.change)?, m.actor, m.rationale)?;
+            Ok(record_response(app, &r))
+        })
+        .await
+    }
+
+    async fn fork(&self, request: Request<pb::ForkRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("Fork", request, |app, p, m| {
+            let r = app.ops.fork(p, &cv::id("id", &m.id)?, cv::revision(m.change)?, m.actor, m.rationale)?;
+            Ok(record_response(app, &r))
+        })
+        .await
+    }
+
+    async fn retract(&self, request: Request<pb::RetractRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("Retract", request, |app, p, m| Ok(record_response(app, &app.ops.retract(p, &cv::id("id", &m.id)?, m.actor, m.rationale)?)))
+            .await
+    }
+
+    async fn merge(&self, request: Request<pb::MergeRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("Merge", request, |app, p, m| {
+            let r = app.ops.merge(p, &ids("ids", &m.ids)?, cv::revision(m.change)?, m.actor, m.rationale)?;
+            Ok(record_response(app, &r))
+        })
+        .await
+    }
+
+    async fn contest(&self, request: Request<pb::ContestRequest>) -> Result<Response<pb::RecordResponse>, Status> {
+        self.run("Contest", request, |app, p, m| {
+            let contest = ContestRequest { by: cv::opt_id("by", &m.by)?, claim: Some(m.claim).filter(|c| !c.is_empty()) };
+            Ok(record_response(app, &app.ops.contest(p, &cv::id("id", &m.id)?, contest, m.actor, m.rationale)?))
+        })
+        .await
+    }
+
+    async fn reinforce(&self, request: Request<pb::AdjustRequest>) -> Result<Response<pb::SalienceChange>, Status> {
+        self.run("Reinforce", request, |app, p, m| {
+            Ok(cv::salience_change(&app.ops.adjust(p, &cv::id("id", &m.id)?, true, m.amount, m.actor, m.rationale)?))
+        })
+        .await
+    }
+
+    async fn penalize(&self, request: Request<pb::AdjustRequest>) -> Result<Response<pb::SalienceChange>, Status> {
+        self.run("Penalize", request, |app, p, m| {
+            Ok(cv::salience_change(&app.ops.adjust(p, &cv::id("id", &m.id)?, false, m.amount, m.actor, m.rationale)?))
+        })
+        .await
+    }
+
+    async fn get_metrics(&self, request: Request<pb::GetMetricsRequest>) -> Result<Response<pb::Metrics>, Status> {
+        self.run("GetMetrics", request, |app, _p, _m| {
+            let mut out = cv::metrics(&app.ops.metrics()?);
+            out.last_consolidation = app.consolidator.last_report().and_then(|r| r.at).map(|t| t.to_string()).unwrap_or_default();
+            out.uptime_seconds = app.started.elapsed().as_secs();
+            out.errors_last_hour = app.metrics.errors_last_hour();
+            out.pid = std::process::id();
+            Ok(out)
+        })
+        .await
+    }
+}
+
+fn ctx(c: Option<pb::HookContext>) -> HookContext {
+    let c = c.unwrap_or_default();
+    let opt = |s: String| Some(s).filter(|s| !s.is_empty());
+    HookContext { agent_id: opt(c.agent_id), session_key: opt(c.session_key), session_id: opt(c.session_id), channel_id: opt(c.channel_id) }
+}
+
+fn ack(o: HookOutcome) -> pb::HookAck {
+    pb::HookAck { record_ids: o.record_ids.iter().map(ToString::to_string).collect(), error: o.error.unwrap_or_default() }
+}
+
+impl GrpcApi {
+    async fn hook(&self, name: HookName, auth: Option<String>, input: HookInput) -> Result<HookOutcome, Status> {
+        self.app.hook("grpc", auth.as_deref(), name, input).await.map_err(Status::from)
+    }
+
+    async fn message(&self, name: HookName, request: Request<pb::MessageEvent>) -> Result<Response<pb::HookAck>, Status> {
+        let auth = authorization(&request);
+        let m = request.into_inner();
+        let event = HookEvent { content: Some(m.content), from: Some(m.from).filter(|s| !s.is_empty()), timestamp: Some(m.timestamp).filter(|s| !s.is_empty()), ..HookEvent::default() };
+        self.hook(name, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
+    }
+
+    async fn end(&self, name: HookName, request: Request<pb::AgentEndEvent>) -> Result<Response<pb::HookAck>, Status> {
+        let auth = authorization(&request);
+        let m = request.into_inner();
+        let event = HookEvent { success: m.success, ..HookEvent::default() };
+        self.hook(name, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::hooks_server::Hooks for GrpcApi {
+    async fn session_start(&self, request: Request<pb::SessionStartRequest>) -> Result<Response<pb::SessionStartResponse>, Status> {
+        let auth = authorization(&request);
+        let m = request.into_inner();
+        let format = match m.format.as_str() {
+            "" => None,
+            "markdown" => Some(crate::config::ContextFormat::Markdown),
+            "json" => Some(crate::config::ContextFormat::Json),
+            other => return Err(Status::invalid_argument(format!("invalid format: {other:?} (markdown or json)"))),
+        };
+        let event = HookEvent { query: Some(m.query).filter(|q| !q.is_empty()), format, ..HookEvent::default() };
+        let o = self.hook(HookName::SessionStart, auth, HookInput { event, ctx: ctx(m.ctx) }).await?;
+        Ok(Response::new(pb::SessionStartResponse {
+            context: o.context.unwrap_or_default(),
+            record_ids: o.record_ids.iter().map(ToString::to_string).collect(),
+        }))
+    }
+
+    async fn message_received(&self, request: Request<pb::MessageEvent>) -> Result<Response<pb::HookAck>, Status> {
+        self.message(HookName::MessageReceived, request).await
+    }
+
+    async fn message_sent(&self, request: Request<pb::MessageEvent>) -> Result<Response<pb::HookAck>, Status> {
+        self.message(HookName::MessageSent, request).await
+    }
+
+    async fn before_tool_call(&self, request: Request<pb::ToolCallEvent>) -> Result<Response<pb::HookAck>, Status> {
+        let auth = authorization(&request);
+        let m = request.into_inner();
+        let event = HookEvent { tool_name: Some(m.tool_name), params: m.params.map(cv::json_from_struct), ..HookEvent::default() };
+        self.hook(HookName::BeforeToolCall, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
+    }
+
+    async fn after_tool_call(&self, request: Request<pb::ToolResultEvent>) -> Result<Response<pb::HookAck>, Status> {
+        let auth = authorization(&request);
+        let m = request.into_inner();
+        let event = HookEvent {
+            tool_name: Some(m.tool_name),
+            success: m.success,
+            error: Some(m.error).filter(|e| !e.is_empty()),
+            duration_ms: m.duration_ms,
+            ..HookEvent::default()
+        };
+        self.hook(HookName::AfterToolCall, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
+    }
+
+    async fn before_compaction(&self, request: Request<pb::CompactionEvent>) -> Result<Response<pb::HookAck>, Status> {
+        let auth = authorization(&request);
+        let m = request.into_inner();
+        let event = HookEvent {
+            compacting_messages: m
+                .messages
+                .into_iter()
+                .map(|c| CompactingMessage { role: c.role, content: c.content, timestamp: Some(c.timestamp).filter(|t| !t.is_empty()) })
+                .collect(),
+            compacting_count: m.compacting_count.map(u64::from),
+            ..HookEvent::default()
+        };
+        self.hook(HookName::BeforeCompaction, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
+    }
+
+    async fn agent_end(&self, request: Request<pb::AgentEndEvent>) -> Result<Response<pb::HookAck>, Status> {
+        self.end(HookName::AgentEnd, request).await
+    }
+
+    async fn gateway_stop(&self, request: Request<pb::AgentEndEvent>) -> Result<Response<pb::HookAck>, Status> {
+        self.end(HookName::GatewayStop, request).await
+    }
+}

@@ -1,0 +1,605 @@
+//! The agent hooks: what an agent runtime reports (messages, tool calls, compaction,
+//! session boundaries) turned into memory, and the context block handed back at session
+//! start. The seed's ingestion bridge, retrieval bridge and competence tracker, run inside
+//! the daemon (or in-process by `mneme hook` when no daemon is up).
+//!
+//! Invariant: a hook never fails its caller. [`Hooks::handle`] returns a [`HookOutcome`]
+//! whose `error` says what went wrong; the transports answer with success regardless.
+//!
+//! The competence tracker keeps no statistics of its own: before a tool has a competence
+//! record its counts are rebuilt from the tool's episodic call records, afterwards they
+//! live in the competence record's performance. So counts survive restarts and are the
+//! same whether hooks arrive at a daemon or at `mneme hook`. Only the pending-call table
+//! (start times) and the injected-record lists are in memory.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::Instant;
+
+use jiff::Timestamp;
+use mneme_core::{
+    CompetencePayload, EventPayload, MemoryType, Payload, Performance, RecordId, SemanticPayload, Sensitivity, ToolOutputPayload,
+    WorkingPayload, one_line,
+};
+use mneme_service::{IngestOptions, RetrieveRequest, Revision};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Principal;
+use crate::config::{ContextFormat, HooksConfig};
+use crate::error::{ApiError, ApiResult};
+use crate::ops::Ops;
+use crate::{format, patterns};
+
+pub const ACTOR: &str = "mneme:hooks";
+pub const COMPETENCE_ACTOR: &str = "mneme:competence";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookName {
+    SessionStart,
+    MessageReceived,
+    MessageSent,
+    BeforeToolCall,
+    AfterToolCall,
+    BeforeCompaction,
+    AgentEnd,
+    GatewayStop,
+}
+
+impl HookName {
+    pub const ALL: [HookName; 8] = [
+        HookName::SessionStart,
+        HookName::MessageReceived,
+        HookName::MessageSent,
+        HookName::BeforeToolCall,
+        HookName::AfterToolCall,
+        HookName::BeforeCompaction,
+        HookName::AgentEnd,
+        HookName::GatewayStop,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookName::SessionStart => "session_start",
+            HookName::MessageReceived => "message_received",
+            HookName::MessageSent => "message_sent",
+            HookName::BeforeToolCall => "before_tool_call",
+            HookName::AfterToolCall => "after_tool_call",
+            HookName::BeforeCompaction => "before_compaction",
+            HookName::AgentEnd => "agent_end",
+            HookName::GatewayStop => "gateway_stop",
+        }
+    }
+
+    /// Accepts `session_start`, `session-start` and `sessionStart`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let norm: String = s.chars().filter(|c| *c != '_' && *c != '-').collect::<String>().to_lowercase();
+        HookName::ALL.into_iter().find(|h| h.as_str().replace('_', "") == norm)
+    }
+
+    /// Hooks after which the consolidation buffer is flushed.
+    pub fn flushes(self) -> bool {
+        matches!(self, HookName::AgentEnd | HookName::GatewayStop)
+    }
+}
+
+/// Who and where: the agent runtime's context for the event.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HookContext {
+    #[serde(alias = "agent_id")]
+    pub agent_id: Option<String>,
+    #[serde(alias = "session_key")]
+    pub session_key: Option<String>,
+    #[serde(alias = "session_id")]
+    pub session_id: Option<String>,
+    #[serde(alias = "channel_id")]
+    pub channel_id: Option<String>,
+}
+
+impl HookContext {
+    pub fn session(&self) -> String {
+        self.session_id.clone().or_else(|| self.session_key.clone()).filter(|s| !s.is_empty()).unwrap_or_else(|| "unknown".into())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompactingMessage {
+    pub role: String,
+    pub content: String,
+    pub timestamp: Option<String>,
+}
+
+/// The event: the union of every hook's fields (as in the seed's `HookEvent`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HookEvent {
+    pub content: Option<String>,
+    pub message: Option<String>,
+    pub text: Option<String>,
+    pub from: Option<String>,
+    pub sender: Option<String>,
+    pub timestamp: Option<String>,
+    #[serde(alias = "tool_name")]
+    pub tool_name: Option<String>,
+    pub params: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub success: Option<bool>,
+    #[serde(alias = "duration_ms")]
+    pub duration_ms: Option<u64>,
+    #[serde(alias = "compacting_messages")]
+    pub compacting_messages: Vec<CompactingMessage>,
+    #[serde(alias = "compacting_count")]
+    pub compacting_count: Option<u64>,
+    /// session_start: extra words describing the task.
+    pub query: Option<String>,
+    /// session_start: `markdown` or `json`.
+    pub format: Option<ContextFormat>,
+}
+
+impl HookEvent {
+    pub fn content(&self) -> &str {
+        [&self.content, &self.message, &self.text].into_iter().flatten().map(String::as_str).find(|s| !s.trim().is_empty()).unwrap_or("")
+    }
+}
+
+/// A hook request: `{"event": {...}, "ctx": {...}}`, or the event's and the context's
+/// fields side by side in one flat object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookInput {
+    pub event: HookEvent,
+    pub ctx: HookContext,
+}
+
+impl HookInput {
+    pub fn from_json(value: serde_json::Value) -> Result<Self, String> {
+        let parse = |v: serde_json::Value, what: &str| -> Result<serde_json::Value, String> {
+            if v.is_object() || v.is_null() { Ok(v) } else { Err(format!("{what} must be a JSON object")) }
+        };
+        let value = parse(value, "the hook input")?;
+        let (event, ctx) = match value.as_object() {
+            Some(o) if o.contains_key("event") || o.contains_key("ctx") => {
+                (parse(o.get("event").cloned().unwrap_or_default(), "event")?, parse(o.get("ctx").cloned().unwrap_or_default(), "ctx")?)
+            }
+            _ => (value.clone(), value),
+        };
+        let event = if event.is_null() { HookEvent::default() } else { serde_json::from_value(event).map_err(|e| format!("event: {e}"))? };
+        let ctx = if ctx.is_null() { HookContext::default() } else { serde_json::from_value(ctx).map_err(|e| format!("ctx: {e}"))? };
+        Ok(HookInput { event, ctx })
+    }
+}
+
+/// What a hook did. `error` is set when it could not do it; the caller is not failed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HookOutcome {
+    pub hook: Option<HookName>,
+    /// session_start: the context block (empty when there is nothing to inject).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Records written (or, for session_start, injected).
+    pub record_ids: Vec<RecordId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A message waiting for the next consolidation cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BufferedMessage {
+    pub role: String,
+    pub content: String,
+    pub timestamp: Timestamp,
+    pub sensitivity: Sensitivity,
+    pub scope: mneme_core::Scope,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// (session, tool) → start of the pending call.
+    pending: HashMap<(String, String), Instant>,
+    /// session → records injected at its start.
+    injected: HashMap<String, Vec<RecordId>>,
+}
+
+/// The hook engine.
+#[derive(Debug)]
+pub struct Hooks {
+    ops: Ops,
+    config: HooksConfig,
+    state: Mutex<State>,
+    /// Serialises competence updates so two results for one tool cannot race to supersede.
+    competence: Mutex<()>,
+}
+
+impl Hooks {
+    pub fn new(ops: Ops, config: HooksConfig) -> Self {
+        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one hook. Messages to buffer for consolidation are pushed into `buffer`.
+    pub fn handle(&self, p: &Principal, name: HookName, input: HookInput, buffer: &mut Vec<BufferedMessage>) -> HookOutcome {
+        let mut outcome = HookOutcome { hook: Some(name), ..HookOutcome::default() };
+        let result = match name {
+            HookName::SessionStart => self.session_start(p, &input, &mut outcome),
+            HookName::MessageReceived => self.message(p, &input, "user", buffer, &mut outcome),
+            HookName::MessageSent => self.message(p, &input, "assistant", buffer, &mut outcome),
+            HookName::BeforeToolCall => self.before_tool_call(&input),
+            HookName::AfterToolCall => self.after_tool_call(p, &input, &mut outcome),
+            HookName::BeforeCompaction => self.before_compaction(p, &input, &mut outcome),
+            HookName::AgentEnd => self.agent_end(p, &input),
+            HookName::GatewayStop => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::warn!(hook = name.as_str(), error = %e, "hook failed");
+            outcome.error = Some(e.to_string());
+        }
+        outcome
+    }
+
+    /// The records injected at the start of `session`.
+    pub fn injected(&self, session: &str) -> Vec<RecordId> {
+        self.state().injected.get(session).cloned().unwrap_or_default()
+    }
+
+    // ---- session start ---------------------------------------------------------------
+
+    fn session_start(&self, p: &Principal, input: &HookInput, outcome: &mut HookOutcome) -> ApiResult<()> {
+        let cfg = &self.config.session_start;
+        let format = input.event.format.unwrap_or(cfg.format);
+        if !cfg.enabled {
+            outcome.context = Some(String::new());
+            return Ok(());
+        }
+        let base = RetrieveRequest {
+            types: cfg.memory_types.clone(),
+            min_salience: Some(cfg.min_salience),
+            limit: cfg.max_records,
+            ..RetrieveRequest::default()
+        };
+        // What the session is about ranks first; the most salient memories fill the rest.
+        let mut hits = Vec::new();
+        if let Some(q) = input.event.query.as_deref().filter(|q| !q.trim().is_empty()) {
+            hits = self.ops.retrieve(p, &RetrieveRequest { query: q.to_string(), ..base.clone() })?;
+        }
+        if hits.len() < cfg.max_records {
+            for hit in self.ops.retrieve(p, &base)? {
+                if hits.len() >= cfg.max_records {
+                    break;
+                }
+                if !hits.iter().any(|h| h.record.id == hit.record.id) {
+                    hits.push(hit);
+                }
+            }
+        }
+        let ids: Vec<RecordId> = hits.iter().map(|h| h.record.id.clone()).collect();
+        self.state().injected.insert(input.ctx.session(), ids.clone());
+        outcome.context = Some(match format {
+            ContextFormat::Markdown => format::markdown(&hits),
+            ContextFormat::Json => format::json(&hits),
+        });
+        outcome.record_ids = ids;
+        Ok(())
+    }
+
+    // ---- messages --------------------------------------------------------------------
+
+    fn sensitivity(&self, ctx: &HookContext) -> Sensitivity {
+        let direct = ctx.channel_id.as_deref().is_some_and(|c| c.starts_with("dm:") || c.starts_with('!'));
+        if direct { self.config.default_sensitivity.max(Sensitivity::Medium) } else { self.config.default_sensitivity }
+    }
+
+    fn message(&self, p: &Principal, input: &HookInput, role: &str, buffer: &mut Vec<BufferedMessage>, out: &mut HookOutcome) -> ApiResult<()> {
+        let content = input.event.content();
+        if content.trim().is_empty() || !self.config.capture_messages {
+            return Ok(());
+        }
+        let ctx = &input.ctx;
+        let timestamp = parse_time(input.event.timestamp.as_deref())?;
+        let sensitivity = self.sensitivity(ctx);
+        let sender = input.event.from.clone().or_else(|| input.event.sender.clone()).unwrap_or_else(|| role.to_string());
+        let channel = ctx.channel_id.clone().unwrap_or_else(|| "unknown".into());
+        let mut tags = vec!["source:hooks".to_string(), format!("role:{role}"), format!("channel:{}", tag_value(&channel))];
+        if let Some(agent) = &ctx.agent_id {
+            tags.push(format!("agent:{}", tag_value(agent)));
+        }
+        let event = EventPayload {
+            event_kind: format!("{role}_message"),
+            reference: Some(ctx.session()),
+            sender: Some(sender),
+            text: content.to_string(),
+            event_time: Some(timestamp),
+        };
+        let options = IngestOptions { sensitivity: Some(sensitivity), tags, actor: Some(ACTOR.into()), ..IngestOptions::default() };
+        let record = self.ops.ingest(p, Payload::Event(event), options)?;
+        out.record_ids.push(record.id.clone());
+        if self.config.regex_extraction {
+            for t in patterns::extract(content) {
+                if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
+                    out.record_ids.push(id);
+                }
+            }
+        }
+        buffer.push(BufferedMessage { role: role.into(), content: content.into(), timestamp, sensitivity, scope: record.scope });
+        Ok(())
+    }
+
+    /// Ingests a regex fact unless the same fact is already live (then nothing happens;
+    /// consolidation reinforces repeated facts).
+    fn ingest_fact_once(
+        &self,
+        p: &Principal,
+        t: &patterns::Triple,
+        sensitivity: Sensitivity,
+        scope: &mneme_core::Scope,
+        source: &RecordId,
+    ) -> ApiResult<Option<RecordId>> {
+        if find_fact(&self.ops, p, &t.subject, &t.predicate)?.iter().any(|(_, f)| f.object.eq_ignore_ascii_case(&t.object)) {
+            return Ok(None);
+        }
+        let fact = SemanticPayload {
+            subject: t.subject.clone(),
+            predicate: t.predicate.clone(),
+            object: t.object.clone(),
+            valid_from: None,
+            valid_to: None,
+            evidence: vec![source.to_string()],
+        };
+        let options = IngestOptions {
+            sensitivity: Some(sensitivity),
+            scope: Some(scope.clone()),
+            tags: vec!["source:hooks".into(), "extraction:regex".into()],
+            confidence: Some(0.5),
+            actor: Some(ACTOR.into()),
+            ..IngestOptions::default()
+        };
+        Ok(Some(self.ops.ingest(p, Payload::Semantic(fact), options)?.id))
+    }
+
+    // ---- tool calls: the competence tracker --------------------------------------------
+
+    fn before_tool_call(&self, input: &HookInput) -> ApiResult<()> {
+        let Some(tool) = input.event.tool_name.as_deref().filter(|t| !t.is_empty()) else {
+            return Err(ApiError::BadRequest("before_tool_call: toolName is required".into()));
+        };
+        if self.config.capture_tool_calls {
+            self.state().pending.insert((input.ctx.session(), tool.to_string()), Instant::now());
+        }
+        Ok(())
+    }
+
+    fn after_tool_call(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ApiResult<()> {
+        let Some(tool) = input.event.tool_name.as_deref().filter(|t| !t.is_empty()) else {
+            return Err(ApiError::BadRequest("after_tool_call: toolName is required".into()));
+        };
+        if !self.config.capture_tool_calls {
+            return Ok(());
+        }
+        let started = self.state().pending.remove(&(input.ctx.session(), tool.to_string()));
+        let duration_ms = started.map(|s| s.elapsed().as_millis() as u64).or(input.event.duration_ms);
+        let error = input.event.error.clone().filter(|e| !e.trim().is_empty());
+        let success = input.event.success.unwrap_or(true) && error.is_none();
+        let output = ToolOutputPayload {
+            tool: tool.to_string(),
+            args: input.event.params.clone().unwrap_or(serde_json::Value::Null),
+            result: Some(serde_json::Value::String(if success { "success" } else { "failure" }.into())),
+            error: if success { None } else { Some(error.clone().unwrap_or_else(|| "unknown error".into())) },
+            duration_ms,
+        };
+        let options = IngestOptions {
+            sensitivity: Some(self.sensitivity(&input.ctx)),
+            tags: vec!["source:hooks".into(), "tracking:competence".into(), format!("tool:{}", tag_value(tool))],
+            actor: Some(COMPETENCE_ACTOR.into()),
+            ..IngestOptions::default()
+        };
+        let call = self.ops.ingest(p, Payload::ToolOutput(output), options)?;
+        out.record_ids.push(call.id);
+        if !self.config.competence.enabled {
+            return Ok(());
+        }
+        let _one_at_a_time = self.competence.lock().unwrap_or_else(|p| p.into_inner());
+        let c = &self.config.competence;
+        let mode = error.as_deref().map(normalize_error);
+        let record = match self.competence_record(p, tool)? {
+            Some((id, mut skill)) => {
+                skill.performance.record(success, duration_ms, mode.as_deref());
+                let total = skill.performance.success_count + skill.performance.failure_count;
+                let change = Revision { payload: Some(Payload::Competence(skill.clone())), ..Revision::default() };
+                let rationale = format!("updated stats: {total} calls, {} successes", skill.performance.success_count);
+                self.ops.supersede(p, &id, change, COMPETENCE_ACTOR.into(), rationale)?
+            }
+            None => {
+                let performance = self.rebuild_performance(p, tool)?;
+                let calls = performance.success_count + performance.failure_count;
+                if calls < c.min_occurrences {
+                    return Ok(());
+                }
+                let skill = CompetencePayload {
+                    skill: format!("skill:{tool}"),
+                    triggers: vec![format!("{tool} tool needed")],
+                    steps: Vec::new(),
+                    performance,
+                };
+                let options = IngestOptions {
+                    sensitivity: Some(self.config.default_sensitivity),
+                    tags: vec!["source:competence-tracker".into(), format!("tool:{}", tag_value(tool))],
+                    actor: Some(COMPETENCE_ACTOR.into()),
+                    rationale: Some(format!("{tool} reached {calls} calls")),
+                    ..IngestOptions::default()
+                };
+                tracing::info!(tool, calls, "new competence record");
+                self.ops.ingest(p, Payload::Competence(skill), options)?
+            }
+        };
+        out.record_ids.push(record.id.clone());
+        if success && c.reinforce_on_success {
+            self.ops.adjust(p, &record.id, true, Some(c.reinforce_amount), COMPETENCE_ACTOR.into(), format!("tool call succeeded: {tool}"))?;
+        } else if !success && c.penalize_on_failure {
+            let why = format!("tool call failed: {tool} — {}", error.as_deref().unwrap_or("unknown error"));
+            self.ops.adjust(p, &record.id, false, Some(c.penalty_amount), COMPETENCE_ACTOR.into(), one_line(&why, 1000))?;
+        }
+        Ok(())
+    }
+
+    /// The live competence record the tracker keeps for `tool`.
+    fn competence_record(&self, p: &Principal, tool: &str) -> ApiResult<Option<(RecordId, CompetencePayload)>> {
+        let request = RetrieveRequest {
+            types: vec![MemoryType::Competence],
+            tags: vec!["source:competence-tracker".into(), format!("tool:{}", tag_value(tool))],
+            max_sensitivity: Some(Sensitivity::Critical),
+            limit: 1,
+            ..RetrieveRequest::default()
+        };
+        Ok(self.ops.retrieve(p, &request)?.into_iter().find_map(|h| match h.record.payload {
+            Some(Payload::Competence(c)) => Some((h.record.id, c)),
+            _ => None,
+        }))
+    }
+
+    /// A tool's performance from its episodic call records (before it has a competence record).
+    fn rebuild_performance(&self, p: &Principal, tool: &str) -> ApiResult<Performance> {
+        let request = RetrieveRequest {
+            types: vec![MemoryType::Episodic],
+            tags: vec!["tracking:competence".into(), format!("tool:{}", tag_value(tool))],
+            max_sensitivity: Some(Sensitivity::Critical),
+            limit: self.ops.service.config().limits.max_limit,
+            ..RetrieveRequest::default()
+        };
+        let mut perf = Performance::default();
+        for hit in self.ops.retrieve(p, &request)? {
+            if let Some(Payload::ToolOutput(t)) = hit.record.payload
+                && t.tool == tool
+            {
+                let mode = t.error.as_deref().map(normalize_error);
+                perf.record(t.error.is_none(), t.duration_ms, mode.as_deref());
+            }
+        }
+        Ok(perf)
+    }
+
+    // ---- compaction and session end ----------------------------------------------------
+
+    fn before_compaction(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ApiResult<()> {
+        if !self.config.capture_working_state {
+            return Ok(());
+        }
+        let messages = &input.event.compacting_messages;
+        let count = input.event.compacting_count.unwrap_or(messages.len() as u64);
+        let session = input.ctx.session();
+        let state = summarize_messages(messages, 15, 200);
+        let mut next = Vec::new();
+        if let Some(agent) = &input.ctx.agent_id {
+            next.push(format!("agent: {agent}"));
+        }
+        if let Some(channel) = &input.ctx.channel_id {
+            next.push(format!("channel: {channel}"));
+        }
+        let working = WorkingPayload {
+            thread_id: session.clone(),
+            state,
+            next_actions: Vec::new(),
+            open_questions: Vec::new(),
+            summary: format!("compaction snapshot of {count} messages in {session}"),
+        };
+        let options = IngestOptions {
+            sensitivity: Some(self.config.default_sensitivity.max(Sensitivity::Medium)),
+            tags: vec!["source:hooks".into(), "trigger:compaction".into()],
+            actor: Some(ACTOR.into()),
+            rationale: (!next.is_empty()).then(|| next.join(", ")),
+            ..IngestOptions::default()
+        };
+        out.record_ids.push(self.ops.ingest(p, Payload::Working(working), options)?.id);
+        Ok(())
+    }
+
+    /// Reinforces the records injected at the session's start when it ended well.
+    fn agent_end(&self, p: &Principal, input: &HookInput) -> ApiResult<()> {
+        let session = input.ctx.session();
+        let injected = self.state().injected.remove(&session).unwrap_or_default();
+        let amount = self.config.session_start.reinforce_on_success;
+        if input.event.success == Some(true) && amount > 0.0 {
+            for id in injected {
+                // A record revised since it was injected is no longer reinforceable; skip it.
+                if let Err(e) = self.ops.adjust(p, &id, true, Some(amount), ACTOR.into(), format!("injected into successful session {session}")) {
+                    tracing::debug!(%id, error = %e, "injected record not reinforced");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Live semantic records with this subject and predicate (case-insensitive).
+pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str) -> ApiResult<Vec<(RecordId, SemanticPayload)>> {
+    let request = RetrieveRequest {
+        query: format!("{subject} {predicate}"),
+        types: vec![MemoryType::Semantic],
+        max_sensitivity: Some(Sensitivity::Critical),
+        limit: 50,
+        ..RetrieveRequest::default()
+    };
+    Ok(ops
+        .retrieve(p, &request)?
+        .into_iter()
+        .filter_map(|h| match h.record.payload {
+            Some(Payload::Semantic(f)) if f.subject.eq_ignore_ascii_case(subject) && f.predicate.eq_ignore_ascii_case(predicate) => {
+                Some((h.record.id, f))
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+fn parse_time(s: Option<&str>) -> ApiResult<Timestamp> {
+    match s.filter(|s| !s.is_empty()) {
+        None => Ok(Timestamp::now()),
+        Some(s) => s.parse().map_err(|e| ApiError::BadRequest(format!("invalid timestamp {s:?}: {e}"))),
+    }
+}
+
+/// A tag-safe rendering of a name: no whitespace, at most 48 characters.
+fn tag_value(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join("_").chars().take(48).collect()
+}
+
+/// The last `max` messages, `[U]`/`[A]`-prefixed, each cut to `chars` characters.
+pub fn summarize_messages(messages: &[CompactingMessage], max: usize, chars: usize) -> String {
+    let recent = &messages[messages.len().saturating_sub(max)..];
+    if recent.is_empty() {
+        return "(no messages)".into();
+    }
+    recent
+        .iter()
+        .map(|m| {
+            let prefix = if m.role == "user" { "U" } else { "A" };
+            let mut content: String = m.content.chars().take(chars).collect();
+            if m.content.chars().count() > chars {
+                content.push_str("...");
+            }
+            format!("[{prefix}] {content}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Groups similar errors: paths, long hex ids, timestamps and port numbers are replaced by
+/// placeholders, then the text is normalised like every failure mode.
+pub fn normalize_error(error: &str) -> String {
+    static RULES: LazyLock<[(Regex, &str); 4]> = LazyLock::new(|| {
+        [
+            (Regex::new(r"/[^\s]+").expect("valid"), "<path>"),
+            (Regex::new(r"(?i)\b[0-9a-f]{8,}\b").expect("valid"), "<id>"),
+            (Regex::new(r"\d{4}-\d{2}-\d{2}[T\s]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?").expect("valid"), "<timestamp>"),
+            (Regex::new(r":\d+\b").expect("valid"), ":<port>"),
+        ]
+    });
+    let mut s = error.to_string();
+    for (re, with) in RULES.iter() {
+        s = re.replace_all(&s, *with).into_owned();
+    }
+    mneme_core::normalize_failure_mode(&s)
+}

@@ -1,0 +1,459 @@
+//! The HTTP/JSON API (axum): the same operations as gRPC under `/v1`, plus `/healthz`,
+//! `/metrics` (Prometheus) and `/openapi.json`. Bodies are parsed *after* authentication,
+//! so an unauthenticated caller learns nothing about the request format; every error is
+//! `{"error": {"code", "message"}}` with the status from [`ApiError::http_status`].
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use jiff::Timestamp;
+use mneme_core::{EventPayload, MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, ToolOutputPayload, WorkingPayload};
+use mneme_service::{ContestRequest, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::error::{ApiError, ApiResult};
+use crate::hooks::{HookInput, HookName};
+
+/// An [`ApiError`] as an HTTP response.
+#[derive(Debug)]
+pub struct HttpError(pub ApiError);
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let status = e.http_status();
+        let mut response = (status, axum::Json(json!({ "error": { "code": e.code(), "message": e.to_string() } }))).into_response();
+        match &e {
+            ApiError::RateLimited { retry_after_secs, .. } => {
+                if let Ok(v) = HeaderValue::from_str(&format!("{}", retry_after_secs.ceil().max(1.0) as u64)) {
+                    response.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+            }
+            ApiError::Unauthenticated(_) => {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+impl From<ApiError> for HttpError {
+    fn from(e: ApiError) -> Self {
+        HttpError(e)
+    }
+}
+
+type HttpResult = Result<axum::Json<Value>, HttpError>;
+
+/// The raw body, with axum's size-limit rejection turned into our JSON error.
+#[derive(Debug)]
+pub struct Body(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = HttpError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req.extensions().get::<BodyLimit>().map(|l| l.0).unwrap_or(0);
+        Bytes::from_request(req, state).await.map(Body).map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                HttpError(ApiError::TooLarge { limit })
+            } else {
+                HttpError(ApiError::BadRequest(format!("cannot read the request body: {}", e.body_text())))
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BodyLimit(usize);
+
+/// Parses a JSON body (empty means `{}`); errors name the path of the bad field.
+fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." { ApiError::BadRequest(format!("invalid request body: {}", e.inner())) } else { ApiError::BadRequest(format!("invalid {path}: {}", e.inner())) }
+    })
+}
+
+fn authorization(headers: &HeaderMap) -> Option<String> {
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(String::from)
+}
+
+fn record_json(app: &App, record: &MemoryRecord) -> Value {
+    json!({ "record": record, "current_salience": app.ops.service.current_salience(record) })
+}
+
+fn id(s: &str) -> ApiResult<RecordId> {
+    RecordId::parse(s).map_err(|e| ApiError::BadRequest(format!("invalid id: {e}")))
+}
+
+// ---- request bodies ----------------------------------------------------------------
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct OptionsBody {
+    summary: Option<String>,
+    sensitivity: Option<Sensitivity>,
+    scope: Option<Scope>,
+    tags: Vec<String>,
+    confidence: Option<f64>,
+    salience: Option<f64>,
+    pinned: bool,
+    actor: Option<String>,
+    rationale: Option<String>,
+}
+
+impl From<OptionsBody> for IngestOptions {
+    fn from(o: OptionsBody) -> Self {
+        IngestOptions {
+            summary: o.summary,
+            sensitivity: o.sensitivity,
+            scope: o.scope,
+            tags: o.tags,
+            confidence: o.confidence,
+            salience: o.salience,
+            pinned: o.pinned,
+            actor: o.actor,
+            rationale: o.rationale,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventBody {
+    #[serde(default)]
+    options: OptionsBody,
+    event: EventPayload,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolOutputBody {
+    #[serde(default)]
+    options: OptionsBody,
+    output: ToolOutputPayload,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObservationBody {
+    #[serde(default)]
+    options: OptionsBody,
+    fact: SemanticPayload,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkingBody {
+    #[serde(default)]
+    options: OptionsBody,
+    state: WorkingPayload,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutcomeBody {
+    #[serde(default)]
+    options: OptionsBody,
+    target_id: RecordId,
+    outcome: OutcomeKind,
+    #[serde(default)]
+    duration_ms: Option<u64>,
+    #[serde(default)]
+    failure_mode: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    amount: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RetrieveBody {
+    query: String,
+    types: Vec<MemoryType>,
+    min_salience: Option<f64>,
+    max_sensitivity: Option<Sensitivity>,
+    scopes: Option<Vec<Scope>>,
+    tags: Vec<String>,
+    since: Option<Timestamp>,
+    until: Option<Timestamp>,
+    limit: usize,
+    include_tombstones: bool,
+}
+
+impl Default for RetrieveBody {
+    fn default() -> Self {
+        RetrieveBody {
+            query: String::new(),
+            types: Vec::new(),
+            min_salience: None,
+            max_sensitivity: None,
+            scopes: None,
+            tags: Vec::new(),
+            since: None,
+            until: None,
+            limit: 10,
+            include_tombstones: false,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ChangeBody {
+    payload: Option<Payload>,
+    summary: Option<String>,
+    tags: Option<Vec<String>>,
+    sensitivity: Option<Sensitivity>,
+    confidence: Option<f64>,
+}
+
+impl From<ChangeBody> for Revision {
+    fn from(c: ChangeBody) -> Self {
+        Revision { payload: c.payload, summary: c.summary, tags: c.tags, sensitivity: c.sensitivity, confidence: c.confidence }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ReviseBody {
+    change: ChangeBody,
+    actor: String,
+    rationale: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct MergeBody {
+    ids: Vec<RecordId>,
+    change: ChangeBody,
+    actor: String,
+    rationale: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct WhoBody {
+    actor: String,
+    rationale: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ContestBody {
+    by: Option<RecordId>,
+    claim: Option<String>,
+    actor: String,
+    rationale: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct AdjustBody {
+    amount: Option<f64>,
+    actor: String,
+    rationale: String,
+}
+
+// ---- router --------------------------------------------------------------------------
+
+pub fn router(app: Arc<App>) -> Router {
+    let limit = app.config.server.max_request_bytes;
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(prometheus))
+        .route("/openapi.json", get(openapi))
+        .route("/v1/status", get(status))
+        .route("/v1/metrics", get(metrics))
+        .route("/v1/consolidate", post(consolidate))
+        .route("/v1/ingest/event", post(ingest_event))
+        .route("/v1/ingest/tool_output", post(ingest_tool_output))
+        .route("/v1/ingest/observation", post(ingest_observation))
+        .route("/v1/ingest/outcome", post(ingest_outcome))
+        .route("/v1/ingest/working_state", post(ingest_working_state))
+        .route("/v1/retrieve", post(retrieve))
+        .route("/v1/records/{id}", get(retrieve_by_id))
+        .route("/v1/records/{id}/history", get(history))
+        .route("/v1/records/{id}/supersede", post(supersede))
+        .route("/v1/records/{id}/fork", post(fork))
+        .route("/v1/records/{id}/retract", post(retract))
+        .route("/v1/records/{id}/contest", post(contest))
+        .route("/v1/records/{id}/reinforce", post(reinforce))
+        .route("/v1/records/{id}/penalize", post(penalize))
+        .route("/v1/merge", post(merge))
+        .route("/v1/hooks/{name}", post(hook))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(move |mut req: Request, next: axum::middleware::Next| {
+            req.extensions_mut().insert(BodyLimit(limit));
+            next.run(req)
+        }))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(app)
+}
+
+async fn not_found(uri: axum::http::Uri) -> Response {
+    let message = format!("no such endpoint: {uri} (see /openapi.json)");
+    (StatusCode::NOT_FOUND, axum::Json(json!({ "error": { "code": "not_found", "message": message } }))).into_response()
+}
+
+async fn healthz(State(app): State<Arc<App>>) -> axum::Json<Value> {
+    axum::Json(json!({
+        "status": "ok",
+        "service": "mneme",
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "grpc_addr": app.grpc_addr.to_string(),
+        "http_addr": app.http_addr.to_string(),
+    }))
+}
+
+async fn openapi() -> axum::Json<Value> {
+    axum::Json(crate::openapi::document())
+}
+
+async fn prometheus(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+    let text = tokio::task::spawn_blocking(move || app.prometheus())
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))??;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", "Status", auth.as_deref(), |app, _| Ok(json!(app.status()?))).await?))
+}
+
+async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", "GetMetrics", auth.as_deref(), |app, _| Ok(json!(app.ops.metrics()?))).await?))
+}
+
+async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    // Authenticate (and count) like any call, then run the async cycle.
+    app.call("http", "Consolidate", auth.as_deref(), |_, _| Ok(())).await?;
+    let report = app.consolidator.run_cycle().await;
+    app.metrics.job("consolidation", report.errors.is_empty());
+    Ok(axum::Json(json!(report)))
+}
+
+macro_rules! handler {
+    ($name:ident, $method:literal, |$app:ident, $p:ident, $body:ident : $ty:ty| $e:expr) => {
+        async fn $name(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
+            let auth = authorization(&headers);
+            let value = app
+                .call("http", $method, auth.as_deref(), move |$app, $p| {
+                    let $body: $ty = parse(&raw)?;
+                    $e
+                })
+                .await?;
+            Ok(axum::Json(value))
+        }
+    };
+    ($name:ident, $method:literal, |$app:ident, $p:ident, $id:ident, $body:ident : $ty:ty| $e:expr) => {
+        async fn $name(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>, Body(raw): Body) -> HttpResult {
+            let auth = authorization(&headers);
+            let value = app
+                .call("http", $method, auth.as_deref(), move |$app, $p| {
+                    let $id = id(&raw_id)?;
+                    let $body: $ty = parse(&raw)?;
+                    $e
+                })
+                .await?;
+            Ok(axum::Json(value))
+        }
+    };
+}
+
+handler!(ingest_event, "IngestEvent", |app, p, b: EventBody| {
+    Ok(record_json(app, &app.ops.ingest(p, Payload::Event(b.event), b.options.into())?))
+});
+handler!(ingest_tool_output, "IngestToolOutput", |app, p, b: ToolOutputBody| {
+    Ok(record_json(app, &app.ops.ingest(p, Payload::ToolOutput(b.output), b.options.into())?))
+});
+handler!(ingest_observation, "IngestObservation", |app, p, b: ObservationBody| {
+    Ok(record_json(app, &app.ops.ingest(p, Payload::Semantic(b.fact), b.options.into())?))
+});
+handler!(ingest_working_state, "IngestWorkingState", |app, p, b: WorkingBody| {
+    Ok(record_json(app, &app.ops.ingest(p, Payload::Working(b.state), b.options.into())?))
+});
+handler!(ingest_outcome, "IngestOutcome", |app, p, b: OutcomeBody| {
+    let request = OutcomeRequest {
+        target: b.target_id,
+        outcome: b.outcome,
+        duration_ms: b.duration_ms,
+        failure_mode: b.failure_mode,
+        note: b.note,
+        amount: b.amount,
+    };
+    Ok(json!(app.ops.ingest_outcome(p, request, b.options.into())?))
+});
+handler!(retrieve, "Retrieve", |app, p, b: RetrieveBody| {
+    let request = RetrieveRequest {
+        query: b.query,
+        types: b.types,
+        min_salience: b.min_salience,
+        max_sensitivity: b.max_sensitivity,
+        scopes: b.scopes,
+        tags: b.tags,
+        since: b.since,
+        until: b.until,
+        limit: b.limit,
+        include_tombstones: b.include_tombstones,
+    };
+    Ok(json!({ "hits": app.ops.retrieve(p, &request)? }))
+});
+handler!(supersede, "Supersede", |app, p, id, b: ReviseBody| {
+    Ok(record_json(app, &app.ops.supersede(p, &id, b.change.into(), b.actor, b.rationale)?))
+});
+handler!(fork, "Fork", |app, p, id, b: ReviseBody| Ok(record_json(app, &app.ops.fork(p, &id, b.change.into(), b.actor, b.rationale)?)));
+handler!(retract, "Retract", |app, p, id, b: WhoBody| Ok(record_json(app, &app.ops.retract(p, &id, b.actor, b.rationale)?)));
+handler!(contest, "Contest", |app, p, id, b: ContestBody| {
+    let contest = ContestRequest { by: b.by, claim: b.claim };
+    Ok(record_json(app, &app.ops.contest(p, &id, contest, b.actor, b.rationale)?))
+});
+handler!(reinforce, "Reinforce", |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, true, b.amount, b.actor, b.rationale)?)));
+handler!(penalize, "Penalize", |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, false, b.amount, b.actor, b.rationale)?)));
+handler!(merge, "Merge", |app, p, b: MergeBody| Ok(record_json(app, &app.ops.merge(p, &b.ids, b.change.into(), b.actor, b.rationale)?)));
+
+async fn retrieve_by_id(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", "RetrieveById", auth.as_deref(), move |app, p| {
+            let (record, salience) = app.ops.get(p, &id(&raw_id)?)?;
+            Ok(json!({ "record": record, "current_salience": salience }))
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+async fn history(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app.call("http", "History", auth.as_deref(), move |app, p| Ok(json!(app.ops.history(p, &id(&raw_id)?)?))).await?;
+    Ok(axum::Json(value))
+}
+
+async fn hook(State(app): State<Arc<App>>, headers: HeaderMap, Path(name): Path<String>, Body(raw): Body) -> HttpResult {
+    let auth = authorization(&headers);
+    let Some(hook) = HookName::parse(&name) else {
+        let known: Vec<&str> = HookName::ALL.iter().map(|h| h.as_str()).collect();
+        return Err(HttpError(ApiError::BadRequest(format!("unknown hook {name:?}; hooks: {}", known.join(", ")))));
+    };
+    // Authenticate before looking at the body (the rate limit is taken by `App::hook`).
+    app.auth.authenticate(auth.as_deref())?;
+    let input = parse::<Value>(&raw).and_then(|v| HookInput::from_json(v).map_err(ApiError::BadRequest))?;
+    Ok(axum::Json(json!(app.hook("http", auth.as_deref(), hook, input).await?)))
+}

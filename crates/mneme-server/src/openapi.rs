@@ -1,0 +1,184 @@
+//! The OpenAPI 3.0 description of the HTTP API, served at `/openapi.json`. Written by hand
+//! next to `http.rs`; the integration tests check that every route in the router is here
+//! and that the document validates.
+
+use serde_json::{Value, json};
+
+fn body(schema: &str) -> Value {
+    json!({ "required": true, "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } })
+}
+
+fn ok(schema: &str) -> Value {
+    json!({
+        "200": { "description": "OK", "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } } },
+        "400": { "$ref": "#/components/responses/Error" },
+        "401": { "$ref": "#/components/responses/Error" },
+        "403": { "$ref": "#/components/responses/Error" },
+        "404": { "$ref": "#/components/responses/Error" },
+        "409": { "$ref": "#/components/responses/Error" },
+        "413": { "$ref": "#/components/responses/Error" },
+        "429": { "$ref": "#/components/responses/Error" },
+        "503": { "$ref": "#/components/responses/Error" },
+        "500": { "$ref": "#/components/responses/Error" }
+    })
+}
+
+fn op(id: &str, summary: &str, request: Option<&str>, response: &str, with_id: bool) -> Value {
+    let mut o = json!({ "operationId": id, "summary": summary, "responses": ok(response) });
+    if let Some(r) = request {
+        o["requestBody"] = body(r);
+    }
+    if with_id {
+        o["parameters"] = json!([{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } }]);
+    }
+    o
+}
+
+fn string() -> Value {
+    json!({ "type": "string" })
+}
+
+fn strings() -> Value {
+    json!({ "type": "array", "items": { "type": "string" } })
+}
+
+fn enumeration(values: &[&str]) -> Value {
+    json!({ "type": "string", "enum": values })
+}
+
+fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+pub fn document() -> Value {
+    let sensitivity = enumeration(&["public", "low", "medium", "high", "critical"]);
+    let memory_type = enumeration(&["episodic", "semantic", "competence", "working", "plan_graph"]);
+    let revision = |id: &str, summary: &str| op(id, summary, Some("ReviseRequest"), "RecordResponse", true);
+    let mut paths = serde_json::Map::new();
+    let mut add = |path: &str, method: &str, value: Value| {
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        entry[method] = value;
+    };
+    add("/healthz", "get", json!({ "operationId": "Healthz", "summary": "Liveness; no authentication.", "security": [], "responses": { "200": { "description": "The daemon answers." } } }));
+    add("/metrics", "get", json!({ "operationId": "Prometheus", "summary": "Prometheus metrics (text exposition); no authentication.", "security": [], "responses": { "200": { "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } } } }));
+    add("/openapi.json", "get", json!({ "operationId": "OpenApi", "summary": "This document.", "security": [], "responses": { "200": { "description": "OpenAPI 3 document" } } }));
+    add("/v1/status", "get", op("Status", "Daemon status: pid, addresses, uptime, records by type, last consolidation, errors in the last hour.", None, "Object", false));
+    add("/v1/metrics", "get", op("GetMetrics", "Store metrics.", None, "Object", false));
+    add("/v1/consolidate", "post", op("Consolidate", "Run a consolidation cycle now over the buffered messages.", None, "Object", false));
+    add("/v1/ingest/event", "post", op("IngestEvent", "Store an episodic event.", Some("IngestEventRequest"), "RecordResponse", false));
+    add("/v1/ingest/tool_output", "post", op("IngestToolOutput", "Store a tool call and its result.", Some("IngestToolOutputRequest"), "RecordResponse", false));
+    add("/v1/ingest/observation", "post", op("IngestObservation", "Store a subject-predicate-object fact.", Some("IngestObservationRequest"), "RecordResponse", false));
+    add("/v1/ingest/outcome", "post", op("IngestOutcome", "Record the outcome of using a record; reinforces or penalizes it.", Some("IngestOutcomeRequest"), "Object", false));
+    add("/v1/ingest/working_state", "post", op("IngestWorkingState", "Store a snapshot of a thread's working state.", Some("IngestWorkingStateRequest"), "RecordResponse", false));
+    add("/v1/retrieve", "post", op("Retrieve", "Ranked retrieval within the caller's policy.", Some("RetrieveRequest"), "RetrieveResponse", false));
+    add("/v1/records/{id}", "get", op("RetrieveById", "One record, tombstones included.", None, "RecordResponse", true));
+    add("/v1/records/{id}/history", "get", op("History", "Lineage, links and audit log of a record.", None, "Object", true));
+    add("/v1/records/{id}/supersede", "post", revision("Supersede", "Replace a record; the old one becomes a tombstone."));
+    add("/v1/records/{id}/fork", "post", revision("Fork", "Create a variant; the original stays active."));
+    add("/v1/records/{id}/retract", "post", op("Retract", "Withdraw a record (kept as a tombstone).", Some("WhoRequest"), "RecordResponse", true));
+    add("/v1/records/{id}/contest", "post", op("Contest", "Mark a record as disputed.", Some("ContestRequest"), "RecordResponse", true));
+    add("/v1/records/{id}/reinforce", "post", op("Reinforce", "Raise a record's salience.", Some("AdjustRequest"), "SalienceChange", true));
+    add("/v1/records/{id}/penalize", "post", op("Penalize", "Lower a record's salience.", Some("AdjustRequest"), "SalienceChange", true));
+    add("/v1/merge", "post", op("Merge", "Combine records of one type into a new one.", Some("MergeRequest"), "RecordResponse", false));
+    add(
+        "/v1/hooks/{name}",
+        "post",
+        json!({
+            "operationId": "Hook",
+            "summary": "An agent hook event. Never fails the caller: problems are reported in `error` with status 200.",
+            "parameters": [{ "name": "name", "in": "path", "required": true, "schema": enumeration(&["session_start", "message_received", "message_sent", "before_tool_call", "after_tool_call", "before_compaction", "agent_end", "gateway_stop"]) }],
+            "requestBody": body("HookRequest"),
+            "responses": ok("HookOutcome"),
+        }),
+    );
+    let options = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "summary": string(), "sensitivity": sensitivity, "scope": string(), "tags": strings(),
+            "confidence": { "type": "number", "minimum": 0, "maximum": 1 },
+            "salience": { "type": "number", "minimum": 0, "maximum": 1 },
+            "pinned": { "type": "boolean" }, "actor": string(), "rationale": string()
+        }
+    });
+    let ingest = |field: &str, schema: &str| {
+        json!({ "type": "object", "additionalProperties": false, "required": [field], "properties": { "options": reference("IngestOptions"), field: reference(schema) } })
+    };
+    let who = json!({ "actor": string(), "rationale": { "type": "string", "description": "Required: why history changes." } });
+    let with_who = |mut extra: serde_json::Map<String, Value>| {
+        for (k, v) in who.as_object().expect("object") {
+            extra.insert(k.clone(), v.clone());
+        }
+        json!({ "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": extra })
+    };
+    let change = json!({
+        "type": "object", "additionalProperties": false,
+        "properties": { "payload": reference("Payload"), "summary": string(), "tags": strings(), "sensitivity": sensitivity, "confidence": { "type": "number" } }
+    });
+    let schemas = json!({
+        "Object": { "type": "object" },
+        "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": { "code": string(), "message": string() } } } },
+        "IngestOptions": options,
+        "EventPayload": { "type": "object", "required": ["event_kind", "text"], "properties": { "event_kind": string(), "ref": string(), "sender": string(), "text": string(), "event_time": { "type": "string", "format": "date-time" } } },
+        "ToolOutputPayload": { "type": "object", "required": ["tool"], "properties": { "tool": string(), "args": {}, "result": {}, "error": string(), "duration_ms": { "type": "integer", "minimum": 0 } } },
+        "SemanticPayload": { "type": "object", "required": ["subject", "predicate", "object"], "properties": { "subject": string(), "predicate": string(), "object": string(), "valid_from": { "type": "string", "format": "date-time" }, "valid_to": { "type": "string", "format": "date-time" }, "evidence": strings() } },
+        "WorkingPayload": { "type": "object", "required": ["thread_id", "state"], "properties": { "thread_id": string(), "state": string(), "next_actions": strings(), "open_questions": strings(), "summary": string() } },
+        "Payload": { "type": "object", "required": ["kind"], "description": "A payload tagged by `kind`: event, tool_output, semantic, competence, working or plan_graph, with that payload's fields.", "properties": { "kind": enumeration(&["event", "tool_output", "semantic", "competence", "working", "plan_graph"]) } },
+        "IngestEventRequest": ingest("event", "EventPayload"),
+        "IngestToolOutputRequest": ingest("output", "ToolOutputPayload"),
+        "IngestObservationRequest": ingest("fact", "SemanticPayload"),
+        "IngestWorkingStateRequest": ingest("state", "WorkingPayload"),
+        "IngestOutcomeRequest": {
+            "type": "object", "additionalProperties": false, "required": ["target_id", "outcome"],
+            "properties": { "options": reference("IngestOptions"), "target_id": string(), "outcome": enumeration(&["success", "failure"]), "duration_ms": { "type": "integer" }, "failure_mode": string(), "note": string(), "amount": { "type": "number" } }
+        },
+        "RetrieveRequest": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": { "type": "number" },
+                "max_sensitivity": sensitivity, "scopes": strings(), "tags": strings(),
+                "since": { "type": "string", "format": "date-time" }, "until": { "type": "string", "format": "date-time" },
+                "limit": { "type": "integer", "minimum": 1, "default": 10 }, "include_tombstones": { "type": "boolean" }
+            }
+        },
+        "MemoryRecord": {
+            "type": "object",
+            "properties": {
+                "id": string(), "memory_type": memory_type, "sensitivity": sensitivity, "scope": string(), "tags": strings(), "summary": string(),
+                "payload": reference("Payload"), "confidence": { "type": "number" }, "salience": { "type": "object" },
+                "status": enumeration(&["active", "contested", "retracted", "superseded"]), "lineage": { "type": "object" },
+                "created_at": string(), "updated_at": string(), "event_time": string(), "pruned_at": string()
+            }
+        },
+        "RecordResponse": { "type": "object", "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" } } },
+        "RetrieveResponse": { "type": "object", "properties": { "hits": { "type": "array", "items": { "type": "object", "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" }, "score": { "type": "object" } } } } } },
+        "ReviseRequest": { "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": { "change": change, "actor": string(), "rationale": string() } },
+        "MergeRequest": { "type": "object", "additionalProperties": false, "required": ["ids", "rationale"], "properties": { "ids": strings(), "change": change, "actor": string(), "rationale": string() } },
+        "WhoRequest": with_who(serde_json::Map::new()),
+        "ContestRequest": with_who(serde_json::Map::from_iter([("by".to_string(), string()), ("claim".to_string(), string())])),
+        "AdjustRequest": { "type": "object", "additionalProperties": false, "properties": { "amount": { "type": "number", "default": 0.1 }, "actor": string(), "rationale": string() } },
+        "SalienceChange": { "type": "object", "properties": { "id": string(), "before": { "type": "number" }, "after": { "type": "number" } } },
+        "HookRequest": {
+            "type": "object",
+            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format. Context: agentId, sessionKey, sessionId, channelId.",
+            "properties": { "event": { "type": "object" }, "ctx": { "type": "object" } }
+        },
+        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": string(), "record_ids": strings(), "error": string() } }
+    });
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "mneme",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Local-first memory for AI agents. The same operations are served over gRPC (package mneme.v1)."
+        },
+        "servers": [{ "url": "http://127.0.0.1:18791" }],
+        "security": [{ "bearer": [] }],
+        "paths": Value::Object(paths),
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "Required when the daemon has [[principals]] configured." } },
+            "responses": { "Error": { "description": "An error", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } } },
+            "schemas": schemas
+        }
+    })
+}

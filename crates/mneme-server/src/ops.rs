@@ -1,0 +1,141 @@
+//! `Ops`: every store operation as the daemon offers it, with the caller's policy applied.
+//! Both transports and the hook engine call these (synchronously, on a blocking thread);
+//! none of them calls `MemoryService` directly.
+//!
+//! Policy: reads use the principal's read `Access` (a record outside it is "not found");
+//! writes need the record's sensitivity and scope to be within the principal's write
+//! policy (else "permission denied"). Actors are prefixed with the principal's name when
+//! keys are in use, so history says who really made a change.
+
+use std::sync::Arc;
+
+use mneme_core::{MemoryRecord, Payload, RecordId, Sensitivity};
+use mneme_service::{
+    Actor, ContestRequest, Hit, History, IngestOptions, MemoryService, Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision,
+    SalienceChange,
+};
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult};
+
+#[derive(Debug, Clone)]
+pub struct Ops {
+    pub service: Arc<MemoryService>,
+    /// Whether principals are keyed (then actors are attributed to them).
+    keyed: bool,
+}
+
+impl Ops {
+    pub fn new(service: Arc<MemoryService>, keyed: bool) -> Self {
+        Ops { service, keyed }
+    }
+
+    fn actor(&self, p: &Principal, given: Option<String>) -> String {
+        match given.filter(|a| !a.trim().is_empty()) {
+            None => p.name.clone(),
+            Some(a) if !self.keyed || a == p.name || a.starts_with(&format!("{}/", p.name)) => a,
+            Some(a) => format!("{}/{a}", p.name),
+        }
+    }
+
+    fn who(&self, p: &Principal, actor: String, rationale: String) -> Actor {
+        Actor { actor: self.actor(p, Some(actor)), rationale }
+    }
+
+    /// The options with the principal's defaults filled in, after the write check.
+    fn write_options(&self, p: &Principal, mut options: IngestOptions) -> ApiResult<IngestOptions> {
+        let scope = options.scope.clone().unwrap_or_else(|| p.default_write_scope());
+        p.check_write(options.sensitivity.unwrap_or(Sensitivity::Low), &scope)?;
+        options.scope = Some(scope);
+        options.actor = Some(self.actor(p, options.actor.take()));
+        Ok(options)
+    }
+
+    /// A record the principal can see and may change.
+    fn writable(&self, p: &Principal, id: &RecordId) -> ApiResult<MemoryRecord> {
+        let record = self.service.get(id, &p.read)?;
+        p.check_write_record(&record)?;
+        Ok(record)
+    }
+
+    pub fn ingest(&self, p: &Principal, payload: Payload, options: IngestOptions) -> ApiResult<MemoryRecord> {
+        let options = self.write_options(p, options)?;
+        Ok(self.service.ingest(payload, options)?)
+    }
+
+    pub fn ingest_outcome(&self, p: &Principal, request: OutcomeRequest, options: IngestOptions) -> ApiResult<OutcomeResult> {
+        let target = self.writable(p, &request.target)?;
+        let mut options = options;
+        if options.scope.is_none() {
+            options.scope = Some(target.scope.clone());
+        }
+        // The outcome record is at least as sensitive as its target (the service raises it).
+        options.sensitivity = Some(options.sensitivity.unwrap_or(Sensitivity::Low).max(target.sensitivity));
+        let options = self.write_options(p, options)?;
+        Ok(self.service.ingest_outcome(request, options, &p.read)?)
+    }
+
+    pub fn retrieve(&self, p: &Principal, request: &RetrieveRequest) -> ApiResult<Vec<Hit>> {
+        Ok(self.service.retrieve(request, &p.read)?)
+    }
+
+    pub fn get(&self, p: &Principal, id: &RecordId) -> ApiResult<(MemoryRecord, f64)> {
+        let record = self.service.get(id, &p.read)?;
+        let salience = self.service.current_salience(&record);
+        Ok((record, salience))
+    }
+
+    pub fn history(&self, p: &Principal, id: &RecordId) -> ApiResult<History> {
+        Ok(self.service.history(id, &p.read)?)
+    }
+
+    fn check_change(&self, p: &Principal, source: &MemoryRecord, change: &Revision) -> ApiResult<()> {
+        if let Some(s) = change.sensitivity {
+            p.check_write(s, &source.scope)?;
+        }
+        Ok(())
+    }
+
+    pub fn supersede(&self, p: &Principal, id: &RecordId, change: Revision, actor: String, rationale: String) -> ApiResult<MemoryRecord> {
+        let source = self.writable(p, id)?;
+        self.check_change(p, &source, &change)?;
+        Ok(self.service.supersede(id, change, self.who(p, actor, rationale), &p.read)?)
+    }
+
+    pub fn fork(&self, p: &Principal, id: &RecordId, change: Revision, actor: String, rationale: String) -> ApiResult<MemoryRecord> {
+        let source = self.writable(p, id)?;
+        self.check_change(p, &source, &change)?;
+        Ok(self.service.fork(id, change, self.who(p, actor, rationale), &p.read)?)
+    }
+
+    pub fn merge(&self, p: &Principal, ids: &[RecordId], change: Revision, actor: String, rationale: String) -> ApiResult<MemoryRecord> {
+        if ids.len() < 2 {
+            return Err(ApiError::BadRequest("invalid ids: merge needs at least two records".into()));
+        }
+        for id in ids {
+            let source = self.writable(p, id)?;
+            self.check_change(p, &source, &change)?;
+        }
+        Ok(self.service.merge(ids, change, self.who(p, actor, rationale), &p.read)?)
+    }
+
+    pub fn retract(&self, p: &Principal, id: &RecordId, actor: String, rationale: String) -> ApiResult<MemoryRecord> {
+        self.writable(p, id)?;
+        Ok(self.service.retract(id, self.who(p, actor, rationale), &p.read)?)
+    }
+
+    pub fn contest(&self, p: &Principal, id: &RecordId, contest: ContestRequest, actor: String, rationale: String) -> ApiResult<MemoryRecord> {
+        self.writable(p, id)?;
+        Ok(self.service.contest(id, contest, self.who(p, actor, rationale), &p.read)?)
+    }
+
+    pub fn adjust(&self, p: &Principal, id: &RecordId, up: bool, amount: Option<f64>, actor: String, rationale: String) -> ApiResult<SalienceChange> {
+        self.writable(p, id)?;
+        let who = Actor { actor: self.actor(p, Some(actor)), rationale };
+        Ok(if up { self.service.reinforce(id, amount, who, &p.read)? } else { self.service.penalize(id, amount, who, &p.read)? })
+    }
+
+    pub fn metrics(&self) -> ApiResult<Metrics> {
+        Ok(self.service.metrics()?)
+    }
+}

@@ -1,0 +1,91 @@
+//! Regex subject-predicate-object extraction, English and German (the seed's patterns,
+//! with the predicate captured instead of recovered by string search).
+//!
+//! Deliberately conservative: capitalised subjects, a small set of verbs, objects of 3–60
+//! characters up to the end of the clause. Pronoun and article subjects ("It", "This",
+//! "Das") and stop-word objects are dropped as noise; triples are de-duplicated
+//! case-insensitively. The LLM consolidator handles everything subtler.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Triple {
+    pub subject: String,
+    pub predicate: String,
+    pub object: String,
+}
+
+const SUBJ_EN: &str = r"([A-Z][a-zA-Z \t]{1,40}?)";
+const SUBJ_DE: &str = r"([A-ZÄÖÜ][a-zA-ZäöüÄÖÜß \t]{1,40}?)";
+const OBJ: &str = r"(.{3,60}?)(?:[.,;!?]|$)";
+
+static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    let en = [
+        r"(is)[ \t]+(?:a[ \t]+|an[ \t]+|the[ \t]+)?",
+        r"(has)[ \t]+",
+        r"(uses?)[ \t]+",
+        r"(requires?)[ \t]+",
+        r"(supports?)[ \t]+",
+        r"(runs?[ \t]+on)[ \t]+",
+        r"(prefers?)[ \t]+",
+        r"(lives[ \t]+in)[ \t]+",
+        r"(works[ \t]+(?:at|for))[ \t]+",
+    ];
+    let de = [
+        r"(ist)[ \t]+(?:ein[ \t]+|eine[ \t]+|der[ \t]+|die[ \t]+|das[ \t]+)?",
+        r"(hat)[ \t]+",
+        r"(verwendet|benutzt|nutzt)[ \t]+",
+        r"(braucht|benötigt)[ \t]+",
+        r"(läuft[ \t]+auf)[ \t]+",
+        r"(wohnt[ \t]+in)[ \t]+",
+    ];
+    en.iter()
+        .map(|verb| format!(r"(?m)\b{SUBJ_EN}[ \t]+{verb}{OBJ}"))
+        .chain(de.iter().map(|verb| format!(r"(?m)\b{SUBJ_DE}[ \t]+{verb}{OBJ}")))
+        .map(|p| Regex::new(&p).expect("extraction patterns are valid"))
+        .collect()
+});
+
+const NOISE_SUBJECTS: &[&str] = &[
+    "it", "this", "that", "there", "here", "he", "she", "i", "we", "you", "they", "what", "which", "who", "everything", "nothing", "something",
+    "es", "das", "dies", "er", "sie", "wir", "ich", "du", "ihr", "man", "was", "wer", "hier", "da", "the", "a", "an", "der", "die",
+];
+const NOISE_OBJECTS: &[&str] = &["it", "this", "that", "good", "fine", "ok", "okay", "great", "done", "es", "das", "gut", "so"];
+
+/// The triples in `text`, de-duplicated, in pattern order.
+pub fn extract(text: &str) -> Vec<Triple> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for re in PATTERNS.iter() {
+        for caps in re.captures_iter(text) {
+            let subject = clean_subject(&caps[1]);
+            let predicate = caps[2].split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+            let object = caps[3].trim().trim_matches(|c: char| c == '"' || c == '\'' || c == '`').trim().to_string();
+            if subject.chars().count() < 2 || object.chars().count() < 2 || predicate.len() < 2 {
+                continue;
+            }
+            if NOISE_SUBJECTS.contains(&subject.to_lowercase().as_str()) || NOISE_OBJECTS.contains(&object.to_lowercase().as_str()) {
+                continue;
+            }
+            let key = format!("{}|{}|{}", subject.to_lowercase(), predicate, object.to_lowercase());
+            if seen.insert(key) {
+                out.push(Triple { subject, predicate, object });
+            }
+        }
+    }
+    out
+}
+
+/// Trims, collapses inner whitespace and drops a leading article ("The server" → "server"
+/// is not done: "The" is kept out only when it is the whole subject).
+fn clean_subject(raw: &str) -> String {
+    let words: Vec<&str> = raw.split_whitespace().collect();
+    let words = match words.first() {
+        Some(first) if words.len() > 1 && ["the", "der", "die", "das"].contains(&first.to_lowercase().as_str()) => &words[1..],
+        _ => &words[..],
+    };
+    words.join(" ")
+}

@@ -173,8 +173,9 @@ impl Consolidator {
         let batch: Vec<BufferedMessage> = self.buffer.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
         let mut report = CycleReport { at: Some(Timestamp::now()), messages: batch.len(), ..CycleReport::default() };
         if batch.is_empty() {
+            // Nothing to do; the last real cycle stays the one `status` reports.
             report.llm = "idle".into();
-            return self.finish(report);
+            return report;
         }
         // 1. Regex facts (confidence 0.5).
         let mut facts: Vec<(Fact, Sensitivity, Scope)> = Vec::new();
@@ -203,7 +204,7 @@ impl Consolidator {
                 Err(e) => {
                     let wait = self.llm_failed();
                     tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
-                    format!("failed: {e} (backing off {:.0} s)", wait.as_secs_f64())
+                    format!("failed: {e} (backing off {:.1} s)", wait.as_secs_f64())
                 }
             },
         };

@@ -498,14 +498,10 @@ impl Hooks {
         if let Some(channel) = &input.ctx.channel_id {
             next.push(format!("channel: {channel}"));
         }
-        let working = WorkingPayload {
-            thread_id: session.clone(),
-            state,
-            next_actions: Vec::new(),
-            open_questions: Vec::new(),
-            summary: format!("compaction snapshot of {count} messages in {session}"),
-        };
+        let summary = format!("compaction snapshot of {count} messages in {session}");
+        let working = WorkingPayload { thread_id: session.clone(), state, next_actions: Vec::new(), open_questions: Vec::new(), summary: summary.clone() };
         let options = IngestOptions {
+            summary: Some(summary),
             sensitivity: Some(self.config.default_sensitivity.max(Sensitivity::Medium)),
             tags: vec!["source:hooks".into(), "trigger:compaction".into()],
             actor: Some(ACTOR.into()),

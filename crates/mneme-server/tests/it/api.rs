@@ -1,0 +1,333 @@
+//! Every store operation over gRPC and over HTTP, and the error mapping of both.
+
+use mneme_server::pb;
+use serde_json::json;
+use tonic::Code;
+
+use crate::{TestDaemon, event_body};
+
+fn opts(summary: &str) -> Option<pb::IngestOptions> {
+    Some(pb::IngestOptions { summary: Some(summary.into()), tags: vec!["t:1".into()], ..Default::default() })
+}
+
+fn fact(s: &str, p: &str, o: &str) -> pb::SemanticPayload {
+    pb::SemanticPayload { subject: s.into(), predicate: p.into(), object: o.into(), ..Default::default() }
+}
+
+#[tokio::test]
+async fn grpc_round_trip_of_every_operation() {
+    let d = TestDaemon::start().await;
+    let mut c = d.memory().await;
+
+    let ev = c
+        .ingest_event(pb::IngestEventRequest {
+            options: opts("deploy note"),
+            event: Some(pb::EventPayload { event_kind: "message".into(), text: "deployed the gateway to staging".into(), ..Default::default() }),
+        })
+        .await
+        .expect("IngestEvent")
+        .into_inner()
+        .record
+        .expect("record");
+    assert_eq!(ev.memory_type, pb::MemoryType::Episodic as i32);
+    assert_eq!(ev.summary, "deploy note");
+
+    let tool = c
+        .ingest_tool_output(pb::IngestToolOutputRequest {
+            options: None,
+            output: Some(pb::ToolOutputPayload {
+                tool: "exec".into(),
+                args: Some(mneme_server::convert::pb_from_json(&json!({ "cmd": "ls", "n": 2 }))),
+                duration_ms: Some(12),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("IngestToolOutput")
+        .into_inner()
+        .record
+        .expect("record");
+    match tool.payload.and_then(|p| p.kind) {
+        Some(pb::payload::Kind::ToolOutput(t)) => {
+            assert_eq!(mneme_server::convert::json_from_pb(t.args), json!({ "cmd": "ls", "n": 2 }));
+            assert_eq!(t.duration_ms, Some(12));
+        }
+        other => panic!("unexpected payload {other:?}"),
+    }
+
+    let obs = |s: &str, p: &str, o: &str| pb::IngestObservationRequest { options: None, fact: Some(fact(s, p, o)) };
+    let a = c.ingest_observation(obs("Gateway", "runs on", "port 8080")).await.expect("IngestObservation").into_inner().record.expect("record");
+    let b = c.ingest_observation(obs("Gateway", "uses", "TLS 1.3")).await.expect("IngestObservation").into_inner().record.expect("record");
+    let w = c
+        .ingest_working_state(pb::IngestWorkingStateRequest {
+            options: None,
+            state: Some(pb::WorkingPayload { thread_id: "t1".into(), state: "half way".into(), ..Default::default() }),
+        })
+        .await
+        .expect("IngestWorkingState")
+        .into_inner()
+        .record
+        .expect("record");
+    assert_eq!(w.memory_type, pb::MemoryType::Working as i32);
+
+    let outcome = c
+        .ingest_outcome(pb::IngestOutcomeRequest { target_id: a.id.clone(), outcome: pb::Outcome::Failure as i32, amount: Some(0.2), ..Default::default() })
+        .await
+        .expect("IngestOutcome")
+        .into_inner();
+    assert!(outcome.salience_after < outcome.salience_before);
+
+    let hits = c
+        .retrieve(pb::RetrieveRequest { query: "gateway port".into(), types: vec![pb::MemoryType::Semantic as i32], limit: 5, ..Default::default() })
+        .await
+        .expect("Retrieve")
+        .into_inner()
+        .hits;
+    assert_eq!(hits.first().and_then(|h| h.record.as_ref()).map(|r| r.id.clone()), Some(a.id.clone()));
+
+    let got = c.retrieve_by_id(pb::RetrieveByIdRequest { id: b.id.clone() }).await.expect("RetrieveById").into_inner().record.expect("record");
+    assert_eq!(got.id, b.id);
+
+    let change = |o: &str| Some(pb::RevisionChange { payload: Some(pb::Payload { kind: Some(pb::payload::Kind::Semantic(fact("Gateway", "runs on", o))) }), ..Default::default() });
+    let sup = c
+        .supersede(pb::SupersedeRequest { id: a.id.clone(), change: change("port 9443"), actor: "test".into(), rationale: "moved".into() })
+        .await
+        .expect("Supersede")
+        .into_inner()
+        .record
+        .expect("record");
+    assert_eq!(sup.lineage.as_ref().map(|l| l.parent_ids.clone()), Some(vec![a.id.clone()]));
+    let fork = c
+        .fork(pb::ForkRequest { id: sup.id.clone(), change: change("port 9444"), actor: "test".into(), rationale: "canary".into() })
+        .await
+        .expect("Fork")
+        .into_inner()
+        .record
+        .expect("record");
+    let merged = c
+        .merge(pb::MergeRequest { ids: vec![sup.id.clone(), fork.id.clone()], change: None, actor: "test".into(), rationale: "same thing".into() })
+        .await
+        .expect("Merge")
+        .into_inner()
+        .record
+        .expect("record");
+    assert_eq!(merged.lineage.as_ref().map(|l| l.operation.clone()), Some("merge".into()));
+    let contested = c
+        .contest(pb::ContestRequest { id: b.id.clone(), claim: "it uses TLS 1.2".into(), actor: "test".into(), rationale: "log says so".into(), ..Default::default() })
+        .await
+        .expect("Contest")
+        .into_inner()
+        .record
+        .expect("record");
+    assert_eq!(contested.status, pb::Status::Contested as i32);
+    let up = c.reinforce(pb::AdjustRequest { id: merged.id.clone(), amount: None, actor: "test".into(), rationale: "used".into() }).await.expect("Reinforce").into_inner();
+    let down = c.penalize(pb::AdjustRequest { id: merged.id.clone(), amount: Some(0.3), actor: "test".into(), rationale: "wrong".into() }).await.expect("Penalize").into_inner();
+    assert!(down.after < up.after);
+    let retracted = c
+        .retract(pb::RetractRequest { id: w.id.clone(), actor: "test".into(), rationale: "stale".into() })
+        .await
+        .expect("Retract")
+        .into_inner()
+        .record
+        .expect("record");
+    assert_eq!(retracted.status, pb::Status::Retracted as i32);
+
+    let history = c.history(pb::HistoryRequest { id: merged.id.clone() }).await.expect("History").into_inner();
+    let ancestors: Vec<String> = history.ancestors.iter().map(|b| b.id.clone()).collect();
+    assert!(ancestors.contains(&a.id) && ancestors.contains(&sup.id) && ancestors.contains(&fork.id), "{ancestors:?}");
+    assert!(history.audit.iter().any(|e| e.action == "penalize"));
+
+    let m = c.get_metrics(pb::GetMetricsRequest {}).await.expect("GetMetrics").into_inner();
+    // event, tool, 2 facts, working, outcome, supersede, fork, merge
+    assert_eq!(m.total_records, 9);
+    assert_eq!(m.by_type.get("semantic"), Some(&5));
+    assert_eq!(m.pid, std::process::id());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn http_round_trip_of_every_operation() {
+    let d = TestDaemon::start().await;
+    let (s, ev) = d.post("/v1/ingest/event", json!({ "options": { "tags": ["x"], "sensitivity": "medium" }, "event": { "event_kind": "message", "text": "the build is green" } })).await;
+    assert_eq!(s, 200, "{ev}");
+    assert_eq!(ev["record"]["sensitivity"], "medium");
+    let (s, _) = d.post("/v1/ingest/tool_output", json!({ "output": { "tool": "exec", "args": { "cmd": "make" }, "error": "exit 2" } })).await;
+    assert_eq!(s, 200);
+    let (s, a) = d.post("/v1/ingest/observation", json!({ "fact": { "subject": "CI", "predicate": "uses", "object": "GitHub Actions" } })).await;
+    assert_eq!(s, 200);
+    let a_id = a["record"]["id"].as_str().expect("id").to_string();
+    let (s, b) = d.post("/v1/ingest/observation", json!({ "fact": { "subject": "CI", "predicate": "runs", "object": "nightly" } })).await;
+    assert_eq!(s, 200);
+    let b_id = b["record"]["id"].as_str().expect("id").to_string();
+    let (s, w) = d.post("/v1/ingest/working_state", json!({ "state": { "thread_id": "t", "state": "testing" } })).await;
+    assert_eq!(s, 200);
+    let w_id = w["record"]["id"].as_str().expect("id").to_string();
+    let (s, o) = d.post("/v1/ingest/outcome", json!({ "target_id": a_id, "outcome": "success" })).await;
+    assert_eq!(s, 200, "{o}");
+    assert!(o["salience_after"].as_f64() >= o["salience_before"].as_f64());
+
+    let (s, r) = d.post("/v1/retrieve", json!({ "query": "github actions", "types": ["semantic"] })).await;
+    assert_eq!(s, 200);
+    assert_eq!(r["hits"][0]["record"]["id"], a_id.as_str());
+    assert_eq!(d.get(&format!("/v1/records/{b_id}")).await.1["record"]["id"], b_id.as_str());
+
+    let change = json!({ "payload": { "kind": "semantic", "subject": "CI", "predicate": "uses", "object": "Forgejo" } });
+    let (s, sup) = d.post(&format!("/v1/records/{a_id}/supersede"), json!({ "change": change, "actor": "t", "rationale": "migrated" })).await;
+    assert_eq!(s, 200, "{sup}");
+    let sup_id = sup["record"]["id"].as_str().expect("id").to_string();
+    let (s, fork) = d.post(&format!("/v1/records/{sup_id}/fork"), json!({ "change": { "summary": "variant" }, "rationale": "try" })).await;
+    assert_eq!(s, 200, "{fork}");
+    let fork_id = fork["record"]["id"].as_str().expect("id").to_string();
+    let (s, merged) = d.post("/v1/merge", json!({ "ids": [sup_id, fork_id], "rationale": "dup" })).await;
+    assert_eq!(s, 200, "{merged}");
+    let merged_id = merged["record"]["id"].as_str().expect("id").to_string();
+    let (s, c) = d.post(&format!("/v1/records/{b_id}/contest"), json!({ "claim": "weekly", "rationale": "cron" })).await;
+    assert_eq!((s, c["record"]["status"].as_str()), (200, Some("contested")));
+    let (s, up) = d.post(&format!("/v1/records/{merged_id}/reinforce"), json!({ "rationale": "used" })).await;
+    assert_eq!(s, 200, "{up}");
+    let (s, down) = d.post(&format!("/v1/records/{merged_id}/penalize"), json!({ "amount": 0.5, "rationale": "bad" })).await;
+    assert_eq!(s, 200);
+    assert!(down["after"].as_f64() < up["after"].as_f64());
+    let (s, r) = d.post(&format!("/v1/records/{w_id}/retract"), json!({ "rationale": "done" })).await;
+    assert_eq!((s, r["record"]["status"].as_str()), (200, Some("retracted")));
+    let (s, h) = d.get(&format!("/v1/records/{merged_id}/history")).await;
+    assert_eq!(s, 200);
+    assert_eq!(h["ancestors"].as_array().map(Vec::len), Some(3));
+    assert_eq!(d.total_records().await, 9);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn errors_have_precise_codes_and_change_nothing() {
+    let d = TestDaemon::start().await;
+    let (_, a) = d.post("/v1/ingest/event", event_body("one")).await;
+    let id = a["record"]["id"].as_str().expect("id").to_string();
+    let before = d.total_records().await;
+    let missing = "01a2009c-559e-7600-bb3e-f0c660222db4";
+
+    // HTTP
+    let cases = [
+        (d.post("/v1/ingest/event", json!({ "event": { "text": "x" } })).await, 400, "invalid_argument", "event_kind"),
+        (d.post("/v1/ingest/event", json!({ "event": { "event_kind": "m", "text": "x" }, "bogus": 1 })).await, 400, "invalid_argument", "bogus"),
+        (d.post("/v1/ingest/event", json!({ "options": { "sensitivity": "secret" }, "event": { "event_kind": "m", "text": "x" } })).await, 400, "invalid_argument", "options.sensitivity"),
+        (d.post("/v1/ingest/event", json!({ "options": { "confidence": 7 }, "event": { "event_kind": "m", "text": "x" } })).await, 400, "invalid_argument", "confidence"),
+        (d.post(&format!("/v1/records/{missing}/retract"), json!({ "rationale": "r" })).await, 404, "not_found", missing),
+        (d.post("/v1/records/not-an-id/retract", json!({ "rationale": "r" })).await, 400, "invalid_argument", "id"),
+        (d.post(&format!("/v1/records/{id}/supersede"), json!({ "rationale": "r" })).await, 409, "failed_precondition", "episodic"),
+        (d.post(&format!("/v1/records/{id}/retract"), json!({ "rationale": "" })).await, 400, "invalid_argument", "rationale"),
+        (d.post("/v1/retrieve", json!({ "limit": 100000 })).await, 400, "invalid_argument", "limit"),
+        (d.post("/v1/hooks/nope", json!({})).await, 400, "invalid_argument", "unknown hook"),
+        (d.get("/v1/nowhere").await, 404, "not_found", "no such endpoint"),
+    ];
+    for ((status, body), want_status, want_code, mention) in cases {
+        assert_eq!(status, want_status, "{body}");
+        assert_eq!(body["error"]["code"], want_code, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap_or("").contains(mention), "{body} should mention {mention}");
+    }
+    // Not JSON at all.
+    let response = d.http.post(d.url("/v1/retrieve")).body("{not json").send().await.expect("request");
+    assert_eq!(response.status().as_u16(), 400);
+
+    // gRPC
+    let mut c = d.memory().await;
+    let e = c.retrieve_by_id(pb::RetrieveByIdRequest { id: missing.into() }).await.expect_err("not found");
+    assert_eq!(e.code(), Code::NotFound);
+    let e = c.retrieve_by_id(pb::RetrieveByIdRequest { id: "nope".into() }).await.expect_err("bad id");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let e = c.ingest_event(pb::IngestEventRequest { options: None, event: None }).await.expect_err("missing event");
+    assert_eq!((e.code(), e.message().contains("event")), (Code::InvalidArgument, true));
+    let e = c
+        .ingest_event(pb::IngestEventRequest {
+            options: Some(pb::IngestOptions { sensitivity: 42, ..Default::default() }),
+            event: Some(pb::EventPayload { event_kind: "m".into(), text: "x".into(), ..Default::default() }),
+        })
+        .await
+        .expect_err("bad enum");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let e = c.supersede(pb::SupersedeRequest { id: id.clone(), rationale: "r".into(), ..Default::default() }).await.expect_err("episodic");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    let e = c.retrieve(pb::RetrieveRequest { types: vec![99], ..Default::default() }).await.expect_err("bad type");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let e = c
+        .ingest_outcome(pb::IngestOutcomeRequest { target_id: id.clone(), outcome: 0, ..Default::default() })
+        .await
+        .expect_err("outcome required");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(d.total_records().await, before, "refused requests wrote nothing");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_requests_are_refused_with_413() {
+    let mut config = crate::test_config();
+    config.server.max_request_bytes = 4096;
+    let d = TestDaemon::with(config).await;
+    let (s, body) = d.post("/v1/ingest/event", event_body(&"x".repeat(10_000))).await;
+    assert_eq!((s, body["error"]["code"].as_str()), (413, Some("too_large")), "{body}");
+    let mut c = d.memory().await;
+    let e = c
+        .ingest_event(pb::IngestEventRequest {
+            options: None,
+            event: Some(pb::EventPayload { event_kind: "m".into(), text: "x".repeat(10_000), ..Default::default() }),
+        })
+        .await
+        .expect_err("too large");
+    assert!(matches!(e.code(), Code::OutOfRange | Code::ResourceExhausted), "{e:?}");
+    assert_eq!(d.total_records().await, 0);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn prometheus_metrics_count_requests_records_and_errors() {
+    let d = TestDaemon::start().await;
+    d.post("/v1/ingest/event", event_body("counted")).await;
+    d.post("/v1/retrieve", json!({ "query": "counted" })).await;
+    d.post("/v1/records/nope/retract", json!({ "rationale": "r" })).await;
+    let text = d.http.get(d.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    for want in [
+        "mneme_requests_total{transport=\"http\",method=\"IngestEvent\",code=\"ok\"} 1",
+        "mneme_requests_total{transport=\"http\",method=\"Retract\",code=\"invalid_argument\"} 1",
+        "mneme_errors_total{transport=\"http\",method=\"Retract\",code=\"invalid_argument\"} 1",
+        "mneme_request_duration_seconds_count{transport=\"http\",method=\"Retrieve\"} 1",
+        "mneme_records{type=\"episodic\"} 1",
+        "mneme_uptime_seconds",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+    let (s, status) = d.get("/v1/status").await;
+    assert_eq!(s, 200);
+    assert_eq!(status["records_by_type"]["episodic"], 1);
+    assert_eq!(status["pid"], std::process::id());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_in_flight_requests_finish() {
+    let d = TestDaemon::start().await;
+    let url = d.url("/v1/ingest/event");
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let (client, url) = (d.http.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = client.post(url).json(&event_body(&format!("in flight {i}"))).send().await.ok()?;
+            if r.status().is_success() { r.json::<serde_json::Value>().await.ok() } else { None }
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let path = d.dir.path().join("mneme.db");
+    let TestDaemon { daemon, dir, .. } = d;
+    daemon.stop().await;
+    let mut acked = Vec::new();
+    for t in tasks {
+        if let Some(v) = t.await.expect("task") {
+            acked.push(v["record"]["id"].as_str().expect("id").to_string());
+        }
+    }
+    // Every acknowledged write is in the store after shutdown.
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    for id in &acked {
+        let n: i64 = conn.query_row("SELECT count(*) FROM records WHERE id = ?1", [id], |r| r.get(0)).expect("query");
+        assert_eq!(n, 1, "acknowledged {id} missing");
+    }
+    drop(dir);
+}

@@ -1,0 +1,187 @@
+//! Consolidation against a scripted loopback OpenAI-compatible server: slow, 429, garbage
+//! and valid answers, backoff, and ingest-or-revise.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::{TestDaemon, test_config};
+
+/// What the fake LLM answers next; the last entry repeats.
+#[derive(Debug, Clone)]
+enum Reply {
+    Slow,
+    Status(u16),
+    Content(String),
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    replies: Mutex<Vec<Reply>>,
+    requests: Mutex<Vec<Value>>,
+    count: AtomicUsize,
+}
+
+async fn chat(State(s): State<Arc<Script>>, Json(body): Json<Value>) -> Response {
+    s.count.fetch_add(1, Ordering::SeqCst);
+    s.requests.lock().await.push(body);
+    let reply = {
+        let mut r = s.replies.lock().await;
+        if r.len() > 1 { r.remove(0) } else { r[0].clone() }
+    };
+    match reply {
+        Reply::Slow => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Json(json!({})).into_response()
+        }
+        Reply::Status(code) => (StatusCode::from_u16(code).expect("status"), "slow down").into_response(),
+        Reply::Content(c) => Json(json!({ "choices": [{ "message": { "role": "assistant", "content": c } }] })).into_response(),
+    }
+}
+
+async fn llm(replies: Vec<Reply>) -> (String, Arc<Script>) {
+    let script = Arc::new(Script { replies: Mutex::new(replies), ..Script::default() });
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(chat)).with_state(script.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (format!("http://{addr}/v1"), script)
+}
+
+async fn daemon(endpoint: &str) -> TestDaemon {
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(endpoint.into());
+    c.consolidation.llm_timeout = "300ms".into();
+    c.consolidation.llm_backoff = "400ms".into();
+    c.consolidation.llm_api_key = Some("sk-test".into());
+    TestDaemon::with(c).await
+}
+
+async fn say(d: &TestDaemon, text: &str) {
+    let (s, v) = d.post("/v1/hooks/message_received", json!({ "content": text, "sessionId": "s" })).await;
+    assert_eq!(s, 200, "{v}");
+}
+
+async fn cycle(d: &TestDaemon) -> Value {
+    let (s, v) = d.post("/v1/consolidate", json!({})).await;
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
+fn facts(list: &[(&str, &str, &str, f64)]) -> Reply {
+    let facts: Vec<Value> = list.iter().map(|(s, p, o, c)| json!({ "subject": s, "predicate": p, "object": o, "confidence": c })).collect();
+    Reply::Content(json!({ "facts": facts, "competence": [{ "skill": "skill:git+rebase", "triggers": ["history is messy"], "steps": ["git rebase -i"], "outcome": "success" }], "corrections": [] }).to_string())
+}
+
+#[tokio::test]
+async fn failures_back_off_and_fall_back_to_regex() {
+    let (endpoint, script) = llm(vec![Reply::Slow, Reply::Status(429), Reply::Content("this is not json".into()), Reply::Content("{\"facts\": [{\"subject\": 1}]}".into())]).await;
+    let d = daemon(&endpoint).await;
+
+    say(&d, "Gitea runs on port 3000.").await;
+    let r = cycle(&d).await;
+    assert!(r["llm"].as_str().unwrap_or("").contains("timeout"), "{r}");
+    // Regex extraction still ran; the fact was stored when the message arrived, so the
+    // cycle confirms (reinforces) it.
+    assert_eq!((r["regex_facts"].as_u64(), r["reinforced"].as_u64()), (Some(1), Some(1)), "{r}");
+
+    // Inside the backoff the LLM is not called at all.
+    say(&d, "Caddy is the proxy.").await;
+    let r = cycle(&d).await;
+    assert_eq!(r["llm"], "backoff", "{r}");
+    assert_eq!(script.count.load(Ordering::SeqCst), 1);
+
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    say(&d, "Loki uses object storage.").await;
+    let r = cycle(&d).await;
+    assert!(r["llm"].as_str().unwrap_or("").contains("HTTP 429"), "{r}");
+    // Second failure: the backoff doubles (800 ms), so 450 ms later it still holds.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    say(&d, "Tempo uses object storage.").await;
+    assert_eq!(cycle(&d).await["llm"], "backoff");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    say(&d, "Mimir uses object storage.").await;
+    let r = cycle(&d).await;
+    assert!(r["llm"].as_str().unwrap_or("").contains("not JSON"), "{r}");
+    assert_eq!(r["llm_facts"], 0);
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["last_consolidation"]["llm"], r["llm"]);
+    // The request carried the seed's prompt, the JSON response format and the key.
+    let first = script.requests.lock().await[0].clone();
+    assert!(first["messages"][0]["content"].as_str().unwrap_or("").starts_with("You are a memory consolidation engine"));
+    assert_eq!(first["response_format"]["type"], "json_object");
+    assert!(first["messages"][1]["content"].as_str().unwrap_or("").contains("[user]: Gitea runs on port 3000."));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn valid_answers_ingest_reinforce_supersede_and_contest() {
+    let (endpoint, _script) = llm(vec![
+        facts(&[("Atlas", "deploys to", "Hetzner", 0.9), ("Atlas", "prefers", "small diffs", 0.7), ("Noise", "is", "low confidence", 0.3)]),
+        facts(&[("Atlas", "deploys to", "Hetzner", 0.9), ("Atlas", "prefers", "large diffs", 0.65), ("Atlas", "deploys to", "Fly.io", 0.95)]),
+    ])
+    .await;
+    let d = daemon(&endpoint).await;
+    say(&d, "we talked about deployments").await;
+    let r = cycle(&d).await;
+    assert_eq!((r["llm"].as_str(), r["llm_facts"].as_u64(), r["ingested"].as_u64()), (Some("ok"), Some(2), Some(2)), "{r}");
+    assert_eq!(r["llm_skills"], 1);
+
+    say(&d, "more about deployments").await;
+    let r = cycle(&d).await;
+    // Same fact → reinforced; conflicting at 0.65 → contested; conflicting at 0.95 → superseded.
+    assert_eq!((r["reinforced"].as_u64(), r["contested"].as_u64(), r["superseded"].as_u64()), (Some(1), Some(1), Some(1)), "{r}");
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Atlas", "types": ["semantic"], "limit": 20 })).await;
+    let objects: Vec<(String, String)> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| (h["record"]["payload"]["object"].as_str().unwrap_or("").to_string(), h["record"]["status"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert!(objects.contains(&("Fly.io".into(), "active".into())), "{objects:?}");
+    assert!(objects.contains(&("small diffs".into(), "contested".into())), "{objects:?}");
+    assert!(objects.contains(&("large diffs".into(), "active".into())), "{objects:?}");
+    assert!(!objects.iter().any(|(o, _)| o == "Hetzner"), "superseded facts are tombstones: {objects:?}");
+    let (_, skills) = d.post("/v1/retrieve", json!({ "types": ["competence"] })).await;
+    assert_eq!(skills["hits"][0]["record"]["payload"]["skill"], "skill:git+rebase");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn buffer_is_capped_at_twice_the_batch_size_and_flushed_on_shutdown() {
+    let mut c = test_config();
+    c.consolidation.batch_size = 3;
+    let d = TestDaemon::with(c).await;
+    for name in ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel", "India", "Juliet"] {
+        say(&d, &format!("{name} uses the shared cache.")).await;
+    }
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["consolidation_buffered"], 6);
+    let path = d.dir.path().join("mneme.db");
+    let TestDaemon { daemon, dir, .. } = d;
+    daemon.stop().await;
+    // Shutdown ran a last cycle: the buffered regex facts were consolidated (reinforced,
+    // since message-time extraction had stored them already).
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let n: i64 = conn.query_row("SELECT count(*) FROM audit WHERE actor = 'mneme:consolidator'", [], |r| r.get(0)).expect("query");
+    assert_eq!(n, 6);
+    drop(dir);
+}
+
+#[test]
+fn extraction_parsing_validates_the_schema() {
+    use mneme_server::consolidate::parse_extraction;
+    let ok = parse_extraction("```json\n{\"facts\": [{\"subject\": \"A\", \"predicate\": \"Uses\", \"object\": \"B\", \"confidence\": 0.9}, {\"subject\": \"\", \"predicate\": \"x\", \"object\": \"y\", \"confidence\": 0.9}, {\"subject\": \"C\", \"predicate\": \"x\", \"object\": \"y\", \"confidence\": 2}]}\n```").expect("fenced JSON");
+    assert_eq!(ok.facts.len(), 1);
+    assert_eq!(ok.facts[0].predicate, "uses");
+    assert!(parse_extraction("[]").is_err());
+    assert!(parse_extraction("{\"answer\": 42}").is_err());
+    assert!(parse_extraction("nope").is_err());
+}

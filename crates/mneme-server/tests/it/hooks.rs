@@ -1,0 +1,175 @@
+//! The agent hook pipeline end to end, the regex extractor and the context formatter.
+
+use mneme_server::hooks::{HookInput, normalize_error, summarize_messages, CompactingMessage};
+use mneme_server::patterns::{Triple, extract};
+use mneme_server::pb;
+use serde_json::{Value, json};
+
+use crate::TestDaemon;
+
+fn t(s: &str, p: &str, o: &str) -> Triple {
+    Triple { subject: s.into(), predicate: p.into(), object: o.into() }
+}
+
+#[test]
+fn extraction_english_and_german_deduplicated_and_noise_filtered() {
+    let got = extract("Docker requires the sg wrapper on this host. Postgres runs on port 5432, and Redis is a cache.");
+    assert!(got.contains(&t("Docker", "requires", "the sg wrapper on this host")), "{got:?}");
+    assert!(got.contains(&t("Postgres", "runs on", "port 5432")), "{got:?}");
+    assert!(got.contains(&t("Redis", "is", "cache")), "{got:?}");
+    let de = extract("Der Server läuft auf Debian. Anna verwendet Neovim. Das Projekt hat drei Module.");
+    assert!(de.contains(&t("Server", "läuft auf", "Debian")), "{de:?}");
+    assert!(de.contains(&t("Anna", "verwendet", "Neovim")), "{de:?}");
+    assert!(de.contains(&t("Projekt", "hat", "drei Module")), "{de:?}");
+    // Pronoun subjects, stop-word objects and tiny objects are noise.
+    assert!(extract("It is fine. This is good. That has it. Hello there!").is_empty());
+    // Duplicates (case-insensitive) come out once.
+    assert_eq!(extract("Nginx uses TLS. nginx uses tls. Nginx uses TLS.").len(), 1);
+    assert!(extract("").is_empty());
+}
+
+#[test]
+fn hook_input_accepts_nested_and_flat_shapes() {
+    let nested = HookInput::from_json(json!({ "event": { "content": "hi", "toolName": "exec" }, "ctx": { "sessionId": "s1", "channelId": "dm:1" } })).expect("nested");
+    let flat = HookInput::from_json(json!({ "content": "hi", "tool_name": "exec", "session_id": "s1", "channelId": "dm:1" })).expect("flat");
+    assert_eq!(nested, flat);
+    assert_eq!(nested.ctx.session(), "s1");
+    assert!(HookInput::from_json(json!([1, 2])).is_err());
+    assert!(HookInput::from_json(json!({ "event": { "success": "yes" } })).is_err());
+}
+
+#[test]
+fn compaction_summary_and_failure_modes() {
+    let msgs: Vec<CompactingMessage> =
+        (0..20).map(|i| CompactingMessage { role: if i % 2 == 0 { "user" } else { "assistant" }.into(), content: format!("{i} {}", "x".repeat(300)), timestamp: None }).collect();
+    let s = summarize_messages(&msgs, 15, 200);
+    assert_eq!(s.lines().count(), 15);
+    assert!(s.starts_with("[A] 5 ") && s.lines().all(|l| l.chars().count() <= 4 + 200 + 3), "{s}");
+    assert_eq!(summarize_messages(&[], 15, 200), "(no messages)");
+    assert_eq!(normalize_error("ENOENT: /home/a/x.txt missing"), normalize_error("ENOENT: /tmp/y missing"));
+    assert_eq!(normalize_error("connect 127.0.0.1:8080 refused at 2026-01-01T10:00:00Z"), normalize_error("connect 127.0.0.1:9090 refused at 2026-02-03T11:12:13Z"));
+    assert_ne!(normalize_error("timeout"), normalize_error("permission denied"));
+}
+
+async fn hook(d: &TestDaemon, name: &str, body: Value) -> Value {
+    let (s, v) = d.post(&format!("/v1/hooks/{name}"), body).await;
+    assert_eq!(s, 200, "{name}: {v}");
+    assert!(v.get("error").is_none(), "{name}: {v}");
+    v
+}
+
+async fn records(d: &TestDaemon, kind: &str, tags: &[&str]) -> Vec<Value> {
+    let (_, r) = d.post("/v1/retrieve", json!({ "types": [kind], "tags": tags, "limit": 100, "max_sensitivity": "critical" })).await;
+    r["hits"].as_array().expect("hits").iter().map(|h| h["record"].clone()).collect()
+}
+
+#[tokio::test]
+async fn full_hook_pipeline() {
+    let d = TestDaemon::start().await;
+    let ctx = json!({ "sessionId": "sess-1", "agentId": "atlas", "channelId": "dm:howard" });
+    // A first session start on an empty store injects nothing.
+    let start = hook(&d, "session_start", json!({ "ctx": ctx })).await;
+    assert_eq!(start["context"], "");
+
+    hook(&d, "message_received", json!({ "event": { "content": "Docker requires the sg wrapper on this host.", "from": "howard" }, "ctx": ctx })).await;
+    hook(&d, "message_sent", json!({ "event": { "content": "Noted. Postgres runs on port 5432." }, "ctx": ctx })).await;
+    let messages = records(&d, "episodic", &["source:hooks"]).await;
+    assert_eq!(messages.len(), 2);
+    let user = messages.iter().find(|m| m["payload"]["event_kind"] == "user_message").expect("user message");
+    assert_eq!((user["payload"]["sender"].as_str(), user["payload"]["ref"].as_str()), (Some("howard"), Some("sess-1")));
+    assert_eq!(user["sensitivity"], "medium", "direct-message channels are medium");
+    let facts = records(&d, "semantic", &["extraction:regex"]).await;
+    let triples: Vec<(String, String, String)> =
+        facts.iter().map(|f| (f["payload"]["subject"].as_str().unwrap_or("").into(), f["payload"]["predicate"].as_str().unwrap_or("").into(), f["payload"]["object"].as_str().unwrap_or("").into())).collect();
+    assert!(triples.contains(&("Docker".into(), "requires".into(), "the sg wrapper on this host".into())), "{triples:?}");
+    assert!(triples.contains(&("Postgres".into(), "runs on".into(), "port 5432".into())), "{triples:?}");
+    // The same statement again is not stored twice.
+    hook(&d, "message_received", json!({ "event": { "content": "Docker requires the sg wrapper on this host." }, "ctx": ctx })).await;
+    assert_eq!(records(&d, "semantic", &["extraction:regex"]).await.len(), facts.len());
+
+    // Five calls of one tool: three succeed, two fail (one over gRPC).
+    let mut grpc = d.hooks().await;
+    for (i, ok) in [true, false, true, true, false].into_iter().enumerate() {
+        let session = json!({ "sessionId": "sess-1" });
+        hook(&d, "before_tool_call", json!({ "event": { "toolName": "exec", "params": { "cmd": "ls", "i": i } }, "ctx": session })).await;
+        if i == 4 {
+            let r = grpc
+                .after_tool_call(pb::ToolResultEvent {
+                    ctx: Some(pb::HookContext { session_id: "sess-1".into(), ..Default::default() }),
+                    tool_name: "exec".into(),
+                    success: Some(false),
+                    error: "ENOENT: /tmp/nope missing".into(),
+                    duration_ms: None,
+                })
+                .await
+                .expect("gRPC hook")
+                .into_inner();
+            assert!(r.error.is_empty(), "{}", r.error);
+        } else {
+            let event = if ok { json!({ "toolName": "exec", "success": true }) } else { json!({ "toolName": "exec", "error": "ENOENT: /home/x missing" }) };
+            hook(&d, "after_tool_call", json!({ "event": event, "ctx": session })).await;
+        }
+    }
+    let calls = records(&d, "episodic", &["tracking:competence", "tool:exec"]).await;
+    assert_eq!(calls.len(), 5);
+    let skills = records(&d, "competence", &["source:competence-tracker", "tool:exec"]).await;
+    assert_eq!(skills.len(), 1, "one live competence record");
+    let perf = &skills[0]["payload"]["performance"];
+    assert_eq!((perf["success_count"].as_u64(), perf["failure_count"].as_u64()), (Some(3), Some(2)), "{perf}");
+    assert_eq!(perf["failure_modes"].as_object().map(|m| m.len()), Some(1), "both ENOENT errors are one failure mode: {perf}");
+    assert_eq!(skills[0]["payload"]["skill"], "skill:exec");
+    // Created at the third call, superseded by the fourth and fifth.
+    let (_, h) = d.get(&format!("/v1/records/{}/history", skills[0]["id"].as_str().expect("id"))).await;
+    assert_eq!(h["ancestors"].as_array().map(Vec::len), Some(2), "{h}");
+
+    // Compaction snapshot.
+    let msgs: Vec<Value> = (0..20).map(|i| json!({ "role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i}") })).collect();
+    hook(&d, "before_compaction", json!({ "event": { "compactingMessages": msgs, "compactingCount": 20 }, "ctx": ctx })).await;
+    let working = records(&d, "working", &["trigger:compaction"]).await;
+    assert_eq!(working.len(), 1);
+    assert_eq!(working[0]["payload"]["state"].as_str().map(|s| s.lines().count()), Some(15));
+    assert!(working[0]["summary"].as_str().unwrap_or("").contains("20 messages"));
+
+    // A new session now gets the context block, grouped by type.
+    let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": "sess-2" } })).await;
+    let context = start["context"].as_str().expect("context");
+    assert!(context.starts_with("## mneme Memory Context"), "{context}");
+    assert!(context.contains("### Semantic Knowledge") && context.contains("Docker requires the sg wrapper on this host"), "{context}");
+    assert!(context.contains("### Competence / Skills") && context.contains("skill:exec — 3/5 success"), "{context}");
+    assert!(context.contains("### Working State"), "{context}");
+    let injected = start["record_ids"].as_array().expect("ids").len();
+    assert!(injected >= 4, "{start}");
+    let json_ctx = hook(&d, "session_start", json!({ "event": { "format": "json" }, "ctx": { "sessionId": "sess-2" } })).await;
+    let parsed: Value = serde_json::from_str(json_ctx["context"].as_str().expect("context")).expect("JSON context");
+    assert!(parsed["semantic"].as_array().is_some_and(|a| !a.is_empty()));
+
+    // A successful end reinforces what was injected; gateway_stop flushes consolidation.
+    let fact_id = facts[0]["id"].as_str().expect("id").to_string();
+    let before = d.get(&format!("/v1/records/{fact_id}")).await.1["current_salience"].as_f64().expect("salience");
+    hook(&d, "agent_end", json!({ "event": { "success": true }, "ctx": { "sessionId": "sess-2" } })).await;
+    let after = d.get(&format!("/v1/records/{fact_id}")).await.1["current_salience"].as_f64().expect("salience");
+    assert!(after > before || after >= 0.999, "{before} -> {after}");
+    hook(&d, "gateway_stop", json!({})).await;
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["consolidation_buffered"], 0);
+    assert_eq!(status["last_consolidation"]["messages"], 3, "{status}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn failing_hooks_do_not_fail_the_caller() {
+    let d = TestDaemon::start().await;
+    // Missing tool name: reported, status 200.
+    let (s, v) = d.post("/v1/hooks/after_tool_call", json!({ "event": {} })).await;
+    assert_eq!(s, 200);
+    assert!(v["error"].as_str().unwrap_or("").contains("toolName"), "{v}");
+    // A bad timestamp is reported too, and nothing is written.
+    let (s, v) = d.post("/v1/hooks/message_received", json!({ "content": "Alpha is beta.", "timestamp": "yesterday" })).await;
+    assert_eq!(s, 200);
+    assert!(v["error"].as_str().is_some(), "{v}");
+    assert_eq!(d.total_records().await, 0);
+    // Empty messages are ignored quietly.
+    let (s, v) = d.post("/v1/hooks/message_received", json!({})).await;
+    assert_eq!((s, v["record_ids"].as_array().map(Vec::len)), (200, Some(0)));
+    d.stop().await;
+}

@@ -1,0 +1,96 @@
+//! What generic clients see: gRPC health and server reflection (checked with Python's
+//! grpcio-reflection, a client that knows nothing of mneme.proto) and the OpenAPI
+//! document (validated with openapi-spec-validator). `.ci/run` installs both packages.
+
+use std::process::Command;
+
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::TestDaemon;
+
+fn python(script: &str, args: &[&str]) -> String {
+    let out = Command::new("python3").arg("-c").arg(script).args(args).output().expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python failed (install the test tools: pip install grpcio-reflection openapi-spec-validator):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const REFLECT: &str = r#"
+import sys, grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from google.protobuf.descriptor_pool import DescriptorPool
+ch = grpc.insecure_channel(sys.argv[1])
+stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+for r in stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")])):
+    for s in r.list_services_response.service:
+        print("service", s.name)
+pool = DescriptorPool(ProtoReflectionDescriptorDatabase(ch))
+for name in ("mneme.v1.Memory", "mneme.v1.Hooks"):
+    for m in pool.FindServiceByName(name).methods:
+        print("method", name + "/" + m.name, m.input_type.full_name)
+"#;
+
+#[tokio::test]
+async fn reflection_lists_the_services_to_a_generic_client() {
+    let d = TestDaemon::start().await;
+    let addr = d.grpc_addr().to_string();
+    let out = tokio::task::spawn_blocking(move || python(REFLECT, &[&addr])).await.expect("python");
+    for service in ["mneme.v1.Memory", "mneme.v1.Hooks", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"] {
+        assert!(out.contains(&format!("service {service}\n")), "{service} not listed:\n{out}");
+    }
+    for method in ["IngestEvent", "IngestToolOutput", "IngestObservation", "IngestOutcome", "IngestWorkingState", "Retrieve", "RetrieveById", "History", "Supersede", "Fork", "Retract", "Merge", "Contest", "Reinforce", "Penalize", "GetMetrics"] {
+        assert!(out.contains(&format!("method mneme.v1.Memory/{method} ")), "{method} missing:\n{out}");
+    }
+    assert!(out.contains("method mneme.v1.Hooks/SessionStart mneme.v1.SessionStartRequest"), "{out}");
+    let mut health = HealthClient::new(d.channel().await);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest { service: "mneme.v1.Memory".into() })
+        .await
+        .expect("health")
+        .into_inner()
+        .status;
+    assert_eq!(status, ServingStatus::Serving as i32);
+    d.stop().await;
+}
+
+const VALIDATE: &str = r#"
+import sys, json
+from openapi_spec_validator import validate
+validate(json.load(sys.stdin))
+print("valid")
+"#;
+
+#[tokio::test]
+async fn openapi_document_validates_and_covers_every_route() {
+    let d = TestDaemon::start().await;
+    let (s, doc) = d.get("/openapi.json").await;
+    assert_eq!(s, 200);
+    let text = doc.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(VALIDATE)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), text.as_bytes()).expect("write");
+        child.wait_with_output().expect("output")
+    })
+    .await
+    .expect("python");
+    assert!(out.status.success(), "invalid OpenAPI: {}", String::from_utf8_lossy(&out.stderr));
+    // Every route the router serves is documented.
+    let src = include_str!("../../src/http.rs");
+    for line in src.lines().filter(|l| l.trim_start().starts_with(".route(\"")) {
+        let path = line.split('"').nth(1).expect("path");
+        assert!(doc["paths"].get(path).is_some(), "{path} is not in /openapi.json");
+    }
+    d.stop().await;
+}

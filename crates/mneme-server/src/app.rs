@@ -52,7 +52,13 @@ pub struct DaemonStatus {
 
 impl App {
     /// Authenticates, rate-limits and runs `op` on a blocking thread.
-    pub async fn call<T, F>(self: &Arc<Self>, transport: &'static str, method: &'static str, authorization: Option<&str>, op: F) -> ApiResult<T>
+    pub async fn call<T, F>(
+        self: &Arc<Self>,
+        transport: &'static str,
+        method: &'static str,
+        authorization: Option<&str>,
+        op: F,
+    ) -> ApiResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&App, &Principal) -> ApiResult<T> + Send + 'static,
@@ -86,14 +92,19 @@ impl App {
 
     /// Runs a hook for an authenticated caller. Never fails: see [`HookOutcome::error`].
     /// `agent_end` and `gateway_stop` also run a consolidation cycle over the buffer.
-    pub async fn hook(self: &Arc<Self>, transport: &'static str, authorization: Option<&str>, name: HookName, input: HookInput) -> ApiResult<HookOutcome> {
+    pub async fn hook(
+        self: &Arc<Self>,
+        transport: &'static str,
+        authorization: Option<&str>,
+        name: HookName,
+        input: HookInput,
+    ) -> ApiResult<HookOutcome> {
         let start = Instant::now();
         let principal = match self.principal(authorization) {
             Ok(p) => p,
             Err(e) => {
-                let r: ApiResult<()> = Err(e);
-                self.record(transport, name.as_str(), &r, start);
-                return Err(r.err().expect("an error"));
+                self.metrics.request(transport, name.as_str(), e.code(), e.is_server_fault(), start.elapsed());
+                return Err(e);
             }
         };
         let app = self.clone();
@@ -106,7 +117,11 @@ impl App {
             outcome
         })
         .await
-        .unwrap_or_else(|e| HookOutcome { hook: Some(name), error: Some(format!("hook worker failed: {e}")), ..HookOutcome::default() });
+        .unwrap_or_else(|e| HookOutcome {
+            hook: Some(name),
+            error: Some(format!("hook worker failed: {e}")),
+            ..HookOutcome::default()
+        });
         if name.flushes() && self.config.consolidation.enabled {
             let report = self.consolidator.run_cycle().await;
             self.metrics.job("consolidation", report.errors.is_empty());

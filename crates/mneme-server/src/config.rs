@@ -300,8 +300,8 @@ impl MnemeConfig {
         for (key, value) in sets {
             set_path(&mut table, key, value).map_err(|e| ConfigError(format!("--set {key}: {e}")))?;
         }
-        let config: MnemeConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
-            .map_err(|e| ConfigError(format!("{}: {}", e.path(), e.inner())))?;
+        let config: MnemeConfig =
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| ConfigError(format!("{}: {}", e.path(), e.inner())))?;
         config.validate()?;
         Ok(config)
     }
@@ -321,11 +321,17 @@ impl MnemeConfig {
     }
 
     pub fn grpc_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.server.grpc_addr.parse().map_err(|e| err("server.grpc_addr", format!("{:?} is not an address like 127.0.0.1:9090 ({e})", self.server.grpc_addr)))
+        self.server
+            .grpc_addr
+            .parse()
+            .map_err(|e| err("server.grpc_addr", format!("{:?} is not an address like 127.0.0.1:9090 ({e})", self.server.grpc_addr)))
     }
 
     pub fn http_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.server.http_addr.parse().map_err(|e| err("server.http_addr", format!("{:?} is not an address like 127.0.0.1:18791 ({e})", self.server.http_addr)))
+        self.server
+            .http_addr
+            .parse()
+            .map_err(|e| err("server.http_addr", format!("{:?} is not an address like 127.0.0.1:18791 ({e})", self.server.http_addr)))
     }
 
     pub fn consolidation_interval(&self) -> Duration {
@@ -381,7 +387,10 @@ impl MnemeConfig {
         }
         let ss = &self.hooks.session_start;
         if ss.max_records == 0 || ss.max_records > self.limits.max_limit {
-            return Err(err("hooks.session_start.max_records", format!("must be between 1 and limits.max_limit ({})", self.limits.max_limit)));
+            return Err(err(
+                "hooks.session_start.max_records",
+                format!("must be between 1 and limits.max_limit ({})", self.limits.max_limit),
+            ));
         }
         unit("hooks.session_start.min_salience", ss.min_salience)?;
         unit("hooks.session_start.reinforce_on_success", ss.reinforce_on_success)?;
@@ -480,7 +489,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "d" => n * 86400.0,
         other => return Err(format!("{s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 365.0 * 86400.0 {
+    if !(0.0..=365.0 * 86400.0).contains(&secs) {
         return Err(format!("{s:?} is out of range"));
     }
     Ok(Duration::from_secs_f64(secs))

@@ -181,7 +181,11 @@ impl Consolidator {
         let mut facts: Vec<(Fact, Sensitivity, Scope)> = Vec::new();
         for m in &batch {
             for t in patterns::extract(&m.content) {
-                facts.push((Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 }, m.sensitivity, m.scope.clone()));
+                facts.push((
+                    Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 },
+                    m.sensitivity,
+                    m.scope.clone(),
+                ));
             }
         }
         report.regex_facts = facts.len();
@@ -227,7 +231,9 @@ impl Consolidator {
         .await;
         let report = match applied {
             Ok(r) => r,
-            Err(e) => CycleReport { at: Some(Timestamp::now()), llm: "aborted".into(), errors: vec![e.to_string()], ..CycleReport::default() },
+            Err(e) => {
+                CycleReport { at: Some(Timestamp::now()), llm: "aborted".into(), errors: vec![e.to_string()], ..CycleReport::default() }
+            }
         };
         tracing::info!(
             messages = report.messages,
@@ -286,17 +292,16 @@ impl Consolidator {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|e| if e.is_timeout() { "timeout".to_string() } else { format!("request failed: {e}") })?;
+        let response =
+            request.send().await.map_err(|e| if e.is_timeout() { "timeout".to_string() } else { format!("request failed: {e}") })?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("HTTP {}", status.as_u16()));
         }
         let text = response.text().await.map_err(|e| format!("reading the response: {e}"))?;
         let envelope: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("response is not JSON: {e}"))?;
-        let content = envelope
-            .pointer("/choices/0/message/content")
-            .and_then(|c| c.as_str())
-            .ok_or("response has no choices[0].message.content")?;
+        let content =
+            envelope.pointer("/choices/0/message/content").and_then(|c| c.as_str()).ok_or("response has no choices[0].message.content")?;
         parse_extraction(content)
     }
 
@@ -319,13 +324,15 @@ impl Consolidator {
         };
         if let Some((id, old)) = existing.first() {
             if fact.confidence >= 0.8 {
-                let change = Revision { payload: Some(Payload::Semantic(payload)), confidence: Some(fact.confidence), ..Revision::default() };
+                let change =
+                    Revision { payload: Some(Payload::Semantic(payload)), confidence: Some(fact.confidence), ..Revision::default() };
                 let why = format!("updated: {:?} → {:?} (confidence {:.2})", old.object, fact.object, fact.confidence);
                 self.ops.supersede(p, id, change, ACTOR.into(), why)?;
                 report.superseded += 1;
             } else {
                 let new = self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
-                let contest = ContestRequest { by: Some(new.id), claim: Some(format!("{} {} {}", fact.subject, fact.predicate, fact.object)) };
+                let contest =
+                    ContestRequest { by: Some(new.id), claim: Some(format!("{} {} {}", fact.subject, fact.predicate, fact.object)) };
                 self.ops.contest(p, id, contest, ACTOR.into(), format!("conflicting observation (confidence {:.2})", fact.confidence))?;
                 report.contested += 1;
             }
@@ -345,7 +352,12 @@ impl Consolidator {
             limit: 20,
             ..RetrieveRequest::default()
         };
-        if let Some(hit) = self.ops.retrieve(p, &request)?.into_iter().find(|h| matches!(&h.record.payload, Some(Payload::Competence(c)) if c.skill == skill.skill)) {
+        if let Some(hit) = self
+            .ops
+            .retrieve(p, &request)?
+            .into_iter()
+            .find(|h| matches!(&h.record.payload, Some(Payload::Competence(c)) if c.skill == skill.skill))
+        {
             self.ops.adjust(p, &hit.record.id, true, None, ACTOR.into(), "skill seen again in conversation".into())?;
             return Ok(());
         }
@@ -401,7 +413,12 @@ pub fn parse_extraction(raw: &str) -> Result<Extraction, String> {
         .filter(|f| {
             text_ok(&f.subject, 200) && text_ok(&f.predicate, 100) && text_ok(&f.object, 500) && (0.0..=1.0).contains(&f.confidence)
         })
-        .map(|f| Fact { subject: f.subject.trim().into(), predicate: f.predicate.trim().to_lowercase(), object: f.object.trim().into(), ..f })
+        .map(|f| Fact {
+            subject: f.subject.trim().into(),
+            predicate: f.predicate.trim().to_lowercase(),
+            object: f.object.trim().into(),
+            ..f
+        })
         .collect();
     let competence = list("competence")
         .into_iter()

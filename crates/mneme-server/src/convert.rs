@@ -6,7 +6,7 @@ use mneme_core::{
     AuditEntry, CompetencePayload, EventPayload, MemoryRecord, MemoryType, Payload, Performance, PlanEdge, PlanGraphPayload, PlanNode,
     RecordId, Scope, SemanticPayload, Sensitivity, Status, ToolOutputPayload, WorkingPayload,
 };
-use mneme_service::{Brief, Hit, History, IngestOptions, Metrics, Revision, SalienceChange};
+use mneme_service::{Brief, History, Hit, IngestOptions, Metrics, Revision, SalienceChange};
 use mneme_store::Link;
 use prost_types::value::Kind;
 
@@ -174,7 +174,13 @@ pub fn semantic(f: pb::SemanticPayload) -> ApiResult<SemanticPayload> {
 }
 
 pub fn working(w: pb::WorkingPayload) -> WorkingPayload {
-    WorkingPayload { thread_id: w.thread_id, state: w.state, next_actions: w.next_actions, open_questions: w.open_questions, summary: w.summary }
+    WorkingPayload {
+        thread_id: w.thread_id,
+        state: w.state,
+        next_actions: w.next_actions,
+        open_questions: w.open_questions,
+        summary: w.summary,
+    }
 }
 
 fn performance(p: Option<pb::Performance>) -> Performance {

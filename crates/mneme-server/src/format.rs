@@ -7,7 +7,8 @@ use mneme_core::{MemoryType, Payload, Status};
 use mneme_service::Hit;
 use serde_json::json;
 
-const ORDER: [MemoryType; 5] = [MemoryType::Semantic, MemoryType::Competence, MemoryType::Working, MemoryType::PlanGraph, MemoryType::Episodic];
+const ORDER: [MemoryType; 5] =
+    [MemoryType::Semantic, MemoryType::Competence, MemoryType::Working, MemoryType::PlanGraph, MemoryType::Episodic];
 
 fn label(t: MemoryType) -> &'static str {
     match t {

@@ -156,8 +156,10 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn retract(&self, request: Request<pb::RetractRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("Retract", request, |app, p, m| Ok(record_response(app, &app.ops.retract(p, &cv::id("id", &m.id)?, m.actor, m.rationale)?)))
-            .await
+        self.run("Retract", request, |app, p, m| {
+            Ok(record_response(app, &app.ops.retract(p, &cv::id("id", &m.id)?, m.actor, m.rationale)?))
+        })
+        .await
     }
 
     async fn merge(&self, request: Request<pb::MergeRequest>) -> Result<Response<pb::RecordResponse>, Status> {
@@ -221,7 +223,12 @@ impl GrpcApi {
     async fn message(&self, name: HookName, request: Request<pb::MessageEvent>) -> Result<Response<pb::HookAck>, Status> {
         let auth = authorization(&request);
         let m = request.into_inner();
-        let event = HookEvent { content: Some(m.content), from: Some(m.from).filter(|s| !s.is_empty()), timestamp: Some(m.timestamp).filter(|s| !s.is_empty()), ..HookEvent::default() };
+        let event = HookEvent {
+            content: Some(m.content),
+            from: Some(m.from).filter(|s| !s.is_empty()),
+            timestamp: Some(m.timestamp).filter(|s| !s.is_empty()),
+            ..HookEvent::default()
+        };
         self.hook(name, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
     }
 

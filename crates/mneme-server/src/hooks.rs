@@ -165,7 +165,8 @@ impl HookInput {
             }
             _ => (value.clone(), value),
         };
-        let event = if event.is_null() { HookEvent::default() } else { serde_json::from_value(event).map_err(|e| format!("event: {e}"))? };
+        let event =
+            if event.is_null() { HookEvent::default() } else { serde_json::from_value(event).map_err(|e| format!("event: {e}"))? };
         let ctx = if ctx.is_null() { HookContext::default() } else { serde_json::from_value(ctx).map_err(|e| format!("ctx: {e}"))? };
         Ok(HookInput { event, ctx })
     }
@@ -293,7 +294,14 @@ impl Hooks {
         if direct { self.config.default_sensitivity.max(Sensitivity::Medium) } else { self.config.default_sensitivity }
     }
 
-    fn message(&self, p: &Principal, input: &HookInput, role: &str, buffer: &mut Vec<BufferedMessage>, out: &mut HookOutcome) -> ApiResult<()> {
+    fn message(
+        &self,
+        p: &Principal,
+        input: &HookInput,
+        role: &str,
+        buffer: &mut Vec<BufferedMessage>,
+        out: &mut HookOutcome,
+    ) -> ApiResult<()> {
         let content = input.event.content();
         if content.trim().is_empty() || !self.config.capture_messages {
             return Ok(());
@@ -437,7 +445,14 @@ impl Hooks {
         };
         out.record_ids.push(record.id.clone());
         if success && c.reinforce_on_success {
-            self.ops.adjust(p, &record.id, true, Some(c.reinforce_amount), COMPETENCE_ACTOR.into(), format!("tool call succeeded: {tool}"))?;
+            self.ops.adjust(
+                p,
+                &record.id,
+                true,
+                Some(c.reinforce_amount),
+                COMPETENCE_ACTOR.into(),
+                format!("tool call succeeded: {tool}"),
+            )?;
         } else if !success && c.penalize_on_failure {
             let why = format!("tool call failed: {tool} — {}", error.as_deref().unwrap_or("unknown error"));
             self.ops.adjust(p, &record.id, false, Some(c.penalty_amount), COMPETENCE_ACTOR.into(), one_line(&why, 1000))?;
@@ -499,7 +514,13 @@ impl Hooks {
             next.push(format!("channel: {channel}"));
         }
         let summary = format!("compaction snapshot of {count} messages in {session}");
-        let working = WorkingPayload { thread_id: session.clone(), state, next_actions: Vec::new(), open_questions: Vec::new(), summary: summary.clone() };
+        let working = WorkingPayload {
+            thread_id: session.clone(),
+            state,
+            next_actions: Vec::new(),
+            open_questions: Vec::new(),
+            summary: summary.clone(),
+        };
         let options = IngestOptions {
             summary: Some(summary),
             sensitivity: Some(self.config.default_sensitivity.max(Sensitivity::Medium)),
@@ -520,7 +541,9 @@ impl Hooks {
         if input.event.success == Some(true) && amount > 0.0 {
             for id in injected {
                 // A record revised since it was injected is no longer reinforceable; skip it.
-                if let Err(e) = self.ops.adjust(p, &id, true, Some(amount), ACTOR.into(), format!("injected into successful session {session}")) {
+                if let Err(e) =
+                    self.ops.adjust(p, &id, true, Some(amount), ACTOR.into(), format!("injected into successful session {session}"))
+                {
                     tracing::debug!(%id, error = %e, "injected record not reinforced");
                 }
             }

@@ -12,7 +12,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jiff::Timestamp;
-use mneme_core::{EventPayload, MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, ToolOutputPayload, WorkingPayload};
+use mneme_core::{
+    EventPayload, MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, ToolOutputPayload, WorkingPayload,
+};
 use mneme_service::{ContestRequest, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -82,7 +84,11 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." { ApiError::BadRequest(format!("invalid request body: {}", e.inner())) } else { ApiError::BadRequest(format!("invalid {path}: {}", e.inner())) }
+        if path == "." {
+            ApiError::BadRequest(format!("invalid request body: {}", e.inner()))
+        } else {
+            ApiError::BadRequest(format!("invalid {path}: {}", e.inner()))
+        }
     })
 }
 
@@ -325,9 +331,8 @@ async fn openapi() -> axum::Json<Value> {
 }
 
 async fn prometheus(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
-    let text = tokio::task::spawn_blocking(move || app.prometheus())
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))??;
+    let text =
+        tokio::task::spawn_blocking(move || app.prometheus()).await.map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))??;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 

@@ -95,7 +95,11 @@ impl Registry {
         let _ = writeln!(out, "# TYPE mneme_request_duration_seconds histogram");
         for ((t, method), h) in &m.latency {
             for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(out, "mneme_request_duration_seconds_bucket{{transport=\"{t}\",method=\"{method}\",le=\"{b}\"}} {}", h.counts[i]);
+                let _ = writeln!(
+                    out,
+                    "mneme_request_duration_seconds_bucket{{transport=\"{t}\",method=\"{method}\",le=\"{b}\"}} {}",
+                    h.counts[i]
+                );
             }
             let _ = writeln!(out, "mneme_request_duration_seconds_bucket{{transport=\"{t}\",method=\"{method}\",le=\"+Inf\"}} {}", h.count);
             let _ = writeln!(out, "mneme_request_duration_seconds_sum{{transport=\"{t}\",method=\"{method}\"}} {}", h.sum);

@@ -59,23 +59,81 @@ pub fn document() -> Value {
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         entry[method] = value;
     };
-    add("/healthz", "get", json!({ "operationId": "Healthz", "summary": "Liveness; no authentication.", "security": [], "responses": { "200": { "description": "The daemon answers." } } }));
-    add("/metrics", "get", json!({ "operationId": "Prometheus", "summary": "Prometheus metrics (text exposition); no authentication.", "security": [], "responses": { "200": { "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } } } }));
-    add("/openapi.json", "get", json!({ "operationId": "OpenApi", "summary": "This document.", "security": [], "responses": { "200": { "description": "OpenAPI 3 document" } } }));
-    add("/v1/status", "get", op("Status", "Daemon status: pid, addresses, uptime, records by type, last consolidation, errors in the last hour.", None, "Object", false));
+    add(
+        "/healthz",
+        "get",
+        json!({ "operationId": "Healthz", "summary": "Liveness; no authentication.", "security": [], "responses": { "200": { "description": "The daemon answers." } } }),
+    );
+    add(
+        "/metrics",
+        "get",
+        json!({ "operationId": "Prometheus", "summary": "Prometheus metrics (text exposition); no authentication.", "security": [], "responses": { "200": { "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } } } }),
+    );
+    add(
+        "/openapi.json",
+        "get",
+        json!({ "operationId": "OpenApi", "summary": "This document.", "security": [], "responses": { "200": { "description": "OpenAPI 3 document" } } }),
+    );
+    add(
+        "/v1/status",
+        "get",
+        op(
+            "Status",
+            "Daemon status: pid, addresses, uptime, records by type, last consolidation, errors in the last hour.",
+            None,
+            "Object",
+            false,
+        ),
+    );
     add("/v1/metrics", "get", op("GetMetrics", "Store metrics.", None, "Object", false));
     add("/v1/consolidate", "post", op("Consolidate", "Run a consolidation cycle now over the buffered messages.", None, "Object", false));
     add("/v1/ingest/event", "post", op("IngestEvent", "Store an episodic event.", Some("IngestEventRequest"), "RecordResponse", false));
-    add("/v1/ingest/tool_output", "post", op("IngestToolOutput", "Store a tool call and its result.", Some("IngestToolOutputRequest"), "RecordResponse", false));
-    add("/v1/ingest/observation", "post", op("IngestObservation", "Store a subject-predicate-object fact.", Some("IngestObservationRequest"), "RecordResponse", false));
-    add("/v1/ingest/outcome", "post", op("IngestOutcome", "Record the outcome of using a record; reinforces or penalizes it.", Some("IngestOutcomeRequest"), "Object", false));
-    add("/v1/ingest/working_state", "post", op("IngestWorkingState", "Store a snapshot of a thread's working state.", Some("IngestWorkingStateRequest"), "RecordResponse", false));
-    add("/v1/retrieve", "post", op("Retrieve", "Ranked retrieval within the caller's policy.", Some("RetrieveRequest"), "RetrieveResponse", false));
+    add(
+        "/v1/ingest/tool_output",
+        "post",
+        op("IngestToolOutput", "Store a tool call and its result.", Some("IngestToolOutputRequest"), "RecordResponse", false),
+    );
+    add(
+        "/v1/ingest/observation",
+        "post",
+        op("IngestObservation", "Store a subject-predicate-object fact.", Some("IngestObservationRequest"), "RecordResponse", false),
+    );
+    add(
+        "/v1/ingest/outcome",
+        "post",
+        op(
+            "IngestOutcome",
+            "Record the outcome of using a record; reinforces or penalizes it.",
+            Some("IngestOutcomeRequest"),
+            "Object",
+            false,
+        ),
+    );
+    add(
+        "/v1/ingest/working_state",
+        "post",
+        op(
+            "IngestWorkingState",
+            "Store a snapshot of a thread's working state.",
+            Some("IngestWorkingStateRequest"),
+            "RecordResponse",
+            false,
+        ),
+    );
+    add(
+        "/v1/retrieve",
+        "post",
+        op("Retrieve", "Ranked retrieval within the caller's policy.", Some("RetrieveRequest"), "RetrieveResponse", false),
+    );
     add("/v1/records/{id}", "get", op("RetrieveById", "One record, tombstones included.", None, "RecordResponse", true));
     add("/v1/records/{id}/history", "get", op("History", "Lineage, links and audit log of a record.", None, "Object", true));
     add("/v1/records/{id}/supersede", "post", revision("Supersede", "Replace a record; the old one becomes a tombstone."));
     add("/v1/records/{id}/fork", "post", revision("Fork", "Create a variant; the original stays active."));
-    add("/v1/records/{id}/retract", "post", op("Retract", "Withdraw a record (kept as a tombstone).", Some("WhoRequest"), "RecordResponse", true));
+    add(
+        "/v1/records/{id}/retract",
+        "post",
+        op("Retract", "Withdraw a record (kept as a tombstone).", Some("WhoRequest"), "RecordResponse", true),
+    );
     add("/v1/records/{id}/contest", "post", op("Contest", "Mark a record as disputed.", Some("ContestRequest"), "RecordResponse", true));
     add("/v1/records/{id}/reinforce", "post", op("Reinforce", "Raise a record's salience.", Some("AdjustRequest"), "SalienceChange", true));
     add("/v1/records/{id}/penalize", "post", op("Penalize", "Lower a record's salience.", Some("AdjustRequest"), "SalienceChange", true));
@@ -101,9 +159,7 @@ pub fn document() -> Value {
             "pinned": { "type": "boolean" }, "actor": string(), "rationale": string()
         }
     });
-    let ingest = |field: &str, schema: &str| {
-        json!({ "type": "object", "additionalProperties": false, "required": [field], "properties": { "options": reference("IngestOptions"), field: reference(schema) } })
-    };
+    let ingest = |field: &str, schema: &str| json!({ "type": "object", "additionalProperties": false, "required": [field], "properties": { "options": reference("IngestOptions"), field: reference(schema) } });
     let who = json!({ "actor": string(), "rationale": { "type": "string", "description": "Required: why history changes." } });
     let with_who = |mut extra: serde_json::Map<String, Value>| {
         for (k, v) in who.as_object().expect("object") {

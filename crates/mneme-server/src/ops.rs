@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use mneme_core::{MemoryRecord, Payload, RecordId, Sensitivity};
 use mneme_service::{
-    Actor, ContestRequest, Hit, History, IngestOptions, MemoryService, Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision,
+    Actor, ContestRequest, History, Hit, IngestOptions, MemoryService, Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision,
     SalienceChange,
 };
 
@@ -124,12 +124,27 @@ impl Ops {
         Ok(self.service.retract(id, self.who(p, actor, rationale), &p.read)?)
     }
 
-    pub fn contest(&self, p: &Principal, id: &RecordId, contest: ContestRequest, actor: String, rationale: String) -> ApiResult<MemoryRecord> {
+    pub fn contest(
+        &self,
+        p: &Principal,
+        id: &RecordId,
+        contest: ContestRequest,
+        actor: String,
+        rationale: String,
+    ) -> ApiResult<MemoryRecord> {
         self.writable(p, id)?;
         Ok(self.service.contest(id, contest, self.who(p, actor, rationale), &p.read)?)
     }
 
-    pub fn adjust(&self, p: &Principal, id: &RecordId, up: bool, amount: Option<f64>, actor: String, rationale: String) -> ApiResult<SalienceChange> {
+    pub fn adjust(
+        &self,
+        p: &Principal,
+        id: &RecordId,
+        up: bool,
+        amount: Option<f64>,
+        actor: String,
+        rationale: String,
+    ) -> ApiResult<SalienceChange> {
         self.writable(p, id)?;
         let who = Actor { actor: self.actor(p, Some(actor)), rationale };
         Ok(if up { self.service.reinforce(id, amount, who, &p.read)? } else { self.service.penalize(id, amount, who, &p.read)? })

@@ -20,7 +20,9 @@ pub struct Triple {
 
 const SUBJ_EN: &str = r"([A-Z][a-zA-Z \t]{1,40}?)";
 const SUBJ_DE: &str = r"([A-ZÄÖÜ][a-zA-ZäöüÄÖÜß \t]{1,40}?)";
-const OBJ: &str = r"(.{3,60}?)(?:[.,;!?]|$)";
+/// The object runs to the end of the clause: punctuation followed by a space or the end
+/// (so "TLS 1.3" and "example.com" stay whole).
+const OBJ: &str = r"(.{3,60}?)(?:[.,;!?](?:\s|$)|$)";
 
 static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     let en = [
@@ -50,8 +52,42 @@ static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
 });
 
 const NOISE_SUBJECTS: &[&str] = &[
-    "it", "this", "that", "there", "here", "he", "she", "i", "we", "you", "they", "what", "which", "who", "everything", "nothing", "something",
-    "es", "das", "dies", "er", "sie", "wir", "ich", "du", "ihr", "man", "was", "wer", "hier", "da", "the", "a", "an", "der", "die",
+    "it",
+    "this",
+    "that",
+    "there",
+    "here",
+    "he",
+    "she",
+    "i",
+    "we",
+    "you",
+    "they",
+    "what",
+    "which",
+    "who",
+    "everything",
+    "nothing",
+    "something",
+    "es",
+    "das",
+    "dies",
+    "er",
+    "sie",
+    "wir",
+    "ich",
+    "du",
+    "ihr",
+    "man",
+    "was",
+    "wer",
+    "hier",
+    "da",
+    "the",
+    "a",
+    "an",
+    "der",
+    "die",
 ];
 const NOISE_OBJECTS: &[&str] = &["it", "this", "that", "good", "fine", "ok", "okay", "great", "done", "es", "das", "gut", "so"];
 
@@ -79,8 +115,7 @@ pub fn extract(text: &str) -> Vec<Triple> {
     out
 }
 
-/// Trims, collapses inner whitespace and drops a leading article ("The server" → "server"
-/// is not done: "The" is kept out only when it is the whole subject).
+/// Trims, collapses inner whitespace and drops a leading article ("The server" → "server").
 fn clean_subject(raw: &str) -> String {
     let words: Vec<&str> = raw.split_whitespace().collect();
     let words = match words.first() {

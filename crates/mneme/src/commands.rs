@@ -20,7 +20,9 @@ use mneme_store::{SecretKey, StoreError, StoreOptions};
 
 use mneme_server::MnemeConfig;
 
-use crate::cli::{BenchCommand, Cli, Command, ConfigCommand, IngestArgs, KeyCommand, IngestCommand, OutcomeArg, RecallArgs, RevisionArgs, WhoArgs};
+use crate::cli::{
+    BenchCommand, Cli, Command, ConfigCommand, IngestArgs, IngestCommand, KeyCommand, OutcomeArg, RecallArgs, RevisionArgs, WhoArgs,
+};
 use crate::render;
 
 /// The database file inside the data directory.
@@ -49,7 +51,11 @@ impl Invocation {
         let user_sets = cli
             .sets
             .iter()
-            .map(|s| s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())).ok_or_else(|| input(format!("--set {s:?}: expected KEY=VALUE"))))
+            .map(|s| {
+                s.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                    .ok_or_else(|| input(format!("--set {s:?}: expected KEY=VALUE")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut sets = user_sets.clone();
         if let Command::Serve(a) | Command::Up(a) | Command::Supervise(a) = &cli.command {
@@ -98,7 +104,8 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
         let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-        let config = MnemeConfig::from_toml(&text, &file.display().to_string()).map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+        let config =
+            MnemeConfig::from_toml(&text, &file.display().to_string()).map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
         config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
         if cli.json {
             outln!("{}", serde_json::json!({ "ok": true, "file": file }));

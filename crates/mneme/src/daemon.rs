@@ -108,7 +108,8 @@ fn signal(pid: u32, sig: rustix::process::Signal) -> Result<()> {
 
 /// `/healthz` at `addr`, if a mneme daemon answers there.
 async fn healthz(addr: &str) -> Option<serde_json::Value> {
-    let body: serde_json::Value = client(Duration::from_secs(1)).get(format!("http://{addr}/healthz")).send().await.ok()?.json().await.ok()?;
+    let body: serde_json::Value =
+        client(Duration::from_secs(1)).get(format!("http://{addr}/healthz")).send().await.ok()?.json().await.ok()?;
     (body["service"] == "mneme").then_some(body)
 }
 
@@ -123,7 +124,13 @@ pub fn running_daemon(data_dir: &Path) -> Option<DaemonFile> {
 }
 
 /// Calls the daemon's HTTP API; the key comes from `MNEME_API_KEY`.
-async fn call(daemon: &DaemonFile, method: reqwest::Method, path: &str, body: Option<&serde_json::Value>, timeout: Duration) -> Result<serde_json::Value> {
+async fn call(
+    daemon: &DaemonFile,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    timeout: Duration,
+) -> Result<serde_json::Value> {
     let mut request = client(timeout).request(method, format!("http://{}{path}", daemon.http_addr));
     if let Ok(key) = std::env::var("MNEME_API_KEY") {
         request = request.bearer_auth(key.trim());
@@ -277,7 +284,10 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
         log: log.clone(),
     };
     if let Some(d) = running_daemon(&ctx.data_dir) {
-        return print_up(&report("reused", &d, supervisor(&ctx.data_dir).map(|s| s.pid), vec!["a daemon already serves this data directory".into()]), ctx.json);
+        return print_up(
+            &report("reused", &d, supervisor(&ctx.data_dir).map(|s| s.pid), vec!["a daemon already serves this data directory".into()]),
+            ctx.json,
+        );
     }
     let mut notes = Vec::new();
     let http = match pick_port(ctx.config.http_addr()?, true, &mut notes)? {
@@ -359,7 +369,12 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
         loop {
             let mut command = tokio::process::Command::new(&exe);
             command.args(passthrough(ctx)).arg("serve");
-            for (flag, v) in [("--grpc-addr", &args.grpc_addr), ("--http-addr", &args.http_addr), ("--log-format", &args.log_format), ("--log-level", &args.log_level)] {
+            for (flag, v) in [
+                ("--grpc-addr", &args.grpc_addr),
+                ("--http-addr", &args.http_addr),
+                ("--log-format", &args.log_format),
+                ("--log-level", &args.log_level),
+            ] {
                 if let Some(v) = v {
                     command.args([flag, v]);
                 }
@@ -446,7 +461,8 @@ pub fn status(ctx: &Invocation) -> Result<()> {
     let up = s["uptime_seconds"].as_u64().unwrap_or(0);
     outln!("  uptime {}h {:02}m {:02}s (since {})", up / 3600, up / 60 % 60, up % 60, s["started_at"].as_str().unwrap_or("?"));
     outln!("  store {}{}", s["store"].as_str().unwrap_or("?"), if s["encrypted"] == true { " (encrypted)" } else { "" });
-    let types: Vec<String> = s["records_by_type"].as_object().map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect()).unwrap_or_default();
+    let types: Vec<String> =
+        s["records_by_type"].as_object().map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect()).unwrap_or_default();
     outln!("  records {} ({})", s["total_records"], types.join(" "));
     let last = &s["last_consolidation"];
     if last.is_null() {
@@ -478,7 +494,11 @@ pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
     let outcome = match std::io::stdin().take(4 * 1024 * 1024).read_to_string(&mut raw) {
         Err(e) => HookOutcome { hook: Some(name), error: Some(format!("cannot read stdin: {e}")), ..HookOutcome::default() },
         Ok(_) => {
-            let value = if raw.trim().is_empty() { Ok(serde_json::json!({})) } else { serde_json::from_str(&raw).map_err(|e| format!("stdin is not JSON: {e}")) };
+            let value = if raw.trim().is_empty() {
+                Ok(serde_json::json!({}))
+            } else {
+                serde_json::from_str(&raw).map_err(|e| format!("stdin is not JSON: {e}"))
+            };
             match value.and_then(|v| HookInput::from_json(v.clone()).map(|i| (v, i))) {
                 Err(e) => HookOutcome { hook: Some(name), error: Some(e), ..HookOutcome::default() },
                 Ok((value, input)) => run_hook(ctx, args, name, value, input),

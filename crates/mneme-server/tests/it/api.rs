@@ -22,7 +22,11 @@ async fn grpc_round_trip_of_every_operation() {
     let ev = c
         .ingest_event(pb::IngestEventRequest {
             options: opts("deploy note"),
-            event: Some(pb::EventPayload { event_kind: "message".into(), text: "deployed the gateway to staging".into(), ..Default::default() }),
+            event: Some(pb::EventPayload {
+                event_kind: "message".into(),
+                text: "deployed the gateway to staging".into(),
+                ..Default::default()
+            }),
         })
         .await
         .expect("IngestEvent")
@@ -56,7 +60,8 @@ async fn grpc_round_trip_of_every_operation() {
     }
 
     let obs = |s: &str, p: &str, o: &str| pb::IngestObservationRequest { options: None, fact: Some(fact(s, p, o)) };
-    let a = c.ingest_observation(obs("Gateway", "runs on", "port 8080")).await.expect("IngestObservation").into_inner().record.expect("record");
+    let a =
+        c.ingest_observation(obs("Gateway", "runs on", "port 8080")).await.expect("IngestObservation").into_inner().record.expect("record");
     let b = c.ingest_observation(obs("Gateway", "uses", "TLS 1.3")).await.expect("IngestObservation").into_inner().record.expect("record");
     let w = c
         .ingest_working_state(pb::IngestWorkingStateRequest {
@@ -71,24 +76,40 @@ async fn grpc_round_trip_of_every_operation() {
     assert_eq!(w.memory_type, pb::MemoryType::Working as i32);
 
     let outcome = c
-        .ingest_outcome(pb::IngestOutcomeRequest { target_id: a.id.clone(), outcome: pb::Outcome::Failure as i32, amount: Some(0.2), ..Default::default() })
+        .ingest_outcome(pb::IngestOutcomeRequest {
+            target_id: a.id.clone(),
+            outcome: pb::Outcome::Failure as i32,
+            amount: Some(0.2),
+            ..Default::default()
+        })
         .await
         .expect("IngestOutcome")
         .into_inner();
     assert!(outcome.salience_after < outcome.salience_before);
 
     let hits = c
-        .retrieve(pb::RetrieveRequest { query: "gateway port".into(), types: vec![pb::MemoryType::Semantic as i32], limit: 5, ..Default::default() })
+        .retrieve(pb::RetrieveRequest {
+            query: "gateway port".into(),
+            types: vec![pb::MemoryType::Semantic as i32],
+            limit: 5,
+            ..Default::default()
+        })
         .await
         .expect("Retrieve")
         .into_inner()
         .hits;
     assert_eq!(hits.first().and_then(|h| h.record.as_ref()).map(|r| r.id.clone()), Some(a.id.clone()));
 
-    let got = c.retrieve_by_id(pb::RetrieveByIdRequest { id: b.id.clone() }).await.expect("RetrieveById").into_inner().record.expect("record");
+    let got =
+        c.retrieve_by_id(pb::RetrieveByIdRequest { id: b.id.clone() }).await.expect("RetrieveById").into_inner().record.expect("record");
     assert_eq!(got.id, b.id);
 
-    let change = |o: &str| Some(pb::RevisionChange { payload: Some(pb::Payload { kind: Some(pb::payload::Kind::Semantic(fact("Gateway", "runs on", o))) }), ..Default::default() });
+    let change = |o: &str| {
+        Some(pb::RevisionChange {
+            payload: Some(pb::Payload { kind: Some(pb::payload::Kind::Semantic(fact("Gateway", "runs on", o))) }),
+            ..Default::default()
+        })
+    };
     let sup = c
         .supersede(pb::SupersedeRequest { id: a.id.clone(), change: change("port 9443"), actor: "test".into(), rationale: "moved".into() })
         .await
@@ -105,7 +126,12 @@ async fn grpc_round_trip_of_every_operation() {
         .record
         .expect("record");
     let merged = c
-        .merge(pb::MergeRequest { ids: vec![sup.id.clone(), fork.id.clone()], change: None, actor: "test".into(), rationale: "same thing".into() })
+        .merge(pb::MergeRequest {
+            ids: vec![sup.id.clone(), fork.id.clone()],
+            change: None,
+            actor: "test".into(),
+            rationale: "same thing".into(),
+        })
         .await
         .expect("Merge")
         .into_inner()
@@ -113,15 +139,29 @@ async fn grpc_round_trip_of_every_operation() {
         .expect("record");
     assert_eq!(merged.lineage.as_ref().map(|l| l.operation.clone()), Some("merge".into()));
     let contested = c
-        .contest(pb::ContestRequest { id: b.id.clone(), claim: "it uses TLS 1.2".into(), actor: "test".into(), rationale: "log says so".into(), ..Default::default() })
+        .contest(pb::ContestRequest {
+            id: b.id.clone(),
+            claim: "it uses TLS 1.2".into(),
+            actor: "test".into(),
+            rationale: "log says so".into(),
+            ..Default::default()
+        })
         .await
         .expect("Contest")
         .into_inner()
         .record
         .expect("record");
     assert_eq!(contested.status, pb::Status::Contested as i32);
-    let up = c.reinforce(pb::AdjustRequest { id: merged.id.clone(), amount: None, actor: "test".into(), rationale: "used".into() }).await.expect("Reinforce").into_inner();
-    let down = c.penalize(pb::AdjustRequest { id: merged.id.clone(), amount: Some(0.3), actor: "test".into(), rationale: "wrong".into() }).await.expect("Penalize").into_inner();
+    let up = c
+        .reinforce(pb::AdjustRequest { id: merged.id.clone(), amount: None, actor: "test".into(), rationale: "used".into() })
+        .await
+        .expect("Reinforce")
+        .into_inner();
+    let down = c
+        .penalize(pb::AdjustRequest { id: merged.id.clone(), amount: Some(0.3), actor: "test".into(), rationale: "wrong".into() })
+        .await
+        .expect("Penalize")
+        .into_inner();
     assert!(down.after < up.after);
     let retracted = c
         .retract(pb::RetractRequest { id: w.id.clone(), actor: "test".into(), rationale: "stale".into() })
@@ -151,9 +191,11 @@ async fn http_round_trip_of_every_operation() {
     let (s, ev) = d.post("/v1/ingest/event", json!({ "options": { "tags": ["x"], "sensitivity": "medium" }, "event": { "event_kind": "message", "text": "the build is green" } })).await;
     assert_eq!(s, 200, "{ev}");
     assert_eq!(ev["record"]["sensitivity"], "medium");
-    let (s, _) = d.post("/v1/ingest/tool_output", json!({ "output": { "tool": "exec", "args": { "cmd": "make" }, "error": "exit 2" } })).await;
+    let (s, _) =
+        d.post("/v1/ingest/tool_output", json!({ "output": { "tool": "exec", "args": { "cmd": "make" }, "error": "exit 2" } })).await;
     assert_eq!(s, 200);
-    let (s, a) = d.post("/v1/ingest/observation", json!({ "fact": { "subject": "CI", "predicate": "uses", "object": "GitHub Actions" } })).await;
+    let (s, a) =
+        d.post("/v1/ingest/observation", json!({ "fact": { "subject": "CI", "predicate": "uses", "object": "GitHub Actions" } })).await;
     assert_eq!(s, 200);
     let a_id = a["record"]["id"].as_str().expect("id").to_string();
     let (s, b) = d.post("/v1/ingest/observation", json!({ "fact": { "subject": "CI", "predicate": "runs", "object": "nightly" } })).await;
@@ -172,7 +214,8 @@ async fn http_round_trip_of_every_operation() {
     assert_eq!(d.get(&format!("/v1/records/{b_id}")).await.1["record"]["id"], b_id.as_str());
 
     let change = json!({ "payload": { "kind": "semantic", "subject": "CI", "predicate": "uses", "object": "Forgejo" } });
-    let (s, sup) = d.post(&format!("/v1/records/{a_id}/supersede"), json!({ "change": change, "actor": "t", "rationale": "migrated" })).await;
+    let (s, sup) =
+        d.post(&format!("/v1/records/{a_id}/supersede"), json!({ "change": change, "actor": "t", "rationale": "migrated" })).await;
     assert_eq!(s, 200, "{sup}");
     let sup_id = sup["record"]["id"].as_str().expect("id").to_string();
     let (s, fork) = d.post(&format!("/v1/records/{sup_id}/fork"), json!({ "change": { "summary": "variant" }, "rationale": "try" })).await;
@@ -208,9 +251,25 @@ async fn errors_have_precise_codes_and_change_nothing() {
     // HTTP
     let cases = [
         (d.post("/v1/ingest/event", json!({ "event": { "text": "x" } })).await, 400, "invalid_argument", "event_kind"),
-        (d.post("/v1/ingest/event", json!({ "event": { "event_kind": "m", "text": "x" }, "bogus": 1 })).await, 400, "invalid_argument", "bogus"),
-        (d.post("/v1/ingest/event", json!({ "options": { "sensitivity": "secret" }, "event": { "event_kind": "m", "text": "x" } })).await, 400, "invalid_argument", "options.sensitivity"),
-        (d.post("/v1/ingest/event", json!({ "options": { "confidence": 7 }, "event": { "event_kind": "m", "text": "x" } })).await, 400, "invalid_argument", "confidence"),
+        (
+            d.post("/v1/ingest/event", json!({ "event": { "event_kind": "m", "text": "x" }, "bogus": 1 })).await,
+            400,
+            "invalid_argument",
+            "bogus",
+        ),
+        (
+            d.post("/v1/ingest/event", json!({ "options": { "sensitivity": "secret" }, "event": { "event_kind": "m", "text": "x" } }))
+                .await,
+            400,
+            "invalid_argument",
+            "options.sensitivity",
+        ),
+        (
+            d.post("/v1/ingest/event", json!({ "options": { "confidence": 7 }, "event": { "event_kind": "m", "text": "x" } })).await,
+            400,
+            "invalid_argument",
+            "confidence",
+        ),
         (d.post(&format!("/v1/records/{missing}/retract"), json!({ "rationale": "r" })).await, 404, "not_found", missing),
         (d.post("/v1/records/not-an-id/retract", json!({ "rationale": "r" })).await, 400, "invalid_argument", "id"),
         (d.post(&format!("/v1/records/{id}/supersede"), json!({ "rationale": "r" })).await, 409, "failed_precondition", "episodic"),

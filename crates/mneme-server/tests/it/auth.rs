@@ -1,9 +1,9 @@
 //! Principals: keys, read ceilings and scopes, write policy, rate limits, and the rule
 //! that a non-loopback listener needs keys.
 
+use mneme_core::Sensitivity;
 use mneme_server::config::PrincipalConfig;
 use mneme_server::pb;
-use mneme_core::Sensitivity;
 use serde_json::json;
 use tonic::Code;
 use tonic::metadata::MetadataValue;
@@ -51,7 +51,8 @@ async fn keys_are_required_and_checked_on_both_transports() {
     assert_eq!((s, body["error"]["code"].as_str()), (401, Some("unauthenticated")));
     let (s, _) = d.post_auth("/v1/retrieve", json!({}), Some("wrong-key-0123456789abcdef")).await;
     assert_eq!(s, 401);
-    let response = d.http.post(d.url("/v1/retrieve")).header("authorization", format!("Basic {ADMIN}")).json(&json!({})).send().await.expect("req");
+    let response =
+        d.http.post(d.url("/v1/retrieve")).header("authorization", format!("Basic {ADMIN}")).json(&json!({})).send().await.expect("req");
     assert_eq!(response.status().as_u16(), 401);
     assert_eq!(response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()), Some("Bearer"));
     // An unauthenticated request is refused before its body is even read.
@@ -78,13 +79,20 @@ async fn keys_are_required_and_checked_on_both_transports() {
 async fn principals_read_within_their_ceiling_and_scopes_only() {
     let d = keyed().await;
     let mut ids = std::collections::HashMap::new();
-    for (name, sens, scope) in [("low-global", "low", ""), ("medium-global", "medium", ""), ("low-a", "low", "project:a"), ("low-b", "low", "project:b")] {
+    for (name, sens, scope) in
+        [("low-global", "low", ""), ("medium-global", "medium", ""), ("low-a", "low", "project:a"), ("low-b", "low", "project:b")]
+    {
         let (s, r) = d.post_auth("/v1/ingest/event", ingest(&format!("secret plan {name}"), sens, scope), Some(ADMIN)).await;
         assert_eq!(s, 200, "{r}");
         ids.insert(name, r["record"]["id"].as_str().expect("id").to_string());
     }
     let seen = |body: serde_json::Value| -> Vec<String> {
-        body["hits"].as_array().expect("hits").iter().map(|h| h["record"]["summary"].as_str().unwrap_or("").replace("secret plan ", "")).collect()
+        body["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .map(|h| h["record"]["summary"].as_str().unwrap_or("").replace("secret plan ", ""))
+            .collect()
     };
     // The reader's ceiling is low: even asking for critical it sees no medium record.
     let (_, r) = d.post_auth("/v1/retrieve", json!({ "query": "secret plan", "max_sensitivity": "critical" }), Some(READER)).await;
@@ -124,7 +132,8 @@ async fn writes_outside_the_policy_are_denied_and_write_nothing() {
     // Actors are attributed to the principal.
     assert_eq!(r["record"]["lineage"]["actor"], "team-a");
     // Revising a record outside its write scopes is denied (it may read global records).
-    let (_, g) = d.post_auth("/v1/ingest/observation", json!({ "fact": { "subject": "A", "predicate": "is", "object": "B" } }), Some(ADMIN)).await;
+    let (_, g) =
+        d.post_auth("/v1/ingest/observation", json!({ "fact": { "subject": "A", "predicate": "is", "object": "B" } }), Some(ADMIN)).await;
     let gid = g["record"]["id"].as_str().expect("id");
     let (s, _) = d.post_auth(&format!("/v1/records/{gid}/retract"), json!({ "rationale": "mine now" }), Some(TEAM)).await;
     assert_eq!(s, 403);
@@ -161,7 +170,7 @@ async fn rate_limits_are_per_principal() {
 async fn non_loopback_without_keys_refuses_to_start() {
     let mut config = test_config();
     config.server.http_addr = "0.0.0.0:0".into();
-    let err = TestDaemon::try_with(config).await.err().expect("refused");
+    let err = TestDaemon::try_with(config).await.expect_err("refused");
     assert!(err.contains("non-loopback") && err.contains("principals"), "{err}");
     // With a key it starts.
     let mut config = test_config();
@@ -190,6 +199,6 @@ async fn keys_can_come_from_files() {
     p.key_sha256 = None;
     p.key_file = Some(dir.path().join("short"));
     config.principals = vec![p];
-    let err = TestDaemon::try_with(config).await.err().expect("refused");
+    let err = TestDaemon::try_with(config).await.expect_err("refused");
     assert!(err.contains("\"short\"") && err.contains("16 characters"), "{err}");
 }

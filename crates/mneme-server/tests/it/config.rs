@@ -12,13 +12,18 @@ fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 fn layers_apply_in_order_defaults_file_env_flags() {
     let dir = tempfile::tempdir().expect("dir");
     let file = dir.path().join("config.toml");
-    std::fs::write(&file, "[server]\ngrpc_addr = \"127.0.0.1:7000\"\nhttp_addr = \"127.0.0.1:7001\"\n[consolidation]\nbatch_size = 10\n").expect("write");
+    std::fs::write(&file, "[server]\ngrpc_addr = \"127.0.0.1:7000\"\nhttp_addr = \"127.0.0.1:7001\"\n[consolidation]\nbatch_size = 10\n")
+        .expect("write");
     let c = MnemeConfig::layered(Some(&file), true, env(&[]), &[]).expect("file");
     assert_eq!((c.server.grpc_addr.as_str(), c.consolidation.batch_size, c.consolidation.interval.as_str()), ("127.0.0.1:7000", 10, "30m"));
     let e = env(&[("MNEME_GRPC_ADDR", "127.0.0.1:7100"), ("MNEME_CFG__CONSOLIDATION__BATCH_SIZE", "20"), ("UNRELATED", "x")]);
     let c = MnemeConfig::layered(Some(&file), true, e.clone(), &[]).expect("env");
-    assert_eq!((c.server.grpc_addr.as_str(), c.server.http_addr.as_str(), c.consolidation.batch_size), ("127.0.0.1:7100", "127.0.0.1:7001", 20));
-    let sets = vec![("server.grpc_addr".to_string(), "\"127.0.0.1:7200\"".to_string()), ("consolidation.interval".to_string(), "5m".to_string())];
+    assert_eq!(
+        (c.server.grpc_addr.as_str(), c.server.http_addr.as_str(), c.consolidation.batch_size),
+        ("127.0.0.1:7100", "127.0.0.1:7001", 20)
+    );
+    let sets =
+        vec![("server.grpc_addr".to_string(), "\"127.0.0.1:7200\"".to_string()), ("consolidation.interval".to_string(), "5m".to_string())];
     let c = MnemeConfig::layered(Some(&file), true, e, &sets).expect("flags");
     assert_eq!((c.server.grpc_addr.as_str(), c.consolidation.interval.as_str()), ("127.0.0.1:7200", "5m"));
     // A missing optional file is the defaults; a missing required one is an error.
@@ -47,7 +52,8 @@ fn errors_name_the_key() {
     }
     let err = MnemeConfig::layered(None, false, env(&[("MNEME_HTTP_ADDR", "nowhere")]), &[]).expect_err("env").to_string();
     assert!(err.contains("server.http_addr"), "{err}");
-    let err = MnemeConfig::layered(None, false, env(&[("MNEME_CFG__SERVER__MAX_REQUEST_BYTES", "\"big\"")]), &[]).expect_err("type").to_string();
+    let err =
+        MnemeConfig::layered(None, false, env(&[("MNEME_CFG__SERVER__MAX_REQUEST_BYTES", "\"big\"")]), &[]).expect_err("type").to_string();
     assert!(err.contains("server.max_request_bytes"), "{err}");
 }
 
@@ -59,7 +65,9 @@ fn show_redacts_secrets() {
     assert!(!shown.contains("sk-very-secret") && !shown.contains("0000000000"), "{shown}");
     assert!(shown.contains("<redacted>"));
     // What is shown parses back.
-    assert!(MnemeConfig::from_toml(&shown.replace("\"<redacted>\"", "\"x\""), "shown").is_err_and(|e| e.to_string().contains("key_sha256")));
+    assert!(
+        MnemeConfig::from_toml(&shown.replace("\"<redacted>\"", "\"x\""), "shown").is_err_and(|e| e.to_string().contains("key_sha256"))
+    );
 }
 
 #[test]

@@ -82,7 +82,13 @@ fn facts(list: &[(&str, &str, &str, f64)]) -> Reply {
 
 #[tokio::test]
 async fn failures_back_off_and_fall_back_to_regex() {
-    let (endpoint, script) = llm(vec![Reply::Slow, Reply::Status(429), Reply::Content("this is not json".into()), Reply::Content("{\"facts\": [{\"subject\": 1}]}".into())]).await;
+    let (endpoint, script) = llm(vec![
+        Reply::Slow,
+        Reply::Status(429),
+        Reply::Content("this is not json".into()),
+        Reply::Content("{\"facts\": [{\"subject\": 1}]}".into()),
+    ])
+    .await;
     let d = daemon(&endpoint).await;
 
     say(&d, "Gitea runs on port 3000.").await;
@@ -125,7 +131,11 @@ async fn failures_back_off_and_fall_back_to_regex() {
 async fn valid_answers_ingest_reinforce_supersede_and_contest() {
     let (endpoint, _script) = llm(vec![
         facts(&[("Atlas", "deploys to", "Hetzner", 0.9), ("Atlas", "prefers", "small diffs", 0.7), ("Noise", "is", "low confidence", 0.3)]),
-        facts(&[("Atlas", "deploys to", "Hetzner", 0.9), ("Atlas", "prefers", "large diffs", 0.65), ("Atlas", "deploys to", "Fly.io", 0.95)]),
+        facts(&[
+            ("Atlas", "deploys to", "Hetzner", 0.9),
+            ("Atlas", "prefers", "large diffs", 0.65),
+            ("Atlas", "deploys to", "Fly.io", 0.95),
+        ]),
     ])
     .await;
     let d = daemon(&endpoint).await;
@@ -143,7 +153,9 @@ async fn valid_answers_ingest_reinforce_supersede_and_contest() {
         .as_array()
         .expect("hits")
         .iter()
-        .map(|h| (h["record"]["payload"]["object"].as_str().unwrap_or("").to_string(), h["record"]["status"].as_str().unwrap_or("").to_string()))
+        .map(|h| {
+            (h["record"]["payload"]["object"].as_str().unwrap_or("").to_string(), h["record"]["status"].as_str().unwrap_or("").to_string())
+        })
         .collect();
     assert!(objects.contains(&("Fly.io".into(), "active".into())), "{objects:?}");
     assert!(objects.contains(&("small diffs".into(), "contested".into())), "{objects:?}");

@@ -1,6 +1,6 @@
 //! The agent hook pipeline end to end, the regex extractor and the context formatter.
 
-use mneme_server::hooks::{HookInput, normalize_error, summarize_messages, CompactingMessage};
+use mneme_server::hooks::{CompactingMessage, HookInput, normalize_error, summarize_messages};
 use mneme_server::patterns::{Triple, extract};
 use mneme_server::pb;
 use serde_json::{Value, json};
@@ -30,8 +30,12 @@ fn extraction_english_and_german_deduplicated_and_noise_filtered() {
 
 #[test]
 fn hook_input_accepts_nested_and_flat_shapes() {
-    let nested = HookInput::from_json(json!({ "event": { "content": "hi", "toolName": "exec" }, "ctx": { "sessionId": "s1", "channelId": "dm:1" } })).expect("nested");
-    let flat = HookInput::from_json(json!({ "content": "hi", "tool_name": "exec", "session_id": "s1", "channelId": "dm:1" })).expect("flat");
+    let nested = HookInput::from_json(
+        json!({ "event": { "content": "hi", "toolName": "exec" }, "ctx": { "sessionId": "s1", "channelId": "dm:1" } }),
+    )
+    .expect("nested");
+    let flat =
+        HookInput::from_json(json!({ "content": "hi", "tool_name": "exec", "session_id": "s1", "channelId": "dm:1" })).expect("flat");
     assert_eq!(nested, flat);
     assert_eq!(nested.ctx.session(), "s1");
     assert!(HookInput::from_json(json!([1, 2])).is_err());
@@ -40,14 +44,22 @@ fn hook_input_accepts_nested_and_flat_shapes() {
 
 #[test]
 fn compaction_summary_and_failure_modes() {
-    let msgs: Vec<CompactingMessage> =
-        (0..20).map(|i| CompactingMessage { role: if i % 2 == 0 { "user" } else { "assistant" }.into(), content: format!("{i} {}", "x".repeat(300)), timestamp: None }).collect();
+    let msgs: Vec<CompactingMessage> = (0..20)
+        .map(|i| CompactingMessage {
+            role: if i % 2 == 0 { "user" } else { "assistant" }.into(),
+            content: format!("{i} {}", "x".repeat(300)),
+            timestamp: None,
+        })
+        .collect();
     let s = summarize_messages(&msgs, 15, 200);
     assert_eq!(s.lines().count(), 15);
     assert!(s.starts_with("[A] 5 ") && s.lines().all(|l| l.chars().count() <= 4 + 200 + 3), "{s}");
     assert_eq!(summarize_messages(&[], 15, 200), "(no messages)");
     assert_eq!(normalize_error("ENOENT: /home/a/x.txt missing"), normalize_error("ENOENT: /tmp/y missing"));
-    assert_eq!(normalize_error("connect 127.0.0.1:8080 refused at 2026-01-01T10:00:00Z"), normalize_error("connect 127.0.0.1:9090 refused at 2026-02-03T11:12:13Z"));
+    assert_eq!(
+        normalize_error("connect 127.0.0.1:8080 refused at 2026-01-01T10:00:00Z"),
+        normalize_error("connect 127.0.0.1:9090 refused at 2026-02-03T11:12:13Z")
+    );
     assert_ne!(normalize_error("timeout"), normalize_error("permission denied"));
 }
 
@@ -71,7 +83,12 @@ async fn full_hook_pipeline() {
     let start = hook(&d, "session_start", json!({ "ctx": ctx })).await;
     assert_eq!(start["context"], "");
 
-    hook(&d, "message_received", json!({ "event": { "content": "Docker requires the sg wrapper on this host.", "from": "howard" }, "ctx": ctx })).await;
+    hook(
+        &d,
+        "message_received",
+        json!({ "event": { "content": "Docker requires the sg wrapper on this host.", "from": "howard" }, "ctx": ctx }),
+    )
+    .await;
     hook(&d, "message_sent", json!({ "event": { "content": "Noted. Postgres runs on port 5432." }, "ctx": ctx })).await;
     let messages = records(&d, "episodic", &["source:hooks"]).await;
     assert_eq!(messages.len(), 2);
@@ -79,8 +96,16 @@ async fn full_hook_pipeline() {
     assert_eq!((user["payload"]["sender"].as_str(), user["payload"]["ref"].as_str()), (Some("howard"), Some("sess-1")));
     assert_eq!(user["sensitivity"], "medium", "direct-message channels are medium");
     let facts = records(&d, "semantic", &["extraction:regex"]).await;
-    let triples: Vec<(String, String, String)> =
-        facts.iter().map(|f| (f["payload"]["subject"].as_str().unwrap_or("").into(), f["payload"]["predicate"].as_str().unwrap_or("").into(), f["payload"]["object"].as_str().unwrap_or("").into())).collect();
+    let triples: Vec<(String, String, String)> = facts
+        .iter()
+        .map(|f| {
+            (
+                f["payload"]["subject"].as_str().unwrap_or("").into(),
+                f["payload"]["predicate"].as_str().unwrap_or("").into(),
+                f["payload"]["object"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
     assert!(triples.contains(&("Docker".into(), "requires".into(), "the sg wrapper on this host".into())), "{triples:?}");
     assert!(triples.contains(&("Postgres".into(), "runs on".into(), "port 5432".into())), "{triples:?}");
     // The same statement again is not stored twice.
@@ -106,7 +131,11 @@ async fn full_hook_pipeline() {
                 .into_inner();
             assert!(r.error.is_empty(), "{}", r.error);
         } else {
-            let event = if ok { json!({ "toolName": "exec", "success": true }) } else { json!({ "toolName": "exec", "error": "ENOENT: /home/x missing" }) };
+            let event = if ok {
+                json!({ "toolName": "exec", "success": true })
+            } else {
+                json!({ "toolName": "exec", "error": "ENOENT: /home/x missing" })
+            };
             hook(&d, "after_tool_call", json!({ "event": event, "ctx": session })).await;
         }
     }
@@ -123,7 +152,8 @@ async fn full_hook_pipeline() {
     assert_eq!(h["ancestors"].as_array().map(Vec::len), Some(2), "{h}");
 
     // Compaction snapshot.
-    let msgs: Vec<Value> = (0..20).map(|i| json!({ "role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i}") })).collect();
+    let msgs: Vec<Value> =
+        (0..20).map(|i| json!({ "role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("message {i}") })).collect();
     hook(&d, "before_compaction", json!({ "event": { "compactingMessages": msgs, "compactingCount": 20 }, "ctx": ctx })).await;
     let working = records(&d, "working", &["trigger:compaction"]).await;
     assert_eq!(working.len(), 1);

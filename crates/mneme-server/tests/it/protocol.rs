@@ -43,17 +43,30 @@ async fn reflection_lists_the_services_to_a_generic_client() {
     for service in ["mneme.v1.Memory", "mneme.v1.Hooks", "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"] {
         assert!(out.contains(&format!("service {service}\n")), "{service} not listed:\n{out}");
     }
-    for method in ["IngestEvent", "IngestToolOutput", "IngestObservation", "IngestOutcome", "IngestWorkingState", "Retrieve", "RetrieveById", "History", "Supersede", "Fork", "Retract", "Merge", "Contest", "Reinforce", "Penalize", "GetMetrics"] {
+    for method in [
+        "IngestEvent",
+        "IngestToolOutput",
+        "IngestObservation",
+        "IngestOutcome",
+        "IngestWorkingState",
+        "Retrieve",
+        "RetrieveById",
+        "History",
+        "Supersede",
+        "Fork",
+        "Retract",
+        "Merge",
+        "Contest",
+        "Reinforce",
+        "Penalize",
+        "GetMetrics",
+    ] {
         assert!(out.contains(&format!("method mneme.v1.Memory/{method} ")), "{method} missing:\n{out}");
     }
     assert!(out.contains("method mneme.v1.Hooks/SessionStart mneme.v1.SessionStartRequest"), "{out}");
     let mut health = HealthClient::new(d.channel().await);
-    let status = health
-        .check(tonic_health::pb::HealthCheckRequest { service: "mneme.v1.Memory".into() })
-        .await
-        .expect("health")
-        .into_inner()
-        .status;
+    let status =
+        health.check(tonic_health::pb::HealthCheckRequest { service: "mneme.v1.Memory".into() }).await.expect("health").into_inner().status;
     assert_eq!(status, ServingStatus::Serving as i32);
     d.stop().await;
 }

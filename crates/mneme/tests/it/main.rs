@@ -1,8 +1,10 @@
 //! End-to-end tests of the `mneme` binary in temp directories: the demo flow, `--json`,
 //! every class of bad input (each must leave the store unchanged), encryption from the
-//! environment, concurrent writers, crash consistency, and the bench protocol.
+//! environment, concurrent writers, crash consistency, the bench protocol, and the
+//! daemon as a process: serve, up/down/status, the supervisor, `mneme hook`, config.
 
 mod bad_input;
+mod daemon;
 mod durability;
 mod flows;
 

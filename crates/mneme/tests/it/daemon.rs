@@ -1,0 +1,261 @@
+//! The daemon as a real process: graceful shutdown with requests in flight, `up` / `status`
+//! / `down` with port fallback, supervisor restarts, `mneme hook`, `config show/check`.
+
+use std::io::Write as _;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::Mneme;
+
+fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn daemon_file(m: &Mneme) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(m.dir.path().join("daemon.json")).ok()?).ok()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    mneme_server::init_tls();
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+fn post(addr: &str, path: &str, body: Value) -> (u16, Value) {
+    rt().block_on(async {
+        let r = reqwest::Client::new().post(format!("http://{addr}{path}")).json(&body).send().await.expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    })
+}
+
+fn healthy(addr: &str) -> Option<Value> {
+    rt().block_on(async {
+        let r = reqwest::Client::builder()
+            .timeout(Duration::from_secs(1))
+            .build()
+            .ok()?
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .ok()?;
+        r.json::<Value>().await.ok()
+    })
+}
+
+fn sigterm(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+}
+
+fn sigkill(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+}
+
+fn alive(pid: u32) -> bool {
+    rustix::process::Pid::from_raw(pid as i32).is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+fn serve(m: &Mneme) -> (Child, String) {
+    let child = m
+        .command()
+        .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(m))
+        .get("http_addr")
+        .and_then(Value::as_str)
+        .expect("addr")
+        .to_string();
+    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    (child, addr)
+}
+
+#[test]
+fn serve_shuts_down_cleanly_on_sigterm_with_requests_in_flight() {
+    let m = Mneme::new();
+    let (mut child, addr) = serve(&m);
+    let acked = rt().block_on(async {
+        let client = reqwest::Client::new();
+        let send = |i: usize| {
+            let (client, url) = (client.clone(), format!("http://{addr}/v1/ingest/event"));
+            async move {
+                let body = json!({ "event": { "event_kind": "message", "text": format!("in flight {i}") } });
+                let r = client.post(url).json(&body).send().await.ok()?;
+                r.json::<Value>().await.ok()?["record"]["id"].as_str().map(String::from)
+            }
+        };
+        let mut acked = Vec::new();
+        for i in 0..5 {
+            acked.push(send(i).await.expect("served before the signal"));
+        }
+        let tasks: Vec<_> = (5..80).map(|i| tokio::spawn(send(i))).collect();
+        let pid = child.id();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            sigterm(pid);
+        });
+        for t in tasks {
+            if let Some(id) = t.await.expect("task") {
+                acked.push(id);
+            }
+        }
+        acked
+    });
+    let status = child.wait().expect("exit");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(status.success(), "exit {status}: {stderr}");
+    assert!(stderr.contains("shutting down") && stderr.contains("stopped"), "{stderr}");
+    assert!(!m.dir.path().join("daemon.json").exists(), "daemon.json removed on shutdown");
+    assert!(acked.len() >= 5);
+    for id in &acked {
+        m.ok(&["show", id]);
+    }
+}
+
+#[test]
+fn up_status_recall_down_with_port_fallback() {
+    let m = Mneme::new();
+    // Another program holds the configured HTTP port.
+    let blocker = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = blocker.local_addr().expect("addr").port();
+    let up = m.json(&["up", "--grpc-addr", "127.0.0.1:0", "--http-addr", &format!("127.0.0.1:{port}")]);
+    assert_eq!(up["action"], "started", "{up}");
+    let http: String = up["http_addr"].as_str().expect("addr").into();
+    let got: u16 = http.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    assert!(got > port && got <= port + 5, "{up}");
+    assert!(up["notes"][0].as_str().unwrap_or("").contains("held by another program"), "{up}");
+
+    let status = m.json(&["status"]);
+    assert_eq!((status["running"].as_bool(), status["http_addr"].as_str()), (Some(true), Some(http.as_str())), "{status}");
+    let text = m.ok(&["status"]);
+    assert!(text.contains("running") && text.contains("records") && text.contains("errors in the last hour"), "{text}");
+
+    // recall goes through the daemon.
+    let (s, _) = post(&http, "/v1/ingest/event", json!({ "event": { "event_kind": "m", "text": "the backup runs nightly" } }));
+    assert_eq!(s, 200);
+    let hits = m.json(&["recall", "backup"]);
+    assert_eq!(hits.as_array().map(Vec::len), Some(1), "{hits}");
+
+    // A second `up` reuses the running daemon.
+    let again = m.json(&["up", "--grpc-addr", "127.0.0.1:0", "--http-addr", &format!("127.0.0.1:{port}")]);
+    assert_eq!((again["action"].as_str(), again["pid"].as_u64()), (Some("reused"), up["pid"].as_u64()), "{again}");
+
+    let down = m.json(&["down"]);
+    assert_eq!(down["stopped"], true, "{down}");
+    assert!(!alive(up["pid"].as_u64().expect("pid") as u32));
+    m.fails(&["status"], 3);
+    // Down again is harmless.
+    assert_eq!(m.json(&["down"])["running"], false);
+    drop(blocker);
+}
+
+#[test]
+fn supervisor_restarts_a_crashed_daemon_three_times_then_gives_up() {
+    let m = Mneme::new();
+    let up = m.json(&["up", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"]);
+    let supervisor = up["supervisor_pid"].as_u64().expect("supervisor") as u32;
+    let mut pid = up["pid"].as_u64().expect("pid") as u32;
+    for round in 1..=3 {
+        sigkill(pid);
+        let next = wait_until("a restarted daemon", Duration::from_secs(30), || {
+            let f = daemon_file(&m)?;
+            let p = f["pid"].as_u64()? as u32;
+            (p != pid && alive(p) && healthy(f["http_addr"].as_str()?).is_some()).then_some(p)
+        });
+        assert!(alive(supervisor), "round {round}");
+        pid = next;
+    }
+    sigkill(pid);
+    wait_until("the supervisor to give up", Duration::from_secs(30), || (!alive(supervisor)).then_some(()));
+    let log = std::fs::read_to_string(m.dir.path().join("mneme.log")).expect("log");
+    assert!(log.contains("restart 3/3") && log.contains("not restarting"), "{log}");
+    m.fails(&["status"], 3);
+}
+
+fn hook(m: &Mneme, args: &[&str], stdin: &str) -> (i32, Value, String) {
+    let mut child =
+        m.command().arg("hook").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("hook");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_str(&stdout).unwrap_or(Value::String(stdout)),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn hook_command_with_and_without_a_daemon() {
+    let m = Mneme::new();
+    // No daemon: handled in-process.
+    let (code, out, _) = hook(&m, &["message_received"], r#"{"content": "Nginx uses TLS 1.3.", "sessionId": "s1"}"#);
+    assert_eq!(code, 0);
+    assert_eq!(out["record_ids"].as_array().map(Vec::len), Some(2), "message + fact: {out}");
+    // Bad input never fails the caller.
+    let (code, out, stderr) = hook(&m, &["message_received"], "{not json");
+    assert_eq!(code, 0);
+    assert!(out["error"].as_str().unwrap_or("").contains("not JSON") && stderr.contains("not JSON"), "{out} {stderr}");
+    // An unknown hook is a usage error.
+    let (code, _, stderr) = hook(&m, &["lunch_break"], "{}");
+    assert_eq!(code, 2, "{stderr}");
+
+    // With a daemon: forwarded (the daemon's status counts the hook).
+    let (mut child, addr) = serve(&m);
+    let (code, out, _) = hook(&m, &["session_start", "--context-only"], r#"{"sessionId": "s2"}"#);
+    assert_eq!(code, 0);
+    assert!(out.as_str().unwrap_or("").contains("Nginx uses TLS 1.3"), "{out}");
+    let metrics =
+        rt().block_on(async { reqwest::get(format!("http://{addr}/metrics")).await.expect("metrics").text().await.expect("text") });
+    assert!(metrics.contains("mneme_hook_events_total{hook=\"session_start\",result=\"ok\"} 1"), "{metrics}");
+    sigterm(child.id());
+    assert!(child.wait().expect("exit").success());
+}
+
+#[test]
+fn config_show_redacts_and_check_names_the_key() {
+    let m = Mneme::new();
+    let out = m
+        .command()
+        .args(["config", "show"])
+        .env("MNEME_LLM_API_KEY", "sk-live-secret")
+        .env("MNEME_LLM_ENDPOINT", "http://127.0.0.1:9/v1")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("llm_api_key = \"<redacted>\"") && !text.contains("sk-live-secret"), "{text}");
+    assert!(text.contains("llm_endpoint = \"http://127.0.0.1:9/v1\""), "{text}");
+    let shown = m.json(&["config", "show", "--set", "consolidation.batch_size=7"]);
+    assert_eq!(shown["consolidation"]["batch_size"], 7);
+
+    let bad = m.dir.path().join("bad.toml");
+    std::fs::write(&bad, "[server]\nhttp_addr = \"everywhere\"\n").expect("write");
+    let stderr = m.fails(&["config", "check", bad.to_str().expect("utf-8")], 6);
+    assert!(stderr.contains("server.http_addr") && stderr.contains("bad.toml"), "{stderr}");
+    let good = m.dir.path().join("good.toml");
+    std::fs::write(&good, "[consolidation]\ninterval = \"10m\"\n").expect("write");
+    assert!(m.ok(&["config", "check", good.to_str().expect("utf-8")]).contains("ok"));
+    // A bad environment value stops serve before it binds anything.
+    let out = m.command().args(["serve"]).env("MNEME_HTTP_ADDR", "nowhere").output().expect("run");
+    assert_eq!(out.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server.http_addr"));
+    // A key hash for [[principals]].
+    let mut child = m.command().args(["key", "hash"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all(b"0123456789abcdef-key\n").expect("write");
+    let out = child.wait_with_output().expect("out");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), mneme_server::auth::hash_key("0123456789abcdef-key"));
+}

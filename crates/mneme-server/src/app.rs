@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
+use mneme_core::{MemoryRecord, Payload};
+use mneme_service::{IngestOptions, MemoryService, ServiceResult};
 use serde::Serialize;
 
 use crate::auth::{Auth, Principal};
@@ -16,9 +18,83 @@ use crate::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use crate::metrics::Registry;
 use crate::ops::Ops;
 
+/// The ingest writer: one thread that takes every queued ingest RPC and commits them
+/// together (`MemoryService::ingest_each`), so concurrent ingests cost one transaction and
+/// no blocking-pool hand-off each.
+#[derive(Debug)]
+pub struct Ingestor {
+    tx: tokio::sync::mpsc::Sender<Message>,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+type IngestJob = (Payload, IngestOptions, tokio::sync::oneshot::Sender<ServiceResult<MemoryRecord>>);
+
+#[derive(Debug)]
+enum Message {
+    Ingest(IngestJob),
+    /// Finish what is queued, then let go of the store.
+    Stop,
+}
+
+impl Ingestor {
+    /// Most ingests committed in one transaction.
+    const MAX_BATCH: usize = 256;
+
+    pub fn start(service: Arc<MemoryService>) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(4096);
+        let thread = std::thread::Builder::new()
+            .name("mneme-ingest".into())
+            .spawn(move || {
+                let mut stop = false;
+                while !stop && let Some(first) = rx.blocking_recv() {
+                    let mut jobs = Vec::new();
+                    let mut next = Some(first);
+                    while let Some(message) = next.take() {
+                        match message {
+                            Message::Ingest(job) => jobs.push(job),
+                            Message::Stop => stop = true,
+                        }
+                        if stop || jobs.len() >= Self::MAX_BATCH {
+                            break;
+                        }
+                        next = rx.try_recv().ok();
+                    }
+                    if jobs.is_empty() {
+                        continue;
+                    }
+                    let (items, replies): (Vec<_>, Vec<_>) = jobs.into_iter().map(|(p, o, r)| ((p, o), r)).unzip();
+                    for (result, reply) in service.ingest_each(items).into_iter().zip(replies) {
+                        let _ = reply.send(result);
+                    }
+                }
+            })
+            .expect("the ingest thread starts");
+        Ingestor { tx, thread: std::sync::Mutex::new(Some(thread)) }
+    }
+
+    /// Stops the writer after what is queued and waits for it (shutdown).
+    pub async fn stop(&self) {
+        let _ = self.tx.send(Message::Stop).await;
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
+    }
+
+    pub async fn ingest(&self, payload: Payload, options: IngestOptions) -> ApiResult<MemoryRecord> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.tx
+            .send(Message::Ingest((payload, options, reply)))
+            .await
+            .map_err(|_| ApiError::Unavailable("the ingest writer has stopped".into()))?;
+        Ok(answer.await.map_err(|_| ApiError::Unavailable("the ingest writer has stopped".into()))??)
+    }
+}
+
 #[derive(Debug)]
 pub struct App {
     pub ops: Ops,
+    pub ingestor: Ingestor,
     pub auth: Auth,
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
@@ -70,6 +146,26 @@ impl App {
             tokio::task::spawn_blocking(move || op(&app, &principal))
                 .await
                 .map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))?
+        }
+        .await;
+        self.record(transport, method, &result, start);
+        result
+    }
+
+    /// An ingest RPC: policy checked here, the write done by the [`Ingestor`].
+    pub async fn ingest(
+        self: &Arc<Self>,
+        transport: &'static str,
+        method: &'static str,
+        authorization: Option<&str>,
+        payload: Payload,
+        options: IngestOptions,
+    ) -> ApiResult<MemoryRecord> {
+        let start = Instant::now();
+        let result = async {
+            let principal = self.principal(authorization)?;
+            let options = self.ops.write_options(&principal, options)?;
+            self.ingestor.ingest(payload, options).await
         }
         .await;
         self.record(transport, method, &result, start);

@@ -81,8 +81,8 @@ impl Default for ServerConfig {
             log_format: LogFormat::Text,
             log_level: "info".into(),
             max_request_bytes: 1024 * 1024,
-            rate_limit_per_second: 1000.0,
-            rate_limit_burst: 2000.0,
+            rate_limit_per_second: 20_000.0,
+            rate_limit_burst: 40_000.0,
             shutdown_grace: "10s".into(),
         }
     }

@@ -85,11 +85,18 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let http_addr = http_listener.local_addr().map_err(|e| e.to_string())?;
 
     let service_config = config.service();
-    let service = tokio::task::spawn_blocking(move || MemoryService::open(store, service_config, clock))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let ops = Ops::new(Arc::new(service), auth.requires_keys());
+    let readers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
+    let service = tokio::task::spawn_blocking(move || {
+        let mut service = MemoryService::open(store, service_config, clock)?;
+        service.add_readers(readers)?;
+        Ok::<_, mneme_service::ServiceError>(service)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    let service = Arc::new(service);
+    let ingestor = crate::app::Ingestor::start(service.clone());
+    let ops = Ops::new(service, auth.requires_keys());
     // Consolidation writes with its own full-access principal: it only ever writes facts
     // with the sensitivity and scope of the messages they came from.
     let internal = Arc::new(Principal::internal("mneme", Access::owner(), Sensitivity::Critical));
@@ -97,6 +104,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let app = Arc::new(App {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()),
         ops,
+        ingestor,
         auth,
         consolidator,
         metrics: Registry::default(),
@@ -127,7 +135,10 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             let signal = async move {
                 let _ = rx.wait_for(|stop| *stop).await;
             };
-            if let Err(e) = axum::serve(http_listener, router).with_graceful_shutdown(signal).await {
+            let listener = axum::serve::ListenerExt::tap_io(http_listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(signal).await {
                 tracing::error!(error = %e, "HTTP server failed");
             }
         })
@@ -152,6 +163,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             for job in jobs {
                 job.abort();
             }
+            app.ingestor.stop().await;
             if app.config.consolidation.enabled && app.consolidator.buffered() > 0 {
                 tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
                 let report = app.consolidator.run_cycle().await;
@@ -187,7 +199,12 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, mut rx: watch::Receiv
     let api = GrpcApi { app };
     let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);
     let hooks = pb::hooks_server::HooksServer::new(api).max_decoding_message_size(limit);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Small request/response RPCs: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
+    let incoming = tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(listener), |conn| {
+        conn.inspect(|s| {
+            let _ = s.set_nodelay(true);
+        })
+    });
     Ok(tokio::spawn(async move {
         let signal = async move {
             let _ = rx.wait_for(|stop| *stop).await;

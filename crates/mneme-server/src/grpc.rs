@@ -36,6 +36,30 @@ impl GrpcApi {
     }
 }
 
+impl GrpcApi {
+    /// The ingest RPCs: decode, then the app's ingest path (policy, then the group-commit writer).
+    async fn ingest<Req>(
+        &self,
+        method: &'static str,
+        request: Request<Req>,
+        decode: impl FnOnce(Req) -> ApiResult<(Payload, Option<pb::IngestOptions>)>,
+    ) -> Result<Response<pb::RecordResponse>, Status> {
+        let auth = authorization(&request);
+        let decoded = decode(request.into_inner()).and_then(|(payload, options)| Ok((payload, cv::ingest_options(options)?)));
+        let (payload, options) = match decoded {
+            Ok(d) => d,
+            Err(e) => {
+                // Authentication still comes first in what the caller is told.
+                self.app.principal(auth.as_deref()).map_err(Status::from)?;
+                self.app.metrics.request("grpc", method, e.code(), false, std::time::Duration::ZERO);
+                return Err(e.into());
+            }
+        };
+        let record = self.app.ingest("grpc", method, auth.as_deref(), payload, options).await?;
+        Ok(Response::new(record_response(&self.app, &record)))
+    }
+}
+
 fn record_response(app: &App, record: &mneme_core::MemoryRecord) -> pb::RecordResponse {
     pb::RecordResponse { record: Some(cv::record(record, app.ops.service.current_salience(record))) }
 }
@@ -51,27 +75,16 @@ fn ids(field: &str, list: &[String]) -> ApiResult<Vec<RecordId>> {
 #[tonic::async_trait]
 impl pb::memory_server::Memory for GrpcApi {
     async fn ingest_event(&self, request: Request<pb::IngestEventRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("IngestEvent", request, |app, p, m| {
-            let payload = Payload::Event(cv::event(required("event", m.event)?)?);
-            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
-        })
-        .await
+        self.ingest("IngestEvent", request, |m| Ok((Payload::Event(cv::event(required("event", m.event)?)?), m.options))).await
     }
 
     async fn ingest_tool_output(&self, request: Request<pb::IngestToolOutputRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("IngestToolOutput", request, |app, p, m| {
-            let payload = Payload::ToolOutput(cv::tool_output(required("output", m.output)?));
-            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
-        })
-        .await
+        self.ingest("IngestToolOutput", request, |m| Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)), m.options)))
+            .await
     }
 
     async fn ingest_observation(&self, request: Request<pb::IngestObservationRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("IngestObservation", request, |app, p, m| {
-            let payload = Payload::Semantic(cv::semantic(required("fact", m.fact)?)?);
-            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
-        })
-        .await
+        self.ingest("IngestObservation", request, |m| Ok((Payload::Semantic(cv::semantic(required("fact", m.fact)?)?), m.options))).await
     }
 
     async fn ingest_outcome(&self, request: Request<pb::IngestOutcomeRequest>) -> Result<Response<pb::IngestOutcomeResponse>, Status> {
@@ -101,11 +114,7 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn ingest_working_state(&self, request: Request<pb::IngestWorkingStateRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("IngestWorkingState", request, |app, p, m| {
-            let payload = Payload::Working(cv::working(required("state", m.state)?));
-            Ok(record_response(app, &app.ops.ingest(p, payload, cv::ingest_options(m.options)?)?))
-        })
-        .await
+        self.ingest("IngestWorkingState", request, |m| Ok((Payload::Working(cv::working(required("state", m.state)?)), m.options))).await
     }
 
     async fn retrieve(&self, request: Request<pb::RetrieveRequest>) -> Result<Response<pb::RetrieveResponse>, Status> {

@@ -383,18 +383,43 @@ macro_rules! handler {
     };
 }
 
-handler!(ingest_event, "IngestEvent", |app, p, b: EventBody| {
-    Ok(record_json(app, &app.ops.ingest(p, Payload::Event(b.event), b.options.into())?))
-});
-handler!(ingest_tool_output, "IngestToolOutput", |app, p, b: ToolOutputBody| {
-    Ok(record_json(app, &app.ops.ingest(p, Payload::ToolOutput(b.output), b.options.into())?))
-});
-handler!(ingest_observation, "IngestObservation", |app, p, b: ObservationBody| {
-    Ok(record_json(app, &app.ops.ingest(p, Payload::Semantic(b.fact), b.options.into())?))
-});
-handler!(ingest_working_state, "IngestWorkingState", |app, p, b: WorkingBody| {
-    Ok(record_json(app, &app.ops.ingest(p, Payload::Working(b.state), b.options.into())?))
-});
+/// The ingest endpoints: authenticate, parse, then the group-commit writer.
+async fn ingest_with<T: DeserializeOwned>(
+    app: Arc<App>,
+    headers: HeaderMap,
+    raw: Bytes,
+    method: &'static str,
+    split: impl FnOnce(T) -> (Payload, OptionsBody),
+) -> HttpResult {
+    let auth = authorization(&headers);
+    let parsed = parse::<T>(&raw).map(split);
+    let (payload, options) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            app.principal(auth.as_deref())?;
+            app.metrics.request("http", method, e.code(), false, std::time::Duration::ZERO);
+            return Err(e.into());
+        }
+    };
+    let record = app.ingest("http", method, auth.as_deref(), payload, options.into()).await?;
+    Ok(axum::Json(record_json(&app, &record)))
+}
+
+async fn ingest_event(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
+    ingest_with(app, headers, raw, "IngestEvent", |b: EventBody| (Payload::Event(b.event), b.options)).await
+}
+
+async fn ingest_tool_output(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
+    ingest_with(app, headers, raw, "IngestToolOutput", |b: ToolOutputBody| (Payload::ToolOutput(b.output), b.options)).await
+}
+
+async fn ingest_observation(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
+    ingest_with(app, headers, raw, "IngestObservation", |b: ObservationBody| (Payload::Semantic(b.fact), b.options)).await
+}
+
+async fn ingest_working_state(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
+    ingest_with(app, headers, raw, "IngestWorkingState", |b: WorkingBody| (Payload::Working(b.state), b.options)).await
+}
 handler!(ingest_outcome, "IngestOutcome", |app, p, b: OutcomeBody| {
     let request = OutcomeRequest {
         target: b.target_id,

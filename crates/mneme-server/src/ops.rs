@@ -43,7 +43,7 @@ impl Ops {
     }
 
     /// The options with the principal's defaults filled in, after the write check.
-    fn write_options(&self, p: &Principal, mut options: IngestOptions) -> ApiResult<IngestOptions> {
+    pub fn write_options(&self, p: &Principal, mut options: IngestOptions) -> ApiResult<IngestOptions> {
         let scope = options.scope.clone().unwrap_or_else(|| p.default_write_scope());
         p.check_write(options.sensitivity.unwrap_or(Sensitivity::Low), &scope)?;
         options.scope = Some(scope);

@@ -35,8 +35,16 @@ pub const DEFAULT_AMOUNT: f64 = 0.1;
 /// The memory engine.
 #[derive(Debug)]
 pub struct MemoryService {
-    // Invariant: the one connection; held for the duration of one operation only.
+    // Invariant: the one writing connection; held for the duration of one operation only.
     store: Mutex<Store>,
+    /// Read-only work (retrieve, get, history, metrics) runs here when present, in
+    /// parallel with each other and with the writer (WAL readers see committed data only).
+    readers: Vec<Mutex<Store>>,
+    next_reader: std::sync::atomic::AtomicUsize,
+    /// Ingests waiting to be written; whoever holds the writer lock commits them all in one
+    /// transaction (group commit), see [`MemoryService::ingest`].
+    pending: Mutex<Vec<PendingIngest>>,
+    options: StoreOptions,
     config: ServiceConfig,
     clock: Arc<dyn Clock>,
     // Invariant: guards v7 id generation so ids are strictly increasing in this process.
@@ -48,8 +56,27 @@ impl MemoryService {
     pub fn open(mut options: StoreOptions, config: ServiceConfig, clock: Arc<dyn Clock>) -> ServiceResult<Self> {
         config.validate()?;
         options.decay = config.decay;
-        let store = Store::open(options)?;
-        Ok(MemoryService { store: Mutex::new(store), config, clock, ids: Mutex::new(uuid::ContextV7::new()) })
+        let store = Store::open(options.clone())?;
+        Ok(MemoryService {
+            store: Mutex::new(store),
+            readers: Vec::new(),
+            next_reader: Default::default(),
+            pending: Mutex::new(Vec::new()),
+            options,
+            config,
+            clock,
+            ids: Mutex::new(uuid::ContextV7::new()),
+        })
+    }
+
+    /// Opens `n` more connections for reads (a long-running daemon wants them; a one-shot
+    /// CLI command does not).
+    pub fn add_readers(&mut self, n: usize) -> ServiceResult<()> {
+        let options = StoreOptions { create: false, ..self.options.clone() };
+        for _ in 0..n {
+            self.readers.push(Mutex::new(Store::open(options.clone())?));
+        }
+        Ok(())
     }
 
     pub fn config(&self) -> &ServiceConfig {
@@ -88,11 +115,57 @@ impl MemoryService {
     }
 
     /// Ingests any payload.
+    ///
+    /// Group commit: the request joins a queue; whoever next holds the writer lock writes
+    /// every queued ingest in one transaction and hands each its record. Under concurrency
+    /// this turns N commits into one; alone, it is one transaction as before. If the joint
+    /// transaction fails, each queued ingest is retried on its own, so every caller gets
+    /// its own result and an acknowledged record is always committed.
     pub fn ingest(&self, payload: Payload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
-        let new = self.new_record(payload, options)?;
-        let now = self.now();
-        let id = self.next_id(now);
-        self.store()?.write(|tx| tx.insert(&new, id, original_lineage(&new, now), now)).map_err(Into::into)
+        self.ingest_each(vec![(payload, options)])
+            .pop()
+            .unwrap_or_else(|| Err(ServiceError::Precondition("ingest was not processed".into())))
+    }
+
+    /// Ingests each item independently (one bad item does not fail the others), committing
+    /// the valid ones together with whatever else is queued: the group commit behind
+    /// [`MemoryService::ingest`], for callers that already hold a batch.
+    pub fn ingest_each(&self, items: Vec<(Payload, IngestOptions)>) -> Vec<ServiceResult<MemoryRecord>> {
+        let mut results: Vec<Option<ServiceResult<MemoryRecord>>> = Vec::with_capacity(items.len());
+        let mut slots = Vec::new();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            for (payload, options) in items {
+                match self.new_record(payload, options) {
+                    Err(e) => results.push(Some(Err(e))),
+                    Ok(new) => {
+                        let slot = Arc::new(Mutex::new(None));
+                        let now = self.now();
+                        // Ids are taken in queue order, so commit order follows id order.
+                        pending.push(PendingIngest { id: self.next_id(now), new, now, slot: slot.clone() });
+                        slots.push((results.len(), slot));
+                        results.push(None);
+                    }
+                }
+            }
+        }
+        if !slots.is_empty() {
+            match self.store() {
+                Err(e) => return vec![Err(e)],
+                Ok(mut store) => {
+                    // Someone else may have committed ours while we waited for the lock.
+                    let mine_done = slots.iter().all(|(_, s)| s.lock().unwrap_or_else(|p| p.into_inner()).is_some());
+                    if !mine_done {
+                        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+                        commit_pending(&mut store, batch);
+                    }
+                }
+            }
+        }
+        for (i, slot) in slots {
+            results[i] = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
+        results.into_iter().map(|r| r.unwrap_or_else(|| Err(ServiceError::Precondition("ingest was not processed".into())))).collect()
     }
 
     /// Ingests many records in one transaction: all or none.
@@ -279,7 +352,7 @@ impl MemoryService {
 
     /// A record by id, tombstones included.
     pub fn get(&self, id: &RecordId, access: &Access) -> ServiceResult<MemoryRecord> {
-        self.store()?.read(|tx| self.visible(tx.get(id)?, id, access))
+        self.reader()?.read(|tx| self.visible(tx.get(id)?, id, access))
     }
 
     /// Current salience of a record at the service clock's now.
@@ -290,7 +363,7 @@ impl MemoryService {
     /// Lineage (ancestors and descendants), links and the audit log of a record.
     pub fn history(&self, id: &RecordId, access: &Access) -> ServiceResult<History> {
         const MAX_RELATED: usize = 1000;
-        self.store()?.read(|tx| {
+        self.reader()?.read(|tx| {
             let record = self.visible(tx.get(id)?, id, access)?;
             let mut hidden = 0;
             let mut seen: HashSet<RecordId> = HashSet::from([record.id.clone()]);
@@ -357,7 +430,7 @@ impl MemoryService {
     }
 
     pub fn metrics(&self) -> ServiceResult<Metrics> {
-        let mut store = self.store()?;
+        let mut store = self.reader()?;
         let stats = store.read(|tx| tx.stats())?;
         Ok(Metrics {
             path: store.path().display().to_string(),
@@ -423,6 +496,21 @@ impl MemoryService {
         // A panic while holding the lock cannot leave a half-written transaction (SQLite
         // rolls back an unfinished one), so a poisoned lock is safe to reuse.
         Ok(self.store.lock().unwrap_or_else(|poison| poison.into_inner()))
+    }
+
+    /// A connection for read-only work: a free reader, else the next one in turn, else
+    /// (no readers opened) the writer.
+    fn reader(&self) -> ServiceResult<MutexGuard<'_, Store>> {
+        if self.readers.is_empty() {
+            return self.store();
+        }
+        for r in &self.readers {
+            if let Ok(guard) = r.try_lock() {
+                return Ok(guard);
+            }
+        }
+        let i = self.next_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.readers.len();
+        Ok(self.readers[i].lock().unwrap_or_else(|poison| poison.into_inner()))
     }
 
     fn next_id(&self, now: Timestamp) -> RecordId {
@@ -537,6 +625,35 @@ impl MemoryService {
             tx.append_audit(id, now, &who.actor, action, &who.rationale, &json!({ "amount": amount, "before": before, "after": after }))?;
             Ok(SalienceChange { id: id.clone(), before, after })
         })
+    }
+}
+
+/// An ingest waiting for the group commit; `slot` receives its result.
+#[derive(Debug)]
+struct PendingIngest {
+    id: RecordId,
+    new: NewRecord,
+    now: Timestamp,
+    slot: Arc<Mutex<Option<ServiceResult<MemoryRecord>>>>,
+}
+
+/// Writes queued ingests in one transaction and fills their slots. If that transaction
+/// fails, each is retried on its own so every caller gets its own result.
+fn commit_pending(store: &mut Store, batch: Vec<PendingIngest>) {
+    let insert = |tx: &mneme_store::WriteTx<'_>, p: &PendingIngest| tx.insert(&p.new, p.id.clone(), original_lineage(&p.new, p.now), p.now);
+    let joint = store.write(|tx| batch.iter().map(|p| insert(tx, p).map_err(ServiceError::from)).collect::<ServiceResult<Vec<_>>>());
+    match joint {
+        Ok(records) => {
+            for (p, record) in batch.iter().zip(records) {
+                *p.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ok(record));
+            }
+        }
+        Err(_) => {
+            for p in &batch {
+                let one = store.write(|tx| insert(tx, p)).map_err(ServiceError::from);
+                *p.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(one);
+            }
+        }
     }
 }
 

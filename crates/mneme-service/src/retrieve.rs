@@ -28,7 +28,7 @@ impl MemoryService {
         let filter = self.effective_filter(request, access);
         let now = self.now();
         let min_salience = request.min_salience.unwrap_or(0.0);
-        self.store()?.read(|tx| {
+        self.reader()?.read(|tx| {
             let scored = match fts5_expression(&request.query) {
                 Some(expr) => self.lexical(tx, &expr, &filter, request.limit, min_salience, now)?,
                 None => self.by_salience_and_recency(tx, &filter, request.limit, min_salience, now)?,

@@ -151,14 +151,14 @@ impl Rng {
 }
 
 /// Synthetic text: words from a 20,000-word vocabulary with a Zipf(1) distribution.
-struct TextGen {
+pub(crate) struct TextGen {
     words: Vec<String>,
     cumulative: Vec<f64>,
     rng: Rng,
 }
 
 impl TextGen {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         const VOCAB: usize = 20_000;
         let syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "qu", "dor", "fen", "gil", "hax", "jun"];
         let words: Vec<String> = (0..VOCAB)
@@ -191,13 +191,13 @@ impl TextGen {
         &self.words[i]
     }
 
-    fn sentence(&mut self) -> String {
+    pub(crate) fn sentence(&mut self) -> String {
         let n = 12 + self.rng.below(19);
         (0..n).map(|_| self.word().to_string()).collect::<Vec<_>>().join(" ")
     }
 
     /// A query of 2–3 mid-frequency words (vocabulary ranks 100..20,000).
-    fn query(&mut self) -> String {
+    pub(crate) fn query(&mut self) -> String {
         let n = 2 + self.rng.below(2);
         (0..n).map(|_| self.words[100 + self.rng.below(self.words.len() - 100)].clone()).collect::<Vec<_>>().join(" ")
     }
@@ -207,7 +207,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn summarize(mut v: Vec<f64>) -> (f64, f64) {
+pub(crate) fn summarize(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (percentile(&v, 0.5), percentile(&v, 0.99))
 }

@@ -422,4 +422,20 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 2000)]
         single: usize,
     },
+    /// The daemon under load: ingest RPC throughput and Retrieve latency with concurrent
+    /// clients, hook round trips, RSS; beside direct in-process calls on the same store.
+    Daemon {
+        /// Records in the store before the load starts.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Seconds of ingest load.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Retrieve calls (spread over the clients) and hook round trips.
+        #[arg(long, default_value_t = 4000)]
+        queries: usize,
+    },
 }

@@ -100,6 +100,9 @@ pub fn run(cli: Cli) -> Result<()> {
         return match bench {
             BenchCommand::Retrieval => crate::bench::retrieval(),
             BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
+            BenchCommand::Daemon { records, clients, seconds, queries } => {
+                crate::bench_daemon::daemon(*records, *clients, *seconds, *queries, cli.json)
+            }
         };
     }
     if let Command::Config(ConfigCommand::Check { file }) = &cli.command {

@@ -185,7 +185,7 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
     init_logging(ctx)?;
     mneme_server::init_tls();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let options = DaemonOptions {
             config: ctx.config.clone(),
             store: ctx.store_options(true),
@@ -201,7 +201,10 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
         });
         daemon.wait().await;
         Ok(())
-    })
+    });
+    // Never hang on exit because some blocking task does not return.
+    rt.shutdown_timeout(Duration::from_secs(5));
+    result
 }
 
 // ---- up / supervise / down -----------------------------------------------------------------

@@ -11,6 +11,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod bench_daemon;
 mod cli;
 mod commands;
 mod daemon;

@@ -65,7 +65,49 @@ fn alive(pid: u32) -> bool {
     rustix::process::Pid::from_raw(pid as i32).is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
 }
 
-fn serve(m: &Mneme) -> (Child, String) {
+/// A child process killed when the test ends, even by a panic (no stray daemons).
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// Stops whatever `mneme up` started in this data directory when the test ends.
+struct Down<'a>(&'a Mneme);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        for file in ["supervisor.json", "daemon.json"] {
+            if let Some(pid) = std::fs::read_to_string(self.0.dir.path().join(file))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|v| v["pid"].as_u64())
+            {
+                sigkill(pid as u32);
+            }
+        }
+    }
+}
+
+fn serve(m: &Mneme) -> (Guard, String) {
     let child = m
         .command()
         .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
@@ -73,6 +115,7 @@ fn serve(m: &Mneme) -> (Child, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("serve starts");
+    let child = Guard(child);
     let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(m))
         .get("http_addr")
         .and_then(Value::as_str)
@@ -102,7 +145,7 @@ fn serve_shuts_down_cleanly_on_sigterm_with_requests_in_flight() {
         }
         let tasks: Vec<_> = (5..80).map(|i| tokio::spawn(send(i))).collect();
         let pid = child.id();
-        tokio::spawn(async move {
+        let signal = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(15)).await;
             sigterm(pid);
         });
@@ -111,6 +154,7 @@ fn serve_shuts_down_cleanly_on_sigterm_with_requests_in_flight() {
                 acked.push(id);
             }
         }
+        signal.await.expect("the signal was sent");
         acked
     });
     let status = child.wait().expect("exit");
@@ -128,6 +172,7 @@ fn serve_shuts_down_cleanly_on_sigterm_with_requests_in_flight() {
 #[test]
 fn up_status_recall_down_with_port_fallback() {
     let m = Mneme::new();
+    let _down = Down(&m);
     // Another program holds the configured HTTP port.
     let blocker = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = blocker.local_addr().expect("addr").port();
@@ -165,6 +210,7 @@ fn up_status_recall_down_with_port_fallback() {
 #[test]
 fn supervisor_restarts_a_crashed_daemon_three_times_then_gives_up() {
     let m = Mneme::new();
+    let _down = Down(&m);
     let up = m.json(&["up", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"]);
     let supervisor = up["supervisor_pid"].as_u64().expect("supervisor") as u32;
     let mut pid = up["pid"].as_u64().expect("pid") as u32;

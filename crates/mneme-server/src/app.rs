@@ -31,7 +31,7 @@ type IngestJob = (Payload, IngestOptions, tokio::sync::oneshot::Sender<ServiceRe
 
 #[derive(Debug)]
 enum Message {
-    Ingest(IngestJob),
+    Ingest(Box<IngestJob>),
     /// Finish what is queued, then let go of the store.
     Stop,
 }
@@ -51,7 +51,7 @@ impl Ingestor {
                     let mut next = Some(first);
                     while let Some(message) = next.take() {
                         match message {
-                            Message::Ingest(job) => jobs.push(job),
+                            Message::Ingest(job) => jobs.push(*job),
                             Message::Stop => stop = true,
                         }
                         if stop || jobs.len() >= Self::MAX_BATCH {
@@ -84,7 +84,7 @@ impl Ingestor {
     pub async fn ingest(&self, payload: Payload, options: IngestOptions) -> ApiResult<MemoryRecord> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.tx
-            .send(Message::Ingest((payload, options, reply)))
+            .send(Message::Ingest(Box::new((payload, options, reply))))
             .await
             .map_err(|_| ApiError::Unavailable("the ingest writer has stopped".into()))?;
         Ok(answer.await.map_err(|_| ApiError::Unavailable("the ingest writer has stopped".into()))??)

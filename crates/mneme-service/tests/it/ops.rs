@@ -510,3 +510,50 @@ fn history_does_not_reveal_the_ids_of_hidden_records() {
     let owner_view = serde_json::to_string(&fx.service.history(&claim.id, &owner()).expect("history")).expect("json");
     assert!(owner_view.contains(hidden.id.as_str()));
 }
+
+#[test]
+fn group_commit_gives_each_concurrent_ingest_its_own_record() {
+    let mut fx = Fixture::new();
+    fx.service.add_readers(2).expect("readers");
+    let service = &fx.service;
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                s.spawn(move || {
+                    (0..50)
+                        .map(|i| {
+                            service
+                                .ingest_event(event(&format!("thread {t} item {i}")), IngestOptions::default())
+                                .expect("ingest")
+                                .id
+                                .to_string()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("thread")).collect()
+    });
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!((ids.len(), unique.len()), (400, 400));
+    // Every acknowledged record is readable (through the reader connections) with its text.
+    for (n, id) in ids.iter().enumerate().step_by(37) {
+        let record = fx.service.get(&id.parse().expect("id"), &owner()).expect("committed");
+        assert!(record.summary.contains("thread "), "{n}: {}", record.summary);
+    }
+    assert_eq!(fx.footprint().0, 400);
+}
+
+#[test]
+fn ingest_each_keeps_bad_items_from_failing_good_ones() {
+    let fx = Fixture::new();
+    let bad = IngestOptions { confidence: Some(f64::NAN), ..IngestOptions::default() };
+    let results = fx.service.ingest_each(vec![
+        (Payload::Event(event("first")), IngestOptions::default()),
+        (Payload::Event(event("second")), bad),
+        (Payload::Event(event("third")), IngestOptions::default()),
+    ]);
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert!(matches!(results[1], Err(mneme_service::ServiceError::Invalid(_))), "{:?}", results[1]);
+    assert_eq!(fx.footprint().0, 2);
+}

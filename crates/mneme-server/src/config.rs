@@ -71,6 +71,8 @@ pub struct ServerConfig {
     pub rate_limit_burst: f64,
     /// How long shutdown waits for in-flight requests before closing anyway.
     pub shutdown_grace: String,
+    /// SQLite connections for reads besides the writer (0: reads share the writer).
+    pub read_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +86,7 @@ impl Default for ServerConfig {
             rate_limit_per_second: 20_000.0,
             rate_limit_burst: 40_000.0,
             shutdown_grace: "10s".into(),
+            read_connections: 2,
         }
     }
 }
@@ -359,6 +362,9 @@ impl MnemeConfig {
         self.grpc_addr()?;
         self.http_addr()?;
         tracing_subscriber::EnvFilter::try_new(&self.server.log_level).map_err(|e| err("server.log_level", e))?;
+        if self.server.read_connections > 64 {
+            return Err(err("server.read_connections", "must be at most 64"));
+        }
         if self.server.max_request_bytes < 1024 {
             return Err(err("server.max_request_bytes", "must be at least 1024"));
         }

@@ -85,7 +85,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let http_addr = http_listener.local_addr().map_err(|e| e.to_string())?;
 
     let service_config = config.service();
-    let readers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8);
+    let readers = config.server.read_connections;
     let service = tokio::task::spawn_blocking(move || {
         let mut service = MemoryService::open(store, service_config, clock)?;
         service.add_readers(readers)?;

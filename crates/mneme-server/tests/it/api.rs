@@ -390,3 +390,42 @@ async fn shutdown_lets_in_flight_requests_finish() {
     }
     drop(dir);
 }
+
+#[tokio::test]
+async fn the_decay_sweep_prunes_faded_payloads_on_its_timer() {
+    let mut config = crate::test_config();
+    config.maintenance.decay_interval = "100ms".into();
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));
+    let store = mneme_store::StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
+    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone() };
+    let daemon = mneme_server::start(options).await.expect("start");
+    let url = format!("http://{}", daemon.http_addr());
+    let http = reqwest::Client::new();
+    let ingested: serde_json::Value = http
+        .post(format!("{url}/v1/ingest/event"))
+        .json(&event_body("fades away"))
+        .send()
+        .await
+        .expect("ingest")
+        .json()
+        .await
+        .expect("json");
+    let id = ingested["record"]["id"].as_str().expect("id").to_string();
+    // Thirty days on, an episode (half-life 3 days) is far below the prune threshold.
+    clock.advance(jiff::SignedDuration::from_hours(24 * 30));
+    let start = std::time::Instant::now();
+    loop {
+        let r: serde_json::Value = http.get(format!("{url}/v1/records/{id}")).send().await.expect("get").json().await.expect("json");
+        if !r["record"]["pruned_at"].is_null() {
+            assert!(r["record"]["payload"].is_null(), "{r}");
+            assert_eq!(r["record"]["summary"], "fades away", "the summary stays");
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "not pruned: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let text = http.get(format!("{url}/metrics")).send().await.expect("metrics").text().await.expect("text");
+    assert!(text.contains("mneme_job_runs_total{job=\"decay\",result=\"ok\"}"), "{text}");
+    daemon.stop().await;
+}

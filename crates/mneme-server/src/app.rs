@@ -187,7 +187,8 @@ impl App {
     }
 
     /// Runs a hook for an authenticated caller. Never fails: see [`HookOutcome::error`].
-    /// `agent_end` and `gateway_stop` also run a consolidation cycle over the buffer.
+    /// `agent_end` and `gateway_stop` also start a consolidation cycle over the buffer
+    /// (in the background; shutdown waits for it through the consolidator's lock).
     pub async fn hook(
         self: &Arc<Self>,
         transport: &'static str,
@@ -219,8 +220,12 @@ impl App {
             ..HookOutcome::default()
         });
         if name.flushes() && self.config.consolidation.enabled {
-            let report = self.consolidator.run_cycle().await;
-            self.metrics.job("consolidation", report.errors.is_empty());
+            // In the background: the hook answers now, even when an LLM takes its time.
+            let app = self.clone();
+            tokio::spawn(async move {
+                let report = app.consolidator.run_cycle().await;
+                app.metrics.job("consolidation", report.errors.is_empty());
+            });
         }
         self.metrics.hook(name.as_str(), outcome.error.is_none());
         self.record::<()>(transport, name.as_str(), &Ok(()), start);

@@ -523,7 +523,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
     if !args.local
         && let Some(d) = running_daemon(&ctx.data_dir)
     {
-        let timeout = if name.flushes() { Duration::from_secs(120) } else { Duration::from_secs(10) };
+        let timeout = Duration::from_secs(10);
         let path = format!("/v1/hooks/{}", name.as_str());
         match runtime().and_then(|rt| rt.block_on(call(&d, reqwest::Method::POST, &path, Some(&value), timeout))) {
             Ok(v) => match serde_json::from_value::<RemoteOutcome>(v) {
@@ -532,6 +532,13 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
             },
             Err(e) => eprintln!("mneme hook: daemon unavailable ({e:#}); handling locally"),
         }
+    }
+    if let Err(e) = std::fs::create_dir_all(&ctx.data_dir) {
+        return HookOutcome {
+            hook: Some(name),
+            error: Some(format!("cannot create {}: {e}", ctx.data_dir.display())),
+            ..HookOutcome::default()
+        };
     }
     match ctx.open(true) {
         Err(e) => HookOutcome { hook: Some(name), error: Some(format!("{e:#}")), ..HookOutcome::default() },

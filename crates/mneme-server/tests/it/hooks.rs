@@ -180,9 +180,17 @@ async fn full_hook_pipeline() {
     let after = d.get(&format!("/v1/records/{fact_id}")).await.1["current_salience"].as_f64().expect("salience");
     assert!(after > before || after >= 0.999, "{before} -> {after}");
     hook(&d, "gateway_stop", json!({})).await;
-    let (_, status) = d.get("/v1/status").await;
-    assert_eq!(status["consolidation_buffered"], 0);
-    assert_eq!(status["last_consolidation"]["messages"], 3, "{status}");
+    // The flush runs in the background; the hook has already answered.
+    let start = std::time::Instant::now();
+    loop {
+        let (_, status) = d.get("/v1/status").await;
+        if status["last_consolidation"]["messages"] == 3 {
+            assert_eq!(status["consolidation_buffered"], 0);
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{status}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     d.stop().await;
 }
 

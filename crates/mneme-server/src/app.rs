@@ -91,10 +91,15 @@ impl Ingestor {
     }
 }
 
+/// Read-only operations: they wait at a fair (FIFO) gate sized to the read connections, so
+/// under load they are served in arrival order instead of racing for connections.
+const READ_METHODS: [&str; 5] = ["Retrieve", "RetrieveById", "History", "GetMetrics", "Status"];
+
 #[derive(Debug)]
 pub struct App {
     pub ops: Ops,
     pub ingestor: Ingestor,
+    pub read_gate: tokio::sync::Semaphore,
     pub auth: Auth,
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
@@ -142,6 +147,11 @@ impl App {
         let start = Instant::now();
         let result = async {
             let principal = self.principal(authorization)?;
+            let _permit = if READ_METHODS.contains(&method) {
+                Some(self.read_gate.acquire().await.map_err(|_| ApiError::Unavailable("shutting down".into()))?)
+            } else {
+                None
+            };
             let app = self.clone();
             tokio::task::spawn_blocking(move || op(&app, &principal))
                 .await

@@ -105,6 +105,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()),
         ops,
         ingestor,
+        read_gate: tokio::sync::Semaphore::new(readers.max(1)),
         auth,
         consolidator,
         metrics: Registry::default(),

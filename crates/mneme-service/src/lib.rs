@@ -37,10 +37,9 @@ pub const DEFAULT_AMOUNT: f64 = 0.1;
 pub struct MemoryService {
     // Invariant: the one writing connection; held for the duration of one operation only.
     store: Mutex<Store>,
-    /// Read-only work (retrieve, get, history, metrics) runs here when present, in
+    /// Read-only work (retrieve, get, history, metrics) runs on these when present, in
     /// parallel with each other and with the writer (WAL readers see committed data only).
-    readers: Vec<Mutex<Store>>,
-    next_reader: std::sync::atomic::AtomicUsize,
+    readers: ReaderPool,
     /// Ingests waiting to be written; whoever holds the writer lock commits them all in one
     /// transaction (group commit), see [`MemoryService::ingest`].
     pending: Mutex<Vec<PendingIngest>>,
@@ -59,8 +58,7 @@ impl MemoryService {
         let store = Store::open(options.clone())?;
         Ok(MemoryService {
             store: Mutex::new(store),
-            readers: Vec::new(),
-            next_reader: Default::default(),
+            readers: ReaderPool::default(),
             pending: Mutex::new(Vec::new()),
             options,
             config,
@@ -73,8 +71,10 @@ impl MemoryService {
     /// CLI command does not).
     pub fn add_readers(&mut self, n: usize) -> ServiceResult<()> {
         let options = StoreOptions { create: false, ..self.options.clone() };
+        let mut free = self.readers.free.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..n {
-            self.readers.push(Mutex::new(Store::open(options.clone())?));
+            free.push(Box::new(Store::open(options.clone())?));
+            self.readers.count += 1;
         }
         Ok(())
     }
@@ -498,19 +498,20 @@ impl MemoryService {
         Ok(self.store.lock().unwrap_or_else(|poison| poison.into_inner()))
     }
 
-    /// A connection for read-only work: a free reader, else the next one in turn, else
-    /// (no readers opened) the writer.
-    fn reader(&self) -> ServiceResult<MutexGuard<'_, Store>> {
-        if self.readers.is_empty() {
-            return self.store();
+    /// A connection for read-only work: the first reader to come free (a waiter never
+    /// queues behind one busy connection while another is idle), or the writer when no
+    /// readers were opened.
+    fn reader(&self) -> ServiceResult<Conn<'_>> {
+        if self.readers.count == 0 {
+            return Ok(Conn::Writer(self.store()?));
         }
-        for r in &self.readers {
-            if let Ok(guard) = r.try_lock() {
-                return Ok(guard);
+        let mut free = self.readers.free.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(store) = free.pop() {
+                return Ok(Conn::Reader { pool: &self.readers, store: Some(store) });
             }
+            free = self.readers.available.wait(free).unwrap_or_else(|p| p.into_inner());
         }
-        let i = self.next_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.readers.len();
-        Ok(self.readers[i].lock().unwrap_or_else(|poison| poison.into_inner()))
     }
 
     fn next_id(&self, now: Timestamp) -> RecordId {
@@ -625,6 +626,50 @@ impl MemoryService {
             tx.append_audit(id, now, &who.actor, action, &who.rationale, &json!({ "amount": amount, "before": before, "after": after }))?;
             Ok(SalienceChange { id: id.clone(), before, after })
         })
+    }
+}
+
+/// Idle read connections.
+#[derive(Debug, Default)]
+struct ReaderPool {
+    free: Mutex<Vec<Box<Store>>>,
+    available: std::sync::Condvar,
+    count: usize,
+}
+
+/// A connection lent for one operation; a reader goes back to the pool when dropped.
+enum Conn<'a> {
+    Writer(MutexGuard<'a, Store>),
+    Reader { pool: &'a ReaderPool, store: Option<Box<Store>> },
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        match self {
+            Conn::Writer(g) => g,
+            Conn::Reader { store, .. } => store.as_ref().expect("held until drop"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        match self {
+            Conn::Writer(g) => g,
+            Conn::Reader { store, .. } => store.as_mut().expect("held until drop"),
+        }
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Conn::Reader { pool, store } = self
+            && let Some(s) = store.take()
+        {
+            pool.free.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+            pool.available.notify_one();
+        }
     }
 }
 

@@ -118,6 +118,36 @@ fn baseline(dir: &Path, queries: &[String], seconds: f64, textgen: &mut TextGen)
     Ok((p50, p99, n as f64 / started.elapsed().as_secs_f64().max(1e-9)))
 }
 
+/// The same queries from `clients` threads in this process, through reader connections:
+/// (p50 ms, p99 ms, process CPU µs per query). Separates concurrency costs from RPC costs.
+fn concurrent_direct(dir: &Path, queries: &[String], clients: usize) -> Result<(f64, f64, f64)> {
+    let options = StoreOptions { path: dir.join("mneme.db"), key: None, create: false, decay: Default::default() };
+    let mut service = MemoryService::open(options, ServiceConfig::default(), Arc::new(SystemClock))?;
+    service.add_readers(2)?;
+    let service = &service;
+    let cpu0 = cpu_seconds(std::process::id());
+    let lat: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                s.spawn(move || {
+                    let mut lat = Vec::new();
+                    for q in queries.iter().skip(c).step_by(clients) {
+                        let t0 = Instant::now();
+                        let r = service.retrieve(&RetrieveRequest { query: q.clone(), limit: 10, ..Default::default() }, &Access::owner());
+                        std::hint::black_box(r.ok());
+                        lat.push(t0.elapsed().as_secs_f64() * 1000.0);
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let cpu_us = (cpu_seconds(std::process::id()) - cpu0) * 1e6 / lat.len().max(1) as f64;
+    let (p50, p99) = summarize(lat);
+    Ok((p50, p99, cpu_us))
+}
+
 pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json_out: bool) -> Result<()> {
     let clients = clients.max(1);
     let dir = tempfile::tempdir()?;
@@ -167,6 +197,8 @@ pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json
     // The same queries, direct, on the store as the load left it (more records, unmerged
     // index segments): the fair baseline for the RPC figures.
     let (after_p50, after_p99, _) = baseline(dir.path(), &queries_after, 0.0, &mut textgen)?;
+    let (conc_p50, conc_p99, conc_cpu) = concurrent_direct(dir.path(), &queries_after, clients)?;
+    let (one_p50, one_p99, one_cpu) = concurrent_direct(dir.path(), &queries_after, 1)?;
     let report = json!({
         "records": records,
         "clients": clients,
@@ -183,6 +215,12 @@ pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json
         "direct_retrieve_p99_ms": direct_p99,
         "direct_retrieve_after_load_p50_ms": after_p50,
         "direct_retrieve_after_load_p99_ms": after_p99,
+        "direct_concurrent_retrieve_p50_ms": conc_p50,
+        "direct_concurrent_retrieve_p99_ms": conc_p99,
+        "direct_concurrent_retrieve_cpu_us": conc_cpu,
+        "direct_one_thread_retrieve_cpu_us": one_cpu,
+        "direct_one_thread_retrieve_p50_ms": one_p50,
+        "direct_one_thread_retrieve_p99_ms": one_p99,
         "session_start_http_p50_ms": load.ss_http.0,
         "session_start_http_p99_ms": load.ss_http.1,
         "session_start_grpc_p50_ms": load.ss_grpc.0,
@@ -216,6 +254,15 @@ pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json
             f("direct_retrieve_p99_ms"),
             f("direct_retrieve_after_load_p50_ms"),
             f("direct_retrieve_after_load_p99_ms")
+        );
+        outln!(
+            "direct retrieve from {clients} threads (no RPC): p50 {:.2} ms, p99 {:.2} ms, {:.0} µs CPU per query; from 1 thread: p50 {:.2} ms, p99 {:.2} ms, {:.0} µs CPU",
+            f("direct_concurrent_retrieve_p50_ms"),
+            f("direct_concurrent_retrieve_p99_ms"),
+            f("direct_concurrent_retrieve_cpu_us"),
+            f("direct_one_thread_retrieve_p50_ms"),
+            f("direct_one_thread_retrieve_p99_ms"),
+            f("direct_one_thread_retrieve_cpu_us")
         );
         outln!(
             "session_start: HTTP p50 {:.2} ms p99 {:.2} ms; gRPC p50 {:.2} ms p99 {:.2} ms",

@@ -73,7 +73,7 @@ impl MemoryService {
         let options = StoreOptions { create: false, ..self.options.clone() };
         let mut free = self.readers.free.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..n {
-            free.push(Box::new(Store::open(options.clone())?));
+            free.push(Store::open(options.clone())?);
             self.readers.count += 1;
         }
         Ok(())
@@ -508,7 +508,7 @@ impl MemoryService {
         let mut free = self.readers.free.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(store) = free.pop() {
-                return Ok(Conn::Reader { pool: &self.readers, store: Some(store) });
+                return Ok(Conn::Reader { pool: &self.readers, store: Some(Box::new(store)) });
             }
             free = self.readers.available.wait(free).unwrap_or_else(|p| p.into_inner());
         }
@@ -632,7 +632,7 @@ impl MemoryService {
 /// Idle read connections.
 #[derive(Debug, Default)]
 struct ReaderPool {
-    free: Mutex<Vec<Box<Store>>>,
+    free: Mutex<Vec<Store>>,
     available: std::sync::Condvar,
     count: usize,
 }
@@ -667,7 +667,7 @@ impl Drop for Conn<'_> {
         if let Conn::Reader { pool, store } = self
             && let Some(s) = store.take()
         {
-            pool.free.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+            pool.free.lock().unwrap_or_else(|p| p.into_inner()).push(*s);
             pool.available.notify_one();
         }
     }

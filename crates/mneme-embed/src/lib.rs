@@ -39,6 +39,8 @@ pub enum EmbedError {
     Tokenizer(String),
     #[error("inference: {0}")]
     Inference(#[from] candle_core::Error),
+    #[error("embedding provider {endpoint}: {problem}")]
+    Provider { endpoint: String, problem: String },
 }
 
 pub type EmbedResult<T> = Result<T, EmbedError>;
@@ -247,6 +249,98 @@ impl MiniLm {
         let types = Tensor::from_vec(types, shape, &self.device)?;
         let mask = Tensor::from_vec(mask, shape, &self.device)?;
         Ok(self.forward(&ids, &types, &mask)?.to_vec2::<f32>()?)
+    }
+}
+
+/// An OpenAI-compatible `/embeddings` endpoint (OpenAI, Ollama, llama.cpp, vLLM, ...), for
+/// users who have one. Vectors are L2-normalised here whatever the provider returns.
+#[derive(Debug)]
+pub struct OpenAiEmbedder {
+    endpoint: String,
+    model: String,
+    api_key: Option<String>,
+    dimension: usize,
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl OpenAiEmbedder {
+    /// `endpoint`: the API base (`http://127.0.0.1:11434/v1`); `dimension`: what the model
+    /// returns (checked on every answer).
+    pub fn new(endpoint: &str, model: &str, api_key: Option<String>, dimension: usize, timeout: std::time::Duration) -> EmbedResult<Self> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let problem = |p: String| EmbedError::Provider { endpoint: endpoint.into(), problem: p };
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(problem("the endpoint must start with http:// or https://".into()));
+        }
+        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| problem(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| problem(e.to_string()))?;
+        Ok(OpenAiEmbedder { endpoint: endpoint.trim_end_matches('/').into(), model: model.into(), api_key, dimension, client, runtime })
+    }
+
+    async fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        #[derive(Deserialize)]
+        struct Item {
+            embedding: Vec<f32>,
+            #[serde(default)]
+            index: Option<usize>,
+        }
+        #[derive(Deserialize)]
+        struct Answer {
+            data: Vec<Item>,
+        }
+        let mut request =
+            self.client.post(format!("{}/embeddings", self.endpoint)).json(&serde_json::json!({ "model": self.model, "input": texts }));
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|e| if e.is_timeout() { "timeout".into() } else { format!("request failed: {e}") })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("HTTP {}", status.as_u16()));
+        }
+        let answer: Answer = response.json().await.map_err(|e| format!("unexpected answer: {e}"))?;
+        if answer.data.len() != texts.len() {
+            return Err(format!("{} vectors for {} texts", answer.data.len(), texts.len()));
+        }
+        let mut items: Vec<(usize, Vec<f32>)> =
+            answer.data.into_iter().enumerate().map(|(i, item)| (item.index.unwrap_or(i), item.embedding)).collect();
+        items.sort_by_key(|(i, _)| *i);
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(want, (got, mut v))| {
+                if got != want {
+                    return Err(format!("answer indexes are not 0..{}", texts.len()));
+                }
+                if v.len() != self.dimension {
+                    return Err(format!("a vector has {} dimensions, expected {}", v.len(), self.dimension));
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if !norm.is_finite() || norm == 0.0 {
+                    return Err("a vector is zero or not finite".into());
+                }
+                v.iter_mut().for_each(|x| *x /= norm);
+                Ok(v)
+            })
+            .collect()
+    }
+}
+
+impl Embedder for OpenAiEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.runtime.block_on(self.request(texts)).map_err(|problem| EmbedError::Provider { endpoint: self.endpoint.clone(), problem })
     }
 }
 

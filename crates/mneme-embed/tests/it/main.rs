@@ -79,3 +79,79 @@ fn a_damaged_model_file_is_refused() {
     std::fs::remove_file(dir.path().join("tokenizer.json")).expect("rm");
     assert!(MiniLm::load(dir.path(), "x").expect_err("missing").to_string().contains("tokenizer.json"));
 }
+
+mod provider {
+    //! The OpenAI-compatible provider against a scripted loopback server.
+
+    use std::time::Duration;
+
+    use axum::Json;
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use mneme_embed::{Embedder, OpenAiEmbedder};
+    use serde_json::{Value, json};
+
+    #[derive(Clone, Copy)]
+    enum Mode {
+        Good,
+        Error,
+        Short,
+        Slow,
+    }
+
+    async fn embeddings(State(mode): State<Mode>, Json(body): Json<Value>) -> Response {
+        let inputs = body["input"].as_array().cloned().unwrap_or_default();
+        match mode {
+            // Out of order on purpose; not unit length.
+            Mode::Good => {
+                let data: Vec<Value> =
+                    inputs.iter().enumerate().rev().map(|(i, _)| json!({ "index": i, "embedding": [3.0, 4.0 + i as f64, 0.0] })).collect();
+                Json(json!({ "data": data, "model": body["model"] })).into_response()
+            }
+            Mode::Error => (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
+            Mode::Short => Json(json!({ "data": [{ "index": 0, "embedding": [1.0, 0.0] }] })).into_response(),
+            Mode::Slow => {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Json(json!({ "data": [] })).into_response()
+            }
+        }
+    }
+
+    fn server(mode: Mode) -> String {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                tx.send(listener.local_addr().expect("addr")).expect("send");
+                let app = axum::Router::new().route("/v1/embeddings", axum::routing::post(embeddings)).with_state(mode);
+                axum::serve(listener, app).await.expect("serve");
+            });
+        });
+        format!("http://{}/v1", rx.recv().expect("addr"))
+    }
+
+    #[test]
+    fn vectors_come_back_in_order_and_normalised() {
+        let e = OpenAiEmbedder::new(&server(Mode::Good), "test-model", Some("sk-test".into()), 3, Duration::from_secs(2)).expect("new");
+        let v = e.embed(&["a", "b"]).expect("embed");
+        assert_eq!(v.len(), 2);
+        assert!((v[0][0] - 0.6).abs() < 1e-6 && (v[0][1] - 0.8).abs() < 1e-6, "{v:?}");
+        assert!((v[1][1] - 5.0 / 34f32.sqrt()).abs() < 1e-6, "index 1 is the second text: {v:?}");
+        assert_eq!((e.model_id(), e.dimension()), ("test-model", 3));
+    }
+
+    #[test]
+    fn provider_failures_are_errors_naming_the_endpoint() {
+        for (mode, want) in [(Mode::Error, "HTTP 500"), (Mode::Short, "1 vectors for 2 texts"), (Mode::Slow, "timeout")] {
+            let endpoint = server(mode);
+            let e = OpenAiEmbedder::new(&endpoint, "m", None, 3, Duration::from_millis(300)).expect("new");
+            let err = e.embed(&["a", "b"]).expect_err("fails").to_string();
+            assert!(err.contains(want) && err.contains(&endpoint), "{err}");
+        }
+        let dims = OpenAiEmbedder::new(&server(Mode::Good), "m", None, 384, Duration::from_secs(2)).expect("new");
+        assert!(dims.embed(&["a"]).expect_err("dimension").to_string().contains("expected 384"));
+        assert!(OpenAiEmbedder::new("ftp://x", "m", None, 3, Duration::from_secs(1)).is_err());
+    }
+}

@@ -11,10 +11,7 @@ use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use jiff::Timestamp;
-use mneme_core::{
-    EventPayload, MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, ToolOutputPayload, WorkingPayload,
-};
+use mneme_core::{EventPayload, MemoryRecord, Payload, RecordId, Scope, SemanticPayload, Sensitivity, ToolOutputPayload, WorkingPayload};
 use mneme_service::{ContestRequest, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -183,38 +180,6 @@ struct OutcomeBody {
     note: Option<String>,
     #[serde(default)]
     amount: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-struct RetrieveBody {
-    query: String,
-    types: Vec<MemoryType>,
-    min_salience: Option<f64>,
-    max_sensitivity: Option<Sensitivity>,
-    scopes: Option<Vec<Scope>>,
-    tags: Vec<String>,
-    since: Option<Timestamp>,
-    until: Option<Timestamp>,
-    limit: usize,
-    include_tombstones: bool,
-}
-
-impl Default for RetrieveBody {
-    fn default() -> Self {
-        RetrieveBody {
-            query: String::new(),
-            types: Vec::new(),
-            min_salience: None,
-            max_sensitivity: None,
-            scopes: None,
-            tags: Vec::new(),
-            since: None,
-            until: None,
-            limit: 10,
-            include_tombstones: false,
-        }
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -431,21 +396,7 @@ handler!(ingest_outcome, "IngestOutcome", |app, p, b: OutcomeBody| {
     };
     Ok(json!(app.ops.ingest_outcome(p, request, b.options.into())?))
 });
-handler!(retrieve, "Retrieve", |app, p, b: RetrieveBody| {
-    let request = RetrieveRequest {
-        query: b.query,
-        types: b.types,
-        min_salience: b.min_salience,
-        max_sensitivity: b.max_sensitivity,
-        scopes: b.scopes,
-        tags: b.tags,
-        since: b.since,
-        until: b.until,
-        limit: b.limit,
-        include_tombstones: b.include_tombstones,
-    };
-    Ok(json!({ "hits": app.ops.retrieve(p, &request)? }))
-});
+handler!(retrieve, "Retrieve", |app, p, request: RetrieveRequest| Ok(json!({ "hits": app.ops.retrieve(p, &request)? })));
 handler!(supersede, "Supersede", |app, p, id, b: ReviseBody| {
     Ok(record_json(app, &app.ops.supersede(p, &id, b.change.into(), b.actor, b.rationale)?))
 });

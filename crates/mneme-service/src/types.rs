@@ -105,8 +105,10 @@ pub struct ContestRequest {
     pub claim: Option<String>,
 }
 
-/// A retrieval.
-#[derive(Debug, Clone, PartialEq)]
+/// A retrieval. Its serde form is the HTTP API's `POST /v1/retrieve` body (every field
+/// optional, unknown fields refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetrieveRequest {
     /// Free text; any text is safe. Empty ranks by salience and recency alone.
     pub query: String,

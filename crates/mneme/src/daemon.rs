@@ -568,18 +568,7 @@ impl RemoteOutcome {
 /// Recall through a running daemon; `None` when none runs.
 pub fn remote_recall(ctx: &Invocation, request: &RetrieveRequest) -> Result<Option<Vec<Hit>>> {
     let Some(d) = running_daemon(&ctx.data_dir) else { return Ok(None) };
-    let body = serde_json::json!({
-        "query": request.query,
-        "types": request.types,
-        "min_salience": request.min_salience,
-        "max_sensitivity": request.max_sensitivity,
-        "scopes": request.scopes,
-        "tags": request.tags,
-        "since": request.since,
-        "until": request.until,
-        "limit": request.limit,
-        "include_tombstones": request.include_tombstones,
-    });
+    let body = serde_json::to_value(request)?;
     let v = runtime()?.block_on(call(&d, reqwest::Method::POST, "/v1/retrieve", Some(&body), Duration::from_secs(10)))?;
     let hits: Vec<Hit> = serde_json::from_value(v["hits"].clone()).context("unexpected answer from the daemon")?;
     Ok(Some(hits))

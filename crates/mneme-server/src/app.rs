@@ -163,17 +163,19 @@ impl App {
     }
 
     /// An ingest RPC: policy checked here, the write done by the [`Ingestor`].
+    /// `decoded` is the transport's decoding of the request: a decoding error is reported
+    /// only after authentication, like every other request.
     pub async fn ingest(
         self: &Arc<Self>,
         transport: &'static str,
         method: &'static str,
         authorization: Option<&str>,
-        payload: Payload,
-        options: IngestOptions,
+        decoded: ApiResult<(Payload, IngestOptions)>,
     ) -> ApiResult<MemoryRecord> {
         let start = Instant::now();
         let result = async {
             let principal = self.principal(authorization)?;
+            let (payload, options) = decoded?;
             let options = self.ops.write_options(&principal, options)?;
             self.ingestor.ingest(payload, options).await
         }

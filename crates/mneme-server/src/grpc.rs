@@ -46,16 +46,7 @@ impl GrpcApi {
     ) -> Result<Response<pb::RecordResponse>, Status> {
         let auth = authorization(&request);
         let decoded = decode(request.into_inner()).and_then(|(payload, options)| Ok((payload, cv::ingest_options(options)?)));
-        let (payload, options) = match decoded {
-            Ok(d) => d,
-            Err(e) => {
-                // Authentication still comes first in what the caller is told.
-                self.app.principal(auth.as_deref()).map_err(Status::from)?;
-                self.app.metrics.request("grpc", method, e.code(), false, std::time::Duration::ZERO);
-                return Err(e.into());
-            }
-        };
-        let record = self.app.ingest("grpc", method, auth.as_deref(), payload, options).await?;
+        let record = self.app.ingest("grpc", method, auth.as_deref(), decoded).await?;
         Ok(Response::new(record_response(&self.app, &record)))
     }
 }

@@ -357,16 +357,8 @@ async fn ingest_with<T: DeserializeOwned>(
     split: impl FnOnce(T) -> (Payload, OptionsBody),
 ) -> HttpResult {
     let auth = authorization(&headers);
-    let parsed = parse::<T>(&raw).map(split);
-    let (payload, options) = match parsed {
-        Ok(p) => p,
-        Err(e) => {
-            app.principal(auth.as_deref())?;
-            app.metrics.request("http", method, e.code(), false, std::time::Duration::ZERO);
-            return Err(e.into());
-        }
-    };
-    let record = app.ingest("http", method, auth.as_deref(), payload, options.into()).await?;
+    let decoded = parse::<T>(&raw).map(split).map(|(payload, options)| (payload, options.into()));
+    let record = app.ingest("http", method, auth.as_deref(), decoded).await?;
     Ok(axum::Json(record_json(&app, &record)))
 }
 

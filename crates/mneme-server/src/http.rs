@@ -57,12 +57,12 @@ type HttpResult = Result<axum::Json<Value>, HttpError>;
 #[derive(Debug)]
 pub struct Body(Bytes);
 
-impl<S: Send + Sync> FromRequest<S> for Body {
+impl FromRequest<Arc<App>> for Body {
     type Rejection = HttpError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map(|l| l.0).unwrap_or(0);
-        Bytes::from_request(req, state).await.map(Body).map_err(|e| {
+    async fn from_request(req: Request, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let limit = app.config.server.max_request_bytes;
+        Bytes::from_request(req, app).await.map(Body).map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 HttpError(ApiError::TooLarge { limit })
             } else {
@@ -71,9 +71,6 @@ impl<S: Send + Sync> FromRequest<S> for Body {
         })
     }
 }
-
-#[derive(Debug, Clone, Copy)]
-struct BodyLimit(usize);
 
 /// Parses a JSON body (empty means `{}`); errors name the path of the bad field.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
@@ -267,10 +264,6 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/merge", post(merge))
         .route("/v1/hooks/{name}", post(hook))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(move |mut req: Request, next: axum::middleware::Next| {
-            req.extensions_mut().insert(BodyLimit(limit));
-            next.run(req)
-        }))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
 }

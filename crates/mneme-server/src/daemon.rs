@@ -319,15 +319,8 @@ impl Daemon {
 pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(text.as_bytes())?;
-    tmp.1.sync_all()?;
-    std::fs::rename(&tmp.0, path)
-}
-
-fn tempfile_in(dir: &std::path::Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let name = format!(".daemon.{}.{}.tmp", std::process::id(), Timestamp::now().as_nanosecond());
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
-    Ok((path, file))
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map(drop).map_err(|e| e.error)
 }

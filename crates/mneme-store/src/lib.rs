@@ -79,6 +79,24 @@ pub struct Store {
     encrypted: bool,
 }
 
+/// Runs SQLite's process-wide initialisation to completion exactly once, before any
+/// connection is opened.
+///
+/// `sqlite3_initialize` marks SQLite initialised *before* it runs SQLCipher's extra
+/// initialisation (which registers the crypto provider), so a second thread opening its first
+/// connection at the same moment can run `PRAGMA key` against a half-initialised SQLCipher and
+/// have the key rejected. Seen once in CI as `KeyRejected` on a fresh encrypted store while
+/// another test opened a store in parallel. `Once` makes every other thread wait.
+fn initialize_sqlite() {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        // Opening any connection runs sqlite3_initialize, extra initialisation included, to
+        // completion on this thread (the workspace forbids `unsafe`, so no direct FFI call).
+        // A failure resurfaces on the real open, which reports it with its path.
+        drop(Connection::open_in_memory());
+    });
+}
+
 impl Store {
     /// Opens (or creates) a store. The recovery path:
     ///
@@ -107,6 +125,7 @@ impl Store {
     }
 
     fn open_once(options: StoreOptions) -> StoreResult<Store> {
+        initialize_sqlite();
         let StoreOptions { path, key, create, decay } = options;
         let existed = inspect_file(&path, key.is_some())?;
         if !existed && !create {

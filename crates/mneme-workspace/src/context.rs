@@ -1,0 +1,233 @@
+//! What the agent hooks inject: the session-start context (identity, state, references,
+//! the primary user's profile, and a Memory Sync instruction when conversations pile
+//! up), the prompt-submit threshold check and the pre-compaction flush instruction, plus
+//! `HookOutput`, the JSON a Claude Code hook prints on stdout.
+//!
+//! These functions only read a few small files and format text; they are the whole cost
+//! of `mneme hook session-start` besides process start. A missing or empty memory file is
+//! skipped (a value, not an error); an error means a file could not be read or a path was
+//! refused, and the caller prints an empty context and reports it on stderr.
+//!
+//! Output shape: the seed's scripts print `{"additionalContext": "..."}` at the top level.
+//! Claude Code reads injected context only from
+//! `{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "..."}}`
+//! (and other hosts with strict schemas, such as Codex, reject the top-level key), so
+//! `HookOutput` serialises to that shape by default; `HookShape::Flat` gives the seed's.
+
+use std::io::ErrorKind;
+use std::path::Path;
+
+use serde::ser::SerializeMap as _;
+use serde::{Deserialize, Serialize};
+
+use crate::config::WorkspaceSettings;
+use crate::error::{WorkspaceError, WorkspaceResult};
+use crate::paths;
+
+/// The unsummarized conversations the conversation log reports (ids inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnsummarizedInfo {
+    pub count: u64,
+    pub begin_id: i64,
+    pub end_id: i64,
+}
+
+/// The session-start context: the always-loaded files and the primary user's profile,
+/// each under a `=== TITLE ===` header as in the seed, then the Memory Sync instruction if
+/// more than `sync_threshold` conversations are unsummarized.
+pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&UnsummarizedInfo>) -> WorkspaceResult<String> {
+    let root = &settings.dir;
+    let profile = paths::profile(&settings.primary_user)?;
+    let sections = [
+        ("BOT IDENTITY".to_owned(), Path::new(paths::IDENTITY)),
+        ("ACTIVE STATE".to_owned(), Path::new(paths::STATE)),
+        ("REFERENCES".to_owned(), Path::new(paths::REFERENCES)),
+        (format!("PRIMARY USER: {}", settings.primary_user), profile.as_path()),
+    ];
+    let mut parts = Vec::new();
+    for (title, relative) in sections {
+        if let Some(content) = read_memory_file(root, relative)? {
+            parts.push(format!("=== {title} ==="));
+            parts.push(content);
+        }
+    }
+    if parts.is_empty() {
+        parts.push("=== CORE MEMORY ===".to_owned());
+        parts.push("No memory files found. This may be a fresh install.".to_owned());
+    }
+    if let Some(instruction) = prompt_submit(settings, unsummarized) {
+        parts.push(instruction);
+    }
+    Ok(parts.join("\n\n"))
+}
+
+/// The mid-session threshold check: the Memory Sync instruction when more than
+/// `sync_threshold` conversations are unsummarized, else nothing.
+pub fn prompt_submit(settings: &WorkspaceSettings, unsummarized: Option<&UnsummarizedInfo>) -> Option<String> {
+    let info = unsummarized.filter(|info| info.count > settings.sync_threshold)?;
+    Some(format!(
+        "[Action Required] There are {count} unsummarized conversations (conversation id \
+         {begin} ~ {end}).\n\
+         Please run Memory Sync to process them before any pending user message (memory \
+         integrity comes first): `mneme sync fetch --begin {begin} --end {end}`, update the \
+         memory files, then `mneme sync checkpoint {end} --summary \"...\"`.",
+        count = info.count,
+        begin = info.begin_id,
+        end = info.end_id,
+    ))
+}
+
+/// The pre-compaction flush instruction when `usage_percent` is at or above
+/// `flush_at_percent`, else nothing (also for NaN).
+pub fn context_check(settings: &WorkspaceSettings, usage_percent: f64) -> Option<String> {
+    if usage_percent.is_nan() || usage_percent < f64::from(settings.flush_at_percent) {
+        return None;
+    }
+    let dir = settings.dir.display();
+    Some(format!(
+        "[Pre-Compaction Flush] Context usage is {usage_percent}% (flush at {threshold}%).\n\
+         Please save your current working state to memory:\n\
+         1. Update {dir}/state.md with the current work focus and pending tasks\n\
+         2. Append any important events to {dir}/sessions/current.md\n\
+         3. If there are unsummarized conversations (`mneme sync status`), run Memory Sync\n\
+         4. Then carry on: what is saved is injected again when the session restarts or \
+         compacts.",
+        threshold = settings.flush_at_percent,
+    ))
+}
+
+/// The hook events whose output may carry `additionalContext` in Claude Code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookEvent {
+    SessionStart,
+    UserPromptSubmit,
+    PostToolUse,
+}
+
+impl HookEvent {
+    /// The event's name in Claude Code's protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::PostToolUse => "PostToolUse",
+        }
+    }
+}
+
+/// Which JSON shape a hook prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HookShape {
+    /// `{"hookSpecificOutput":{"hookEventName":"…","additionalContext":"…"}}`: what Claude
+    /// Code reads.
+    #[default]
+    ClaudeCode,
+    /// `{"additionalContext":"…"}`: the seed's scripts.
+    Flat,
+}
+
+/// A hook's answer. With no context it serialises to `{}` ("nothing to add").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookOutput {
+    pub event: HookEvent,
+    pub additional_context: Option<String>,
+    pub shape: HookShape,
+}
+
+impl HookOutput {
+    /// An answer in the Claude Code shape.
+    pub fn new(event: HookEvent, additional_context: Option<String>) -> Self {
+        Self { event, additional_context, shape: HookShape::ClaudeCode }
+    }
+
+    /// The same answer in another shape.
+    pub fn with_shape(self, shape: HookShape) -> Self {
+        Self { shape, ..self }
+    }
+
+    /// The JSON line to print on stdout.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a map of strings always serialises")
+    }
+}
+
+impl Serialize for HookOutput {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Some(context) = &self.additional_context else {
+            return serializer.serialize_map(Some(0))?.end();
+        };
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self.shape {
+            HookShape::Flat => map.serialize_entry("additionalContext", context)?,
+            HookShape::ClaudeCode => map.serialize_entry(
+                "hookSpecificOutput",
+                &HookSpecificOutput { hook_event_name: self.event.name(), additional_context: context },
+            )?,
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HookSpecificOutput<'a> {
+    hook_event_name: &'static str,
+    additional_context: &'a str,
+}
+
+/// Reads a memory file for injection: `None` when the workspace or the file does not
+/// exist or holds only whitespace; trailing whitespace trimmed; invalid UTF-8 replaced.
+fn read_memory_file(root: &Path, relative: &Path) -> WorkspaceResult<Option<String>> {
+    if !root.exists() {
+        return Ok(None);
+    }
+    let path = paths::resolve(root, relative)?;
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(WorkspaceError::io("cannot read", &path, error)),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.trim_end();
+    Ok((!text.trim_start().is_empty()).then(|| text.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> WorkspaceSettings {
+        WorkspaceSettings::new("/srv/agent/workspace", jiff::tz::TimeZone::UTC)
+    }
+
+    #[test]
+    fn hook_output_shapes() {
+        let output = HookOutput::new(HookEvent::SessionStart, Some("ctx \"q\"".into()));
+        assert_eq!(output.to_json(), r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"ctx \"q\""}}"#);
+        assert_eq!(output.clone().with_shape(HookShape::Flat).to_json(), r#"{"additionalContext":"ctx \"q\""}"#);
+        assert_eq!(HookOutput::new(HookEvent::UserPromptSubmit, None).to_json(), "{}");
+    }
+
+    #[test]
+    fn sync_instruction_only_above_the_threshold() {
+        let settings = settings();
+        let at = UnsummarizedInfo { count: 30, begin_id: 1, end_id: 30 };
+        let over = UnsummarizedInfo { count: 31, begin_id: 5, end_id: 35 };
+        assert_eq!(prompt_submit(&settings, None), None);
+        assert_eq!(prompt_submit(&settings, Some(&at)), None);
+        let text = prompt_submit(&settings, Some(&over)).expect("31 > 30");
+        assert!(text.starts_with("[Action Required] There are 31 unsummarized conversations (conversation id 5 ~ 35)."), "{text}");
+        assert!(text.contains("mneme sync fetch --begin 5 --end 35"), "{text}");
+    }
+
+    #[test]
+    fn flush_instruction_at_or_above_the_threshold() {
+        let settings = settings();
+        assert_eq!(context_check(&settings, 69.9), None);
+        assert_eq!(context_check(&settings, f64::NAN), None);
+        let text = context_check(&settings, 70.0).expect("70 >= 70");
+        assert!(text.starts_with("[Pre-Compaction Flush] Context usage is 70% (flush at 70%)."), "{text}");
+        assert!(text.contains("/srv/agent/workspace/state.md"), "{text}");
+        assert!(context_check(&settings, 93.5).expect("93.5").contains("93.5%"));
+    }
+}

@@ -1,0 +1,75 @@
+//! `init`: creates the tiered workspace layout from the compiled-in templates.
+//!
+//! **Invariant:** `init` never overwrites a file with content. A file that exists and holds
+//! anything but whitespace is reported as skipped; a missing, empty or whitespace-only file
+//! is (re)written from its template, atomically. Running it again is a no-op.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::atomic::{WorkspaceLock, ensure_dir, write_atomic};
+use crate::config::WorkspaceSettings;
+use crate::error::{WorkspaceError, WorkspaceResult};
+use crate::{paths, templates};
+
+/// What `init` did, with workspace-relative paths (directories included in `created`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InitReport {
+    pub dir: PathBuf,
+    pub created: Vec<PathBuf>,
+    pub skipped: Vec<PathBuf>,
+}
+
+/// Creates the workspace at `settings.dir`: the directories `users/<primary>/`,
+/// `reference/`, `sessions/`, `archive/`, `memory/` and every template file that is
+/// missing or empty. `now` dates the fresh `sessions/current.md` (today in the workspace's
+/// zone).
+pub fn init(settings: &WorkspaceSettings, now: jiff::Timestamp) -> WorkspaceResult<InitReport> {
+    let root = &settings.dir;
+    ensure_dir(root)?;
+    let _lock = WorkspaceLock::acquire(root)?;
+    let mut report = InitReport { dir: root.clone(), created: Vec::new(), skipped: Vec::new() };
+
+    let user_dir = paths::profile(&settings.primary_user)?.parent().expect("a profile path has a parent directory").to_path_buf();
+    let directories = templates::DIRECTORIES.iter().map(PathBuf::from).chain([user_dir]);
+    for relative in directories {
+        let path = paths::resolve(root, &relative)?;
+        if ensure_dir(&path)? {
+            report.created.push(relative);
+        }
+    }
+
+    for (relative, content) in templates::workspace_files(settings, settings.today(now)) {
+        let path = paths::resolve(root, &relative)?;
+        if has_content(&path)? {
+            report.skipped.push(relative);
+        } else {
+            write_atomic(&path, content.as_bytes())?;
+            report.created.push(relative);
+        }
+    }
+    Ok(report)
+}
+
+/// Whether the file at `path` exists and holds something other than whitespace. Files
+/// above 4 KiB count as having content without being read.
+fn has_content(path: &Path) -> WorkspaceResult<bool> {
+    let metadata = match path.metadata() {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(WorkspaceError::io("cannot inspect", path, error)),
+    };
+    if !metadata.is_file() {
+        return Err(WorkspaceError::io(
+            "expected a file at",
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        ));
+    }
+    if metadata.len() > 4096 {
+        return Ok(true);
+    }
+    let bytes = std::fs::read(path).map_err(|error| WorkspaceError::io("cannot read", path, error))?;
+    Ok(!bytes.iter().all(u8::is_ascii_whitespace))
+}

@@ -1,0 +1,168 @@
+//! `<private>...</private>` stripping, applied to everything mneme persists (tool
+//! results, transcripts, logs, summaries).
+//!
+//! Rules (the seed's, made fail-closed):
+//! - Tags are matched case-insensitively; `<private attr="x">` and `</private >` count.
+//! - Blocks may span lines; a string may hold several.
+//! - Blocks nest: `<private>a<private>b</private>c</private>` removes all of `a`, `b`, `c`
+//!   (a non-nesting regex would leak `c`).
+//! - An unclosed `<private>` removes everything to the end of the string.
+//! - A stray `</private>` outside any block is removed (the tag only).
+//! - When something was removed the result is trimmed, as the seed does; a string without
+//!   tags is returned unchanged (borrowed), whitespace included.
+//!
+//! `strip_value` applies this to every string inside a JSON value, object keys included,
+//! so structured content (`[{"type":"text","text":...}, {"type":"tool_result","content":
+//! [...]}]`) is covered at any depth.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+const OPEN: &[u8] = b"<private";
+const CLOSE: &[u8] = b"</private";
+
+/// Removes private blocks from `text` (see the module doc).
+pub fn strip(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut output = String::new();
+    let mut depth = 0usize;
+    let mut kept_from = 0usize;
+    let mut changed = false;
+    let mut index = 0usize;
+    while let Some(offset) = bytes[index..].iter().position(|&b| b == b'<') {
+        let at = index + offset;
+        if let Some(end) = tag_end(bytes, at, OPEN) {
+            if depth == 0 {
+                output.push_str(&text[kept_from..at]);
+            }
+            depth += 1;
+            changed = true;
+            index = end;
+            kept_from = end;
+        } else if let Some(end) = tag_end(bytes, at, CLOSE) {
+            if depth == 0 {
+                output.push_str(&text[kept_from..at]);
+            } else {
+                depth -= 1;
+            }
+            changed = true;
+            index = end;
+            kept_from = end;
+        } else {
+            index = at + 1;
+        }
+    }
+    if !changed {
+        return Cow::Borrowed(text);
+    }
+    if depth == 0 {
+        output.push_str(&text[kept_from..]);
+    }
+    Cow::Owned(output.trim().to_owned())
+}
+
+/// Removes private blocks from every string in `value`, recursively, keys included.
+/// Returns whether anything changed. If stripping makes two keys of one object equal, the
+/// later one wins.
+pub fn strip_value(value: &mut Value) -> bool {
+    match value {
+        Value::String(text) => match strip(text) {
+            Cow::Borrowed(_) => false,
+            Cow::Owned(stripped) => {
+                *text = stripped;
+                true
+            }
+        },
+        Value::Array(items) => items.iter_mut().fold(false, |changed, item| strip_value(item) | changed),
+        Value::Object(map) => {
+            let mut changed = false;
+            if map.keys().any(|key| matches!(strip(key), Cow::Owned(_))) {
+                let entries = std::mem::take(map);
+                for (key, item) in entries {
+                    map.insert(strip(&key).into_owned(), item);
+                }
+                changed = true;
+            }
+            map.values_mut().fold(changed, |changed, item| strip_value(item) | changed)
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+/// Returns a copy of `value` with private blocks removed.
+pub fn stripped_value(value: &Value) -> Value {
+    let mut copy = value.clone();
+    strip_value(&mut copy);
+    copy
+}
+
+/// If a tag named by `prefix` (`<private` or `</private`, case-insensitive) starts at
+/// `at`, returns the index just past its closing `>`. The name must be followed by `>` or
+/// by whitespace and then, before any `<`, a `>`. A tag without `>` runs to the end of the
+/// text (fail closed: `<private` with no `>` still opens a block).
+fn tag_end(bytes: &[u8], at: usize, prefix: &[u8]) -> Option<usize> {
+    let after = at + prefix.len();
+    let name = bytes.get(at..after)?;
+    if !name.eq_ignore_ascii_case(prefix) {
+        return None;
+    }
+    match bytes.get(after) {
+        None => Some(after),
+        Some(b'>') => Some(after + 1),
+        Some(next) if next.is_ascii_whitespace() => match bytes[after..].iter().position(|&b| b == b'>' || b == b'<') {
+            Some(offset) if bytes[after + offset] == b'>' => Some(after + offset + 1),
+            Some(_) => None,
+            None => Some(bytes.len()),
+        },
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: &str) {
+        assert_eq!(strip(input), expected, "input: {input:?}");
+    }
+
+    #[test]
+    fn text_without_tags_is_borrowed_unchanged() {
+        let text = "  plain text, <b>html</b> and a < sign  ";
+        assert!(matches!(strip(text), Cow::Borrowed(t) if t == text));
+    }
+
+    #[test]
+    fn blocks_are_removed() {
+        check("a <private>secret</private> b", "a  b");
+        check("<PRIVATE>x</Private>keep", "keep");
+        check("one\n<private>\nline1\nline2\n</private>\ntwo", "one\n\ntwo");
+        check("a<private>1</private>b<private>2</private>c", "abc");
+        check("a <private note=\"x\">s</private > b", "a  b");
+    }
+
+    #[test]
+    fn unclosed_blocks_run_to_the_end() {
+        check("keep <private>secret to the end", "keep");
+        check("keep <private", "keep");
+        check("keep <private data", "keep");
+    }
+
+    #[test]
+    fn nested_blocks_do_not_leak_the_outer_tail() {
+        check("a<private>x<private>y</private>leak?</private>b", "ab");
+    }
+
+    #[test]
+    fn stray_closing_tags_and_lookalikes() {
+        check("a</private>b", "ab");
+        check("<privateer>ship</privateer>", "<privateer>ship</privateer>");
+        check("<priv>x</priv>", "<priv>x</priv>");
+    }
+
+    #[test]
+    fn multibyte_text_around_tags_survives() {
+        check("日本<private>秘密</private>語", "日本語");
+    }
+}

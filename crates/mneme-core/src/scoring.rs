@@ -1,19 +1,25 @@
-//! How retrieval ranks candidates: a weighted blend of lexical relevance, current
-//! salience and recency.
+//! How retrieval ranks candidates: a weighted blend of relevance, current salience and
+//! recency.
 //!
 //! ```text
-//! score = w_rel * relevance + w_sal * salience + w_rec * recency
-//! relevance = bm25 / max bm25 among the candidates        (0 when the query is empty)
-//! recency   = 0.5 ^ (age of the event / recency_half_life)
+//! score     = w_rel * relevance + w_sal * salience + w_rec * recency
+//! relevance = (1 - dense_share) * lexical + dense_share * dense
+//! lexical   = bm25 / max bm25 among the lexical candidates          (0 if not matched)
+//! dense     = (cos - min cos) / (max cos - min cos) over the dense candidates
+//!                                                  (0 if not a dense candidate)
+//! recency   = 0.5 ^ (age of the event / recency_half_life)   (1 for evergreen records)
 //! ```
 //!
 //! With an empty query the relevance term is absent, so salience and recency alone rank.
+//! Without vectors (no model, or none stored yet) `dense_share` is ignored and relevance
+//! is the lexical part alone.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::decay::unix_seconds;
 use crate::error::{CoreError, CoreResult};
+use crate::record::MemoryType;
 
 /// Ranking parameters (config section `[retrieval]`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -29,11 +35,35 @@ pub struct RankWeights {
     pub recency_half_life_days: f64,
     /// How many lexical candidates are re-ranked, at least. Default 200.
     pub candidate_pool: usize,
+    /// Share of the dense (embedding) similarity in relevance, in [0, 1]. Default 0.5,
+    /// chosen on the LoCoMo dev half (BENCHMARKS.md, "Hybrid retrieval").
+    pub dense_share: f64,
+    /// How many nearest neighbours by embedding join the candidates. Default 100.
+    pub dense_pool: usize,
+    /// Memory types whose recency is always 1 (facts and skills do not get stale by
+    /// age); pinned records are evergreen too. Default `["semantic", "competence"]`.
+    pub evergreen: TypeSet,
+    /// Maximal marginal relevance: 1 ranks by score alone (off); lower values trade
+    /// score for diversity among the results (needs vectors). Default 1.
+    pub mmr_lambda: f64,
+    /// Hits scoring below this are dropped. Default 0.
+    pub min_score: f64,
 }
 
 impl Default for RankWeights {
     fn default() -> Self {
-        RankWeights { relevance: 0.75, salience: 0.15, recency: 0.10, recency_half_life_days: 30.0, candidate_pool: 200 }
+        RankWeights {
+            relevance: 0.75,
+            salience: 0.15,
+            recency: 0.10,
+            recency_half_life_days: 30.0,
+            candidate_pool: 200,
+            dense_share: 0.5,
+            dense_pool: 100,
+            evergreen: TypeSet::of(&[MemoryType::Semantic, MemoryType::Competence]),
+            mmr_lambda: 1.0,
+            min_score: 0.0,
+        }
     }
 }
 
@@ -52,10 +82,34 @@ impl RankWeights {
                 format!("{} (must be a positive number of days)", self.recency_half_life_days),
             ));
         }
-        if self.candidate_pool == 0 {
-            return Err(CoreError::invalid("retrieval.candidate_pool", "0 (must be at least 1)"));
+        for (key, v) in [("retrieval.candidate_pool", self.candidate_pool), ("retrieval.dense_pool", self.dense_pool)] {
+            if v == 0 {
+                return Err(CoreError::invalid(key, "0 (must be at least 1)"));
+            }
+        }
+        for (key, v) in [("retrieval.dense_share", self.dense_share), ("retrieval.mmr_lambda", self.mmr_lambda)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(CoreError::invalid(key, format!("{v} (must be between 0 and 1)")));
+            }
+        }
+        if !self.min_score.is_finite() {
+            return Err(CoreError::invalid("retrieval.min_score", format!("{} (must be a finite number)", self.min_score)));
         }
         Ok(())
+    }
+
+    /// Recency of a record of type `t`, honouring the evergreen exemption.
+    pub fn recency_of(&self, t: MemoryType, pinned: bool, event: Timestamp, now: Timestamp) -> f64 {
+        if pinned || self.evergreen.contains(t) { 1.0 } else { self.recency(event, now) }
+    }
+
+    /// Relevance from the normalised lexical and dense parts (`dense` is `None` when the
+    /// query has no vector, so the lexical part stands alone).
+    pub fn fuse(&self, lexical: f64, dense: Option<f64>) -> f64 {
+        match dense {
+            Some(d) => (1.0 - self.dense_share) * lexical + self.dense_share * d,
+            None => lexical,
+        }
     }
 
     /// Recency in (0, 1]: 1 for an event now or in the future, halving every half-life.
@@ -74,10 +128,54 @@ impl RankWeights {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ScoreParts {
     pub score: f64,
-    /// Normalised lexical relevance in [0, 1]; absent for an empty query.
+    /// Fused relevance in [0, 1]; absent for an empty query.
     pub relevance: Option<f64>,
-    /// Raw BM25 (higher is better); absent for an empty query.
+    /// Raw BM25 (higher is better); absent unless the record matched lexically.
     pub bm25: Option<f64>,
+    /// Normalised lexical part of relevance; absent for an empty query.
+    #[serde(default)]
+    pub lexical: Option<f64>,
+    /// Cosine similarity to the query's embedding; absent unless the record was a
+    /// dense candidate.
+    #[serde(default)]
+    pub cosine: Option<f64>,
+    /// Normalised dense part of relevance; absent when the query had no vector.
+    #[serde(default)]
+    pub dense: Option<f64>,
     pub salience: f64,
     pub recency: f64,
+}
+
+/// A set of memory types, written as a list of names in the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TypeSet(u8);
+
+impl TypeSet {
+    pub fn of(types: &[MemoryType]) -> Self {
+        TypeSet(types.iter().fold(0, |bits, t| bits | Self::bit(*t)))
+    }
+
+    pub fn contains(&self, t: MemoryType) -> bool {
+        self.0 & Self::bit(t) != 0
+    }
+
+    pub fn types(&self) -> Vec<MemoryType> {
+        MemoryType::ALL.into_iter().filter(|t| self.contains(*t)).collect()
+    }
+
+    fn bit(t: MemoryType) -> u8 {
+        1 << MemoryType::ALL.iter().position(|x| *x == t).unwrap_or(0)
+    }
+}
+
+impl Serialize for TypeSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.types().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TypeSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(TypeSet::of(&Vec::<MemoryType>::deserialize(d)?))
+    }
 }

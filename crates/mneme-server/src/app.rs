@@ -99,6 +99,8 @@ const READ_METHODS: [&str; 5] = ["Retrieve", "RetrieveById", "History", "GetMetr
 pub struct App {
     pub ops: Ops,
     pub ingestor: Ingestor,
+    /// The background embedding pipeline, taken and stopped at shutdown.
+    pub embedder: std::sync::Mutex<Option<mneme_service::EmbedderHandle>>,
     pub read_gate: tokio::sync::Semaphore,
     pub auth: Auth,
     pub hooks: Hooks,
@@ -127,6 +129,8 @@ pub struct DaemonStatus {
     pub records_by_type: std::collections::BTreeMap<String, i64>,
     pub live_records_by_type: std::collections::BTreeMap<String, i64>,
     pub last_consolidation: Option<CycleReport>,
+    /// The embedding model and vector index; absent when retrieval is lexical-only.
+    pub embedding: Option<mneme_service::EmbeddingStatus>,
     pub consolidation_buffered: usize,
     pub errors_last_hour: u64,
 }
@@ -260,6 +264,7 @@ impl App {
             records_by_type: m.by_type,
             live_records_by_type: m.live_by_type,
             last_consolidation: self.consolidator.last_report(),
+            embedding: self.ops.service.embedding_status()?,
             consolidation_buffered: self.consolidator.buffered(),
             errors_last_hour: self.metrics.errors_last_hour(),
         })

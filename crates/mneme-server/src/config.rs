@@ -26,6 +26,9 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("MNEME_LLM_ENDPOINT", "consolidation.llm_endpoint"),
     ("MNEME_LLM_MODEL", "consolidation.llm_model"),
     ("MNEME_LLM_API_KEY", "consolidation.llm_api_key"),
+    ("MNEME_EMBEDDING_PROVIDER", "embedding.provider"),
+    ("MNEME_EMBEDDING_API_KEY", "embedding.api_key"),
+    ("MNEME_MODEL_DIR", "embedding.model_dir"),
 ];
 
 /// Shown instead of a secret by `mneme config show`.
@@ -45,6 +48,60 @@ pub struct MnemeConfig {
     pub hooks: HooksConfig,
     pub consolidation: ConsolidationConfig,
     pub maintenance: MaintenanceConfig,
+    pub embedding: EmbeddingConfig,
+}
+
+/// Where vectors come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// The in-process model under the data directory (`mneme model install`); when it is
+    /// not installed, retrieval is lexical-only (said once in the log).
+    #[default]
+    Local,
+    /// An OpenAI-compatible `/embeddings` endpoint.
+    Openai,
+    /// No embeddings: lexical retrieval only.
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    pub provider: EmbeddingProvider,
+    /// The local model's directory; default `<data dir>/models/all-MiniLM-L6-v2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_dir: Option<PathBuf>,
+    /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`), for provider "openai".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The provider's model name (provider "openai").
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Dimension the provider's model returns (provider "openai"; checked on every answer).
+    pub dimension: usize,
+    pub timeout: String,
+    /// Records per embedding batch in the background pipeline.
+    pub batch_size: usize,
+    /// The vector index: exact below `exact_below` vectors, approximate beyond.
+    pub index: mneme_service::IndexParams,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            provider: EmbeddingProvider::Local,
+            model_dir: None,
+            endpoint: None,
+            model: "text-embedding-3-small".into(),
+            api_key: None,
+            dimension: 1536,
+            timeout: "30s".into(),
+            batch_size: 32,
+            index: Default::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -386,6 +443,28 @@ impl MnemeConfig {
             return Err(err("consolidation.batch_size", "must be at least 1"));
         }
         unit("consolidation.min_confidence", self.consolidation.min_confidence)?;
+        let e = &self.embedding;
+        if e.batch_size == 0 || e.batch_size > 1024 {
+            return Err(err("embedding.batch_size", "must be between 1 and 1024"));
+        }
+        if parse_duration(&e.timeout).map_err(|x| err("embedding.timeout", x))?.is_zero() {
+            return Err(err("embedding.timeout", "must be longer than zero"));
+        }
+        if e.provider == EmbeddingProvider::Openai {
+            match &e.endpoint {
+                None => return Err(err("embedding.endpoint", "must be set when embedding.provider is \"openai\"")),
+                Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                    return Err(err("embedding.endpoint", format!("{url:?} must start with http:// or https://")));
+                }
+                Some(_) => {}
+            }
+            if e.dimension == 0 {
+                return Err(err("embedding.dimension", "must be at least 1"));
+            }
+        }
+        if e.index.rerank == 0 {
+            return Err(err("embedding.index.rerank", "must be at least 1"));
+        }
         if let Some(url) = &self.consolidation.llm_endpoint
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
@@ -441,6 +520,9 @@ impl MnemeConfig {
         let mut shown = self.clone();
         if shown.consolidation.llm_api_key.is_some() {
             shown.consolidation.llm_api_key = Some(REDACTED.into());
+        }
+        if shown.embedding.api_key.is_some() {
+            shown.embedding.api_key = Some(REDACTED.into());
         }
         for p in &mut shown.principals {
             if p.key_sha256.is_some() {

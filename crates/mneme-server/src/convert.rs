@@ -320,6 +320,9 @@ pub fn hit(h: &Hit) -> pb::Hit {
             bm25: h.score.bm25.unwrap_or(0.0),
             salience: h.score.salience,
             recency: h.score.recency,
+            lexical: h.score.lexical.unwrap_or(0.0),
+            cosine: h.score.cosine,
+            dense: h.score.dense,
         }),
     }
 }

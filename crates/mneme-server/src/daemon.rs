@@ -86,15 +86,31 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
 
     let service_config = config.service();
     let readers = config.server.read_connections;
+    let data_dir = store.path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let embedding = config.clone();
     let service = tokio::task::spawn_blocking(move || {
-        let mut service = MemoryService::open(store, service_config, clock)?;
-        service.add_readers(readers)?;
-        Ok::<_, mneme_service::ServiceError>(service)
+        let mut service = MemoryService::open(store, service_config, clock).map_err(|e| e.to_string())?;
+        service.add_readers(readers).map_err(|e| e.to_string())?;
+        // No model (or a broken one) never stops the daemon: retrieval is lexical-only.
+        match crate::embedding::choose(&embedding, &data_dir) {
+            Ok(crate::embedding::Choice::Model(model)) => {
+                let id = model.model_id().to_string();
+                match service.enable_embeddings(model, embedding.embedding.index) {
+                    Ok(n) => tracing::info!(model = %id, vectors = n, "embeddings enabled"),
+                    Err(e) => tracing::warn!(error = %e, "embeddings disabled; retrieval is lexical-only"),
+                }
+            }
+            Ok(crate::embedding::Choice::LexicalOnly(why)) => tracing::info!("retrieval is lexical-only: {why}"),
+            Err(e) => tracing::warn!(error = %e, "the embedding model cannot be loaded; retrieval is lexical-only"),
+        }
+        Ok::<_, String>(service)
     })
     .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())??;
     let service = Arc::new(service);
+    let embedder = service.spawn_embedder(config.embedding.batch_size, Duration::from_secs(30), |e| {
+        tracing::warn!(error = %e, "background embedding failed; retrying in 30 s");
+    });
     let ingestor = crate::app::Ingestor::start(service.clone());
     let ops = Ops::new(service, auth.requires_keys());
     // Consolidation writes with its own full-access principal: it only ever writes facts
@@ -105,6 +121,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()),
         ops,
         ingestor,
+        embedder: std::sync::Mutex::new(embedder),
         read_gate: tokio::sync::Semaphore::new(readers.max(1)),
         auth,
         consolidator,
@@ -165,6 +182,11 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
                 job.abort();
             }
             app.ingestor.stop().await;
+            let embedder = app.embedder.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(handle) = embedder {
+                // Waits for the batch in flight; its vectors are committed or found again.
+                let _ = tokio::task::spawn_blocking(move || handle.stop()).await;
+            }
             if app.config.consolidation.enabled && app.consolidator.buffered() > 0 {
                 tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
                 let report = app.consolidator.run_cycle().await;

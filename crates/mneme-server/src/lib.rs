@@ -13,6 +13,7 @@ pub mod config;
 pub mod consolidate;
 pub mod convert;
 pub mod daemon;
+pub mod embedding;
 pub mod error;
 pub mod format;
 pub mod grpc;

@@ -26,6 +26,9 @@ pub enum ServiceError {
     /// The store cannot be opened or read (missing, wrong key, damaged, too new, I/O).
     #[error("{0}")]
     Store(StoreError),
+    /// The embedding model or provider failed; lexical retrieval still works.
+    #[error("embedding: {0}")]
+    Embedding(String),
 }
 
 /// Coarse classes of [`ServiceError`], for the transports' status mappings.
@@ -37,6 +40,8 @@ pub enum ErrorKind {
     Busy,
     Config,
     Storage,
+    /// A dependency (the embedding model or provider) is not working right now.
+    Unavailable,
 }
 
 impl ServiceError {
@@ -48,6 +53,7 @@ impl ServiceError {
             ServiceError::Busy(_) => ErrorKind::Busy,
             ServiceError::Config(_) => ErrorKind::Config,
             ServiceError::Store(_) => ErrorKind::Storage,
+            ServiceError::Embedding(_) => ErrorKind::Unavailable,
         }
     }
 }

@@ -11,7 +11,9 @@
 mod config;
 mod error;
 mod retrieve;
+mod semantic;
 mod types;
+pub mod vectors;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,7 +29,9 @@ use serde_json::json;
 
 pub use config::{AccessConfig, ServiceConfig};
 pub use error::{ErrorKind, ServiceError, ServiceResult};
+pub use semantic::{EmbedProgress, EmbedderHandle, EmbeddingStatus};
 pub use types::*;
+pub use vectors::IndexParams;
 
 /// Reinforce / penalize amount when none is given.
 pub const DEFAULT_AMOUNT: f64 = 0.1;
@@ -48,6 +52,8 @@ pub struct MemoryService {
     clock: Arc<dyn Clock>,
     // Invariant: guards v7 id generation so ids are strictly increasing in this process.
     ids: Mutex<uuid::ContextV7>,
+    /// The embedding model and vector index, when enabled (`semantic.rs`).
+    semantic: Option<semantic::Semantic>,
 }
 
 impl MemoryService {
@@ -64,6 +70,7 @@ impl MemoryService {
             config,
             clock,
             ids: Mutex::new(uuid::ContextV7::new()),
+            semantic: None,
         })
     }
 
@@ -161,6 +168,7 @@ impl MemoryService {
                     }
                 }
             }
+            self.wake_embedder();
         }
         for (i, slot) in slots {
             results[i] = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -179,6 +187,7 @@ impl MemoryService {
             }
             Ok::<_, ServiceError>(())
         })?;
+        self.wake_embedder();
         Ok(ids)
     }
 

@@ -1,8 +1,13 @@
-//! Retrieval v1: lexical candidates from FTS5 (or, for an empty query, the most salient
-//! and most recent records), re-ranked by `mneme_core::scoring`.
+//! Retrieval: hybrid candidates (the top BM25 matches from FTS5 and, when a model is
+//! attached, the nearest records by embedding), or for an empty query the most salient
+//! and most recent records, re-ranked by `mneme_core::scoring`.
 //!
-//! With a query, the top `max(candidate_pool, 5 × limit)` BM25 matches are re-ranked; a
-//! record outside that pool cannot win on salience alone (a deliberate bound on work).
+//! With a query, the top `max(candidate_pool, 5 × limit)` BM25 matches and the
+//! `dense_pool` nearest neighbours are re-ranked; a record outside both pools cannot win
+//! on salience alone (a deliberate bound on work). Every candidate gets both relevance
+//! parts: a dense-only candidate scores 0 lexically, a lexical-only candidate gets its
+//! cosine from the index. The dense pool is filtered by the same SQL as the lexical one,
+//! after the nearest-neighbour search (so a very narrow filter sees fewer dense hits).
 //! Without a query, the ranking is exact: candidates come from the per-type salience
 //! index and the recency index, and the pool grows until no unseen record could beat
 //! the k-th result (Fagin's threshold argument).
@@ -28,11 +33,17 @@ impl MemoryService {
         let filter = self.effective_filter(request, access);
         let now = self.now();
         let min_salience = request.min_salience.unwrap_or(0.0);
+        let expr = fts5_expression(&request.query);
+        // Embed before taking a connection: the model takes milliseconds.
+        let query_vector = if request.query.trim().is_empty() { None } else { self.query_vector(&request.query) };
         self.reader()?.read(|tx| {
-            let scored = match fts5_expression(&request.query) {
-                Some(expr) => self.lexical(tx, &expr, &filter, request.limit, min_salience, now)?,
-                None => self.by_salience_and_recency(tx, &filter, request.limit, min_salience, now)?,
+            let mut scored = if expr.is_none() && query_vector.is_none() {
+                self.by_salience_and_recency(tx, &filter, request.limit, min_salience, now)?
+            } else {
+                self.hybrid(tx, expr.as_deref(), query_vector.as_deref(), &filter, request.limit, min_salience, now)?
             };
+            let floor = self.config.retrieval.min_score;
+            scored.retain(|(_, s)| s.score >= floor);
             let seqs: Vec<i64> = scored.iter().map(|(c, _)| c.seq).collect();
             let records = tx.get_many(&seqs)?;
             Ok::<_, ServiceError>(
@@ -68,10 +79,12 @@ impl MemoryService {
         }
     }
 
-    fn lexical(
+    #[allow(clippy::too_many_arguments)]
+    fn hybrid(
         &self,
         tx: &ReadTx<'_>,
-        expr: &str,
+        expr: Option<&str>,
+        query_vector: Option<&[f32]>,
         filter: &RecordFilter,
         limit: usize,
         min_salience: f64,
@@ -79,18 +92,72 @@ impl MemoryService {
     ) -> ServiceResult<Vec<(Candidate, ScoreParts)>> {
         let weights = self.config.retrieval;
         let pool = weights.candidate_pool.max(limit.saturating_mul(5));
-        let candidates = tx.lexical_candidates(expr, filter, pool)?;
-        let best = candidates.iter().filter_map(|c| c.bm25).fold(0.0f64, f64::max);
+        let mut candidates: HashMap<i64, (Candidate, Option<f64>)> = HashMap::new();
+        if let Some(expr) = expr {
+            for c in tx.lexical_candidates(expr, filter, pool)? {
+                candidates.insert(c.seq, (c, None));
+            }
+        }
+        let best_bm25 = candidates.values().filter_map(|(c, _)| c.bm25).fold(0.0f64, f64::max);
+        // Dense part: min-max normalised over the nearest neighbours.
+        let mut dense_range = None;
+        if let Some(q) = query_vector {
+            let near = self.nearest(q, weights.dense_pool.max(limit));
+            if let (Some(hi), Some(lo)) = (near.first(), near.last()) {
+                dense_range = Some((f64::from(lo.1), f64::from(hi.1)));
+            }
+            let seqs: Vec<i64> = near.iter().map(|(s, _)| *s).collect();
+            let cosine: HashMap<i64, f32> = near.into_iter().collect();
+            for c in tx.candidates_by_seq(&seqs, filter)? {
+                let cos = cosine.get(&c.seq).map(|&x| f64::from(x));
+                candidates.entry(c.seq).or_insert((c, None)).1 = cos;
+            }
+            for (seq, (_, cos)) in candidates.iter_mut() {
+                if cos.is_none() {
+                    *cos = self.similarity_to(q, *seq).map(f64::from);
+                }
+            }
+        }
         let mut scored: Vec<(Candidate, ScoreParts)> = candidates
-            .into_iter()
-            .filter_map(|c| {
-                let bm25 = c.bm25.unwrap_or(0.0);
-                let relevance = if best > 0.0 { (bm25 / best).clamp(0.0, 1.0) } else { 0.0 };
-                self.score(c, Some((bm25, relevance)), min_salience, now)
+            .into_values()
+            .filter_map(|(c, cosine)| {
+                let bm25 = c.bm25;
+                let lexical = match bm25 {
+                    Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
+                    _ => 0.0,
+                };
+                let dense = dense_range.map(|(lo, hi)| match cosine {
+                    Some(cos) if hi > lo => ((cos - lo) / (hi - lo)).clamp(0.0, 1.0),
+                    Some(_) => 1.0,
+                    None => 0.0,
+                });
+                let relevance = weights.fuse(lexical, dense);
+                let parts = Relevance { relevance, bm25, lexical, cosine, dense };
+                self.score(c, Some(parts), min_salience, now)
             })
             .collect();
-        sort_and_cut(&mut scored, limit);
+        if weights.mmr_lambda < 1.0 && self.semantic.is_some() {
+            sort_and_cut(&mut scored, limit.saturating_mul(3));
+            scored = self.mmr(scored, limit, weights.mmr_lambda);
+        } else {
+            sort_and_cut(&mut scored, limit);
+        }
         Ok(scored)
+    }
+
+    /// Maximal marginal relevance: repeatedly takes the candidate with the best
+    /// `λ·score − (1−λ)·max cosine to an already chosen hit`.
+    fn mmr(&self, mut pool: Vec<(Candidate, ScoreParts)>, limit: usize, lambda: f64) -> Vec<(Candidate, ScoreParts)> {
+        let mut chosen: Vec<(Candidate, ScoreParts)> = Vec::with_capacity(limit);
+        while chosen.len() < limit && !pool.is_empty() {
+            let value = |(c, s): &(Candidate, ScoreParts)| {
+                let redundancy = chosen.iter().filter_map(|(o, _)| self.similarity(c.seq, o.seq)).fold(0.0f64, |m, x| m.max(f64::from(x)));
+                lambda * s.score - (1.0 - lambda) * redundancy
+            };
+            let best = (0..pool.len()).max_by(|&a, &b| value(&pool[a]).total_cmp(&value(&pool[b])).then(b.cmp(&a))).unwrap_or(0);
+            chosen.push(pool.remove(best));
+        }
+        chosen
     }
 
     fn by_salience_and_recency(
@@ -104,36 +171,43 @@ impl MemoryService {
         let weights = self.config.retrieval;
         let decay = self.config.decay;
         let types: Vec<MemoryType> = if filter.types.is_empty() { MemoryType::ALL.to_vec() } else { filter.types.clone() };
-        let max_floor = types.iter().map(|t| decay.floor.get(*t)).fold(0.0, f64::max);
         let mut n = limit.saturating_mul(4).max(32);
         loop {
             let mut pool: HashMap<i64, Candidate> = HashMap::new();
-            let mut salience_bound = 0.0f64;
-            let mut all_seen = true;
+            // Per type whose list was cut off: (salience bound, recency is unbounded), for
+            // the records not seen yet. Pinned records sort first in the salience list, so
+            // a list ending on a pinned record may hide more pinned (ageless) ones.
+            let mut cut_types: Vec<(MemoryType, f64, bool)> = Vec::new();
             for &t in &types {
                 let list = tx.salience_candidates(t, filter, n)?;
                 if list.len() == n {
-                    all_seen = false;
                     let last = list.last().expect("a full list is not empty");
-                    salience_bound = salience_bound.max(decay.salience_at(t, &last.salience, now));
+                    let bound = decay.salience_at(t, &last.salience, now).max(decay.floor.get(t));
+                    cut_types.push((t, bound, last.salience.pinned || weights.evergreen.contains(t)));
                 }
                 pool.extend(list.into_iter().map(|c| (c.seq, c)));
             }
             let recent = tx.recent_candidates(filter, n)?;
-            let recency_bound = if recent.len() == n {
-                weights.recency(recent.last().expect("a full list is not empty").sort_time, now)
-            } else {
-                all_seen = true;
-                0.0
-            };
+            let recency_bound =
+                (recent.len() == n).then(|| weights.recency(recent.last().expect("a full list is not empty").sort_time, now));
             pool.extend(recent.into_iter().map(|c| (c.seq, c)));
             let mut scored: Vec<(Candidate, ScoreParts)> =
                 pool.into_values().filter_map(|c| self.score(c, None, min_salience, now)).collect();
             sort_and_cut(&mut scored, limit);
-            // No unseen record can score above this.
-            let unseen_bound = weights.salience * salience_bound.max(max_floor) + weights.recency * recency_bound;
-            let settled = scored.len() == limit && scored.last().is_some_and(|(_, s)| s.score >= unseen_bound);
-            if all_seen || settled || n >= 1 << 20 {
+            // No unseen record can score above this (every record was seen if either the
+            // recency list or every salience list came back short).
+            let unseen_bound = match recency_bound {
+                None => None,
+                Some(rb) => cut_types
+                    .iter()
+                    .map(|&(_, sal, ageless)| weights.salience * sal + weights.recency * if ageless { 1.0 } else { rb })
+                    .reduce(f64::max),
+            };
+            let settled = match unseen_bound {
+                None => true,
+                Some(b) => scored.len() == limit && scored.last().is_some_and(|(_, s)| s.score >= b),
+            };
+            if settled || n >= 1 << 20 {
                 return Ok(scored);
             }
             n = n.saturating_mul(4);
@@ -141,18 +215,45 @@ impl MemoryService {
     }
 
     /// Scores one candidate; `None` when its current salience is below `min_salience`.
-    /// `lexical` is (raw BM25, normalised relevance) for a text query.
-    fn score(&self, c: Candidate, lexical: Option<(f64, f64)>, min_salience: f64, now: jiff::Timestamp) -> Option<(Candidate, ScoreParts)> {
+    /// `relevance` is absent for an empty query.
+    fn score(
+        &self,
+        c: Candidate,
+        relevance: Option<Relevance>,
+        min_salience: f64,
+        now: jiff::Timestamp,
+    ) -> Option<(Candidate, ScoreParts)> {
         let weights = &self.config.retrieval;
         let salience = self.config.decay.salience_at(c.memory_type, &c.salience, now);
         if salience < min_salience {
             return None;
         }
-        let recency = weights.recency(c.sort_time, now);
-        let relevance = lexical.map(|(_, r)| r);
-        let score = weights.blend(relevance, salience, recency);
-        Some((c, ScoreParts { score, relevance, bm25: lexical.map(|(b, _)| b), salience, recency }))
+        let recency = weights.recency_of(c.memory_type, c.salience.pinned, c.sort_time, now);
+        let score = weights.blend(relevance.map(|r| r.relevance), salience, recency);
+        Some((
+            c,
+            ScoreParts {
+                score,
+                relevance: relevance.map(|r| r.relevance),
+                bm25: relevance.and_then(|r| r.bm25),
+                lexical: relevance.map(|r| r.lexical),
+                cosine: relevance.and_then(|r| r.cosine),
+                dense: relevance.and_then(|r| r.dense),
+                salience,
+                recency,
+            },
+        ))
     }
+}
+
+/// The relevance of one candidate to a text query, with its parts.
+#[derive(Debug, Clone, Copy)]
+struct Relevance {
+    relevance: f64,
+    bm25: Option<f64>,
+    lexical: f64,
+    cosine: Option<f64>,
+    dense: Option<f64>,
 }
 
 fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {

@@ -13,6 +13,7 @@ mod error;
 mod rows;
 mod schema;
 mod search;
+mod vectors;
 
 use std::fmt;
 use std::fs::File;
@@ -27,6 +28,7 @@ pub use error::{StoreError, StoreResult};
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};
+pub use vectors::{EmbedTodo, StoredVector, quantize};
 
 use error::{SqlContext, classify};
 

@@ -21,10 +21,11 @@ pub(crate) struct Migration {
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, description: "records, lineage, tags, links, append-only audit", apply: v1 },
     Migration { version: 2, description: "full-text index over summaries and payload text", apply: v2 },
+    Migration { version: 3, description: "record vectors (int8, one per record and model)", apply: v3 },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -124,4 +125,20 @@ fn v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         insert.execute(rusqlite::params![seq, fts_text(summary.as_deref(), payload.as_ref())])?;
     }
     Ok(())
+}
+
+fn v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    // Derived data: a record's vector may be replaced (a new model), never its record.
+    // Records written before this version get theirs from the embedding backfill.
+    tx.execute_batch(
+        r#"
+        CREATE TABLE record_vectors (
+            record_seq INTEGER PRIMARY KEY REFERENCES records (seq),
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL CHECK (dim > 0),
+            scale REAL NOT NULL,
+            codes BLOB NOT NULL CHECK (length(codes) = dim)
+        );
+        "#,
+    )
 }

@@ -93,6 +93,18 @@ impl ReadTx<'_> {
         self.candidates(&sql, values, false)
     }
 
+    /// The records among `seqs` that pass the filter (any order).
+    pub fn candidates_by_seq(&self, seqs: &[i64], filter: &RecordFilter) -> StoreResult<Vec<Candidate>> {
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (clause, mut values) = where_clause(filter);
+        let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.seq IN ({}) AND {clause}", placeholders(seqs.len()));
+        let mut all: Vec<Value> = seqs.iter().map(|&s| Value::Integer(s)).collect();
+        all.append(&mut values);
+        self.candidates(&sql, all, false)
+    }
+
     fn candidates(&self, sql: &str, values: Vec<Value>, lexical: bool) -> StoreResult<Vec<Candidate>> {
         let rows = self.query_all(sql, params_from_iter(values), |r| {
             Ok((

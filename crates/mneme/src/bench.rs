@@ -16,36 +16,37 @@ use mneme_service::{Access, IngestOptions, MemoryService, RetrieveRequest, Servi
 use mneme_store::StoreOptions;
 use serde_json::{Value, json};
 
-use mneme_embed::Embedder as _;
-
 use crate::commands::parse_time;
 
 struct Corpus {
     service: MemoryService,
-    /// (document id, unit vector) when an embedding model is available.
-    vectors: Vec<(String, Vec<f32>)>,
     // Keeps the temporary store alive until the corpus is dropped.
     _dir: tempfile::TempDir,
 }
 
-/// The embedding model for the hybrid experiment: `MNEME_MODEL_DIR`, else none (lexical only).
-/// Fusion weight of the dense score: `MNEME_BENCH_DENSE_WEIGHT` (default 0.5).
-struct Dense {
-    model: mneme_embed::MiniLm,
-    weight: f64,
+/// What every corpus is served with: the effective configuration (`--set`, `MNEME_*`)
+/// and the embedding model it names (`MNEME_MODEL_DIR`, `embedding.provider`), or none.
+struct Setup {
+    config: ServiceConfig,
+    index: mneme_service::IndexParams,
+    model: Option<Arc<dyn mneme_embed::Embedder>>,
 }
 
-fn dense() -> Option<Dense> {
-    let dir = std::env::var("MNEME_MODEL_DIR").ok()?;
-    let model = mneme_embed::MiniLm::load(std::path::Path::new(&dir), mneme_embed::DEFAULT_MODEL).ok()?;
-    let weight = std::env::var("MNEME_BENCH_DENSE_WEIGHT").ok().and_then(|w| w.parse().ok()).unwrap_or(0.5);
-    eprintln!("bench retrieval: hybrid with {} (dense weight {weight})", mneme_embed::DEFAULT_MODEL);
-    Some(Dense { model, weight })
-}
-
-/// Serves the retrieval-benchmark protocol on stdin/stdout until `end` or EOF.
-pub fn retrieval() -> Result<()> {
-    let dense = dense();
+/// Serves the retrieval-benchmark protocol on stdin/stdout until `end` or EOF, with the
+/// real retrieval pipeline: the same `MemoryService::retrieve` the daemon runs, hybrid
+/// when a model is available.
+pub fn retrieval(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
+    let model = match mneme_server::embedding::choose(config, data_dir).map_err(|e| anyhow!(e))? {
+        mneme_server::embedding::Choice::Model(m) => {
+            eprintln!("bench retrieval: hybrid with {} (dense share {})", m.model_id(), config.retrieval.dense_share);
+            Some(m)
+        }
+        mneme_server::embedding::Choice::LexicalOnly(why) => {
+            eprintln!("bench retrieval: lexical-only ({why})");
+            None
+        }
+    };
+    let setup = Setup { config: config.service(), index: config.embedding.index, model };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -57,7 +58,7 @@ pub fn retrieval() -> Result<()> {
         }
         let started = Instant::now();
         let (reply, end) = match serde_json::from_str::<Value>(&line) {
-            Ok(request) => answer(&request, &mut corpora, dense.as_ref()),
+            Ok(request) => answer(&request, &mut corpora, &setup),
             Err(e) => (json!({ "op": "error", "error": format!("request is not JSON: {e}") }), false),
         };
         let mut reply = reply;
@@ -71,13 +72,13 @@ pub fn retrieval() -> Result<()> {
     Ok(())
 }
 
-fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>, dense: Option<&Dense>) -> (Value, bool) {
+fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &Setup) -> (Value, bool) {
     let op = request["op"].as_str().unwrap_or("");
     let result = match op {
         "hello" => Ok(json!({ "op": "hello", "ok": true, "protocol": 1, "name": format!("mneme {}", env!("CARGO_PKG_VERSION")) })),
-        "corpus" => load_corpus(request, corpora, dense)
+        "corpus" => load_corpus(request, corpora, setup)
             .map(|n| json!({ "op": "corpus", "corpus_id": request["corpus_id"], "ok": true, "n_docs": n })),
-        "query" => query(request, corpora, dense).map(|ids| json!({ "op": "query", "qid": request["qid"], "ids": ids })),
+        "query" => query(request, corpora).map(|ids| json!({ "op": "query", "qid": request["qid"], "ids": ids })),
         "drop" => {
             corpora.remove(request["corpus_id"].as_str().unwrap_or(""));
             Ok(json!({ "op": "drop", "corpus_id": request["corpus_id"], "ok": true }))
@@ -93,12 +94,12 @@ fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>, dense: Option<
     }
 }
 
-fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, dense: Option<&Dense>) -> Result<usize> {
+fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &Setup) -> Result<usize> {
     let corpus_id = request["corpus_id"].as_str().ok_or_else(|| anyhow!("corpus without corpus_id"))?;
     let docs = request["docs"].as_array().ok_or_else(|| anyhow!("corpus without docs"))?;
     let dir = tempfile::tempdir().context("creating a temporary store")?;
     let options = StoreOptions { path: dir.path().join("bench.db"), key: None, create: true, decay: Default::default() };
-    let service = MemoryService::open(options, ServiceConfig::default(), Arc::new(SystemClock))?;
+    let mut service = MemoryService::open(options, setup.config, Arc::new(SystemClock))?;
     let mut batch = Vec::with_capacity(docs.len());
     for doc in docs {
         let id = doc["id"].as_str().ok_or_else(|| anyhow!("document without id"))?;
@@ -122,22 +123,15 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, dense: Op
     }
     let n = batch.len();
     service.ingest_batch(batch)?;
-    let mut vectors = Vec::new();
-    if let Some(d) = dense {
-        let items: Vec<(String, String)> =
-            docs.iter().filter_map(|doc| Some((doc["id"].as_str()?.to_string(), doc["text"].as_str().unwrap_or("").to_string()))).collect();
-        for chunk in items.chunks(64) {
-            let texts: Vec<&str> = chunk.iter().map(|(_, t)| t.as_str()).collect();
-            for ((id, _), v) in chunk.iter().zip(d.model.embed(&texts)?) {
-                vectors.push((id.clone(), v));
-            }
-        }
+    if let Some(model) = &setup.model {
+        service.enable_embeddings(model.clone(), setup.index)?;
+        service.embed_pending(64, false, &mut |_| {})?;
     }
-    corpora.insert(corpus_id.to_string(), Corpus { service, vectors, _dir: dir });
+    corpora.insert(corpus_id.to_string(), Corpus { service, _dir: dir });
     Ok(n)
 }
 
-fn query(request: &Value, corpora: &HashMap<String, Corpus>, dense: Option<&Dense>) -> Result<Vec<String>> {
+fn query(request: &Value, corpora: &HashMap<String, Corpus>) -> Result<Vec<String>> {
     let corpus_id = request["corpus_id"].as_str().unwrap_or("");
     let corpus = corpora.get(corpus_id).ok_or_else(|| anyhow!("unknown corpus {corpus_id:?}"))?;
     let k = request["k"].as_u64().unwrap_or(10).clamp(1, 1000) as usize;
@@ -147,40 +141,14 @@ fn query(request: &Value, corpora: &HashMap<String, Corpus>, dense: Option<&Dens
         limit: k,
         ..Default::default()
     };
-    let Some(d) = dense.filter(|_| !corpus.vectors.is_empty()) else {
-        let hits = corpus.service.retrieve(&retrieve, &Access::owner())?;
-        return Ok(hits
-            .into_iter()
-            .filter_map(|h| match h.record.payload {
-                Some(Payload::Event(e)) => e.reference,
-                _ => None,
-            })
-            .collect());
-    };
-    // Experiment: lexical top 50 (scores normalised to the best) fused with cosine over
-    // every document (exact), min-max normalised over the top 50 dense candidates.
-    const POOL: usize = 50;
-    let lexical = corpus.service.retrieve(&RetrieveRequest { limit: POOL.max(k), ..retrieve }, &Access::owner())?;
-    let best = lexical.iter().map(|h| h.score.score).fold(0.0, f64::max).max(1e-9);
-    let mut fused: HashMap<String, f64> = HashMap::new();
-    for h in &lexical {
-        if let Some(Payload::Event(e)) = &h.record.payload
-            && let Some(id) = &e.reference
-        {
-            *fused.entry(id.clone()).or_default() += (1.0 - d.weight) * h.score.score / best;
-        }
-    }
-    let q = d.model.embed(&[request["query"].as_str().unwrap_or("")])?.pop().unwrap_or_default();
-    let mut sims: Vec<(f64, &str)> = corpus.vectors.iter().map(|(id, v)| (f64::from(mneme_embed::cosine(&q, v)), id.as_str())).collect();
-    sims.sort_by(|a, b| b.0.total_cmp(&a.0));
-    sims.truncate(POOL.max(k));
-    let (hi, lo) = (sims.first().map_or(1.0, |s| s.0), sims.last().map_or(0.0, |s| s.0));
-    for (sim, id) in &sims {
-        *fused.entry((*id).to_string()).or_default() += d.weight * (sim - lo) / (hi - lo).max(1e-9);
-    }
-    let mut ranked: Vec<(String, f64)> = fused.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(ranked.into_iter().take(k).map(|(id, _)| id).collect())
+    let hits = corpus.service.retrieve(&retrieve, &Access::owner())?;
+    Ok(hits
+        .into_iter()
+        .filter_map(|h| match h.record.payload {
+            Some(Payload::Event(e)) => e.reference,
+            _ => None,
+        })
+        .collect())
 }
 
 // ---- bench store ------------------------------------------------------------------

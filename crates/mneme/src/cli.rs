@@ -55,6 +55,16 @@ pub enum Command {
     Init,
     /// A guided tour: initialise a store, ingest, revise, recall and show history.
     Demo,
+    /// Give every live record a vector from the embedding model (the backfill the daemon
+    /// also runs in the background), with progress on stderr.
+    Reindex {
+        /// Embed every record again, even those that have a vector from this model.
+        #[arg(long)]
+        force: bool,
+        /// Records per batch.
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+    },
     /// Store a new memory; prints its id.
     #[command(subcommand)]
     Ingest(IngestCommand),
@@ -451,6 +461,26 @@ pub enum BenchCommand {
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,
+    },
+    /// The vector index at scale on synthetic vectors: build time, memory, ANN latency and
+    /// recall@10 against exact search; with --store, hybrid retrieve latency on a real store.
+    Vectors {
+        /// Vectors (and, with --store, records).
+        #[arg(long, default_value_t = 1_000_000)]
+        records: usize,
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Candidates kept by the Hamming pass.
+        #[arg(long, default_value_t = 16_000)]
+        coarse: usize,
+        /// Candidates kept by the asymmetric pass for exact scoring.
+        #[arg(long, default_value_t = 2_000)]
+        rerank: usize,
+        /// Also build a real store with these records and vectors and time `retrieve`.
+        #[arg(long)]
+        store: bool,
     },
     /// The daemon under load: ingest RPC throughput and Retrieve latency with concurrent
     /// clients, hook round trips, RSS; beside direct in-process calls on the same store.

@@ -82,6 +82,20 @@ impl Invocation {
     pub fn open(&self, create: bool) -> Result<MemoryService> {
         Ok(MemoryService::open(self.store_options(create), self.config.service(), Arc::new(SystemClock))?)
     }
+
+    /// Opens the store with the configured embedding model attached, when there is one
+    /// (else lexical-only, and the reason).
+    pub fn open_semantic(&self) -> Result<(MemoryService, Option<String>)> {
+        let mut service = self.open(false)?;
+        let lexical_only = match mneme_server::embedding::choose(&self.config, &self.data_dir).map_err(|e| anyhow::anyhow!(e))? {
+            mneme_server::embedding::Choice::Model(model) => {
+                service.enable_embeddings(model, self.config.embedding.index)?;
+                None
+            }
+            mneme_server::embedding::Choice::LexicalOnly(why) => Some(why),
+        };
+        Ok((service, lexical_only))
+    }
 }
 
 /// `mneme serve` could not start (address in use, store refused, ...).
@@ -99,7 +113,10 @@ impl std::error::Error for ServeError {}
 pub fn run(cli: Cli) -> Result<()> {
     if let Command::Bench(bench) = &cli.command {
         return match bench {
-            BenchCommand::Retrieval => crate::bench::retrieval(),
+            BenchCommand::Retrieval => {
+                let invocation = Invocation::from_cli(&cli)?;
+                crate::bench::retrieval(&invocation.config, &invocation.data_dir)
+            }
             BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
             BenchCommand::Embed { texts, batch, model_dir } => {
                 let data_dir = match &cli.data_dir {
@@ -108,6 +125,14 @@ pub fn run(cli: Cli) -> Result<()> {
                 };
                 crate::model::bench(model_dir.as_deref(), &data_dir, *texts, *batch, cli.json)
             }
+            BenchCommand::Vectors { records, dim, queries, coarse, rerank, store } => crate::bench_vectors::vectors(
+                *records,
+                *dim,
+                *queries,
+                mneme_service::IndexParams { exact_below: 0, coarse: *coarse, rerank: *rerank },
+                *store,
+                cli.json,
+            ),
             BenchCommand::Daemon { records, clients, seconds, queries } => {
                 crate::bench_daemon::daemon(*records, *clients, *seconds, *queries, cli.json)
             }
@@ -160,6 +185,7 @@ pub fn run(cli: Cli) -> Result<()> {
             render::init(&service.metrics()?, ctx.json)
         }
         Command::Demo => demo(&ctx, &access),
+        Command::Reindex { force, batch } => reindex(&ctx, force, batch),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
         Command::Recall(args) => recall(&ctx, args, &access),
         // Every argument is parsed and checked before the store is opened: a refused command
@@ -242,14 +268,15 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 /// Exit status by error class: 2 invalid input, 3 not found, 4 precondition, 5 busy,
-/// 6 store or configuration problem, 1 anything else.
+/// (or a dependency such as the embedding model unavailable), 6 store or configuration
+/// problem, 1 anything else.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(e) = err.downcast_ref::<ServiceError>() {
         return match e.kind() {
             ErrorKind::InvalidArgument => 2,
             ErrorKind::NotFound => 3,
             ErrorKind::FailedPrecondition => 4,
-            ErrorKind::Busy => 5,
+            ErrorKind::Busy | ErrorKind::Unavailable => 5,
             ErrorKind::Config | ErrorKind::Storage => 6,
         };
     }
@@ -437,8 +464,49 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
     {
         return render::hits(&hits, args.explain, ctx.json);
     }
-    let hits = ctx.open(false)?.retrieve(&request, access)?;
+    let (service, lexical_only) = ctx.open_semantic()?;
+    if let Some(why) = lexical_only
+        && args.explain
+    {
+        eprintln!("lexical-only retrieval: {why}");
+    }
+    let hits = service.retrieve(&request, access)?;
     render::hits(&hits, args.explain, ctx.json)
+}
+
+fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
+    if !(1..=1024).contains(&batch) {
+        return Err(input(format!("--batch {batch}: must be between 1 and 1024")));
+    }
+    let (service, lexical_only) = ctx.open_semantic()?;
+    if let Some(why) = lexical_only {
+        return Err(anyhow::Error::new(ServiceError::Precondition(format!("nothing to reindex with: {why}"))));
+    }
+    if crate::daemon::running_daemon(&ctx.data_dir).is_some() {
+        eprintln!("note: a daemon is running; it picks up these vectors when it restarts (its own pipeline embeds new records meanwhile)");
+    }
+    let show = !ctx.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let done = service.embed_pending(batch, force, &mut |p| {
+        let rate = p.done as f64 / p.elapsed.as_secs_f64().max(1e-9);
+        let eta = (p.total.saturating_sub(p.done)) as f64 / rate.max(1e-9);
+        let line = format!("embedded {}/{} ({rate:.0}/s, {eta:.0} s left)", p.done, p.total);
+        if show {
+            eprint!("\r{line}   ")
+        } else if !ctx.json {
+            eprintln!("{line}")
+        }
+    })?;
+    if show {
+        eprintln!();
+    }
+    let status = service.embedding_status()?;
+    if ctx.json {
+        return render::print_json(&serde_json::json!({ "embedded": done, "status": status }));
+    }
+    if let Some(s) = status {
+        println!("embedded {done} records with {}; {} of {} live records have vectors", s.model, s.embedded, s.embedded + s.pending);
+    }
+    Ok(())
 }
 
 fn ingest_options(a: IngestArgs) -> Result<IngestOptions> {

@@ -12,6 +12,7 @@ macro_rules! outln {
 
 mod bench;
 mod bench_daemon;
+mod bench_vectors;
 mod cli;
 mod commands;
 mod daemon;

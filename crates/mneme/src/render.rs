@@ -7,7 +7,7 @@ use mneme_service::{History, Hit, Metrics, OutcomeResult, PruneReport, SalienceC
 use serde::Serialize;
 use serde_json::json;
 
-fn print_json(value: &impl Serialize) -> Result<()> {
+pub fn print_json(value: &impl Serialize) -> Result<()> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
@@ -157,11 +157,17 @@ pub fn hits(hits: &[Hit], explain: bool, json: bool) -> Result<()> {
         outln!("{:>2}. {} [{}{}] {}", rank + 1, r.id, r.memory_type, marker, r.summary);
         if explain {
             let s = &hit.score;
+            let num = |v: Option<f64>| {
+                v.map_or("-".to_string(), |v| if v != 0.0 && v.abs() < 0.01 { format!("{v:.1e}") } else { format!("{v:.3}") })
+            };
             outln!(
-                "    score {:.4} = relevance {} (bm25 {}) · salience {:.3} · recency {:.3}",
+                "    score {:.4} = relevance {} [lexical {} (bm25 {}) · dense {} (cosine {})] · salience {:.3} · recency {:.3}",
                 s.score,
-                s.relevance.map_or("-".to_string(), |v| format!("{v:.3}")),
-                s.bm25.map_or("-".to_string(), |v| if v.abs() < 0.01 { format!("{v:.1e}") } else { format!("{v:.3}") }),
+                num(s.relevance),
+                num(s.lexical),
+                num(s.bm25),
+                num(s.dense),
+                num(s.cosine),
                 s.salience,
                 s.recency
             );

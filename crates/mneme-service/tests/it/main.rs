@@ -2,6 +2,7 @@
 
 mod ops;
 mod retrieval;
+mod semantic;
 
 use std::sync::Arc;
 

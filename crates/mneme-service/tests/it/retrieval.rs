@@ -105,7 +105,7 @@ fn an_empty_query_ranks_exactly_like_a_naive_scan_of_every_record() {
         .map(|h| {
             let r = &h.record;
             let salience = fx.service.config().decay.salience_at(r.memory_type, &r.salience, now);
-            let recency = weights.recency(r.event_time.unwrap_or(r.created_at), now);
+            let recency = weights.recency_of(r.memory_type, r.salience.pinned, r.event_time.unwrap_or(r.created_at), now);
             (weights.blend(None, salience, recency), r.id.to_string())
         })
         .collect();

@@ -7,7 +7,7 @@ use crate::Mneme;
 fn init_ingest_recall_revise_and_inspect_with_json() {
     let m = Mneme::new();
     let init = m.json(&["init"]);
-    assert_eq!(init["schema_version"], 2);
+    assert_eq!(init["schema_version"], mneme_store::SCHEMA_VERSION);
     assert_eq!(init["encrypted"], false);
     m.ok(&["init"]); // idempotent
 

@@ -1,0 +1,277 @@
+//! Embeddings in the engine: the model, the in-memory vector index, and the pipeline
+//! that gives every live record a vector.
+//!
+//! Ingest never waits for the model. A record is searchable lexically the moment it is
+//! committed; [`MemoryService::embed_pending`] (run by the daemon's background worker,
+//! by `mneme reindex`, and by the retrieval benchmark) finds the live records without a
+//! vector from the current model, embeds them in batches, stores the vectors and adds
+//! them to the index. The "queue" is that query, so it is bounded (one batch in memory),
+//! restart-safe (a crash loses at most the batch in flight, found again next time) and
+//! covers the backfill of old records and the re-embed after a model change for free.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use mneme_embed::Embedder;
+use mneme_store::{StoredVector, quantize};
+
+use crate::vectors::{IndexParams, VectorIndex};
+use crate::{MemoryService, ServiceError, ServiceResult};
+
+/// The model and its index, attached by [`MemoryService::enable_embeddings`].
+#[derive(Debug)]
+pub(crate) struct Semantic {
+    pub(crate) embedder: Arc<dyn Embedder>,
+    pub(crate) index: RwLock<VectorIndex>,
+    /// Highest record sequence number the pipeline has looked at; held for a whole batch,
+    /// so two callers of `embed_pending` never embed the same records.
+    watermark: Mutex<i64>,
+    /// Set when new records may be waiting; the worker sleeps on it.
+    wake: (Mutex<bool>, Condvar),
+    /// The last query-embedding failure was reported (log once, not per query).
+    query_failure_reported: AtomicBool,
+}
+
+/// Progress of [`MemoryService::embed_pending`], for progress bars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmbedProgress {
+    pub done: u64,
+    /// Records that lacked a vector when the run started (more may arrive meanwhile).
+    pub total: u64,
+    pub elapsed: Duration,
+}
+
+/// What the pipeline holds, for `mneme status` and `model status`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EmbeddingStatus {
+    pub model: String,
+    pub dimension: usize,
+    /// Live records with and without a vector from this model.
+    pub embedded: u64,
+    pub pending: u64,
+    /// Vectors in the in-memory index (any record status).
+    pub indexed: usize,
+    pub index_bytes: usize,
+    /// "exact" or "approximate".
+    pub search: &'static str,
+}
+
+impl MemoryService {
+    /// Attaches an embedding model: loads the stored vectors of `embedder.model_id()`
+    /// into the index. Records without one are embedded by [`MemoryService::embed_pending`].
+    pub fn enable_embeddings(&mut self, embedder: Arc<dyn Embedder>, params: IndexParams) -> ServiceResult<usize> {
+        let model = embedder.model_id().to_string();
+        let mut index = VectorIndex::new(embedder.dimension(), params);
+        let mut wrong_dimension = 0usize;
+        self.reader()?.read(|tx| {
+            tx.for_each_vector(&model, |v| {
+                if !index.insert(v.seq, v.scale, &v.codes) {
+                    wrong_dimension += 1;
+                }
+            })
+        })?;
+        if wrong_dimension > 0 {
+            return Err(ServiceError::Embedding(format!(
+                "{wrong_dimension} stored vectors of model {model} do not have {} dimensions; run `mneme reindex --force`",
+                embedder.dimension()
+            )));
+        }
+        let n = index.len();
+        self.semantic = Some(Semantic {
+            embedder,
+            index: RwLock::new(index),
+            watermark: Mutex::new(0),
+            wake: (Mutex::new(true), Condvar::new()),
+            query_failure_reported: AtomicBool::new(false),
+        });
+        Ok(n)
+    }
+
+    /// The attached model's id, if any.
+    pub fn embedding_model(&self) -> Option<&str> {
+        self.semantic.as_ref().map(|s| s.embedder.model_id())
+    }
+
+    /// Embeds every live record that has no vector from the current model, `batch` at a
+    /// time, reporting progress after each batch. Returns how many were embedded. With
+    /// `force`, records that already have a vector are embedded again.
+    pub fn embed_pending(&self, batch: usize, force: bool, progress: &mut dyn FnMut(EmbedProgress)) -> ServiceResult<u64> {
+        let Some(semantic) = &self.semantic else { return Ok(0) };
+        let model = semantic.embedder.model_id().to_string();
+        let mut watermark = semantic.watermark.lock().unwrap_or_else(|p| p.into_inner());
+        if force {
+            *watermark = 0;
+        }
+        let started = Instant::now();
+        let total = if force {
+            let (with, without) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
+            with + without
+        } else {
+            self.reader()?.read(|tx| tx.vector_coverage(&model))?.1
+        };
+        let mut done = 0u64;
+        // With `force`, a record's old vector must not count as done: look under a
+        // throwaway model name so every live record is "missing" once.
+        let lookup = if force { format!("{model}\u{0}reindex") } else { model.clone() };
+        loop {
+            let todo = self.reader()?.read(|tx| tx.records_needing_vectors(&lookup, *watermark, batch.max(1)))?;
+            let Some(last) = todo.last().map(|t| t.seq) else { break };
+            let texts: Vec<&str> = todo.iter().map(|t| t.text.as_str()).collect();
+            let vectors = semantic.embedder.embed(&texts).map_err(|e| ServiceError::Embedding(e.to_string()))?;
+            if vectors.len() != todo.len() {
+                return Err(ServiceError::Embedding(format!("the model returned {} vectors for {} texts", vectors.len(), todo.len())));
+            }
+            let stored: Vec<StoredVector> = todo
+                .iter()
+                .zip(&vectors)
+                .map(|(t, v)| {
+                    let (scale, codes) = quantize(v);
+                    StoredVector { seq: t.seq, scale, codes }
+                })
+                .collect();
+            self.store()?.write(|tx| tx.put_vectors(&model, &stored))?;
+            {
+                let mut index = semantic.index.write().unwrap_or_else(|p| p.into_inner());
+                for v in &stored {
+                    index.insert(v.seq, v.scale, &v.codes);
+                }
+            }
+            *watermark = last;
+            done += stored.len() as u64;
+            progress(EmbedProgress { done, total: total.max(done), elapsed: started.elapsed() });
+        }
+        Ok(done)
+    }
+
+    /// Tells the background embedder that new records may be waiting.
+    pub(crate) fn wake_embedder(&self) {
+        if let Some(s) = &self.semantic {
+            let (flag, cv) = &s.wake;
+            *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            cv.notify_one();
+        }
+    }
+
+    /// Blocks until new records may need vectors, `stop` is set, or `timeout` passes.
+    fn wait_for_work(&self, stop: &AtomicBool, timeout: Duration) {
+        let Some(s) = &self.semantic else { return };
+        let (flag, cv) = &s.wake;
+        let mut woken = flag.lock().unwrap_or_else(|p| p.into_inner());
+        if !*woken && !stop.load(Ordering::Relaxed) {
+            woken = cv.wait_timeout(woken, timeout).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        *woken = false;
+    }
+
+    /// Runs the embedding pipeline on a background thread until the handle is stopped.
+    /// Failures (a model error, a busy store) are logged through `on_error` and retried
+    /// after `retry`; the records stay pending meanwhile.
+    pub fn spawn_embedder(
+        self: &Arc<Self>,
+        batch: usize,
+        retry: Duration,
+        on_error: impl Fn(&ServiceError) + Send + 'static,
+    ) -> Option<EmbedderHandle> {
+        self.semantic.as_ref()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let service = Arc::clone(self);
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("mneme-embedder".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    match service.embed_pending(batch, false, &mut |_| {}) {
+                        Ok(_) => service.wait_for_work(&flag, Duration::from_secs(5)),
+                        Err(e) => {
+                            on_error(&e);
+                            service.wait_for_work(&flag, retry);
+                        }
+                    }
+                }
+            })
+            .ok()?;
+        Some(EmbedderHandle { stop, service: Arc::clone(self), thread: Some(thread) })
+    }
+
+    /// The query's unit vector, or `None` (no model, or the model failed: then retrieval
+    /// is lexical and the failure is reported once through the returned flag).
+    pub(crate) fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
+        let s = self.semantic.as_ref()?;
+        if s.index.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            return None;
+        }
+        match s.embedder.embed(&[query]) {
+            Ok(mut v) => {
+                s.query_failure_reported.store(false, Ordering::Relaxed);
+                v.pop()
+            }
+            Err(e) => {
+                if !s.query_failure_reported.swap(true, Ordering::Relaxed) {
+                    eprintln!("mneme: query embedding failed, retrieval is lexical-only until it works again: {e}");
+                }
+                None
+            }
+        }
+    }
+
+    /// Nearest records to `query` by cosine, best first.
+    pub(crate) fn nearest(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        self.semantic.as_ref().map(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)).unwrap_or_default()
+    }
+
+    /// Cosine between a query vector and one record's stored vector.
+    pub(crate) fn similarity_to(&self, query: &[f32], seq: i64) -> Option<f32> {
+        self.semantic.as_ref().and_then(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).similarity_to(query, seq))
+    }
+
+    /// Cosine between two indexed records (for MMR), if both have vectors.
+    pub(crate) fn similarity(&self, a: i64, b: i64) -> Option<f32> {
+        self.semantic.as_ref().and_then(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).similarity(a, b))
+    }
+
+    pub fn embedding_status(&self) -> ServiceResult<Option<EmbeddingStatus>> {
+        let Some(s) = &self.semantic else { return Ok(None) };
+        let model = s.embedder.model_id().to_string();
+        let (embedded, pending) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
+        let index = s.index.read().unwrap_or_else(|p| p.into_inner());
+        Ok(Some(EmbeddingStatus {
+            model,
+            dimension: index.dim(),
+            embedded,
+            pending,
+            indexed: index.len(),
+            index_bytes: index.memory_bytes(),
+            search: if index.len() <= index.params().exact_below { "exact" } else { "approximate" },
+        }))
+    }
+}
+
+/// Stops the background embedder when dropped (or explicitly, with [`EmbedderHandle::stop`]).
+#[derive(Debug)]
+pub struct EmbedderHandle {
+    stop: Arc<AtomicBool>,
+    service: Arc<MemoryService>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EmbedderHandle {
+    /// Signals the worker and waits for the batch in flight to finish.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.service.wake_embedder();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for EmbedderHandle {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

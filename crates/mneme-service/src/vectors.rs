@@ -1,0 +1,350 @@
+//! The in-memory vector index: every stored vector of the current model, for cosine
+//! nearest-neighbour search.
+//!
+//! Each entry keeps its int8 codes and scale (as stored, `mneme_store::vectors`) and a
+//! 1-bit sign sketch (one bit per dimension, 48 bytes for 384 dimensions).
+//!
+//! - **Exact** while the index is small (`exact_below` entries, default 20 000): the int8
+//!   dot product with every entry.
+//! - **Approximate** beyond, in three stages:
+//!   1. a Hamming-distance scan over the sign sketches (six XOR + popcount per entry,
+//!      split over two threads) keeps the `coarse` closest entries (default 16 000);
+//!   2. those are re-scored asymmetrically: the query's own values summed over each
+//!      entry's positive bits (48 table lookups per entry), which weighs every sign by how
+//!      much that dimension matters to the query; the best `rerank` (default 2 000) stay;
+//!   3. those are scored exactly on their int8 codes.
+//!
+//!   Nothing to train, nothing to persist: the index is rebuilt from the store at start
+//!   (1M vectors: BENCHMARKS.md, "Vector index") and updated in place on every new vector.
+//!
+//! Scores are cosines (stored vectors are unit length); entries are keyed by record
+//! sequence number and filtered by the caller (status, sensitivity, scope) afterwards.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Index parameters (config section `[retrieval.vectors]`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexParams {
+    /// Below this many entries every query is exact. Default 20 000.
+    pub exact_below: usize,
+    /// Candidates kept from the Hamming pass for the asymmetric pass. Default 16 000.
+    pub coarse: usize,
+    /// Candidates kept from the asymmetric pass for exact re-scoring. Default 2 000.
+    pub rerank: usize,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        IndexParams { exact_below: 20_000, coarse: 16_000, rerank: 2_000 }
+    }
+}
+
+/// Cosine nearest neighbours over int8-quantised unit vectors.
+#[derive(Debug, Clone)]
+pub struct VectorIndex {
+    dim: usize,
+    words: usize,
+    params: IndexParams,
+    seqs: Vec<i64>,
+    slot_of: HashMap<i64, usize>,
+    scales: Vec<f32>,
+    codes: Vec<i8>,
+    bits: Vec<u64>,
+}
+
+impl VectorIndex {
+    pub fn new(dim: usize, params: IndexParams) -> Self {
+        VectorIndex {
+            dim,
+            words: dim.div_ceil(64),
+            params,
+            seqs: Vec::new(),
+            slot_of: HashMap::new(),
+            scales: Vec::new(),
+            codes: Vec::new(),
+            bits: Vec::new(),
+        }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn len(&self) -> usize {
+        self.seqs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+
+    pub fn params(&self) -> IndexParams {
+        self.params
+    }
+
+    /// Bytes held by the entries (codes, sketches, scales, keys).
+    pub fn memory_bytes(&self) -> usize {
+        self.codes.len() + self.bits.len() * 8 + self.scales.len() * 4 + self.seqs.len() * (8 + 24)
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        self.seqs.reserve(n);
+        self.slot_of.reserve(n);
+        self.scales.reserve(n);
+        self.codes.reserve(n * self.dim);
+        self.bits.reserve(n * self.words);
+    }
+
+    /// Adds or replaces the vector of record `seq`. Codes of the wrong length are refused.
+    pub fn insert(&mut self, seq: i64, scale: f32, codes: &[i8]) -> bool {
+        if codes.len() != self.dim {
+            return false;
+        }
+        let sketch = sketch(codes.iter().map(|&c| c > 0), self.words);
+        match self.slot_of.get(&seq) {
+            Some(&slot) => {
+                self.scales[slot] = scale;
+                self.codes[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(codes);
+                self.bits[slot * self.words..(slot + 1) * self.words].copy_from_slice(&sketch);
+            }
+            None => {
+                self.slot_of.insert(seq, self.seqs.len());
+                self.seqs.push(seq);
+                self.scales.push(scale);
+                self.codes.extend_from_slice(codes);
+                self.bits.extend_from_slice(&sketch);
+            }
+        }
+        true
+    }
+
+    /// Cosine between the stored vectors of two records, if both are indexed.
+    pub fn similarity(&self, a: i64, b: i64) -> Option<f32> {
+        let (&sa, &sb) = (self.slot_of.get(&a)?, self.slot_of.get(&b)?);
+        let (ca, cb) = (&self.codes[sa * self.dim..(sa + 1) * self.dim], &self.codes[sb * self.dim..(sb + 1) * self.dim]);
+        let dot: i32 = ca.iter().zip(cb).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
+        Some(dot as f32 * self.scales[sa] * self.scales[sb])
+    }
+
+    /// Cosine between a unit query and the stored vector of `seq`, if indexed.
+    pub fn similarity_to(&self, query: &[f32], seq: i64) -> Option<f32> {
+        let slot = *self.slot_of.get(&seq)?;
+        let q = self.prepare(query)?;
+        Some(self.score(&q, slot))
+    }
+
+    /// The `k` nearest entries to a unit `query` by cosine, best first: exact while the
+    /// index is small, approximate beyond.
+    pub fn search(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        if self.len() <= self.params.exact_below { self.search_exact(query, k) } else { self.search_approximate(query, k) }
+    }
+
+    /// Scores every entry.
+    pub fn search_exact(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let Some(q) = self.prepare(query) else { return Vec::new() };
+        let mut top = TopK::new(k);
+        for slot in 0..self.len() {
+            top.push(self.score(&q, slot), slot);
+        }
+        top.into_sorted().into_iter().map(|(s, slot)| (self.seqs[slot], s)).collect()
+    }
+
+    /// Hamming scan of the sign sketches, asymmetric re-scoring of the closest, then
+    /// exact int8 scores for the best of those.
+    pub fn search_approximate(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let Some(q) = self.prepare(query) else { return Vec::new() };
+        let n = self.len();
+        let rerank = self.params.rerank.max(k).min(n);
+        let coarse = self.params.coarse.max(rerank).min(n);
+        let qbits = sketch(query.iter().map(|&x| x > 0.0), self.words);
+        // Stage 1: distances per slot; two halves in parallel on large indexes.
+        let mut dist = vec![0u16; n];
+        let mut hist = vec![0u32; self.words * 64 + 1];
+        let half = n / 2;
+        if n >= 100_000 {
+            let (lo, hi) = dist.split_at_mut(half);
+            let (h1, h2) = std::thread::scope(|s| {
+                let a = s.spawn(|| self.hamming(&qbits, 0, lo));
+                let b = self.hamming(&qbits, half, hi);
+                (a.join().unwrap_or_default(), b)
+            });
+            for (h, (x, y)) in hist.iter_mut().zip(h1.iter().zip(&h2)) {
+                *h = x + y;
+            }
+        } else {
+            hist = self.hamming(&qbits, 0, &mut dist);
+        }
+        // The smallest distance d* with at least `coarse` entries at distance ≤ d*.
+        let mut cut = 0usize;
+        let mut seen = 0u32;
+        for (d, &c) in hist.iter().enumerate() {
+            seen += c;
+            cut = d;
+            if seen as usize >= coarse {
+                break;
+            }
+        }
+        let mut at_cut = coarse.saturating_sub((seen - hist[cut]) as usize);
+        // Stage 2: per sketch byte, the sum of the query's values over each bit pattern.
+        let table = byte_table(query);
+        let mut middle = TopK::new(rerank);
+        for (slot, &d) in dist.iter().enumerate() {
+            let d = d as usize;
+            if d < cut || (d == cut && at_cut > 0) {
+                if d == cut {
+                    at_cut -= 1;
+                }
+                middle.push(self.asymmetric(&table, slot), slot);
+            }
+        }
+        // Stage 3: exact int8 scores.
+        let mut top = TopK::new(k);
+        for (_, slot) in middle.into_sorted() {
+            top.push(self.score(&q, slot), slot);
+        }
+        top.into_sorted().into_iter().map(|(s, slot)| (self.seqs[slot], s)).collect()
+    }
+
+    fn asymmetric(&self, table: &[[f32; 256]], slot: usize) -> f32 {
+        let words = &self.bits[slot * self.words..(slot + 1) * self.words];
+        let mut sum = 0.0f32;
+        for (w, word) in words.iter().enumerate() {
+            for (b, byte) in word.to_le_bytes().iter().enumerate() {
+                if let Some(row) = table.get(w * 8 + b) {
+                    sum += row[*byte as usize];
+                }
+            }
+        }
+        sum
+    }
+
+    /// Hamming distances for slots `start..start + out.len()`, and their histogram.
+    fn hamming(&self, q: &[u64], start: usize, out: &mut [u16]) -> Vec<u32> {
+        let mut hist = vec![0u32; self.words * 64 + 1];
+        let w = self.words;
+        for (i, d) in out.iter_mut().enumerate() {
+            let base = (start + i) * w;
+            let bits = &self.bits[base..base + w];
+            let mut h = 0u32;
+            for (a, b) in bits.iter().zip(q) {
+                h += (a ^ b).count_ones();
+            }
+            *d = h as u16;
+            hist[h as usize] += 1;
+        }
+        hist
+    }
+
+    /// The query as int8 codes and scale; `None` for a query of the wrong dimension.
+    fn prepare(&self, query: &[f32]) -> Option<(f32, Vec<i8>)> {
+        (query.len() == self.dim).then(|| mneme_store::quantize(query))
+    }
+
+    fn score(&self, q: &(f32, Vec<i8>), slot: usize) -> f32 {
+        let codes = &self.codes[slot * self.dim..(slot + 1) * self.dim];
+        let dot: i32 = codes.iter().zip(&q.1).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
+        dot as f32 * q.0 * self.scales[slot]
+    }
+}
+
+/// For each group of 8 dimensions, the query's sum over every subset (bit pattern).
+fn byte_table(query: &[f32]) -> Vec<[f32; 256]> {
+    query
+        .chunks(8)
+        .map(|dims| {
+            let mut row = [0.0f32; 256];
+            for (pattern, slot) in row.iter_mut().enumerate() {
+                *slot = dims.iter().enumerate().filter(|(i, _)| pattern & (1 << i) != 0).map(|(_, x)| x).sum();
+            }
+            row
+        })
+        .collect()
+}
+
+fn sketch(signs: impl Iterator<Item = bool>, words: usize) -> Vec<u64> {
+    let mut out = vec![0u64; words];
+    for (i, positive) in signs.enumerate() {
+        if positive {
+            out[i / 64] |= 1 << (i % 64);
+        }
+    }
+    out
+}
+
+/// The k best (score, slot) pairs seen, as a small min-heap.
+struct TopK {
+    k: usize,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, usize)>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OrdF32(f32);
+impl Eq for OrdF32 {}
+impl PartialOrd for OrdF32 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for OrdF32 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        TopK { k, heap: std::collections::BinaryHeap::with_capacity(k + 1) }
+    }
+
+    fn push(&mut self, score: f32, slot: usize) {
+        if self.k == 0 {
+            return;
+        }
+        if self.heap.len() < self.k {
+            self.heap.push(std::cmp::Reverse((OrdF32(score), slot)));
+        } else if let Some(std::cmp::Reverse((worst, _))) = self.heap.peek()
+            && score > worst.0
+        {
+            self.heap.pop();
+            self.heap.push(std::cmp::Reverse((OrdF32(score), slot)));
+        }
+    }
+
+    fn into_sorted(self) -> Vec<(f32, usize)> {
+        let mut v: Vec<(f32, usize)> = self.heap.into_iter().map(|std::cmp::Reverse((s, slot))| (s.0, slot)).collect();
+        v.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        v
+    }
+}
+
+/// Synthetic unit vectors for tests and benchmarks, with graded structure like sentence
+/// embeddings: 200 topics, 20
+/// subtopics each, points scattered around their subtopic.
+pub fn synthetic(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut state = seed;
+    let mut gauss = move || {
+        // Box-Muller on SplitMix64.
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (u, v) = (next().max(1e-12), next());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    };
+    let topics: Vec<Vec<f32>> = (0..200).map(|_| (0..dim).map(|_| gauss()).collect()).collect();
+    let subtopics: Vec<Vec<f32>> = (0..4000).map(|i| topics[i % 200].iter().map(|x| x + 0.8 * gauss()).collect()).collect();
+    (0..n)
+        .map(|_| {
+            let pick = (gauss().abs() * 1e6) as usize % subtopics.len();
+            let v: Vec<f32> = subtopics[pick].iter().map(|x| x + 0.9 * gauss()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}

@@ -49,6 +49,8 @@ pub struct MnemeConfig {
     pub consolidation: ConsolidationConfig,
     pub maintenance: MaintenanceConfig,
     pub embedding: EmbeddingConfig,
+    /// The agent's file workspace (`mneme workspace`, `mneme hook session-start`).
+    pub workspace: mneme_workspace::WorkspaceConfig,
 }
 
 /// Where vectors come from.
@@ -462,6 +464,7 @@ impl MnemeConfig {
                 return Err(err("embedding.dimension", "must be at least 1"));
             }
         }
+        self.workspace.settings(PathBuf::from(".")).map_err(|e| ConfigError(e.to_string()))?;
         if e.index.rerank == 0 {
             return Err(err("embedding.index.rerank", "must be at least 1"));
         }

@@ -53,6 +53,9 @@ pub enum Command {
     Supervise(ServeArgs),
     /// Create the data directory and the store (encrypted when a key is set). Idempotent.
     Init,
+    /// The agent's file workspace (tiered Markdown memory).
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
     /// A guided tour: initialise a store, ingest, revise, recall and show history.
     Demo,
     /// Give every live record a vector from the embedding model (the backfill the daemon
@@ -347,8 +350,9 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct HookArgs {
-    /// session_start, message_received, message_sent, before_tool_call, after_tool_call,
-    /// before_compaction, agent_end or gateway_stop.
+    /// Memory hooks: session_start, message_received, message_sent, before_tool_call,
+    /// after_tool_call, before_compaction, agent_end or gateway_stop. Workspace hooks
+    /// (Claude Code's protocol, JSON on stdout): session-start, prompt-submit, context.
     pub name: String,
     /// Print only the context block (session_start) instead of the JSON outcome.
     #[arg(long)]
@@ -356,6 +360,36 @@ pub struct HookArgs {
     /// Handle the hook in this process even when a daemon is running.
     #[arg(long)]
     pub local: bool,
+    /// Context window usage in percent (the `context` workspace hook).
+    #[arg(long)]
+    pub usage: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Create the layout from the built-in templates; never overwrites a non-empty file.
+    Init {
+        /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
+        dir: Option<PathBuf>,
+    },
+    /// Sizes, modification times and budgets of the memory files.
+    Status {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Archive sessions/current.md to sessions/YYYY-MM-DD.md when its day has passed.
+    Rotate {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// The consolidation report (budgets, old session logs, large references, profiles).
+    Consolidate {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Move the archive candidates into archive/ (nothing is ever deleted).
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

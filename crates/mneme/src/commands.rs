@@ -111,6 +111,15 @@ impl std::fmt::Display for ServeError {
 impl std::error::Error for ServeError {}
 
 pub fn run(cli: Cli) -> Result<()> {
+    // A workspace hook never fails its caller, not even on a broken configuration.
+    if let Command::Hook(args) = &cli.command
+        && crate::workspace::is_workspace_hook(&args.name)
+    {
+        return match Invocation::from_cli(&cli) {
+            Ok(ctx) => crate::workspace::hook(&ctx, args),
+            Err(e) => crate::workspace::hook_failed(args, &e),
+        };
+    }
     if let Command::Bench(bench) = &cli.command {
         return match bench {
             BenchCommand::Retrieval => {
@@ -186,6 +195,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Demo => demo(&ctx, &access),
         Command::Reindex { force, batch } => reindex(&ctx, force, batch),
+        Command::Workspace(cmd) => crate::workspace::command(&ctx, cmd),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
         Command::Recall(args) => recall(&ctx, args, &access),
         // Every argument is parsed and checked before the store is opened: a refused command
@@ -282,6 +292,12 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     }
     if err.downcast_ref::<CoreError>().is_some() || err.downcast_ref::<InputError>().is_some() {
         return 2;
+    }
+    if let Some(e) = err.downcast_ref::<mneme_workspace::WorkspaceError>() {
+        return match e {
+            mneme_workspace::WorkspaceError::Io { .. } => 6,
+            _ => 2,
+        };
     }
     if err.downcast_ref::<crate::daemon::NotRunning>().is_some() {
         return 3;

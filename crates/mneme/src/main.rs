@@ -18,6 +18,7 @@ mod commands;
 mod daemon;
 mod model;
 mod render;
+mod workspace;
 
 use std::process::ExitCode;
 

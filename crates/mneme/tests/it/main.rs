@@ -7,6 +7,7 @@ mod bad_input;
 mod daemon;
 mod durability;
 mod flows;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -35,7 +35,7 @@ pub struct RankWeights {
     pub recency_half_life_days: f64,
     /// How many lexical candidates are re-ranked, at least. Default 200.
     pub candidate_pool: usize,
-    /// Share of the dense (embedding) similarity in relevance, in [0, 1]. Default 0.5,
+    /// Share of the dense (embedding) similarity in relevance, in [0, 1]. Default 0.3,
     /// chosen on the LoCoMo dev half (BENCHMARKS.md, "Hybrid retrieval").
     pub dense_share: f64,
     /// How many nearest neighbours by embedding join the candidates. Default 100.
@@ -58,7 +58,7 @@ impl Default for RankWeights {
             recency: 0.10,
             recency_half_life_days: 30.0,
             candidate_pool: 200,
-            dense_share: 0.5,
+            dense_share: 0.3,
             dense_pool: 100,
             evergreen: TypeSet::of(&[MemoryType::Semantic, MemoryType::Competence]),
             mmr_lambda: 1.0,

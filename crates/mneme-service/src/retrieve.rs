@@ -112,9 +112,11 @@ impl MemoryService {
                 let cos = cosine.get(&c.seq).map(|&x| f64::from(x));
                 candidates.entry(c.seq).or_insert((c, None)).1 = cos;
             }
-            for (seq, (_, cos)) in candidates.iter_mut() {
-                if cos.is_none() {
-                    *cos = self.similarity_to(q, *seq).map(f64::from);
+            // Lexical-only candidates: their cosine from the index, in one pass.
+            let missing: Vec<i64> = candidates.iter().filter(|(_, (_, cos))| cos.is_none()).map(|(seq, _)| *seq).collect();
+            for (seq, cos) in missing.iter().zip(self.similarities_to(q, &missing)) {
+                if let Some(entry) = candidates.get_mut(seq) {
+                    entry.1 = cos.map(f64::from);
                 }
             }
         }

@@ -104,12 +104,8 @@ impl MemoryService {
             *watermark = 0;
         }
         let started = Instant::now();
-        let total = if force {
-            let (with, without) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
-            with + without
-        } else {
-            self.reader()?.read(|tx| tx.vector_coverage(&model))?.1
-        };
+        let (with, without) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
+        let total = if force { with + without } else { without };
         let mut done = 0u64;
         // With `force`, a record's old vector must not count as done: look under a
         // throwaway model name so every live record is "missing" once.
@@ -220,9 +216,12 @@ impl MemoryService {
         self.semantic.as_ref().map(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)).unwrap_or_default()
     }
 
-    /// Cosine between a query vector and one record's stored vector.
-    pub(crate) fn similarity_to(&self, query: &[f32], seq: i64) -> Option<f32> {
-        self.semantic.as_ref().and_then(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).similarity_to(query, seq))
+    /// Cosines between a query vector and the stored vectors of `seqs`.
+    pub(crate) fn similarities_to(&self, query: &[f32], seqs: &[i64]) -> Vec<Option<f32>> {
+        match &self.semantic {
+            Some(s) => s.index.read().unwrap_or_else(|p| p.into_inner()).similarities_to(query, seqs),
+            None => vec![None; seqs.len()],
+        }
     }
 
     /// Cosine between two indexed records (for MMR), if both have vectors.

@@ -124,16 +124,14 @@ impl VectorIndex {
     /// Cosine between the stored vectors of two records, if both are indexed.
     pub fn similarity(&self, a: i64, b: i64) -> Option<f32> {
         let (&sa, &sb) = (self.slot_of.get(&a)?, self.slot_of.get(&b)?);
-        let (ca, cb) = (&self.codes[sa * self.dim..(sa + 1) * self.dim], &self.codes[sb * self.dim..(sb + 1) * self.dim]);
-        let dot: i32 = ca.iter().zip(cb).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
-        Some(dot as f32 * self.scales[sa] * self.scales[sb])
+        Some(dot_i8(self.codes_of(sa), self.codes_of(sb)) as f32 * self.scales[sa] * self.scales[sb])
     }
 
-    /// Cosine between a unit query and the stored vector of `seq`, if indexed.
-    pub fn similarity_to(&self, query: &[f32], seq: i64) -> Option<f32> {
-        let slot = *self.slot_of.get(&seq)?;
-        let q = self.prepare(query)?;
-        Some(self.score(&q, slot))
+    /// Cosines between a unit query and the stored vectors of `seqs` (`None` where a
+    /// record is not indexed), quantising the query once.
+    pub fn similarities_to(&self, query: &[f32], seqs: &[i64]) -> Vec<Option<f32>> {
+        let Some(q) = self.prepare(query) else { return vec![None; seqs.len()] };
+        seqs.iter().map(|seq| self.slot_of.get(seq).map(|&slot| self.score(&q, slot))).collect()
     }
 
     /// The `k` nearest entries to a unit `query` by cosine, best first: exact while the
@@ -244,10 +242,16 @@ impl VectorIndex {
     }
 
     fn score(&self, q: &(f32, Vec<i8>), slot: usize) -> f32 {
-        let codes = &self.codes[slot * self.dim..(slot + 1) * self.dim];
-        let dot: i32 = codes.iter().zip(&q.1).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
-        dot as f32 * q.0 * self.scales[slot]
+        dot_i8(self.codes_of(slot), &q.1) as f32 * q.0 * self.scales[slot]
     }
+
+    fn codes_of(&self, slot: usize) -> &[i8] {
+        &self.codes[slot * self.dim..(slot + 1) * self.dim]
+    }
+}
+
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
 }
 
 /// For each group of 8 dimensions, the query's sum over every subset (bit pattern).

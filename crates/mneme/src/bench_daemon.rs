@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::bench::{TextGen, summarize};
 
-fn rss_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn rss_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))

@@ -24,11 +24,7 @@ use serde_json::json;
 use crate::bench::{TextGen, summarize};
 
 fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
-        .unwrap_or(0.0)
-        / 1024.0
+    crate::bench_daemon::rss_kib(std::process::id(), "VmRSS:") as f64 / 1024.0
 }
 
 /// Vectors by position: `doc N` embeds to vector N, `query N` to query vector N.

@@ -11,6 +11,7 @@
 pub mod clock;
 pub mod decay;
 pub mod error;
+pub mod private;
 pub mod query;
 pub mod record;
 pub mod revision;

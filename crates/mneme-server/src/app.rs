@@ -106,6 +106,8 @@ pub struct App {
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
     pub metrics: Registry,
+    /// The agent's file workspace (scheduler, search index); its directory may not exist.
+    pub workspace: mneme_workspace::WorkspaceSettings,
     pub config: MnemeConfig,
     pub started: Instant,
     pub started_at: Timestamp,

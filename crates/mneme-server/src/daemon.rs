@@ -87,6 +87,11 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let service_config = config.service();
     let readers = config.server.read_connections;
     let data_dir = store.path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let workspace = {
+        let env = std::env::var_os("MNEME_WORKSPACE");
+        let dir = mneme_workspace::config::resolve_dir(None, env.as_deref(), &config.workspace, &data_dir);
+        config.workspace.settings(dir).map_err(|e| e.to_string())?
+    };
     let embedding = config.clone();
     let service = tokio::task::spawn_blocking(move || {
         let mut service = MemoryService::open(store, service_config, clock).map_err(|e| e.to_string())?;
@@ -126,6 +131,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         auth,
         consolidator,
         metrics: Registry::default(),
+        workspace,
         config,
         started: Instant::now(),
         started_at: Timestamp::now(),
@@ -260,6 +266,68 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             }
         }));
     }
+    if app.workspace.scheduler {
+        // The first pass runs right away: tasks whose slots passed while the daemon was
+        // down run once now (the due rule never replays missed slots).
+        let app = app.clone();
+        jobs.push(every_until_from(Duration::from_millis(200), SCHEDULER_TICK, rx.clone(), move || {
+            let app = app.clone();
+            async move {
+                let job = app.clone();
+                let result = tokio::task::spawn_blocking(move || {
+                    let service = &job.ops.service;
+                    crate::scheduler::run_due(service, &job.workspace, service.now(), None)
+                })
+                .await;
+                match result {
+                    Ok(Ok(pass)) => {
+                        for run in &pass.ran {
+                            tracing::info!(task = %run.task, ok = run.ok, detail = %run.detail, "scheduled task ran");
+                            app.metrics.job("scheduler", run.ok);
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "scheduler pass failed");
+                        app.metrics.job("scheduler", false);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "scheduler pass aborted"),
+                }
+            }
+        }));
+    }
+    if app.workspace.index {
+        // Poll modification times (cheap: one stat per file) at half the debounce; a
+        // changed file is re-indexed once it has been quiet for the debounce.
+        let debounce = app.workspace.reindex_debounce;
+        let tick = (debounce / 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let app = app.clone();
+        jobs.push(every_until_from(Duration::from_millis(100), tick, rx.clone(), move || {
+            let app = app.clone();
+            async move {
+                let job = app.clone();
+                let result =
+                    tokio::task::spawn_blocking(move || crate::file_index::sync(&job.ops.service, &job.workspace.dir, Some(debounce)))
+                        .await;
+                match result {
+                    Ok(Ok(report)) if report.changed() => {
+                        tracing::info!(
+                            indexed = report.indexed.len(),
+                            removed = report.removed.len(),
+                            chunks = report.chunks,
+                            "workspace re-indexed"
+                        );
+                        app.metrics.job("workspace_index", true);
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "workspace indexing failed");
+                        app.metrics.job("workspace_index", false);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "workspace indexing aborted"),
+                }
+            }
+        }));
+    }
     let decay = app.config.decay_interval();
     if !decay.is_zero() && app.config.maintenance.prune {
         jobs.push(every_until(decay, rx, move || {
@@ -287,13 +355,25 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
     jobs
 }
 
-fn every_until<F, Fut>(every: Duration, mut rx: watch::Receiver<bool>, job: F) -> JoinHandle<()>
+/// How often the daemon looks for due scheduled tasks (cron slots are minutes apart).
+const SCHEDULER_TICK: Duration = Duration::from_secs(20);
+
+fn every_until<F, Fut>(every: Duration, rx: watch::Receiver<bool>, job: F) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    every_until_from(every, every, rx, job)
+}
+
+/// Runs `job` after `first`, then every `every`, until shutdown.
+fn every_until_from<F, Fut>(first: Duration, every: Duration, mut rx: watch::Receiver<bool>, job: F) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
     tokio::spawn(async move {
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + first, every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {

@@ -325,6 +325,19 @@ impl Hooks {
         let options = IngestOptions { sensitivity: Some(sensitivity), tags, actor: Some(ACTOR.into()), ..IngestOptions::default() };
         let record = self.ops.ingest(p, Payload::Event(event), options)?;
         out.record_ids.push(record.id.clone());
+        // The conversation log (memory sync's input) gets the message too; a failure there
+        // is logged and never fails the hook.
+        let logged = self.ops.service.log_conversation(mneme_service::ConversationInput {
+            channel: channel.clone(),
+            user_id: input.event.from.clone().or_else(|| input.event.sender.clone()),
+            direction: if role == "user" { "in" } else { "out" }.into(),
+            priority: None,
+            content: content.to_string(),
+            at: Some(timestamp),
+        });
+        if let Err(e) = logged {
+            tracing::warn!(error = %e, "the message was remembered but not added to the conversation log");
+        }
         if self.config.regex_extraction {
             for t in patterns::extract(content) {
                 if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {

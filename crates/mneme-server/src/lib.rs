@@ -15,6 +15,7 @@ pub mod convert;
 pub mod daemon;
 pub mod embedding;
 pub mod error;
+pub mod file_index;
 pub mod format;
 pub mod grpc;
 pub mod hooks;
@@ -23,6 +24,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod ops;
 pub mod patterns;
+pub mod scheduler;
 
 pub use config::MnemeConfig;
 pub use daemon::{Daemon, DaemonFile, DaemonOptions, start};

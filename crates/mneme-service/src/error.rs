@@ -11,6 +11,9 @@ pub enum ServiceError {
     /// The record does not exist or the caller may not see it (the two are not told apart).
     #[error("no record {0}")]
     NotFound(RecordId),
+    /// Something other than a record does not exist (a scheduled task); the text names it.
+    #[error("{0}")]
+    NoSuch(String),
     /// Malformed or oversize input.
     #[error("{0}")]
     Invalid(CoreError),
@@ -47,7 +50,7 @@ pub enum ErrorKind {
 impl ServiceError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            ServiceError::NotFound(_) => ErrorKind::NotFound,
+            ServiceError::NotFound(_) | ServiceError::NoSuch(_) => ErrorKind::NotFound,
             ServiceError::Invalid(_) => ErrorKind::InvalidArgument,
             ServiceError::Precondition(_) => ErrorKind::FailedPrecondition,
             ServiceError::Busy(_) => ErrorKind::Busy,

@@ -8,6 +8,7 @@
 //! Invariant: access control happens here. A record the caller's [`Access`] does not
 //! cover is reported as not found, never returned, never revised.
 
+mod agent;
 mod config;
 mod error;
 mod retrieve;
@@ -19,6 +20,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
+use mneme_core::private;
 use mneme_core::validate::{check_amount, check_payload, check_unit};
 use mneme_core::{
     AuditAction, Clock, CompetencePayload, EventPayload, Lineage, LineageOp, MemoryRecord, NewRecord, Payload, PlanGraphPayload, RecordId,
@@ -27,8 +29,10 @@ use mneme_core::{
 use mneme_store::{Store, StoreOptions};
 use serde_json::json;
 
+pub use agent::{CheckpointResult, ConversationInput, MAX_FETCH};
 pub use config::{AccessConfig, ServiceConfig};
 pub use error::{ErrorKind, ServiceError, ServiceResult};
+pub use mneme_store::{Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, SyncState, TaskRow, TaskRun};
 pub use semantic::{EmbedProgress, EmbedderHandle, EmbeddingStatus};
 pub use types::*;
 pub use vectors::IndexParams;
@@ -547,9 +551,12 @@ impl MemoryService {
     }
 
     fn new_record(&self, payload: Payload, options: IngestOptions) -> ServiceResult<NewRecord> {
+        // Nothing inside <private> blocks is ever persisted (checked after stripping, so a
+        // text that was all private is refused as empty).
+        let payload = private::strip_payload(payload)?;
         check_payload(&payload)?;
         let mut new = NewRecord::new(payload);
-        new.summary = options.summary;
+        new.summary = private::strip_opt(options.summary);
         if let Some(s) = options.sensitivity {
             new.sensitivity = s;
         }
@@ -567,7 +574,7 @@ impl MemoryService {
         if let Some(actor) = options.actor {
             new.actor = actor;
         }
-        new.rationale = options.rationale.unwrap_or_default();
+        new.rationale = private::strip_opt(options.rationale).unwrap_or_default();
         self.config.limits.check_new_record(&new)?;
         Ok(new)
     }
@@ -578,6 +585,7 @@ impl MemoryService {
         let payload = match change.payload {
             Some(p) => {
                 revision::check_same_type(first.memory_type, &p)?;
+                let p = private::strip_payload(p)?;
                 check_payload(&p)?;
                 p
             }
@@ -585,7 +593,7 @@ impl MemoryService {
         };
         let payload_changed = Some(&payload) != first.payload.as_ref();
         let mut new = NewRecord::new(payload);
-        new.summary = match change.summary {
+        new.summary = match private::strip_opt(change.summary) {
             Some(s) => Some(s),
             None if payload_changed => None,
             // Same payload: keep the old summary, stored only if it was not derived.

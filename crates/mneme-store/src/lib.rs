@@ -9,6 +9,7 @@
 //! operation rolls back whole.
 //! Invariant: the encryption key never appears in an error, a log line or `Debug` output.
 
+mod agent;
 mod error;
 mod rows;
 mod schema;
@@ -24,6 +25,9 @@ use std::time::Duration;
 use mneme_core::DecayConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+pub use agent::{
+    Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState, TaskRow, TaskRun,
+};
 pub use error::{StoreError, StoreResult};
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};

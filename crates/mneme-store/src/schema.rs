@@ -22,10 +22,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, description: "records, lineage, tags, links, append-only audit", apply: v1 },
     Migration { version: 2, description: "full-text index over summaries and payload text", apply: v2 },
     Migration { version: 3, description: "record vectors (int8, one per record and model)", apply: v3 },
+    Migration {
+        version: 4,
+        description: "conversation log and checkpoints, scheduled tasks and their runs, dispatches, workspace file index",
+        apply: v4,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -138,6 +143,75 @@ fn v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             dim INTEGER NOT NULL CHECK (dim > 0),
             scale REAL NOT NULL,
             codes BLOB NOT NULL CHECK (length(codes) = dim)
+        );
+        "#,
+    )
+}
+
+fn v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        -- The agent's conversation log (the zylos seed's C4). `id` is the sync cursor: rows are
+        -- never deleted, so ids only grow.
+        CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY,
+            at INTEGER NOT NULL,
+            channel TEXT NOT NULL,
+            user_id TEXT,
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 3),
+            content TEXT NOT NULL
+        );
+        CREATE TRIGGER conversations_no_delete BEFORE DELETE ON conversations
+            BEGIN SELECT RAISE(ABORT, 'the conversation log is append-only'); END;
+        CREATE TRIGGER conversations_no_update BEFORE UPDATE ON conversations
+            BEGIN SELECT RAISE(ABORT, 'the conversation log is append-only'); END;
+        -- A checkpoint says "conversations up to end_id are summarized". Append-only: the
+        -- latest one is the sync boundary.
+        CREATE TABLE checkpoints (
+            id INTEGER PRIMARY KEY,
+            end_id INTEGER NOT NULL,
+            summary TEXT NOT NULL,
+            at INTEGER NOT NULL
+        );
+        CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints
+            BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
+        CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
+            BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only'); END;
+        -- Scheduled tasks: `spec` is the scheduler's JSON (trigger, action, priority, ...).
+        CREATE TABLE scheduled_tasks (
+            name TEXT PRIMARY KEY,
+            spec TEXT NOT NULL,
+            builtin INTEGER NOT NULL CHECK (builtin IN (0, 1))
+        );
+        CREATE TABLE task_runs (
+            id INTEGER PRIMARY KEY,
+            task TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            ok INTEGER NOT NULL CHECK (ok IN (0, 1)),
+            detail TEXT NOT NULL
+        );
+        CREATE INDEX task_runs_task ON task_runs (task, id);
+        -- Instructions for the agent (from scheduled tasks), delivered by the next hook.
+        CREATE TABLE dispatches (
+            id INTEGER PRIMARY KEY,
+            task TEXT NOT NULL,
+            priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 3),
+            text TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            delivered_at INTEGER
+        );
+        CREATE INDEX dispatches_pending ON dispatches (priority, id) WHERE delivered_at IS NULL;
+        -- Search over the workspace's Markdown files: derived data, rebuilt per file on change.
+        CREATE TABLE workspace_files (
+            path TEXT PRIMARY KEY,
+            mtime INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            chunks INTEGER NOT NULL
+        );
+        CREATE VIRTUAL TABLE workspace_chunks USING fts5(
+            path UNINDEXED, start_line UNINDEXED, end_line UNINDEXED, heading, text,
+            tokenize = 'porter unicode61'
         );
         "#,
     )

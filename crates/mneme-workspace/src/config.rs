@@ -25,6 +25,10 @@ pub const DEFAULT_REFERENCES_BUDGET: u64 = 1024;
 pub const DEFAULT_SYNC_THRESHOLD: u64 = 30;
 /// Default context usage (percent) at which the pre-compaction flush is requested.
 pub const DEFAULT_FLUSH_AT_PERCENT: u8 = 70;
+/// Default quiet time after the agent's last activity before require-idle tasks run, in seconds.
+pub const DEFAULT_IDLE_AFTER_SECS: u64 = 120;
+/// Default time a changed file must stay unchanged before the daemon re-indexes it, in ms.
+pub const DEFAULT_REINDEX_DEBOUNCE_MS: u64 = 2000;
 /// Default id of the primary user (whose profile is injected at session start).
 pub const DEFAULT_PRIMARY_USER: &str = "owner";
 
@@ -45,6 +49,14 @@ pub struct WorkspaceConfig {
     pub sync_threshold: u64,
     /// Request the pre-compaction flush at or above this context usage, in percent.
     pub flush_at_percent: u8,
+    /// Whether the daemon runs due scheduled tasks (`mneme schedule run-due` works either way).
+    pub scheduler: bool,
+    /// The agent counts as idle this many seconds after its last hook event.
+    pub idle_after_secs: u64,
+    /// Whether the daemon keeps the workspace search index current.
+    pub index: bool,
+    /// A changed file is re-indexed once it has stayed unchanged this long (ms).
+    pub reindex_debounce_ms: u64,
 }
 
 /// Size budgets of the always-loaded files, in bytes.
@@ -70,6 +82,10 @@ pub struct WorkspaceSettings {
     pub sync_threshold: u64,
     /// In 1..=100.
     pub flush_at_percent: u8,
+    pub scheduler: bool,
+    pub idle_after: std::time::Duration,
+    pub index: bool,
+    pub reindex_debounce: std::time::Duration,
 }
 
 impl Default for WorkspaceConfig {
@@ -81,6 +97,10 @@ impl Default for WorkspaceConfig {
             budgets: BudgetConfig::default(),
             sync_threshold: DEFAULT_SYNC_THRESHOLD,
             flush_at_percent: DEFAULT_FLUSH_AT_PERCENT,
+            scheduler: true,
+            idle_after_secs: DEFAULT_IDLE_AFTER_SECS,
+            index: true,
+            reindex_debounce_ms: DEFAULT_REINDEX_DEBOUNCE_MS,
         }
     }
 }
@@ -133,6 +153,10 @@ impl WorkspaceConfig {
             budgets: self.budgets,
             sync_threshold: self.sync_threshold,
             flush_at_percent: self.flush_at_percent,
+            scheduler: self.scheduler,
+            idle_after: std::time::Duration::from_secs(self.idle_after_secs),
+            index: self.index,
+            reindex_debounce: std::time::Duration::from_millis(self.reindex_debounce_ms),
         })
     }
 }
@@ -148,6 +172,10 @@ impl WorkspaceSettings {
             budgets: defaults.budgets,
             sync_threshold: defaults.sync_threshold,
             flush_at_percent: defaults.flush_at_percent,
+            scheduler: defaults.scheduler,
+            idle_after: std::time::Duration::from_secs(defaults.idle_after_secs),
+            index: defaults.index,
+            reindex_debounce: std::time::Duration::from_millis(defaults.reindex_debounce_ms),
         }
     }
 

@@ -25,7 +25,6 @@ pub mod error;
 pub mod init;
 pub mod journal;
 pub mod paths;
-pub mod private;
 pub mod rotate;
 pub mod schedule;
 pub mod status;
@@ -33,3 +32,5 @@ pub mod templates;
 
 pub use config::{BudgetConfig, WorkspaceConfig, WorkspaceSettings};
 pub use error::{PathRefusal, WorkspaceError, WorkspaceResult};
+/// Private-tag stripping lives in `mneme-core` (the store's ingest path strips too).
+pub use mneme_core::private;

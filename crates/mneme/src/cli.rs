@@ -56,6 +56,14 @@ pub enum Command {
     /// The agent's file workspace (tiered Markdown memory).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// The conversation log and memory sync checkpoints (the seed's C4).
+    #[command(subcommand)]
+    Sync(SyncCommand),
+    /// Scheduled tasks: built-in rotation, consolidation report and context check, and yours.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+    /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
+    Search(SearchArgs),
     /// A guided tour: initialise a store, ingest, revise, recall and show history.
     Demo,
     /// Give every live record a vector from the embedding model (the backfill the daemon
@@ -390,6 +398,110 @@ pub enum WorkspaceCommand {
         #[arg(long)]
         apply: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SyncCommand {
+    /// How many conversations are unsummarized (and their id range), and the last checkpoint.
+    Status,
+    /// Print conversations with ids BEGIN..=END (oldest first).
+    Fetch {
+        #[arg(long)]
+        begin: i64,
+        #[arg(long)]
+        end: i64,
+    },
+    /// Mark conversations up to END_ID summarized (after the memory files were updated).
+    /// Repeating the latest checkpoint is a no-op.
+    Checkpoint {
+        end_id: i64,
+        #[arg(long)]
+        summary: String,
+    },
+    /// Append a message to the conversation log (content from the argument or stdin).
+    Log {
+        #[arg(long)]
+        channel: String,
+        /// Who said it (for incoming messages, the user id).
+        #[arg(long)]
+        user: Option<String>,
+        /// `in` (to the agent) or `out` (from the agent).
+        #[arg(long, default_value = "in")]
+        direction: String,
+        /// 1 memory, 2 maintenance, 3 normal.
+        #[arg(long, default_value_t = 3)]
+        priority: u8,
+        content: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Every task with its trigger, last run and next due time.
+    List {
+        /// Evaluate due times at this instant (RFC 3339) instead of now.
+        #[arg(long)]
+        now: Option<String>,
+    },
+    /// Add a task: `--cron EXPR` (in the workspace time zone) or `--every 30m`, and
+    /// `--message TEXT` (an instruction for the agent) or `--action rotate|consolidate|context-check`.
+    Add {
+        name: String,
+        #[arg(long)]
+        cron: Option<String>,
+        #[arg(long)]
+        every: Option<String>,
+        #[arg(long)]
+        message: Option<String>,
+        #[arg(long)]
+        action: Option<String>,
+        /// 1 memory, 2 maintenance, 3 normal.
+        #[arg(long, default_value_t = 3)]
+        priority: u8,
+        /// Run only while the agent is idle.
+        #[arg(long)]
+        require_idle: bool,
+        /// Replace a task of the same name.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Remove a task (built-in ones too; they are not reinstalled).
+    Remove { name: String },
+    /// Run every due task once, in priority order (what the daemon does on its timer).
+    RunDue {
+        /// Run as if at this instant (RFC 3339).
+        #[arg(long)]
+        now: Option<String>,
+        /// Treat the agent as idle (run require-idle tasks) regardless of its activity.
+        #[arg(long)]
+        idle: bool,
+    },
+    /// The latest runs (of one task, or all).
+    Runs {
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Instructions queued for the agent (delivered by the next session-start or
+    /// prompt-submit hook); `--take` delivers them here instead.
+    Inbox {
+        #[arg(long)]
+        take: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    pub query: String,
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Search the index as it is, without first re-indexing changed files.
+    #[arg(long)]
+    pub no_refresh: bool,
+    /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -75,6 +75,10 @@ impl Invocation {
         })
     }
 
+    pub fn store_path(&self) -> std::path::PathBuf {
+        self.data_dir.join(DB_FILE)
+    }
+
     pub fn store_options(&self, create: bool) -> StoreOptions {
         StoreOptions { path: self.data_dir.join(DB_FILE), key: self.key.clone(), create, decay: self.config.decay }
     }
@@ -196,6 +200,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Demo => demo(&ctx, &access),
         Command::Reindex { force, batch } => reindex(&ctx, force, batch),
         Command::Workspace(cmd) => crate::workspace::command(&ctx, cmd),
+        Command::Sync(cmd) => crate::agent::sync(&ctx, cmd),
+        Command::Schedule(cmd) => crate::agent::schedule(&ctx, cmd),
+        Command::Search(args) => crate::agent::search(&ctx, args),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
         Command::Recall(args) => recall(&ctx, args, &access),
         // Every argument is parsed and checked before the store is opened: a refused command

@@ -10,6 +10,7 @@ macro_rules! outln {
     }};
 }
 
+mod agent;
 mod bench;
 mod bench_daemon;
 mod bench_vectors;

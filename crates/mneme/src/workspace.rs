@@ -22,7 +22,7 @@ pub fn is_workspace_hook(name: &str) -> bool {
 
 /// The workspace settings: directory from the argument, `$MNEME_WORKSPACE`, the config,
 /// else `<data dir>/workspace`.
-fn settings(ctx: &Invocation, dir: Option<&Path>) -> Result<WorkspaceSettings> {
+pub(crate) fn settings(ctx: &Invocation, dir: Option<&Path>) -> Result<WorkspaceSettings> {
     let env = std::env::var_os("MNEME_WORKSPACE");
     let dir: PathBuf = mneme_workspace::config::resolve_dir(dir, env.as_deref(), &ctx.config.workspace, &ctx.data_dir);
     Ok(ctx.config.workspace.settings(dir)?)
@@ -80,7 +80,7 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
 pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
     match run_hook(ctx, args) {
         Ok((event, context)) => {
-            println!("{}", HookOutput::new(event, context).to_json());
+            emit(&HookOutput::new(event, context).to_json());
             Ok(())
         }
         Err(e) => hook_failed(args, &e),
@@ -90,8 +90,15 @@ pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
 /// The empty answer of a hook that could not run, with the reason on stderr.
 pub fn hook_failed(args: &HookArgs, error: &anyhow::Error) -> Result<()> {
     eprintln!("mneme hook {}: {error:#}", args.name);
-    println!("{}", HookOutput::new(event_of(&args.name), None).to_json());
+    emit(&HookOutput::new(event_of(&args.name), None).to_json());
     Ok(())
+}
+
+/// Writes a hook's answer; a caller that closed the pipe is not our failure.
+fn emit(json: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{json}").and_then(|()| out.flush());
 }
 
 fn event_of(name: &str) -> HookEvent {
@@ -105,14 +112,77 @@ fn event_of(name: &str) -> HookEvent {
 fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<String>)> {
     let s = settings(ctx, None)?;
     let event = event_of(&args.name);
-    // The conversation log (and so the unsummarized count) is not in the store yet.
-    let context = match args.name.as_str() {
-        "session-start" => Some(mneme_workspace::context::session_start(&s, None)?).filter(|c| !c.trim().is_empty()),
-        "prompt-submit" => mneme_workspace::context::prompt_submit(&s, None),
-        _ => {
-            let usage = args.usage.ok_or_else(|| anyhow::anyhow!("--usage PCT is required"))?;
-            mneme_workspace::context::context_check(&s, usage)
+    if args.name == "context" {
+        let usage = args.usage.ok_or_else(|| anyhow::anyhow!("--usage PCT is required"))?;
+        return Ok((event, mneme_workspace::context::context_check(&s, usage)));
+    }
+    let prompt = if args.name == "prompt-submit" { read_prompt() } else { None };
+    // The store part (conversation log, dispatches, activity) is optional: without a store
+    // the workspace files are still injected.
+    let agent = match agent_state(ctx, &s, prompt) {
+        Ok(state) => state,
+        Err(e) => {
+            eprintln!("mneme hook {}: conversation log unavailable: {e:#}", args.name);
+            AgentState::default()
         }
     };
-    Ok((event, context))
+    let base = match args.name.as_str() {
+        "session-start" => Some(mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?).filter(|c| !c.trim().is_empty()),
+        _ => mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()),
+    };
+    let parts: Vec<String> = base.into_iter().chain(agent.dispatches).collect();
+    Ok((event, (!parts.is_empty()).then(|| parts.join("\n\n"))))
+}
+
+/// What the store adds to a hook's answer.
+#[derive(Debug, Default)]
+struct AgentState {
+    unsummarized: Option<mneme_workspace::context::UnsummarizedInfo>,
+    /// Scheduled instructions, in priority order (now delivered).
+    dispatches: Vec<String>,
+}
+
+/// Logs the prompt (prompt-submit), notes the agent's activity, reads the unsummarized
+/// range and takes the pending dispatches. No store (never initialised): nothing to add.
+fn agent_state(ctx: &Invocation, s: &WorkspaceSettings, prompt: Option<String>) -> Result<AgentState> {
+    if !ctx.store_path().exists() {
+        return Ok(AgentState::default());
+    }
+    let service = ctx.open(false)?;
+    if let Some(prompt) = prompt.filter(|p| !p.trim().is_empty()) {
+        let input = mneme_service::ConversationInput {
+            channel: "claude-code".into(),
+            user_id: Some(s.primary_user.clone()),
+            direction: "in".into(),
+            priority: None,
+            content: prompt,
+            at: None,
+        };
+        // A prompt that is all <private> is not logged; that is not a hook failure.
+        if let Err(e) = service.log_conversation(input) {
+            eprintln!("mneme hook prompt-submit: prompt not logged: {e}");
+        }
+    }
+    service.touch_activity()?;
+    let state = service.sync_status()?;
+    let unsummarized = match (state.begin_id, state.end_id) {
+        (Some(begin_id), Some(end_id)) => Some(mneme_workspace::context::UnsummarizedInfo { count: state.unsummarized, begin_id, end_id }),
+        _ => None,
+    };
+    let dispatches = service.take_dispatches(20)?.into_iter().map(|d| d.text).collect();
+    Ok(AgentState { unsummarized, dispatches })
+}
+
+/// The `prompt` of a UserPromptSubmit event on stdin (Claude Code sends JSON), if any.
+/// Never blocks on a terminal; reads at most 1 MiB.
+fn read_prompt() -> Option<String> {
+    use std::io::{IsTerminal as _, Read as _};
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return None;
+    }
+    let mut text = String::new();
+    stdin.lock().take(1 << 20).read_to_string(&mut text).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value.get("prompt").and_then(|p| p.as_str()).map(str::to_string)
 }

@@ -1,6 +1,7 @@
 //! Integration tests of the daemon: real gRPC and HTTP servers on loopback port 0, a real
 //! SQLite store in a temporary directory, and a scripted loopback LLM server.
 
+mod agent;
 mod api;
 mod auth;
 mod config;
@@ -33,6 +34,8 @@ pub fn test_config() -> MnemeConfig {
     c.server.http_addr = "127.0.0.1:0".into();
     c.consolidation.interval = "1h".into();
     c.maintenance.decay_interval = "0s".into();
+    c.workspace.scheduler = false;
+    c.workspace.index = false;
     c
 }
 

@@ -557,3 +557,27 @@ fn ingest_each_keeps_bad_items_from_failing_good_ones() {
     assert!(matches!(results[1], Err(mneme_service::ServiceError::Invalid(_))), "{:?}", results[1]);
     assert_eq!(fx.footprint().0, 2);
 }
+
+#[test]
+fn private_blocks_are_stripped_from_records_and_an_all_private_record_is_refused() {
+    let fx = Fixture::new();
+    let options = IngestOptions { summary: Some("deploy <private>key=abc</private> notes".into()), ..Default::default() };
+    let tool = ToolOutputPayload {
+        tool: "shell".into(),
+        args: serde_json::json!({"cmd": "login", "<private>token</private>": [{"type": "text", "text": "<Private>pw hunter2</private>ok"}]}),
+        result: Some(serde_json::json!({"content": [{"type": "tool_result", "content": "<private>ssh-rsa AAA</private>done"}]})),
+        error: None,
+        duration_ms: None,
+    };
+    let record = fx.service.ingest_tool_output(tool, options).expect("ingest");
+    let stored = serde_json::to_string(&fx.service.get(&record.id, &owner()).expect("get")).expect("json");
+    for secret in ["key=abc", "token", "hunter2", "ssh-rsa"] {
+        assert!(!stored.contains(secret), "{secret} persisted: {stored}");
+    }
+    assert!(stored.contains("done") && stored.contains("deploy"), "{stored}");
+    // Nothing but private text: nothing to remember, refused, store unchanged.
+    let before = fx.footprint();
+    let refused = fx.service.ingest_event(event("<private>only secrets</private>"), IngestOptions::default()).expect_err("refused");
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+    assert_eq!(fx.footprint(), before);
+}

@@ -3,6 +3,7 @@
 //! environment, concurrent writers, crash consistency, the bench protocol, and the
 //! daemon as a process: serve, up/down/status, the supervisor, `mneme hook`, config.
 
+mod agent;
 mod bad_input;
 mod daemon;
 mod durability;

@@ -119,6 +119,31 @@ fn tag_end(bytes: &[u8], at: usize, prefix: &[u8]) -> Option<usize> {
     }
 }
 
+/// Whether `text` may contain a private tag (a cheap pre-check before parsing).
+pub fn mentions_private(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    (0..bytes.len()).any(|at| tag_end(bytes, at, OPEN).is_some() || tag_end(bytes, at, CLOSE).is_some())
+}
+
+/// A payload with private blocks removed from every string it holds (via its JSON form,
+/// so every field of every payload kind is covered). Unchanged when it holds no tag.
+/// Fails closed: if the stripped form no longer reads as a payload, the payload is refused
+/// rather than kept with its private parts.
+pub fn strip_payload(payload: crate::Payload) -> crate::CoreResult<crate::Payload> {
+    let refuse = |e: serde_json::Error| crate::CoreError::invalid("payload", format!("cannot remove its <private> blocks: {e}"));
+    let mut value = serde_json::to_value(&payload).map_err(refuse)?;
+    if !mentions_private(&value.to_string()) {
+        return Ok(payload);
+    }
+    strip_value(&mut value);
+    serde_json::from_value(value).map_err(refuse)
+}
+
+/// `strip` for an owned optional string.
+pub fn strip_opt(text: Option<String>) -> Option<String> {
+    text.map(|t| if mentions_private(&t) { strip(&t).into_owned() } else { t })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +189,22 @@ mod tests {
     #[test]
     fn multibyte_text_around_tags_survives() {
         check("日本<private>秘密</private>語", "日本語");
+    }
+
+    #[test]
+    fn payloads_lose_private_blocks_in_every_field() {
+        let payload = crate::Payload::Event(crate::EventPayload {
+            event_kind: "message".into(),
+            reference: None,
+            sender: Some("ann <PRIVATE>ann@example.com</private>".into()),
+            text: "deploy at 5 <private>password hunter2</private>".into(),
+            event_time: None,
+        });
+        let stripped = strip_payload(payload).expect("strippable");
+        let text = serde_json::to_string(&stripped).expect("serialisable");
+        assert!(!text.contains("hunter2") && !text.contains("example.com"), "{text}");
+        assert!(text.contains("deploy at 5"), "{text}");
+        assert!(mentions_private("a </Private> b") && !mentions_private("privately"));
+        assert_eq!(strip_opt(Some("x <private>y</private>".into())).as_deref(), Some("x"));
     }
 }

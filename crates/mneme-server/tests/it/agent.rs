@@ -1,0 +1,90 @@
+//! The daemon's agent-side jobs: the workspace search index kept current (debounced) and
+//! the scheduler's catch-up after downtime.
+
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use mneme_server::scheduler::{self, NewTask};
+use mneme_service::{MemoryService, ServiceConfig};
+use mneme_store::StoreOptions;
+
+use crate::{TestDaemon, test_config};
+
+/// Polls `check` until it holds or 20 s pass.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn paths(daemon: &TestDaemon, query: &str) -> Vec<String> {
+    daemon.daemon.app.ops.service.search_files(query, 10).expect("search").into_iter().map(|h| h.path).collect()
+}
+
+#[tokio::test]
+async fn the_daemon_reindexes_changed_and_deleted_files() {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    std::fs::create_dir_all(ws.path().join("reference")).expect("mkdir");
+    std::fs::write(ws.path().join("reference/projects.md"), "# Projects\n\n## Infra\n\nThe kubernetes migration is blocked.\n")
+        .expect("write");
+    std::fs::write(ws.path().join(".hidden.md"), "kubernetes in a hidden file\n").expect("write");
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    config.workspace.index = true;
+    config.workspace.reindex_debounce_ms = 300;
+    let daemon = TestDaemon::with(config).await;
+
+    eventually("the initial index", || paths(&daemon, "kubernetes") == ["reference/projects.md"]).await;
+    let hit = daemon.daemon.app.ops.service.search_files("kubernetes", 1).expect("search").remove(0);
+    assert_eq!((hit.start_line, hit.end_line), (1, 5), "{hit:?}");
+    assert!(hit.heading.starts_with("Projects"), "{hit:?}");
+    assert!(hit.snippet.contains("[kubernetes]"), "{hit:?}");
+
+    // An edit is picked up (after the file has been quiet for the debounce).
+    std::fs::write(ws.path().join("reference/projects.md"), "# Projects\n\nPostgres upgrade done.\n").expect("edit");
+    eventually("the edit", || paths(&daemon, "postgres") == ["reference/projects.md"] && paths(&daemon, "kubernetes").is_empty()).await;
+
+    // A deleted file leaves the index.
+    std::fs::remove_file(ws.path().join("reference/projects.md")).expect("delete");
+    eventually("the deletion", || paths(&daemon, "postgres").is_empty()).await;
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn the_daemon_runs_a_task_missed_during_downtime_once() {
+    let dir = tempfile::tempdir().expect("data dir");
+    let ws = tempfile::tempdir().expect("workspace dir");
+    let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+    // While "down": an hourly task added five and a half hours ago that never ran.
+    let hours_ago = Timestamp::now() - SignedDuration::from_mins(330);
+    {
+        let service =
+            MemoryService::open(store.clone(), ServiceConfig::default(), std::sync::Arc::new(mneme_core::SystemClock)).expect("store");
+        let task = NewTask {
+            name: "hourly-note".into(),
+            cron: None,
+            every: Some("1h".into()),
+            message: Some("Write the hourly note".into()),
+            action: None,
+            priority: 3,
+            require_idle: false,
+            replace: false,
+        };
+        scheduler::add(&service, task, hours_ago).expect("task added");
+    }
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    config.workspace.scheduler = true;
+    let daemon = mneme_server::start(mneme_server::DaemonOptions::new(config, store)).await.expect("daemon starts");
+    let service = daemon.app.ops.service.clone();
+    eventually("the catch-up run", || service.task_runs(Some("hourly-note"), 10).expect("runs").len() == 1).await;
+    // Five missed slots, one run; and it stays one (the next slot is an hour away).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(service.task_runs(Some("hourly-note"), 10).expect("runs").len(), 1);
+    let inbox = service.pending_dispatches(10).expect("inbox");
+    assert_eq!(inbox.iter().filter(|d| d.task == "hourly-note").count(), 1, "{inbox:?}");
+    assert_eq!(inbox.iter().find(|d| d.task == "hourly-note").map(|d| d.text.as_str()), Some("Write the hourly note"));
+    daemon.stop().await;
+}

@@ -1,0 +1,407 @@
+//! The agent's side tables (schema v4): the conversation log and its checkpoints (the zylos
+//! seed's C4), scheduled tasks with their run log, dispatches (instructions waiting for the
+//! agent's next hook), and the full-text index of the workspace's Markdown files.
+//!
+//! Invariant: conversations and checkpoints are append-only (SQL triggers). The sync
+//! boundary is the latest checkpoint's `end_id`; a sync that crashes before its checkpoint
+//! leaves the boundary where it was, so the same range is fetched again.
+//! Invariant: the workspace index is derived data: a file's chunks are replaced as a whole,
+//! in one transaction, together with its `workspace_files` row.
+
+use jiff::Timestamp;
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use crate::error::{SqlContext, StoreResult};
+use crate::rows::{ReadTx, WriteTx, decode, ts};
+
+/// Who sent a conversation message: the user to the agent (`in`) or the agent (`out`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    In,
+    Out,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::In => "in",
+            Direction::Out => "out",
+        }
+    }
+
+    /// `in` / `out` (also `incoming`, `outgoing`, `received`, `sent`).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "in" | "incoming" | "received" | "inbound" => Some(Direction::In),
+            "out" | "outgoing" | "sent" | "outbound" => Some(Direction::Out),
+            _ => None,
+        }
+    }
+}
+
+/// A message for the conversation log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewConversation {
+    pub at: Timestamp,
+    pub channel: String,
+    pub user_id: Option<String>,
+    pub direction: Direction,
+    /// 1 memory, 2 maintenance, 3 normal (the seed's priorities).
+    pub priority: u8,
+    pub content: String,
+}
+
+/// A logged conversation message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Conversation {
+    pub id: i64,
+    pub at: Timestamp,
+    pub channel: String,
+    pub user_id: Option<String>,
+    pub direction: Direction,
+    pub priority: u8,
+    pub content: String,
+}
+
+/// A sync checkpoint: conversations up to `end_id` are summarized.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Checkpoint {
+    pub id: i64,
+    pub end_id: i64,
+    pub summary: String,
+    pub at: Timestamp,
+}
+
+/// Where the conversation log stands against its last checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SyncState {
+    /// Conversations after the last checkpoint.
+    pub unsummarized: u64,
+    /// The first and last unsummarized ids, when there are any.
+    pub begin_id: Option<i64>,
+    pub end_id: Option<i64>,
+    pub last_checkpoint: Option<Checkpoint>,
+    /// All conversations ever logged.
+    pub total: u64,
+}
+
+/// A stored scheduled task: its name, the scheduler's JSON and whether it is built in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRow {
+    pub name: String,
+    pub spec: String,
+    pub builtin: bool,
+}
+
+/// One run of a scheduled task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskRun {
+    pub id: i64,
+    pub task: String,
+    pub at: Timestamp,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// An instruction for the agent, waiting for (or delivered by) a hook.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dispatch {
+    pub id: i64,
+    pub task: String,
+    pub priority: u8,
+    pub text: String,
+    pub created_at: Timestamp,
+    pub delivered_at: Option<Timestamp>,
+}
+
+/// What the index knows about one workspace file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexedFile {
+    /// Workspace-relative, `/`-separated.
+    pub path: String,
+    /// Modification time in milliseconds since the epoch.
+    pub mtime_ms: i64,
+    pub size: u64,
+    pub chunks: u64,
+}
+
+/// A chunk of a workspace file, for the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewChunk {
+    pub start_line: u32,
+    pub end_line: u32,
+    pub heading: String,
+    pub text: String,
+}
+
+/// A search hit in the workspace index.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChunkHit {
+    pub path: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub heading: String,
+    /// The best-matching passage with the query terms in `[` `]`.
+    pub snippet: String,
+    /// BM25 (higher is better).
+    pub score: f64,
+}
+
+const CONVERSATION_COLUMNS: &str = "id, at, channel, user_id, direction, priority, content";
+
+type ConversationRow = (i64, i64, String, Option<String>, String, i64, String);
+
+fn conversation_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConversationRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+}
+
+fn conversation(
+    path: &std::path::Path,
+    (id, at, channel, user_id, direction, priority, content): ConversationRow,
+) -> StoreResult<Conversation> {
+    let direction = Direction::parse(&direction).ok_or_else(|| decode(path, format!("conversation {id} has direction {direction:?}")))?;
+    Ok(Conversation { id, at: ts(at, path)?, channel, user_id, direction, priority: priority.clamp(1, 3) as u8, content })
+}
+
+impl ReadTx<'_> {
+    /// The latest checkpoint, if any.
+    pub fn last_checkpoint(&self) -> StoreResult<Option<Checkpoint>> {
+        let row = self
+            .conn
+            .prepare_cached("SELECT id, end_id, summary, at FROM checkpoints ORDER BY id DESC LIMIT 1")
+            .ctx(self.path)?
+            .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?)))
+            .optional()
+            .ctx(self.path)?;
+        row.map(|(id, end_id, summary, at)| Ok(Checkpoint { id, end_id, summary, at: ts(at, self.path)? })).transpose()
+    }
+
+    /// The unsummarized count and range against the latest checkpoint.
+    pub fn sync_state(&self) -> StoreResult<SyncState> {
+        let last_checkpoint = self.last_checkpoint()?;
+        let boundary = last_checkpoint.as_ref().map_or(0, |c| c.end_id);
+        let (unsummarized, begin_id, end_id): (i64, Option<i64>, Option<i64>) = self
+            .conn
+            .prepare_cached("SELECT count(*), min(id), max(id) FROM conversations WHERE id > ?1")
+            .ctx(self.path)?
+            .query_row([boundary], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .ctx(self.path)?;
+        let total: i64 =
+            self.conn.prepare_cached("SELECT count(*) FROM conversations").ctx(self.path)?.query_row([], |r| r.get(0)).ctx(self.path)?;
+        Ok(SyncState { unsummarized: unsummarized as u64, begin_id, end_id, last_checkpoint, total: total as u64 })
+    }
+
+    /// Conversations with `begin <= id <= end`, oldest first, at most `limit`.
+    pub fn conversations(&self, begin: i64, end: i64, limit: usize) -> StoreResult<Vec<Conversation>> {
+        let sql = format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3");
+        let rows = self.query_all(&sql, params![begin, end, limit as i64], conversation_row)?;
+        rows.into_iter().map(|row| conversation(self.path, row)).collect()
+    }
+
+    /// The highest conversation id, 0 when the log is empty.
+    pub fn last_conversation_id(&self) -> StoreResult<i64> {
+        self.conn
+            .prepare_cached("SELECT coalesce(max(id), 0) FROM conversations")
+            .ctx(self.path)?
+            .query_row([], |r| r.get(0))
+            .ctx(self.path)
+    }
+
+    /// Every stored task, by name.
+    pub fn tasks(&self) -> StoreResult<Vec<TaskRow>> {
+        self.query_all("SELECT name, spec, builtin FROM scheduled_tasks ORDER BY name", [], |r| {
+            Ok(TaskRow { name: r.get(0)?, spec: r.get(1)?, builtin: r.get::<_, i64>(2)? == 1 })
+        })
+    }
+
+    /// The latest `limit` runs of `task` (all tasks when `None`), newest first.
+    pub fn task_runs(&self, task: Option<&str>, limit: usize) -> StoreResult<Vec<TaskRun>> {
+        let rows = self.query_all(
+            "SELECT id, task, at, ok, detail FROM task_runs WHERE ?1 IS NULL OR task = ?1 ORDER BY id DESC LIMIT ?2",
+            params![task, limit as i64],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?)),
+        )?;
+        rows.into_iter().map(|(id, task, at, ok, detail)| Ok(TaskRun { id, task, at: ts(at, self.path)?, ok: ok == 1, detail })).collect()
+    }
+
+    /// Undelivered dispatches, by priority then age.
+    pub fn pending_dispatches(&self, limit: usize) -> StoreResult<Vec<Dispatch>> {
+        let rows = self.query_all(
+            "SELECT id, task, priority, text, created_at FROM dispatches WHERE delivered_at IS NULL ORDER BY priority, id LIMIT ?1",
+            [limit as i64],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, String>(3)?, r.get::<_, i64>(4)?)),
+        )?;
+        rows.into_iter()
+            .map(|(id, task, priority, text, created)| {
+                Ok(Dispatch {
+                    id,
+                    task,
+                    priority: priority.clamp(1, 3) as u8,
+                    text,
+                    created_at: ts(created, self.path)?,
+                    delivered_at: None,
+                })
+            })
+            .collect()
+    }
+
+    /// A `meta` value (small daemon and agent state such as the last activity time).
+    pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
+            .ctx(self.path)?
+            .query_row([key], |r| r.get(0))
+            .optional()
+            .ctx(self.path)
+    }
+
+    /// Every indexed workspace file.
+    pub fn indexed_files(&self) -> StoreResult<Vec<IndexedFile>> {
+        self.query_all("SELECT path, mtime, size, chunks FROM workspace_files ORDER BY path", [], |r| {
+            Ok(IndexedFile { path: r.get(0)?, mtime_ms: r.get(1)?, size: r.get::<_, i64>(2)? as u64, chunks: r.get::<_, i64>(3)? as u64 })
+        })
+    }
+
+    /// Full-text search over workspace chunks. `fts_query` is an FTS5 expression (callers
+    /// build it with `mneme_core::query`); hits best first.
+    pub fn search_chunks(&self, fts_query: &str, limit: usize) -> StoreResult<Vec<ChunkHit>> {
+        self.query_all(
+            "SELECT path, start_line, end_line, heading, snippet(workspace_chunks, 4, '[', ']', '…', 24), -bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) \
+             FROM workspace_chunks WHERE workspace_chunks MATCH ?1 ORDER BY bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) LIMIT ?2",
+            params![fts_query, limit as i64],
+            |r| {
+                Ok(ChunkHit {
+                    path: r.get(0)?,
+                    start_line: r.get::<_, i64>(1)? as u32,
+                    end_line: r.get::<_, i64>(2)? as u32,
+                    heading: r.get(3)?,
+                    snippet: r.get(4)?,
+                    score: r.get(5)?,
+                })
+            },
+        )
+    }
+}
+
+impl WriteTx<'_> {
+    /// Appends a message to the conversation log; returns it with its id.
+    pub fn log_conversation(&self, new: &NewConversation) -> StoreResult<Conversation> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO conversations (at, channel, user_id, direction, priority, content) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .ctx(self.path)?
+            .execute(params![new.at.as_millisecond(), new.channel, new.user_id, new.direction.as_str(), new.priority, new.content])
+            .ctx(self.path)?;
+        Ok(Conversation {
+            id: self.conn.last_insert_rowid(),
+            at: new.at,
+            channel: new.channel.clone(),
+            user_id: new.user_id.clone(),
+            direction: new.direction,
+            priority: new.priority,
+            content: new.content.clone(),
+        })
+    }
+
+    /// Appends a checkpoint (the caller checked `end_id` against the log and the boundary).
+    pub fn add_checkpoint(&self, end_id: i64, summary: &str, at: Timestamp) -> StoreResult<Checkpoint> {
+        self.conn
+            .prepare_cached("INSERT INTO checkpoints (end_id, summary, at) VALUES (?1, ?2, ?3)")
+            .ctx(self.path)?
+            .execute(params![end_id, summary, at.as_millisecond()])
+            .ctx(self.path)?;
+        Ok(Checkpoint { id: self.conn.last_insert_rowid(), end_id, summary: summary.to_string(), at })
+    }
+
+    /// Inserts or replaces a task.
+    pub fn put_task(&self, task: &TaskRow) -> StoreResult<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO scheduled_tasks (name, spec, builtin) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, builtin = excluded.builtin",
+            )
+            .ctx(self.path)?
+            .execute(params![task.name, task.spec, task.builtin as i64])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    /// Removes a task; false if there was none by that name. Its run log stays.
+    pub fn remove_task(&self, name: &str) -> StoreResult<bool> {
+        Ok(self.conn.prepare_cached("DELETE FROM scheduled_tasks WHERE name = ?1").ctx(self.path)?.execute([name]).ctx(self.path)? > 0)
+    }
+
+    /// Records a task run.
+    pub fn log_task_run(&self, task: &str, at: Timestamp, ok: bool, detail: &str) -> StoreResult<()> {
+        self.conn
+            .prepare_cached("INSERT INTO task_runs (task, at, ok, detail) VALUES (?1, ?2, ?3, ?4)")
+            .ctx(self.path)?
+            .execute(params![task, at.as_millisecond(), ok as i64, detail])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    /// Queues an instruction for the agent, unless one from the same task is still
+    /// undelivered (a check every 30 minutes must not pile up while the agent is away).
+    /// Returns the new dispatch's id, `None` when it was not queued.
+    pub fn add_dispatch(&self, task: &str, priority: u8, text: &str, at: Timestamp) -> StoreResult<Option<i64>> {
+        let waiting: i64 = self
+            .conn
+            .prepare_cached("SELECT count(*) FROM dispatches WHERE task = ?1 AND delivered_at IS NULL")
+            .ctx(self.path)?
+            .query_row([task], |r| r.get(0))
+            .ctx(self.path)?;
+        if waiting > 0 {
+            return Ok(None);
+        }
+        self.conn
+            .prepare_cached("INSERT INTO dispatches (task, priority, text, created_at) VALUES (?1, ?2, ?3, ?4)")
+            .ctx(self.path)?
+            .execute(params![task, priority, text, at.as_millisecond()])
+            .ctx(self.path)?;
+        Ok(Some(self.conn.last_insert_rowid()))
+    }
+
+    /// Marks dispatches delivered.
+    pub fn mark_delivered(&self, ids: &[i64], at: Timestamp) -> StoreResult<()> {
+        let mut stmt =
+            self.conn.prepare_cached("UPDATE dispatches SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL").ctx(self.path)?;
+        for id in ids {
+            stmt.execute(params![id, at.as_millisecond()]).ctx(self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Sets a `meta` value.
+    pub fn put_meta(&self, key: &str, value: &str) -> StoreResult<()> {
+        self.set_meta(key, value)
+    }
+
+    /// Replaces the indexed chunks of one workspace file.
+    pub fn index_file(&self, file: &IndexedFile, chunks: &[NewChunk]) -> StoreResult<()> {
+        self.unindex_file(&file.path)?;
+        let mut insert = self
+            .conn
+            .prepare_cached("INSERT INTO workspace_chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .ctx(self.path)?;
+        for c in chunks {
+            insert.execute(params![file.path, c.start_line, c.end_line, c.heading, c.text]).ctx(self.path)?;
+        }
+        self.conn
+            .prepare_cached("INSERT INTO workspace_files (path, mtime, size, chunks) VALUES (?1, ?2, ?3, ?4)")
+            .ctx(self.path)?
+            .execute(params![file.path, file.mtime_ms, file.size as i64, chunks.len() as i64])
+            .ctx(self.path)?;
+        Ok(())
+    }
+
+    /// Drops a file (and its chunks) from the index.
+    pub fn unindex_file(&self, path: &str) -> StoreResult<()> {
+        self.conn.prepare_cached("DELETE FROM workspace_chunks WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
+        self.conn.prepare_cached("DELETE FROM workspace_files WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
+        Ok(())
+    }
+}

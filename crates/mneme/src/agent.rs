@@ -1,0 +1,203 @@
+//! `mneme sync`, `mneme schedule` and `mneme search`: the conversation log and its
+//! checkpoints, the scheduler, and search over the workspace files. They work on the store
+//! directly (SQLite in WAL mode lets them run next to a daemon); the logic is in
+//! `mneme_service` (log, checkpoints) and `mneme_server::{scheduler, file_index}`.
+
+use std::io::Read as _;
+
+use anyhow::Result;
+use jiff::Timestamp;
+use mneme_server::{file_index, scheduler};
+
+use crate::cli::{ScheduleCommand, SearchArgs, SyncCommand};
+use crate::commands::{Invocation, input_error as input, parse_time};
+use crate::render::print_json;
+
+fn now_or(flag: Option<&str>) -> Result<Timestamp> {
+    match flag {
+        Some(text) => parse_time("--now", text),
+        None => Ok(Timestamp::now()),
+    }
+}
+
+pub fn sync(ctx: &Invocation, cmd: SyncCommand) -> Result<()> {
+    // Everything is checked before the store is opened.
+    match cmd {
+        SyncCommand::Status => {
+            let state = ctx.open(false)?.sync_status()?;
+            if ctx.json {
+                return print_json(&state);
+            }
+            match (state.begin_id, state.end_id) {
+                (Some(begin), Some(end)) => outln!("{} unsummarized conversations (conversation id {begin} ~ {end})", state.unsummarized),
+                _ => outln!("no unsummarized conversations"),
+            }
+            match &state.last_checkpoint {
+                Some(c) => outln!("last checkpoint: up to {} at {} — {}", c.end_id, c.at, c.summary),
+                None => outln!("no checkpoint yet ({} conversations logged)", state.total),
+            }
+            Ok(())
+        }
+        SyncCommand::Fetch { begin, end } => {
+            let service = ctx.open(false)?;
+            let conversations = service.sync_fetch(begin, end)?;
+            if ctx.json {
+                return print_json(&conversations);
+            }
+            for c in &conversations {
+                let who = c.user_id.as_deref().unwrap_or("-");
+                outln!("[{}] {} {} {} {}: {}", c.id, c.at, c.channel, c.direction.as_str(), who, c.content);
+            }
+            if conversations.is_empty() {
+                outln!("no conversations with ids {begin}..={end}");
+            }
+            Ok(())
+        }
+        SyncCommand::Checkpoint { end_id, summary } => {
+            let result = ctx.open(false)?.sync_checkpoint(end_id, &summary)?;
+            if ctx.json {
+                return print_json(&result);
+            }
+            if result.already_existed {
+                outln!("checkpoint up to {end_id} already exists (created {}); nothing changed", result.checkpoint.at);
+            } else {
+                outln!("Memory sync complete: checkpoint up to conversation {end_id} ({} conversations).", result.covered);
+            }
+            Ok(())
+        }
+        SyncCommand::Log { channel, user, direction, priority, content } => {
+            let content = match content {
+                Some(c) => c,
+                None => {
+                    let mut text = String::new();
+                    std::io::stdin().read_to_string(&mut text).map_err(|e| input(format!("cannot read the message from stdin: {e}")))?;
+                    text
+                }
+            };
+            let input = mneme_service::ConversationInput { channel, user_id: user, direction, priority: Some(priority), content, at: None };
+            let logged = ctx.open(false)?.log_conversation(input)?;
+            if ctx.json {
+                return print_json(&logged);
+            }
+            outln!("{}", logged.id);
+            Ok(())
+        }
+    }
+}
+
+pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
+    let settings = crate::workspace::settings(ctx, None)?;
+    match cmd {
+        ScheduleCommand::List { now } => {
+            let now = now_or(now.as_deref())?;
+            let tasks = scheduler::list(&ctx.open(false)?, &settings, now)?;
+            if ctx.json {
+                return print_json(&tasks);
+            }
+            outln!("{:<30} {:<22} {:>3} {:<5} {:<26} {}", "NAME", "TRIGGER", "PRI", "IDLE", "LAST RUN", "DUE");
+            for t in &tasks {
+                let last = t.last_run.map(|l| l.to_string()).unwrap_or_else(|| "never".into());
+                let due = match (t.enabled, t.due, t.due_at) {
+                    (false, _, _) => "disabled".to_string(),
+                    (true, true, _) => "now".to_string(),
+                    (true, false, Some(at)) => at.to_zoned(settings.timezone.clone()).strftime("%Y-%m-%d %H:%M %Z").to_string(),
+                    (true, false, None) => "never".to_string(),
+                };
+                outln!(
+                    "{:<30} {:<22} {:>3} {:<5} {:<26} {}",
+                    t.name,
+                    t.trigger,
+                    t.priority,
+                    if t.require_idle { "yes" } else { "no" },
+                    last,
+                    due
+                );
+            }
+            Ok(())
+        }
+        ScheduleCommand::Add { name, cron, every, message, action, priority, require_idle, replace } => {
+            let new = scheduler::NewTask { name, cron, every, message, action, priority, require_idle, replace };
+            let task = scheduler::add(&ctx.open(false)?, new, Timestamp::now())?;
+            if ctx.json {
+                return print_json(&task);
+            }
+            outln!("added {} ({}, priority {})", task.name, task.trigger, u8::from(task.priority));
+            Ok(())
+        }
+        ScheduleCommand::Remove { name } => {
+            scheduler::remove(&ctx.open(false)?, &name, Timestamp::now())?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "removed": name }));
+            }
+            outln!("removed {name}");
+            Ok(())
+        }
+        ScheduleCommand::RunDue { now, idle } => {
+            let now = now_or(now.as_deref())?;
+            let pass = scheduler::run_due(&ctx.open(false)?, &settings, now, idle.then_some(true))?;
+            if ctx.json {
+                return print_json(&pass);
+            }
+            if pass.ran.is_empty() {
+                outln!("nothing due");
+            }
+            for run in &pass.ran {
+                outln!("{} {}: {}", if run.ok { "ran" } else { "FAILED" }, run.task, run.detail);
+            }
+            for name in &pass.waiting_for_idle {
+                outln!("waiting for idle: {name}");
+            }
+            // A failed task is recorded (and its slot consumed); say so in the exit status.
+            if pass.ran.iter().any(|r| !r.ok) {
+                return Err(anyhow::Error::new(mneme_service::ServiceError::Precondition("a scheduled task failed (see above)".into())));
+            }
+            Ok(())
+        }
+        ScheduleCommand::Runs { task, limit } => {
+            let runs = ctx.open(false)?.task_runs(task.as_deref(), limit)?;
+            if ctx.json {
+                return print_json(&runs);
+            }
+            for r in &runs {
+                outln!("{} {} {} {}", r.at, r.task, if r.ok { "ok" } else { "FAILED" }, r.detail);
+            }
+            Ok(())
+        }
+        ScheduleCommand::Inbox { take } => {
+            let service = ctx.open(false)?;
+            let dispatches = if take { service.take_dispatches(100)? } else { service.pending_dispatches(100)? };
+            if ctx.json {
+                return print_json(&dispatches);
+            }
+            for d in &dispatches {
+                outln!("[{}] priority {} from {}: {}", d.id, d.priority, d.task, d.text);
+            }
+            Ok(())
+        }
+    }
+}
+
+pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
+    if mneme_core::query::fts5_expression(&args.query).is_none() {
+        return Err(input(format!("the query {:?} has no word to search for", args.query)));
+    }
+    if args.limit == 0 {
+        return Err(input("--limit must be at least 1"));
+    }
+    let settings = crate::workspace::settings(ctx, args.dir.as_deref())?;
+    let service = ctx.open(false)?;
+    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&service, &settings.dir, None)?) };
+    let hits = file_index::search(&service, &args.query, args.limit)?;
+    if ctx.json {
+        return print_json(&serde_json::json!({ "workspace": settings.dir, "hits": hits, "refreshed": refreshed }));
+    }
+    if hits.is_empty() {
+        outln!("no matches in {}", settings.dir.display());
+    }
+    for h in &hits {
+        let heading = if h.heading.is_empty() { String::new() } else { format!("  ({})", h.heading) };
+        outln!("{}:{}-{}{}", h.path, h.start_line, h.end_line, heading);
+        outln!("    {}", h.snippet.replace('\n', " "));
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! `mneme sync`, `mneme schedule`, `mneme search` and the store side of the workspace hooks,
+//! end to end through the binary. (The scheduler's daemon loop and the debounced re-index
+//! are tested in mneme-server.)
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::Mneme;
+
+fn workspace() -> Mneme {
+    let m = Mneme::init();
+    m.ok(&["workspace", "init"]);
+    m
+}
+
+/// Runs a hook with `stdin` and returns its additionalContext ("" when none).
+fn hook(m: &Mneme, name: &str, stdin: &str) -> String {
+    let mut child =
+        m.command().args(["hook", name]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    let out = child.wait_with_output().expect("hook runs");
+    assert!(out.status.success(), "hooks never fail: {}", String::from_utf8_lossy(&out.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    value["hookSpecificOutput"]["additionalContext"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn sync_counts_fetches_and_checkpoints_and_a_crashed_sync_refetches_the_same_range() {
+    let m = workspace();
+    for i in 1..=31 {
+        let text = format!("message {i} <private>card 4111-1111</private>");
+        m.ok(&["sync", "log", "--channel", "telegram", "--user", "ada", &text]);
+    }
+    let status = m.json(&["sync", "status"]);
+    assert_eq!((status["unsummarized"].as_u64(), status["begin_id"].as_i64(), status["end_id"].as_i64()), (Some(31), Some(1), Some(31)));
+    // Over the threshold (30): both hooks ask for a Memory Sync with the range.
+    let context = hook(&m, "session-start", "{}");
+    assert!(context.contains("[Action Required] There are 31 unsummarized conversations (conversation id 1 ~ 31)."), "{context}");
+
+    let fetched = m.json(&["sync", "fetch", "--begin", "1", "--end", "31"]);
+    let fetched = fetched.as_array().expect("list");
+    assert_eq!(fetched.len(), 31);
+    assert_eq!(fetched[0]["content"], "message 1", "private blocks are never stored");
+    assert_eq!(
+        (fetched[0]["channel"].as_str(), fetched[0]["user_id"].as_str(), fetched[0]["direction"].as_str()),
+        (Some("telegram"), Some("ada"), Some("in"))
+    );
+
+    // The sync "crashes" after fetching: no checkpoint, so the same range comes back.
+    let again = m.json(&["sync", "status"]);
+    assert_eq!((again["begin_id"].as_i64(), again["end_id"].as_i64()), (Some(1), Some(31)));
+    assert_eq!(m.json(&["sync", "fetch", "--begin", "1", "--end", "31"]).as_array().map(Vec::len), Some(31));
+
+    // Refused checkpoints change nothing.
+    assert!(m.fails(&["sync", "checkpoint", "32", "--summary", "too far"], 4).contains("the log ends at 31"));
+    assert!(m.fails(&["sync", "checkpoint", "31", "--summary", "  "], 2).contains("summary"));
+    assert!(m.fails(&["sync", "fetch", "--begin", "9", "--end", "3"], 2).contains("before begin"));
+    assert_eq!(m.json(&["sync", "status"])["last_checkpoint"], serde_json::Value::Null);
+
+    let done = m.json(&["sync", "checkpoint", "31", "--summary", "Ada's preferences recorded"]);
+    assert_eq!((done["already_existed"].as_bool(), done["covered"].as_u64()), (Some(false), Some(31)));
+    // A retried checkpoint (the sync crashed after committing it) is the same checkpoint.
+    let retried = m.json(&["sync", "checkpoint", "31", "--summary", "again"]);
+    assert_eq!(
+        (retried["already_existed"].as_bool(), retried["checkpoint"]["summary"].as_str()),
+        (Some(true), Some("Ada's preferences recorded"))
+    );
+    assert!(m.fails(&["sync", "checkpoint", "5", "--summary", "back"], 4).contains("already checkpointed"));
+    let after = m.json(&["sync", "status"]);
+    assert_eq!((after["unsummarized"].as_u64(), after["begin_id"].as_i64()), (Some(0), None));
+    assert!(!hook(&m, "session-start", "{}").contains("[Action Required]"));
+}
+
+#[test]
+fn prompt_submit_logs_the_prompt_and_delivers_each_dispatch_once() {
+    let m = workspace();
+    let context = hook(&m, "prompt-submit", r#"{"session_id":"s1","prompt":"Please deploy on Friday <private>token abc</private>"}"#);
+    assert_eq!(context, "", "nothing to say yet");
+    let logged = m.json(&["sync", "fetch", "--begin", "1", "--end", "1"]);
+    assert_eq!(logged[0]["content"], "Please deploy on Friday");
+    assert_eq!((logged[0]["channel"].as_str(), logged[0]["user_id"].as_str()), (Some("claude-code"), Some("owner")));
+
+    m.ok(&["schedule", "add", "standup", "--every", "1h", "--message", "Post the standup summary"]);
+    let later = (Timestamp::now() + SignedDuration::from_mins(61)).to_string();
+    let pass = m.json(&["schedule", "run-due", "--now", &later]);
+    let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
+    assert!(ran.contains(&"standup"), "{pass}");
+    let context = hook(&m, "prompt-submit", r#"{"prompt":"next"}"#);
+    assert!(context.contains("Post the standup summary"), "{context}");
+    assert!(!hook(&m, "prompt-submit", r#"{"prompt":"and again"}"#).contains("standup"), "delivered once");
+    // Not JSON on stdin: the hook still answers.
+    assert_eq!(hook(&m, "prompt-submit", "not json"), "");
+}
+
+#[test]
+fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
+    let m = workspace();
+    std::fs::write(m.dir.path().join("config.toml"), "[workspace]\ntimezone = \"Asia/Tokyo\"\n").expect("config");
+    m.ok(&["schedule", "add", "report", "--every", "1h", "--message", "Send the report", "--priority", "3"]);
+    let listed = m.json(&["schedule", "list"]);
+    let names: Vec<&str> = listed.as_array().expect("list").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["context-check", "memory-consolidation-weekly", "report", "session-rotation-daily"]);
+
+    // Two days of downtime: every task is due, each runs once, memory tasks first.
+    let later = Timestamp::now() + SignedDuration::from_hours(48);
+    let pass = m.json(&["schedule", "run-due", "--idle", "--now", &later.to_string()]);
+    let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
+    assert_eq!(ran[0], "context-check", "{pass}");
+    assert_eq!(ran.last(), Some(&"report"), "{pass}");
+    assert!(ran.contains(&"session-rotation-daily"), "{pass}");
+    assert_eq!(ran.iter().filter(|t| **t == "report").count(), 1);
+    // The rotation archived yesterday's log (the workspace's zone decides the day).
+    let archived =
+        pass["ran"].as_array().expect("ran").iter().find(|r| r["task"] == "session-rotation-daily").expect("rotation")["detail"].clone();
+    assert!(archived.as_str().is_some_and(|d| d.contains("\"rotated\"")), "{archived}");
+    // A minute later nothing is due: the missed slots are gone, not replayed.
+    let minute = later + SignedDuration::from_mins(1);
+    assert_eq!(m.json(&["schedule", "run-due", "--idle", "--now", &minute.to_string()])["ran"].as_array().map(Vec::len), Some(0));
+    assert_eq!(m.json(&["schedule", "runs", "--task", "report"]).as_array().map(Vec::len), Some(1));
+
+    // An active agent: require-idle tasks wait, the others run.
+    std::fs::write(m.dir.path().join("config.toml"), "[workspace]\ntimezone = \"Asia/Tokyo\"\nidle_after_secs = 1000000\n")
+        .expect("config");
+    hook(&m, "prompt-submit", r#"{"prompt":"busy"}"#);
+    let hour = later + SignedDuration::from_mins(61);
+    let pass = m.json(&["schedule", "run-due", "--now", &hour.to_string()]);
+    let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
+    assert_eq!(ran, ["report"], "{pass}");
+    assert_eq!(pass["waiting_for_idle"], serde_json::json!(["context-check"]), "{pass}");
+
+    // Bad input is refused with the field named; removal works and sticks.
+    assert!(m.fails(&["schedule", "add", "x", "--cron", "61 * * * *", "--message", "m"], 2).contains("--cron"));
+    assert!(m.fails(&["schedule", "add", "x", "--every", "5m"], 2).contains("--message"));
+    assert!(m.fails(&["schedule", "add", "report", "--every", "5m", "--message", "m"], 4).contains("--replace"));
+    m.ok(&["schedule", "remove", "context-check"]);
+    assert!(m.fails(&["schedule", "remove", "context-check"], 3).contains("context-check"));
+    assert!(!m.ok(&["schedule", "list"]).contains("context-check"), "a removed built-in is not reinstalled");
+}
+
+#[test]
+fn search_returns_file_line_range_and_snippet_and_follows_edits() {
+    let m = workspace();
+    let ws = m.dir.path().join("workspace");
+    let mut notes = String::from("# Projects\n\n## Infra\n\n");
+    for i in 0..200 {
+        notes.push_str(&format!("Line {i} about routine chores and errands.\n"));
+    }
+    notes.push_str("\n## Database\n\nThe postgres upgrade is scheduled for March. <private>root password swordfish</private>\n");
+    std::fs::write(ws.join("reference/projects.md"), &notes).expect("write");
+    std::fs::write(ws.join(".scratch.md"), "postgres in a hidden file\n").expect("write");
+    std::os::unix::fs::symlink("/etc/hostname", ws.join("linked.md")).expect("symlink");
+
+    let found = m.json(&["search", "postgres upgrade"]);
+    let hits = found["hits"].as_array().expect("hits");
+    assert_eq!(hits.len(), 1, "hidden files and symlinks are not indexed: {found}");
+    assert_eq!(hits[0]["path"], "reference/projects.md");
+    // The heading path in effect at the chunk's first line.
+    assert!(hits[0]["heading"].as_str().is_some_and(|h| h.starts_with("Projects > ")), "{found}");
+    let (start, end) = (hits[0]["start_line"].as_u64().expect("start"), hits[0]["end_line"].as_u64().expect("end"));
+    assert!(start > 100 && end == 208, "{start}-{end}");
+    assert!(hits[0]["snippet"].as_str().is_some_and(|s| s.contains("[postgres]")), "{found}");
+    assert_eq!(m.json(&["search", "swordfish"])["hits"].as_array().map(Vec::len), Some(0), "private blocks are not indexed");
+    assert!(m.ok(&["search", "postgres"]).contains("reference/projects.md:"));
+
+    // Edits and deletions are followed (search refreshes the index first).
+    std::fs::write(ws.join("reference/projects.md"), "# Projects\n\nMySQL it is.\n").expect("edit");
+    assert_eq!(m.json(&["search", "postgres"])["hits"].as_array().map(Vec::len), Some(0));
+    assert_eq!(m.json(&["search", "mysql"])["hits"][0]["path"], "reference/projects.md");
+    std::fs::remove_file(ws.join("reference/projects.md")).expect("delete");
+    assert_eq!(m.json(&["search", "mysql"])["hits"].as_array().map(Vec::len), Some(0));
+
+    assert!(m.fails(&["search", "?!"], 2).contains("no word"));
+    assert!(m.fails(&["search", "x", "--limit", "0"], 2).contains("--limit"));
+}

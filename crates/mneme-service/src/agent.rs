@@ -22,9 +22,6 @@ const MAX_CONTENT_BYTES: usize = 256 * 1024;
 /// Most conversations one fetch returns.
 pub const MAX_FETCH: usize = 10_000;
 
-/// `meta` key of the agent's last activity (milliseconds since the epoch).
-const ACTIVITY_KEY: &str = "agent_active_at";
-
 /// A message to log, as a front end receives it.
 #[derive(Debug, Clone, Default)]
 pub struct ConversationInput {
@@ -208,8 +205,11 @@ impl MemoryService {
     }
 
     /// Undelivered dispatches (priority order), marked delivered in the same transaction:
-    /// each is handed out once.
+    /// each is handed out once. Without any, nothing is written (hooks call this).
     pub fn take_dispatches(&self, limit: usize) -> ServiceResult<Vec<Dispatch>> {
+        if self.pending_dispatches(1)?.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = self.now();
         self.store()?.write(|tx| {
             let mut pending = tx.pending_dispatches(limit)?;
@@ -225,15 +225,26 @@ impl MemoryService {
     }
 
     /// Notes that the agent did something now (hooks call this; require-idle tasks wait).
+    /// Kept in a small file beside the store (`mneme.db.activity`), not in the store: a
+    /// hook must stay fast, and a store write costs a WAL checkpoint with two fsyncs when
+    /// the hook's process is the last one to close the store. Losing it in a crash only
+    /// makes the agent look idle.
     pub fn touch_activity(&self) -> ServiceResult<()> {
-        let now = self.now().as_millisecond().to_string();
-        self.store()?.write(|tx| tx.put_meta(ACTIVITY_KEY, &now).map_err(ServiceError::from))
+        let path = self.activity_path();
+        std::fs::write(&path, self.now().as_millisecond().to_string())
+            .map_err(|source| ServiceError::Store(mneme_store::StoreError::Io { path, source }))
     }
 
     /// When the agent was last active, if ever.
     pub fn last_activity(&self) -> ServiceResult<Option<Timestamp>> {
-        let value = self.reader()?.read(|tx| tx.meta(ACTIVITY_KEY).map_err(ServiceError::from))?;
-        Ok(value.and_then(|v| v.parse::<i64>().ok()).and_then(|ms| Timestamp::from_millisecond(ms).ok()))
+        let text = std::fs::read_to_string(self.activity_path()).unwrap_or_default();
+        Ok(text.trim().parse::<i64>().ok().and_then(|ms| Timestamp::from_millisecond(ms).ok()))
+    }
+
+    fn activity_path(&self) -> std::path::PathBuf {
+        let mut name = self.options.path.as_os_str().to_owned();
+        name.push(".activity");
+        name.into()
     }
 
     /// A `meta` value.

@@ -584,6 +584,17 @@ pub struct AdjustArgs {
 pub enum BenchCommand {
     /// Speak the retrieval-benchmark protocol (../shared/bench/README.md) on stdin/stdout.
     Retrieval,
+    /// Workspace search at scale: index time, refresh cost, search latency, and the
+    /// `mneme search` / `mneme hook session-start` processes.
+    Workspace {
+        #[arg(long, default_value_t = 1000)]
+        files: usize,
+        #[arg(long, default_value_t = 500)]
+        queries: usize,
+        /// Process runs per command.
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+    },
     /// Ingest throughput and recall latency on synthetic records, beside raw SQLite.
     Store {
         /// Store sizes to measure, comma separated.

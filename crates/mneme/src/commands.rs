@@ -130,6 +130,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 let invocation = Invocation::from_cli(&cli)?;
                 crate::bench::retrieval(&invocation.config, &invocation.data_dir)
             }
+            BenchCommand::Workspace { files, queries, runs } => crate::bench_workspace::workspace(*files, *queries, *runs, cli.json),
             BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
             BenchCommand::Embed { texts, batch, model_dir } => {
                 let data_dir = match &cli.data_dir {

@@ -14,6 +14,7 @@ mod agent;
 mod bench;
 mod bench_daemon;
 mod bench_vectors;
+mod bench_workspace;
 mod cli;
 mod commands;
 mod daemon;

@@ -1,0 +1,140 @@
+//! `mneme bench workspace`: search over the workspace files at scale. Builds a workspace of
+//! synthetic Markdown files (headings, paragraphs of Zipf-distributed words, 1–25 KB each)
+//! in a temporary data directory, then measures:
+//! - the first full index (files/s, chunks);
+//! - a refresh when nothing changed (one stat per file: what `mneme search` and each daemon
+//!   poll pay);
+//! - in-process search latency (`MemoryService::search_files`, top 10);
+//! - `mneme search` and `mneme hook session-start` as processes (process start, config,
+//!   store open, refresh, search / context, output), against `mneme --version` as the
+//!   process-start baseline in the same loop.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use mneme_core::SystemClock;
+use mneme_server::file_index;
+use mneme_service::{ConversationInput, MemoryService, ServiceConfig};
+use mneme_store::StoreOptions;
+use serde_json::json;
+
+use crate::bench::{TextGen, summarize};
+
+const DIRS: [&str; 5] = ["reference", "sessions", "archive", "memory", "users/owner"];
+
+pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> Result<()> {
+    let dir = tempfile::tempdir().context("creating a temporary data directory")?;
+    let data = dir.path();
+    let ws = data.join("workspace");
+    let mut text = TextGen::new(7);
+    let mut bytes = 0usize;
+    for i in 0..files {
+        let sub = ws.join(DIRS[i % DIRS.len()]);
+        std::fs::create_dir_all(&sub)?;
+        let mut doc = format!("# Note {i}\n\n");
+        let sections = 1 + i % 6;
+        for s in 0..sections {
+            doc.push_str(&format!("## Section {s}\n\n"));
+            for _ in 0..(2 + (i * 7 + s) % 12) {
+                for _ in 0..3 {
+                    doc.push_str(&text.sentence());
+                    doc.push_str(". ");
+                }
+                doc.push_str("\n\n");
+            }
+        }
+        bytes += doc.len();
+        std::fs::write(sub.join(format!("note-{i}.md")), doc)?;
+    }
+    let store = StoreOptions { path: data.join("mneme.db"), key: None, create: true, decay: Default::default() };
+    let service = MemoryService::open(store, ServiceConfig::default(), Arc::new(SystemClock))?;
+
+    let started = Instant::now();
+    let report = file_index::sync(&service, &ws, None)?;
+    let index_secs = started.elapsed().as_secs_f64();
+
+    let mut refresh = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let r = file_index::sync(&service, &ws, None)?;
+        refresh.push(t.elapsed().as_secs_f64() * 1e3);
+        anyhow::ensure!(!r.changed(), "a refresh with no change re-indexed files");
+    }
+    let (refresh_p50, refresh_p99) = summarize(refresh);
+
+    let mut latencies = Vec::with_capacity(queries);
+    let mut hits = 0usize;
+    let query_texts: Vec<String> = (0..queries.max(1)).map(|_| text.query()).collect();
+    for q in &query_texts {
+        let t = Instant::now();
+        hits += service.search_files(q, 10)?.len();
+        latencies.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (search_p50, search_p99) = summarize(latencies);
+
+    // The hooks' store work: a conversation log with a few hundred entries.
+    for i in 0..300 {
+        service.log_conversation(ConversationInput {
+            channel: "bench".into(),
+            user_id: Some("owner".into()),
+            direction: "in".into(),
+            priority: None,
+            content: format!("message {i}: {}", text.sentence()),
+            at: None,
+        })?;
+    }
+    drop(service);
+    let exe = std::env::current_exe()?;
+    let process = |args: &[&str]| -> Result<(f64, f64)> {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs.max(1) {
+            let t = Instant::now();
+            let status = Command::new(&exe)
+                .arg("--data-dir")
+                .arg(data)
+                .args(args)
+                .env_remove("MNEME_WORKSPACE")
+                .env_remove("MNEME_CONFIG")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            anyhow::ensure!(status.success(), "mneme {args:?} failed");
+        }
+        Ok(summarize(times))
+    };
+    let version = process(&["--version"])?;
+    let cli_search = process(&["search", &query_texts[0]])?;
+    let hook = process(&["hook", "session-start"])?;
+
+    let out = json!({
+        "files": files,
+        "bytes": bytes,
+        "chunks": report.chunks,
+        "index_seconds": index_secs,
+        "index_files_per_second": files as f64 / index_secs,
+        "refresh_unchanged_ms": { "p50": refresh_p50, "p99": refresh_p99 },
+        "search_ms": { "queries": query_texts.len(), "p50": search_p50, "p99": search_p99, "mean_hits": hits as f64 / query_texts.len() as f64 },
+        "process_ms": {
+            "runs": runs,
+            "version": { "p50": version.0, "p99": version.1 },
+            "search": { "p50": cli_search.0, "p99": cli_search.1 },
+            "hook_session_start": { "p50": hook.0, "p99": hook.1 },
+        },
+    });
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    outln!("workspace: {files} files, {:.1} MB, {} chunks", bytes as f64 / 1e6, report.chunks);
+    outln!("first index: {index_secs:.2} s ({:.0} files/s)", files as f64 / index_secs);
+    outln!("refresh, nothing changed: p50 {refresh_p50:.2} ms, p99 {refresh_p99:.2} ms");
+    outln!("search (in process, top 10): p50 {search_p50:.3} ms, p99 {search_p99:.3} ms over {} queries", query_texts.len());
+    outln!("processes ({runs} runs each): --version p50 {:.2} / p99 {:.2} ms", version.0, version.1);
+    outln!("  mneme search (refresh + search): p50 {:.2} / p99 {:.2} ms", cli_search.0, cli_search.1);
+    outln!("  mneme hook session-start: p50 {:.2} / p99 {:.2} ms", hook.0, hook.1);
+    Ok(())
+}

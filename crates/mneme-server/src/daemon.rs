@@ -123,7 +123,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let internal = Arc::new(Principal::internal("mneme", Access::owner(), Sensitivity::Critical));
     let consolidator = Arc::new(Consolidator::new(ops.clone(), internal, &config, config.llm_backoff()));
     let app = Arc::new(App {
-        hooks: Hooks::new(ops.clone(), config.hooks.clone()),
+        hooks: Hooks::new(ops.clone(), config.hooks.clone()).with_workspace(workspace.clone()),
         ops,
         ingestor,
         embedder: std::sync::Mutex::new(embedder),

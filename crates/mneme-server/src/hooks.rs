@@ -211,11 +211,85 @@ pub struct Hooks {
     state: Mutex<State>,
     /// Serialises competence updates so two results for one tool cannot race to supersede.
     competence: Mutex<()>,
+    /// The file workspace's journals (session summaries, daily log, command log), written
+    /// when the workspace exists.
+    journal: Option<Journal>,
+}
+
+/// The sinain journals the hooks keep in the workspace's `memory/` folder.
+#[derive(Debug)]
+struct Journal {
+    settings: mneme_workspace::WorkspaceSettings,
+    sessions: Mutex<mneme_workspace::journal::SessionTracker>,
 }
 
 impl Hooks {
     pub fn new(ops: Ops, config: HooksConfig) -> Self {
-        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()) }
+        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()), journal: None }
+    }
+
+    /// Also keep the workspace journals: per-session tool and message counts with a summary
+    /// line in `memory/session-summaries.jsonl` at agent end, the pre-compaction flush in
+    /// the daily log, and session starts and ends in `memory/commands.log`.
+    pub fn with_workspace(mut self, settings: mneme_workspace::WorkspaceSettings) -> Self {
+        self.journal = Some(Journal { settings, sessions: Mutex::new(Default::default()) });
+        self
+    }
+
+    /// Updates the journals for one hook event. Never fails the hook: a write error is logged.
+    fn keep_journal(&self, name: HookName, input: &HookInput) {
+        use mneme_workspace::journal::{self, CommandLogEntry};
+        let Some(j) = &self.journal else { return };
+        if !j.settings.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
+            return;
+        }
+        let now = self.ops.service.now();
+        let session = input.ctx.session();
+        let mut tracker = j.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let command = |action: &str, detail: Option<serde_json::Value>| CommandLogEntry {
+            timestamp: now,
+            action: action.to_string(),
+            session_key: Some(session.clone()),
+            sender_id: input.event.from.clone().or_else(|| input.event.sender.clone()),
+            source: "hook".into(),
+            detail,
+        };
+        let written = match name {
+            HookName::SessionStart => {
+                tracker.start(&session, now);
+                journal::log_command(&j.settings, &command("session_start", None))
+            }
+            HookName::MessageReceived | HookName::MessageSent => {
+                tracker.record_message(&session, now);
+                Ok(())
+            }
+            HookName::AfterToolCall => {
+                if let Some(tool) = input.event.tool_name.as_deref().filter(|t| !t.is_empty()) {
+                    tracker.record_tool(&session, tool, now);
+                }
+                Ok(())
+            }
+            HookName::BeforeCompaction if !input.event.compacting_messages.is_empty() => {
+                let text =
+                    format!("Pre-compaction flush ({session}):\n\n{}", summarize_messages(&input.event.compacting_messages, 15, 200));
+                journal::append_daily(&j.settings, now, &text).map(|_| ())
+            }
+            HookName::AgentEnd => {
+                let success = input.event.success.unwrap_or(true) && input.event.error.is_none();
+                tracker.end(&j.settings, &session, input.ctx.agent_id.as_deref(), success, input.event.error.as_deref(), now).and_then(
+                    |summary| {
+                        let detail =
+                            summary.map(|s| serde_json::json!({ "toolCallCount": s.tool_call_count, "messageCount": s.message_count }));
+                        journal::log_command(&j.settings, &command("agent_end", detail))
+                    },
+                )
+            }
+            HookName::GatewayStop => journal::log_command(&j.settings, &command("gateway_stop", None)),
+            HookName::BeforeToolCall | HookName::BeforeCompaction => Ok(()),
+        };
+        if let Err(e) = written {
+            tracing::warn!(hook = name.as_str(), error = %e, "workspace journal not written");
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -239,6 +313,7 @@ impl Hooks {
             tracing::warn!(hook = name.as_str(), error = %e, "hook failed");
             outcome.error = Some(e.to_string());
         }
+        self.keep_journal(name, &input);
         outcome
     }
 

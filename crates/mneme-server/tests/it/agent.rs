@@ -88,3 +88,50 @@ async fn the_daemon_runs_a_task_missed_during_downtime_once() {
     assert_eq!(inbox.iter().find(|d| d.task == "hourly-note").map(|d| d.text.as_str()), Some("Write the hourly note"));
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn hooks_keep_the_session_journals_and_the_conversation_log() {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    let settings = mneme_workspace::WorkspaceSettings::new(ws.path(), jiff::tz::TimeZone::UTC);
+    mneme_workspace::init::init(&settings, Timestamp::now()).expect("workspace init");
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(config).await;
+    let ctx = serde_json::json!({ "sessionId": "s-42", "agentId": "main", "channelId": "telegram" });
+    let post = |hook: &'static str, event: serde_json::Value| {
+        let body = serde_json::json!({ "event": event, "ctx": ctx.clone() });
+        let d = &d;
+        async move {
+            let (status, v) = d.post(&format!("/v1/hooks/{hook}"), body).await;
+            assert_eq!(status, 200, "{hook}: {v}");
+        }
+    };
+    post("session_start", serde_json::json!({})).await;
+    post("message_received", serde_json::json!({ "content": "Deploy on Friday <private>pw 1234</private>", "from": "ada" })).await;
+    post("message_sent", serde_json::json!({ "content": "Will do." })).await;
+    for _ in 0..2 {
+        post("before_tool_call", serde_json::json!({ "toolName": "exec" })).await;
+        post("after_tool_call", serde_json::json!({ "toolName": "exec", "success": true })).await;
+    }
+    post("before_compaction", serde_json::json!({ "compactingMessages": [{ "role": "user", "content": "remember the Friday deploy" }] }))
+        .await;
+    post("agent_end", serde_json::json!({ "success": true })).await;
+
+    let summaries = std::fs::read_to_string(ws.path().join("memory/session-summaries.jsonl")).expect("summaries");
+    let line: serde_json::Value = serde_json::from_str(summaries.lines().last().expect("a line")).expect("JSON line");
+    assert_eq!((line["sessionKey"].as_str(), line["agentId"].as_str()), (Some("s-42"), Some("main")), "{line}");
+    assert_eq!((line["toolCallCount"].as_u64(), line["messageCount"].as_u64(), line["success"].as_bool()), (Some(2), Some(2), Some(true)));
+    assert_eq!(line["toolBreakdown"]["exec"], 2);
+    let commands = std::fs::read_to_string(ws.path().join("memory/commands.log")).expect("command log");
+    assert!(commands.contains("\"session_start\"") && commands.contains("\"agent_end\""), "{commands}");
+    let today = ws.path().join(format!("memory/{}.md", settings.today(Timestamp::now())));
+    let daily = std::fs::read_to_string(today).expect("daily log");
+    assert!(daily.contains("Pre-compaction flush") && daily.contains("Friday deploy"), "{daily}");
+
+    let service = &d.daemon.app.ops.service;
+    let log = service.sync_fetch(1, 10).expect("conversation log");
+    let lines: Vec<(&str, &str)> = log.iter().map(|c| (c.direction.as_str(), c.content.as_str())).collect();
+    assert_eq!(lines, [("in", "Deploy on Friday"), ("out", "Will do.")]);
+    assert_eq!(log[0].channel, "telegram");
+    d.stop().await;
+}

@@ -3,8 +3,14 @@
 //!
 //! ```text
 //! score     = w_rel * relevance + w_sal * salience + w_rec * recency
-//! relevance = (1 - dense_share) * lexical + dense_share * dense
-//! lexical   = bm25 / max bm25 among the lexical candidates          (0 if not matched)
+//! fused     = (1 - dense_share) * lexical + dense_share * dense
+//!             + speaker_boost                  (if the record's sender is named in the query)
+//! own       = fused / max fused among the candidates
+//! relevance = (own + neighbour_share * max(own of the previous, own of the next record
+//!              in its conversation thread)) / (1 + neighbour_share)
+//! lexical   = bm25 / max bm25 among the lexical candidates          (0 if not matched;
+//!             BM25 over the record's text, weight 1, its thread context, context_weight,
+//!             and its date words, date_weight)
 //! dense     = (cos - min cos) / (max cos - min cos) over the dense candidates
 //!                                                  (0 if not a dense candidate)
 //! recency   = 0.5 ^ (age of the event / recency_half_life)   (1 for evergreen records)
@@ -35,9 +41,20 @@ pub struct RankWeights {
     pub recency_half_life_days: f64,
     /// How many lexical candidates are re-ranked, at least. Default 200.
     pub candidate_pool: usize,
-    /// Share of the dense (embedding) similarity in relevance, in [0, 1]. Default 0.3,
-    /// chosen on the LoCoMo dev half (BENCHMARKS.md, "Hybrid retrieval").
+    /// Share of the dense (embedding) similarity in relevance, in [0, 1]. Default 0.4,
+    /// chosen on the LoCoMo dev half (BENCHMARKS.md, "Conversation context").
     pub dense_share: f64,
+    /// BM25 weight of a record's conversation context (its thread neighbours' text)
+    /// against 1 for its own text. Default 0.25; 0 ignores the context.
+    pub context_weight: f64,
+    /// BM25 weight of a record's event date in words (`8 May 2023`). Default 1.
+    pub date_weight: f64,
+    /// Added to the fused relevance of an event whose sender is named in the query.
+    /// Default 0.2.
+    pub speaker_boost: f64,
+    /// How much of the best thread neighbour's relevance a record inherits (the answer
+    /// follows the question). Default 0.3; 0 turns it off.
+    pub neighbour_share: f64,
     /// How many nearest neighbours by embedding join the candidates. Default 100.
     pub dense_pool: usize,
     /// Memory types whose recency is always 1 (facts and skills do not get stale by
@@ -58,7 +75,11 @@ impl Default for RankWeights {
             recency: 0.10,
             recency_half_life_days: 30.0,
             candidate_pool: 200,
-            dense_share: 0.3,
+            dense_share: 0.4,
+            context_weight: 0.25,
+            date_weight: 1.0,
+            speaker_boost: 0.2,
+            neighbour_share: 0.3,
             dense_pool: 100,
             evergreen: TypeSet::of(&[MemoryType::Semantic, MemoryType::Competence]),
             mmr_lambda: 1.0,
@@ -90,6 +111,16 @@ impl RankWeights {
         for (key, v) in [("retrieval.dense_share", self.dense_share), ("retrieval.mmr_lambda", self.mmr_lambda)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(CoreError::invalid(key, format!("{v} (must be between 0 and 1)")));
+            }
+        }
+        for (key, v) in [
+            ("retrieval.context_weight", self.context_weight),
+            ("retrieval.date_weight", self.date_weight),
+            ("retrieval.speaker_boost", self.speaker_boost),
+            ("retrieval.neighbour_share", self.neighbour_share),
+        ] {
+            if !(v.is_finite() && (0.0..=10.0).contains(&v)) {
+                return Err(CoreError::invalid(key, format!("{v} (must be a number between 0 and 10)")));
             }
         }
         if !self.min_score.is_finite() {
@@ -142,6 +173,12 @@ pub struct ScoreParts {
     /// Normalised dense part of relevance; absent when the query had no vector.
     #[serde(default)]
     pub dense: Option<f64>,
+    /// The speaker boost applied (the record's sender is named in the query).
+    #[serde(default)]
+    pub speaker: Option<f64>,
+    /// What the record inherited from its best thread neighbour (before normalising).
+    #[serde(default)]
+    pub neighbour: Option<f64>,
     pub salience: f64,
     pub recency: f64,
 }

@@ -12,7 +12,7 @@
 //! index and the recency index, and the pool grows until no unseen record could beat
 //! the k-th result (Fagin's threshold argument).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use mneme_core::query::fts5_expression;
 use mneme_core::scoring::ScoreParts;
@@ -40,7 +40,8 @@ impl MemoryService {
             let mut scored = if expr.is_none() && query_vector.is_none() {
                 self.by_salience_and_recency(tx, &filter, request.limit, min_salience, now)?
             } else {
-                self.hybrid(tx, expr.as_deref(), query_vector.as_deref(), &filter, request.limit, min_salience, now)?
+                let query = Query { text: &request.query, expr: expr.as_deref(), vector: query_vector.as_deref() };
+                self.hybrid(tx, &query, &filter, request.limit, min_salience, now)?
             };
             let floor = self.config.retrieval.min_score;
             scored.retain(|(_, s)| s.score >= floor);
@@ -79,12 +80,10 @@ impl MemoryService {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn hybrid(
         &self,
         tx: &ReadTx<'_>,
-        expr: Option<&str>,
-        query_vector: Option<&[f32]>,
+        query: &Query<'_>,
         filter: &RecordFilter,
         limit: usize,
         min_salience: f64,
@@ -93,15 +92,15 @@ impl MemoryService {
         let weights = self.config.retrieval;
         let pool = weights.candidate_pool.max(limit.saturating_mul(5));
         let mut candidates: HashMap<i64, (Candidate, Option<f64>)> = HashMap::new();
-        if let Some(expr) = expr {
-            for c in tx.lexical_candidates(expr, filter, pool)? {
+        if let Some(expr) = query.expr {
+            for c in tx.lexical_candidates(expr, filter, pool, (weights.context_weight, weights.date_weight))? {
                 candidates.insert(c.seq, (c, None));
             }
         }
         let best_bm25 = candidates.values().filter_map(|(c, _)| c.bm25).fold(0.0f64, f64::max);
         // Dense part: min-max normalised over the nearest neighbours.
         let mut dense_range = None;
-        if let Some(q) = query_vector {
+        if let Some(q) = query.vector {
             let near = self.nearest(q, weights.dense_pool.max(limit));
             if let (Some(hi), Some(lo)) = (near.first(), near.last()) {
                 dense_range = Some((f64::from(lo.1), f64::from(hi.1)));
@@ -120,9 +119,11 @@ impl MemoryService {
                 }
             }
         }
-        let mut scored: Vec<(Candidate, ScoreParts)> = candidates
+        let seqs: Vec<i64> = candidates.keys().copied().collect();
+        let named = if weights.speaker_boost > 0.0 { named_senders(tx, &seqs, query.text)? } else { HashSet::new() };
+        let mut parts: HashMap<i64, (Candidate, Relevance)> = candidates
             .into_values()
-            .filter_map(|(c, cosine)| {
+            .map(|(c, cosine)| {
                 let bm25 = c.bm25;
                 let lexical = match bm25 {
                     Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
@@ -133,11 +134,22 @@ impl MemoryService {
                     Some(_) => 1.0,
                     None => 0.0,
                 });
-                let relevance = weights.fuse(lexical, dense);
-                let parts = Relevance { relevance, bm25, lexical, cosine, dense };
-                self.score(c, Some(parts), min_salience, now)
+                let speaker = named.contains(&c.seq).then_some(weights.speaker_boost);
+                let relevance = weights.fuse(lexical, dense) + speaker.unwrap_or(0.0);
+                (c.seq, (c, Relevance { relevance, bm25, lexical, cosine, dense, speaker, neighbour: None }))
             })
             .collect();
+        // Normalise to the best candidate, then let each record inherit a share of its
+        // best conversation neighbour's relevance (the answer follows the question).
+        let best = parts.values().map(|(_, r)| r.relevance).fold(0.0f64, f64::max);
+        if best > 0.0 {
+            parts.values_mut().for_each(|(_, r)| r.relevance /= best);
+        }
+        if weights.neighbour_share > 0.0 {
+            self.inherit_from_neighbours(tx, &mut parts, filter, limit)?;
+        }
+        let mut scored: Vec<(Candidate, ScoreParts)> =
+            parts.into_values().filter_map(|(c, relevance)| self.score(c, Some(relevance), min_salience, now)).collect();
         if weights.mmr_lambda < 1.0 && self.semantic.is_some() {
             sort_and_cut(&mut scored, limit.saturating_mul(3));
             scored = self.mmr(scored, limit, weights.mmr_lambda);
@@ -145,6 +157,45 @@ impl MemoryService {
             sort_and_cut(&mut scored, limit);
         }
         Ok(scored)
+    }
+
+    /// `relevance = (own + α·max(own of the thread neighbours)) / (1 + α)`. Only the best
+    /// candidates pass relevance on (a weak one has little to give); a neighbour that was
+    /// not a candidate joins with own relevance 0 if the filter admits it.
+    fn inherit_from_neighbours(
+        &self,
+        tx: &ReadTx<'_>,
+        parts: &mut HashMap<i64, (Candidate, Relevance)>,
+        filter: &RecordFilter,
+        limit: usize,
+    ) -> ServiceResult<()> {
+        let alpha = self.config.retrieval.neighbour_share;
+        let mut sources: Vec<(i64, f64)> = parts.iter().map(|(seq, (_, r))| (*seq, r.relevance)).collect();
+        sources.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        sources.truncate(limit.saturating_mul(3).max(30));
+        let source_seqs: Vec<i64> = sources.iter().map(|(s, _)| *s).collect();
+        let adjacent = tx.thread_adjacent(&source_seqs)?;
+        let mut inherited: HashMap<i64, f64> = HashMap::new();
+        for (seq, own) in &sources {
+            if let Some((before, after)) = adjacent.get(seq) {
+                for n in [before, after].into_iter().flatten() {
+                    let best = inherited.entry(*n).or_insert(0.0);
+                    *best = best.max(*own);
+                }
+            }
+        }
+        let newcomers: Vec<i64> = inherited.keys().filter(|s| !parts.contains_key(s)).copied().collect();
+        for c in tx.candidates_by_seq(&newcomers, filter)? {
+            let relevance =
+                Relevance { relevance: 0.0, bm25: None, lexical: 0.0, cosine: None, dense: None, speaker: None, neighbour: None };
+            parts.insert(c.seq, (c, relevance));
+        }
+        for (seq, (_, r)) in parts.iter_mut() {
+            let from = inherited.get(seq).copied().unwrap_or(0.0);
+            r.neighbour = Some(alpha * from);
+            r.relevance = (r.relevance + alpha * from) / (1.0 + alpha);
+        }
+        Ok(())
     }
 
     /// Maximal marginal relevance: repeatedly takes the candidate with the best
@@ -241,6 +292,8 @@ impl MemoryService {
                 lexical: relevance.map(|r| r.lexical),
                 cosine: relevance.and_then(|r| r.cosine),
                 dense: relevance.and_then(|r| r.dense),
+                speaker: relevance.and_then(|r| r.speaker),
+                neighbour: relevance.and_then(|r| r.neighbour),
                 salience,
                 recency,
             },
@@ -256,6 +309,41 @@ struct Relevance {
     lexical: f64,
     cosine: Option<f64>,
     dense: Option<f64>,
+    speaker: Option<f64>,
+    neighbour: Option<f64>,
+}
+
+/// A text query in its three forms.
+#[derive(Debug)]
+struct Query<'a> {
+    text: &'a str,
+    /// The FTS5 expression; `None` without searchable words.
+    expr: Option<&'a str>,
+    /// The query's embedding, when a model is attached.
+    vector: Option<&'a [f32]>,
+}
+
+/// Lowercased alphanumeric words.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+/// The candidates whose sender is named in the query (every word of the sender's name
+/// appears as a word of the query).
+fn named_senders(tx: &ReadTx<'_>, seqs: &[i64], query: &str) -> ServiceResult<HashSet<i64>> {
+    let query_words: HashSet<String> = words(query).collect();
+    if query_words.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let senders = tx.event_senders(seqs)?;
+    Ok(senders
+        .into_iter()
+        .filter(|(_, sender)| {
+            let mut name = words(sender).peekable();
+            name.peek().is_some() && name.all(|w| query_words.contains(&w))
+        })
+        .map(|(seq, _)| seq)
+        .collect())
 }
 
 fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {

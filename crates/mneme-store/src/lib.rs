@@ -10,6 +10,7 @@
 //! Invariant: the encryption key never appears in an error, a log line or `Debug` output.
 
 mod agent;
+mod context;
 mod error;
 mod rows;
 mod schema;
@@ -208,6 +209,7 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
         let wtx = WriteTx::new(&tx, &self.path, &self.decay);
         let value = f(&wtx)?;
+        wtx.flush_context()?;
         tx.commit().ctx(&self.path)?;
         Ok(value)
     }

@@ -61,6 +61,8 @@ pub struct ReadTx<'a> {
 #[derive(Debug)]
 pub struct WriteTx<'a> {
     read: ReadTx<'a>,
+    /// Index rows whose conversation context changed; rewritten once by `flush_context`.
+    dirty: std::cell::RefCell<std::collections::BTreeSet<i64>>,
 }
 
 impl<'a> Deref for WriteTx<'a> {
@@ -220,7 +222,21 @@ impl<'a> ReadTx<'a> {
 
 impl<'a> WriteTx<'a> {
     pub(crate) fn new(conn: &'a Connection, path: &'a Path, decay: &'a DecayConfig) -> Self {
-        WriteTx { read: ReadTx::new(conn, path, decay) }
+        WriteTx { read: ReadTx::new(conn, path, decay), dirty: Default::default() }
+    }
+
+    /// Rewrites the index rows whose conversation context changed in this transaction
+    /// (`Store::write` calls it before committing).
+    pub(crate) fn flush_context(&self) -> StoreResult<()> {
+        let dirty = std::mem::take(&mut *self.dirty.borrow_mut());
+        crate::context::write_rows(self.conn, &dirty).ctx(self.path)
+    }
+
+    /// Marks a record's thread neighbours (their context holds its text) for rewriting.
+    fn neighbours_changed(&self, seq: i64) -> StoreResult<()> {
+        let (before, after) = crate::context::neighbours(self.conn, seq, crate::context::WINDOW).ctx(self.path)?;
+        self.dirty.borrow_mut().extend(before.into_iter().chain(after));
+        Ok(())
     }
 
     /// Inserts a new record with its lineage, tags, index entry and a creation audit entry.
@@ -296,11 +312,26 @@ impl<'a> WriteTx<'a> {
                 parent_stmt.execute(params![self.seq_of(parent)?, seq]).ctx(self.path)?;
             }
         }
-        self.conn
-            .prepare_cached("INSERT INTO records_fts (rowid, text) VALUES (?1, ?2)")
-            .ctx(self.path)?
-            .execute(params![seq, fts_text(stored_summary, record.payload.as_ref())])
-            .ctx(self.path)?;
+        match crate::context::thread_key(record.scope.as_str(), record.payload.as_ref()) {
+            // In a thread: this row and its neighbours' are written at flush, once each.
+            Some(thread) => {
+                let touched = crate::context::join_thread(self.conn, seq, Some(&thread)).ctx(self.path)?;
+                let mut dirty = self.dirty.borrow_mut();
+                dirty.insert(seq);
+                dirty.extend(touched);
+            }
+            None => {
+                self.conn
+                    .prepare_cached("INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, '', ?3)")
+                    .ctx(self.path)?
+                    .execute(params![
+                        seq,
+                        fts_text(stored_summary, record.payload.as_ref()),
+                        crate::context::date_words(record.event_time.map(|t| t.as_millisecond()))
+                    ])
+                    .ctx(self.path)?;
+            }
+        }
         let action = match record.lineage.operation {
             LineageOp::Original => AuditAction::Create,
             LineageOp::Supersede => AuditAction::Supersede,
@@ -322,7 +353,12 @@ impl<'a> WriteTx<'a> {
             id,
             "UPDATE records SET status = ?2, updated_at = ?3 WHERE id = ?1",
             params![id.as_str(), status.as_str(), now.as_millisecond()],
-        )
+        )?;
+        // A record that stops being live leaves its neighbours' context.
+        if !matches!(status, Status::Active | Status::Contested) {
+            self.neighbours_changed(self.seq_of(id)?)?;
+        }
+        Ok(())
     }
 
     /// Adds `delta` (negative to penalize) to the record's current salience, re-anchors it at
@@ -373,14 +409,11 @@ impl<'a> WriteTx<'a> {
         Ok(())
     }
 
-    /// Replaces a record's full-text entry (the index is contentless: delete, then insert).
-    fn reindex(&self, seq: i64, text: &str) -> StoreResult<()> {
-        self.conn.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1").ctx(self.path)?.execute([seq]).ctx(self.path)?;
-        self.conn
-            .prepare_cached("INSERT INTO records_fts (rowid, text) VALUES (?1, ?2)")
-            .ctx(self.path)?
-            .execute(params![seq, text])
-            .ctx(self.path)?;
+    /// Replaces a record's full-text entry (the index is contentless: delete, then insert),
+    /// and its neighbours' (whose context held its old text).
+    fn reindex(&self, seq: i64, _text: &str) -> StoreResult<()> {
+        self.neighbours_changed(seq)?;
+        self.dirty.borrow_mut().insert(seq);
         Ok(())
     }
 

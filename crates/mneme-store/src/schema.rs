@@ -27,10 +27,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "conversation log and checkpoints, scheduled tasks and their runs, dispatches, workspace file index",
         apply: v4,
     },
+    Migration { version: 5, description: "conversation threads; full-text index with context and date columns", apply: v5 },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -215,4 +216,38 @@ fn v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         );
         "#,
     )
+}
+
+fn v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        -- Event records with a reference, per scope, in ingest order (context.rs).
+        CREATE TABLE record_threads (
+            thread TEXT NOT NULL,
+            record_seq INTEGER NOT NULL REFERENCES records (seq),
+            PRIMARY KEY (thread, record_seq)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX record_threads_seq ON record_threads (record_seq);
+        DROP TABLE records_fts;
+        CREATE VIRTUAL TABLE records_fts USING fts5(
+            text, ctx, date, content = '', contentless_delete = 1, tokenize = 'porter unicode61'
+        );
+        "#,
+    )?;
+    // Rebuild: threads first (in sequence order), then every row with its context.
+    let mut select = tx.prepare("SELECT seq, scope, payload FROM records ORDER BY seq")?;
+    let mut rows = select.query([])?;
+    let mut all = std::collections::BTreeSet::new();
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let scope: String = row.get(1)?;
+        let payload: Option<String> = row.get(2)?;
+        let payload = payload.and_then(|p| serde_json::from_str(&p).ok());
+        if let Some(thread) = crate::context::thread_key(&scope, payload.as_ref()) {
+            tx.prepare_cached("INSERT INTO record_threads (thread, record_seq) VALUES (?1, ?2)")?
+                .execute(rusqlite::params![thread, seq])?;
+        }
+        all.insert(seq);
+    }
+    crate::context::write_rows(tx, &all)
 }

@@ -58,18 +58,41 @@ pub struct Candidate {
     pub bm25: Option<f64>,
 }
 
+/// The nearest live records before and after one record in its conversation thread.
+pub type Adjacent = (Option<i64>, Option<i64>);
+
 const CANDIDATE_COLUMNS: &str = "r.seq, r.memory_type, r.salience_base, r.reinforced_at, r.pinned, r.sort_time";
 
 impl ReadTx<'_> {
-    /// Up to `pool` records matching the FTS5 expression, best BM25 first.
-    pub fn lexical_candidates(&self, fts_expression: &str, filter: &RecordFilter, pool: usize) -> StoreResult<Vec<Candidate>> {
+    /// Up to `pool` records matching the FTS5 expression, best BM25 first. BM25 weighs
+    /// the record's own text 1, its conversation context `weights.0` and its date words
+    /// `weights.1` (see `context.rs`).
+    pub fn lexical_candidates(
+        &self,
+        fts_expression: &str,
+        filter: &RecordFilter,
+        pool: usize,
+        weights: (f64, f64),
+    ) -> StoreResult<Vec<Candidate>> {
         let (clause, mut values) = where_clause(filter);
+        // The weights are validated finite numbers, formatted (not user text).
+        let (ctx, date) = (weights.0.max(0.0), weights.1.max(0.0));
         let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS}, bm25(records_fts) AS rank FROM records_fts \
+            "SELECT {CANDIDATE_COLUMNS}, bm25(records_fts, 1.0, {ctx:?}, {date:?}) AS rank FROM records_fts \
              JOIN records r ON r.seq = records_fts.rowid \
              WHERE records_fts MATCH ? AND {clause} ORDER BY rank LIMIT ?"
         );
-        values.insert(0, Value::Text(fts_expression.to_string()));
+        // A column weighted 0 is not searched at all (else its matches would still join
+        // the pool with a zero score).
+        let mut columns = vec!["text"];
+        if ctx > 0.0 {
+            columns.push("ctx");
+        }
+        if date > 0.0 {
+            columns.push("date");
+        }
+        let expression = format!("{{{}}} : ({fts_expression})", columns.join(" "));
+        values.insert(0, Value::Text(expression));
         values.push(Value::Integer(pool as i64));
         self.candidates(&sql, values, true)
     }
@@ -103,6 +126,32 @@ impl ReadTx<'_> {
         let mut all: Vec<Value> = seqs.iter().map(|&s| Value::Integer(s)).collect();
         all.append(&mut values);
         self.candidates(&sql, all, false)
+    }
+
+    /// For each of `seqs` in a conversation thread: the nearest live record before and
+    /// after it in the thread (`context.rs`).
+    pub fn thread_adjacent(&self, seqs: &[i64]) -> StoreResult<std::collections::HashMap<i64, Adjacent>> {
+        let mut out = std::collections::HashMap::new();
+        for &seq in seqs {
+            let (before, after) = crate::context::neighbours(self.conn, seq, 1).map_err(|e| crate::error::classify(e, self.path))?;
+            if !before.is_empty() || !after.is_empty() {
+                out.insert(seq, (before.first().copied(), after.first().copied()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sender of each event record among `seqs` that has one.
+    pub fn event_senders(&self, seqs: &[i64]) -> StoreResult<std::collections::HashMap<i64, String>> {
+        if seqs.is_empty() {
+            return Ok(Default::default());
+        }
+        let sql = format!(
+            "SELECT seq, json_extract(payload, '$.sender') FROM records WHERE payload_kind = 'event' AND seq IN ({})",
+            placeholders(seqs.len())
+        );
+        let rows = self.query_all(&sql, params_from_iter(seqs.iter()), |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?;
+        Ok(rows.into_iter().filter_map(|(seq, sender)| Some((seq, sender?))).collect())
     }
 
     fn candidates(&self, sql: &str, values: Vec<Value>, lexical: bool) -> StoreResult<Vec<Candidate>> {

@@ -20,6 +20,8 @@ use crate::commands::parse_time;
 
 struct Corpus {
     service: MemoryService,
+    /// Record id → the harness's document id.
+    docs: HashMap<String, String>,
     // Keeps the temporary store alive until the corpus is dropped.
     _dir: tempfile::TempDir,
 }
@@ -101,6 +103,7 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
     let options = StoreOptions { path: dir.path().join("bench.db"), key: None, create: true, decay: Default::default() };
     let mut service = MemoryService::open(options, setup.config, Arc::new(SystemClock))?;
     let mut batch = Vec::with_capacity(docs.len());
+    let mut doc_ids = Vec::with_capacity(docs.len());
     for doc in docs {
         let id = doc["id"].as_str().ok_or_else(|| anyhow!("document without id"))?;
         let text = doc["text"].as_str().unwrap_or("");
@@ -112,9 +115,16 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
             _ => text.to_string(),
         };
         let event_time = doc["ts"].as_str().and_then(|t| parse_time("ts", t).ok());
+        // The conversation thread: the session, as the hooks use the session key.
+        let session = match &doc["meta"]["session"] {
+            Value::Null => "0".to_string(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        doc_ids.push(id.to_string());
         let payload = Payload::Event(EventPayload {
             event_kind: "message".into(),
-            reference: Some(id.to_string()),
+            reference: Some(format!("{corpus_id}/session-{session}")),
             sender: speaker.map(str::to_string),
             text: body,
             event_time,
@@ -122,12 +132,13 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
         batch.push((payload, IngestOptions { actor: Some("bench".into()), ..Default::default() }));
     }
     let n = batch.len();
-    service.ingest_batch(batch)?;
+    let ids = service.ingest_batch(batch)?;
+    let docs: HashMap<String, String> = ids.into_iter().map(|id| id.to_string()).zip(doc_ids).collect();
     if let Some(model) = &setup.model {
         service.enable_embeddings(model.clone(), setup.index)?;
         service.embed_pending(64, false, &mut |_| {})?;
     }
-    corpora.insert(corpus_id.to_string(), Corpus { service, _dir: dir });
+    corpora.insert(corpus_id.to_string(), Corpus { service, docs, _dir: dir });
     Ok(n)
 }
 
@@ -142,13 +153,7 @@ fn query(request: &Value, corpora: &HashMap<String, Corpus>) -> Result<Vec<Strin
         ..Default::default()
     };
     let hits = corpus.service.retrieve(&retrieve, &Access::owner())?;
-    Ok(hits
-        .into_iter()
-        .filter_map(|h| match h.record.payload {
-            Some(Payload::Event(e)) => e.reference,
-            _ => None,
-        })
-        .collect())
+    Ok(hits.into_iter().filter_map(|h| corpus.docs.get(h.record.id.as_str()).cloned()).collect())
 }
 
 // ---- bench store ------------------------------------------------------------------

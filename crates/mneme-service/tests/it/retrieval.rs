@@ -228,3 +228,84 @@ fn among_pinned_records_the_most_salient_comes_first() {
     let top = fx.service.retrieve(&RetrieveRequest { limit: 1, ..Default::default() }, &owner()).expect("retrieve");
     assert_eq!(Some(top[0].record.id.clone()), strongest);
 }
+
+/// Ingests `(thread, sender, text)` turns as events; returns their summaries in order.
+fn turns(fx: &Fixture, turns: &[(&str, &str, &str)]) -> Vec<String> {
+    turns.iter().map(|t| turn(fx, *t, IngestOptions::default())).collect()
+}
+
+fn turn(fx: &Fixture, (thread, sender, text): (&str, &str, &str), options: IngestOptions) -> String {
+    let e = mneme_core::EventPayload {
+        event_kind: "message".into(),
+        reference: Some(thread.into()),
+        sender: Some(sender.into()),
+        text: text.into(),
+        event_time: None,
+    };
+    fx.service.ingest_event(e, options).expect("ingest").summary
+}
+
+fn ask(fx: &Fixture, query: &str) -> Vec<String> {
+    ids(&hits(fx, query))
+}
+
+fn hits(fx: &Fixture, query: &str) -> Vec<mneme_service::Hit> {
+    let request = RetrieveRequest { query: query.into(), limit: 5, ..Default::default() };
+    fx.service.retrieve(&request, &owner()).expect("retrieve")
+}
+
+#[test]
+fn the_answer_turn_is_found_through_its_question_and_the_weights_come_from_config() {
+    let conversation = [
+        ("s1", "ana", "What causes are you volunteering for these days?"),
+        ("s1", "bo", "Mostly animal shelters and a literacy program downtown."),
+        ("s1", "ana", "That sounds great."),
+        ("s2", "ana", "Did you watch the match?"),
+        ("s2", "bo", "Yes, what a finish."),
+    ];
+    let fx = Fixture::new();
+    let t = turns(&fx, &conversation);
+    // The answer shares no word with the query: it is found through its thread context
+    // (the question before it) and inherits part of the question's relevance.
+    let found = hits(&fx, "which causes is she volunteering for");
+    assert!(ids(&found)[..2].contains(&t[1]), "{:?}", ids(&found));
+    let answer = found.iter().find(|h| h.record.summary == t[1]).expect("answer");
+    assert!(answer.score.neighbour.is_some_and(|n| n > 0.0), "{:?}", answer.score);
+
+    // Both mechanisms off: the answer has no way in.
+    let mut config = ServiceConfig::default();
+    config.retrieval.context_weight = 0.0;
+    config.retrieval.neighbour_share = 0.0;
+    let plain = Fixture::with_config(config);
+    let t = turns(&plain, &conversation);
+    assert_eq!(ask(&plain, "which causes is she volunteering for"), [t[0].clone()]);
+}
+
+#[test]
+fn a_pruned_turn_leaves_its_neighbours_context() {
+    let fx = Fixture::new();
+    let secret = turn(&fx, ("s1", "ana", "The vault code is zebra"), IngestOptions::default());
+    let pinned = IngestOptions { pinned: true, ..Default::default() };
+    let reply = turn(&fx, ("s1", "bo", "Noted, thanks."), pinned);
+    assert_eq!(ask(&fx, "zebra"), [secret.clone(), reply.clone()], "the reply matches through its context");
+    fx.advance_days(90);
+    let report = fx.service.prune(None, false, "test").expect("prune");
+    assert_eq!(report.pruned.len(), 1, "{report:?}");
+    assert!(ask(&fx, "zebra").is_empty(), "neither the pruned turn nor its neighbour's context still match");
+}
+
+#[test]
+fn a_sender_named_in_the_query_is_boosted() {
+    let conversation = [("s1", "bo", "I like hiking in the hills"), ("s2", "ana", "I like hiking in the hills")];
+    let fx = Fixture::new();
+    turns(&fx, &conversation);
+    let found = hits(&fx, "what does bo like about hiking");
+    let boost = |sender: &str| found.iter().find(|h| h.record.summary.starts_with(sender)).expect("hit").score.speaker;
+    assert_eq!((boost("bo:"), boost("ana:")), (Some(0.2), None));
+    assert!(found[0].record.summary.starts_with("bo:"));
+    let mut config = ServiceConfig::default();
+    config.retrieval.speaker_boost = 0.0;
+    let plain = Fixture::with_config(config);
+    turns(&plain, &conversation);
+    assert!(hits(&plain, "what does bo like about hiking").iter().all(|h| h.score.speaker.is_none()));
+}

@@ -47,7 +47,7 @@ fn a_version_1_store_is_migrated_and_its_records_become_searchable() {
     let mut store = Store::open(options(&path, None, false)).expect("open migrates");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
     let hits = store
-        .read(|tx| tx.lexical_candidates(&fts5_expression("kettle descaled").expect("tokens"), &RecordFilter::default(), 10))
+        .read(|tx| tx.lexical_candidates(&fts5_expression("kettle descaled").expect("tokens"), &RecordFilter::default(), 10, (0.25, 1.0)))
         .expect("search");
     assert_eq!(hits.len(), 1, "the migrated record is in the new index");
 }

@@ -1,0 +1,109 @@
+//! Conversation context in the full-text index (schema v5).
+//!
+//! An event record with a `reference` (the hooks use the session key) belongs to the
+//! *thread* `scope + reference`; `record_threads` lists each thread's records in ingest
+//! order. Each record's `records_fts` row has three columns:
+//! - `text`: its own text (as before);
+//! - `ctx`: the text of up to [`WINDOW`] live records before and after it in its thread;
+//! - `date`: its event date as words (`8 May 2023`).
+//!
+//! Why: a question's words are often in the turn that *asks* while the answer is the next
+//! turn; indexing neighbours (at a lower BM25 column weight) finds the answer turn, and the
+//! date column answers "when" questions by date words. Measured on LoCoMo in BENCHMARKS.md.
+//!
+//! Invariant: the index is derived data. A write marks the rows whose context changed
+//! (the neighbours of an inserted, retracted, superseded or pruned record) and
+//! `flush` rewrites each once before the transaction commits.
+
+use std::collections::BTreeSet;
+
+use mneme_core::Payload;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::rows::fts_text;
+
+/// Records on each side of a record whose text goes into its context column.
+pub const WINDOW: usize = 2;
+
+const LIVE: &str = "r.status IN ('active', 'contested') AND r.pruned_at IS NULL";
+
+/// The thread of a record: events with a reference, per scope.
+pub(crate) fn thread_key(scope: &str, payload: Option<&Payload>) -> Option<String> {
+    match payload {
+        Some(Payload::Event(e)) => e.reference.as_deref().filter(|r| !r.trim().is_empty()).map(|r| format!("{scope}\u{1f}{r}")),
+        _ => None,
+    }
+}
+
+/// `8 May 2023` for an event time (UTC), the form dates take in conversation.
+pub(crate) fn date_words(ms: Option<i64>) -> String {
+    const MONTHS: [&str; 12] =
+        ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+    let Some(ts) = ms.and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()) else { return String::new() };
+    let date = ts.to_zoned(jiff::tz::TimeZone::UTC).date();
+    format!("{} {} {}", date.day(), MONTHS[(date.month() - 1) as usize], date.year())
+}
+
+/// A record's own index text and its date words.
+fn own_text(conn: &Connection, seq: i64) -> rusqlite::Result<Option<(String, String)>> {
+    let row: Option<(Option<String>, Option<String>, Option<i64>)> = conn
+        .prepare_cached("SELECT summary, payload, event_time FROM records WHERE seq = ?1")?
+        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    Ok(row.map(|(summary, payload, event_time)| {
+        let payload: Option<Payload> = payload.and_then(|p| serde_json::from_str(&p).ok());
+        (fts_text(summary.as_deref(), payload.as_ref()), date_words(event_time))
+    }))
+}
+
+/// The live records up to `n` before (`.0`, nearest first) and after (`.1`) `seq` in its thread.
+pub(crate) fn neighbours(conn: &Connection, seq: i64, n: usize) -> rusqlite::Result<(Vec<i64>, Vec<i64>)> {
+    let thread: Option<String> =
+        conn.prepare_cached("SELECT thread FROM record_threads WHERE record_seq = ?1")?.query_row([seq], |r| r.get(0)).optional()?;
+    let Some(thread) = thread else { return Ok((Vec::new(), Vec::new())) };
+    let side = |sql: &str| -> rusqlite::Result<Vec<i64>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params![thread, seq, n as i64], |r| r.get(0))?;
+        rows.collect()
+    };
+    let before = side(&format!(
+        "SELECT t.record_seq FROM record_threads t JOIN records r ON r.seq = t.record_seq \
+         WHERE t.thread = ?1 AND t.record_seq < ?2 AND {LIVE} ORDER BY t.record_seq DESC LIMIT ?3"
+    ))?;
+    let after = side(&format!(
+        "SELECT t.record_seq FROM record_threads t JOIN records r ON r.seq = t.record_seq \
+         WHERE t.thread = ?1 AND t.record_seq > ?2 AND {LIVE} ORDER BY t.record_seq LIMIT ?3"
+    ))?;
+    Ok((before, after))
+}
+
+/// Adds a record to its thread (if it has one) and returns the records whose context
+/// now includes it.
+pub(crate) fn join_thread(conn: &Connection, seq: i64, thread: Option<&str>) -> rusqlite::Result<Vec<i64>> {
+    let Some(thread) = thread else { return Ok(Vec::new()) };
+    conn.prepare_cached("INSERT INTO record_threads (thread, record_seq) VALUES (?1, ?2)")?.execute(params![thread, seq])?;
+    let (before, after) = neighbours(conn, seq, WINDOW)?;
+    Ok(before.into_iter().chain(after).collect())
+}
+
+/// Rewrites the index rows of `seqs` (own text, context, date).
+pub(crate) fn write_rows(conn: &Connection, seqs: &BTreeSet<i64>) -> rusqlite::Result<()> {
+    for &seq in seqs {
+        let Some((text, date)) = own_text(conn, seq)? else { continue };
+        let (before, after) = neighbours(conn, seq, WINDOW)?;
+        let mut ctx = Vec::with_capacity(before.len() + after.len());
+        for n in before.iter().rev().chain(&after) {
+            if let Some((t, _)) = own_text(conn, *n)? {
+                ctx.push(t);
+            }
+        }
+        conn.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1")?.execute([seq])?;
+        conn.prepare_cached("INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
+            seq,
+            text,
+            ctx.join("\n"),
+            date
+        ])?;
+    }
+    Ok(())
+}

@@ -263,6 +263,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/records/{id}/penalize", post(penalize))
         .route("/v1/merge", post(merge))
         .route("/v1/hooks/{name}", post(hook))
+        .route("/v1/conversations", post(log_conversation))
+        .route("/v1/sync/status", get(sync_status))
+        .route("/v1/sync/fetch", post(sync_fetch))
+        .route("/v1/sync/checkpoint", post(sync_checkpoint))
+        .route("/v1/search/files", post(search_files))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -340,6 +345,106 @@ macro_rules! handler {
         }
     };
 }
+
+// ---- the agent's conversation log and workspace search ---------------------------------
+
+/// The conversation log and the workspace files carry no sensitivity labels or scopes, so
+/// only a principal that may read and write everything may use them.
+fn require_owner(p: &crate::auth::Principal, what: &str) -> ApiResult<()> {
+    let owner = p.read.max_sensitivity == Sensitivity::Critical
+        && p.read.scopes.is_none()
+        && p.write_max_sensitivity == Sensitivity::Critical
+        && p.write_scopes.is_none();
+    if owner {
+        Ok(())
+    } else {
+        Err(ApiError::PermissionDenied(format!("principal {:?} may not use {what}: it needs unrestricted read and write access", p.name)))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConversationBody {
+    channel: String,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default = "default_direction")]
+    direction: String,
+    #[serde(default)]
+    priority: Option<u8>,
+    content: String,
+    #[serde(default)]
+    at: Option<jiff::Timestamp>,
+}
+
+fn default_direction() -> String {
+    "in".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FetchBody {
+    begin: i64,
+    end: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointBody {
+    end_id: i64,
+    summary: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchFilesBody {
+    query: String,
+    #[serde(default = "default_search_limit")]
+    limit: usize,
+}
+
+fn default_search_limit() -> usize {
+    10
+}
+
+handler!(log_conversation, "LogConversation", |app, p, body: ConversationBody| {
+    require_owner(p, "the conversation log")?;
+    let input = mneme_service::ConversationInput {
+        channel: body.channel,
+        user_id: body.user_id,
+        direction: body.direction,
+        priority: body.priority,
+        content: body.content,
+        at: body.at,
+    };
+    Ok(json!(app.ops.service.log_conversation(input)?))
+});
+
+async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(
+        app.call("http", "SyncStatus", auth.as_deref(), |app, p| {
+            require_owner(p, "the conversation log")?;
+            Ok(json!(app.ops.service.sync_status()?))
+        })
+        .await?,
+    ))
+}
+
+handler!(sync_fetch, "SyncFetch", |app, p, body: FetchBody| {
+    require_owner(p, "the conversation log")?;
+    Ok(json!(app.ops.service.sync_fetch(body.begin, body.end)?))
+});
+
+handler!(sync_checkpoint, "SyncCheckpoint", |app, p, body: CheckpointBody| {
+    require_owner(p, "the conversation log")?;
+    Ok(json!(app.ops.service.sync_checkpoint(body.end_id, &body.summary)?))
+});
+
+handler!(search_files, "SearchFiles", |app, p, body: SearchFilesBody| {
+    require_owner(p, "workspace search")?;
+    Ok(json!({ "hits": crate::file_index::search(&app.ops.service, &body.query, body.limit)? }))
+});
 
 /// The ingest endpoints: authenticate, parse, then the group-commit writer.
 async fn ingest_with<T: DeserializeOwned>(

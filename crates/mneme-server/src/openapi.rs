@@ -139,6 +139,23 @@ pub fn document() -> Value {
     add("/v1/records/{id}/penalize", "post", op("Penalize", "Lower a record's salience.", Some("AdjustRequest"), "SalienceChange", true));
     add("/v1/merge", "post", op("Merge", "Combine records of one type into a new one.", Some("MergeRequest"), "RecordResponse", false));
     add(
+        "/v1/conversations",
+        "post",
+        op("LogConversation", "Append a message to the conversation log (owner principals).", Some("Object"), "Object", false),
+    );
+    add("/v1/sync/status", "get", op("SyncStatus", "Unsummarized count and id range, last checkpoint.", None, "Object", false));
+    add("/v1/sync/fetch", "post", op("SyncFetch", "Conversations with ids begin..=end.", Some("Object"), "Object", false));
+    add(
+        "/v1/sync/checkpoint",
+        "post",
+        op("SyncCheckpoint", "Mark conversations up to end_id summarized (idempotent).", Some("Object"), "Object", false),
+    );
+    add(
+        "/v1/search/files",
+        "post",
+        op("SearchFiles", "Search the workspace's Markdown files (file, lines, heading, snippet).", Some("Object"), "Object", false),
+    );
+    add(
         "/v1/hooks/{name}",
         "post",
         json!({

@@ -135,3 +135,56 @@ async fn hooks_keep_the_session_journals_and_the_conversation_log() {
     assert_eq!(log[0].channel, "telegram");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn the_conversation_log_and_file_search_over_http_are_for_owners_only() {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    std::fs::write(ws.path().join("notes.md"), "# Notes\n\nThe espresso machine needs descaling.\n").expect("write");
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    config.workspace.index = true;
+    config.workspace.reindex_debounce_ms = 100;
+    let mut reader = crate::auth::principal("reader", "reader-key-0123456789abcdef");
+    reader.read_max_sensitivity = mneme_core::Sensitivity::Low;
+    config.principals = vec![crate::auth::principal("admin", "admin-key-0123456789abcdef"), reader];
+    let d = TestDaemon::with(config).await;
+    let admin = Some("admin-key-0123456789abcdef");
+    let body = serde_json::json!({ "channel": "slack", "user_id": "ada", "content": "Ship it <private>token</private>" });
+    let (status, logged) = d.post_auth("/v1/conversations", body, admin).await;
+    assert_eq!(status, 200, "{logged}");
+    assert_eq!((logged["id"].as_i64(), logged["content"].as_str()), (Some(1), Some("Ship it")));
+    let (status, state) = d.get_auth("/v1/sync/status", admin).await;
+    assert_eq!((status, state["unsummarized"].as_u64(), state["end_id"].as_i64()), (200, Some(1), Some(1)), "{state}");
+    let (status, fetched) = d.post_auth("/v1/sync/fetch", serde_json::json!({ "begin": 1, "end": 1 }), admin).await;
+    assert_eq!((status, fetched[0]["channel"].as_str()), (200, Some("slack")), "{fetched}");
+    let (status, error) = d.post_auth("/v1/sync/checkpoint", serde_json::json!({ "end_id": 7, "summary": "s" }), admin).await;
+    assert_eq!(status, 409, "{error}");
+    let (status, done) = d.post_auth("/v1/sync/checkpoint", serde_json::json!({ "end_id": 1, "summary": "shipped" }), admin).await;
+    assert_eq!((status, done["covered"].as_u64()), (200, Some(1)), "{done}");
+    let (status, error) = d.post_auth("/v1/sync/fetch", serde_json::json!({ "begin": 1 }), admin).await;
+    assert_eq!(status, 400, "{error}");
+
+    let start = Instant::now();
+    loop {
+        let (status, found) = d.post_auth("/v1/search/files", serde_json::json!({ "query": "descaling" }), admin).await;
+        assert_eq!(status, 200, "{found}");
+        if found["hits"][0]["path"] == "notes.md" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never indexed: {found}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A principal with a narrower view may not read the unlabeled log or the files.
+    let reader = Some("reader-key-0123456789abcdef");
+    for (path, body) in [
+        ("/v1/sync/fetch", serde_json::json!({ "begin": 1, "end": 1 })),
+        ("/v1/search/files", serde_json::json!({ "query": "descaling" })),
+        ("/v1/conversations", serde_json::json!({ "channel": "x", "content": "y" })),
+    ] {
+        let (status, error) = d.post_auth(path, body, reader).await;
+        assert_eq!(status, 403, "{path}: {error}");
+    }
+    assert_eq!(d.get_auth("/v1/sync/status", reader).await.0, 403);
+    d.stop().await;
+}

@@ -14,7 +14,7 @@ const ADMIN: &str = "admin-key-0123456789abcdef";
 const READER: &str = "reader-key-0123456789abcdef";
 const TEAM: &str = "team-a-key-0123456789abcdef";
 
-fn principal(name: &str, key: &str) -> PrincipalConfig {
+pub fn principal(name: &str, key: &str) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
         key_sha256: Some(mneme_server::auth::hash_key(key)),

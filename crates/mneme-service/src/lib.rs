@@ -11,6 +11,7 @@
 mod agent;
 mod config;
 mod error;
+mod ivf;
 mod retrieve;
 mod semantic;
 mod types;

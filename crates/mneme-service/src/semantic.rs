@@ -77,6 +77,8 @@ impl MemoryService {
                 embedder.dimension()
             )));
         }
+        // Above `exact_below`, approximate queries scan the best lists of a partition.
+        index.build_partition();
         let n = index.len();
         self.semantic = Some(Semantic {
             embedder,

@@ -88,7 +88,7 @@ pub fn vectors(n: usize, dim: usize, queries: usize, params: IndexParams, with_s
         })
         .collect();
 
-    let run = |approximate: bool| {
+    let run = |index: &VectorIndex, approximate: bool| {
         let mut times = Vec::new();
         let mut got = Vec::new();
         for q in qs.iter() {
@@ -98,17 +98,24 @@ pub fn vectors(n: usize, dim: usize, queries: usize, params: IndexParams, with_s
             got.push(hits.into_iter().map(|h| h.0).collect::<Vec<_>>());
         }
         let (p50, p99) = summarize(times);
-        (p50, p99, recall(&truth, &got))
+        json!({ "p50_ms": p50, "p99_ms": p99, "recall_at_10": recall(&truth, &got) })
     };
-    let (ann_p50, ann_p99, ann_recall) = run(true);
-    let (exact_p50, exact_p99, exact_recall) = run(false);
+    let sketch = run(&index, true);
+    let exact = run(&index, false);
+    eprintln!("training the inverted-file partition");
+    let started = Instant::now();
+    index.build_partition();
+    let partition_s = started.elapsed().as_secs_f64();
+    let ivf = run(&index, true);
     let mut report = json!({
         "vectors": n, "dim": dim, "queries": queries,
-        "params": { "coarse": params.coarse, "rerank": params.rerank },
-        "index_build_s": build_s, "index_bytes": index.memory_bytes(),
+        "params": { "coarse": params.coarse, "rerank": params.rerank, "lists": params.lists, "nprobe": params.nprobe },
+        "index_build_s": build_s, "partition_build_s": partition_s, "index_bytes": index.memory_bytes(),
         "rss_mib_index_and_data": rss_mib() - rss_before,
-        "ann": { "p50_ms": ann_p50, "p99_ms": ann_p99, "recall_at_10": ann_recall },
-        "exact_int8_scan": { "p50_ms": exact_p50, "p99_ms": exact_p99, "recall_at_10": exact_recall },
+        "ann_ivf": ivf,
+        "ivf_list_sizes_min_median_max": index.list_sizes(),
+        "ann_sign_sketch": sketch,
+        "exact_int8_scan": exact,
     });
     drop(index);
 

@@ -635,6 +635,12 @@ pub enum BenchCommand {
         /// Candidates kept by the asymmetric pass for exact scoring.
         #[arg(long, default_value_t = 2_000)]
         rerank: usize,
+        /// Inverted-file lists (0 = about √n).
+        #[arg(long, default_value_t = 0)]
+        lists: usize,
+        /// Inverted-file lists scanned per query.
+        #[arg(long, default_value_t = 128)]
+        nprobe: usize,
         /// Also build a real store with these records and vectors and time `retrieve`.
         #[arg(long)]
         store: bool,

@@ -139,11 +139,11 @@ pub fn run(cli: Cli) -> Result<()> {
                 };
                 crate::model::bench(model_dir.as_deref(), &data_dir, *texts, *batch, cli.json)
             }
-            BenchCommand::Vectors { records, dim, queries, coarse, rerank, store } => crate::bench_vectors::vectors(
+            BenchCommand::Vectors { records, dim, queries, coarse, rerank, lists, nprobe, store } => crate::bench_vectors::vectors(
                 *records,
                 *dim,
                 *queries,
-                mneme_service::IndexParams { exact_below: 0, coarse: *coarse, rerank: *rerank },
+                mneme_service::IndexParams { exact_below: 0, coarse: *coarse, rerank: *rerank, lists: *lists, nprobe: *nprobe },
                 *store,
                 cli.json,
             ),

@@ -92,6 +92,10 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         let dir = mneme_workspace::config::resolve_dir(None, env.as_deref(), &config.workspace, &data_dir);
         config.workspace.settings(dir).map_err(|e| e.to_string())?
     };
+    // Leftovers of writers killed mid-write (an hour old: no live writer's).
+    for path in mneme_workspace::atomic::sweep_stale_temp_files(&workspace.dir, Duration::from_secs(3600)) {
+        tracing::info!(path = %path.display(), "removed a stale temporary file from the workspace");
+    }
     let embedding = config.clone();
     let service = tokio::task::spawn_blocking(move || {
         let mut service = MemoryService::open(store, service_config, clock).map_err(|e| e.to_string())?;

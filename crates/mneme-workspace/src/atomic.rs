@@ -13,8 +13,9 @@
 //!    or the new file.
 //! 4. The directory is fsynced so the rename itself survives a power loss.
 //!
-//! A process killed between 1 and 3 leaves a stray `.mneme-tmp*` file (hidden; status and
-//! consolidation skip dotfiles) and the target untouched.
+//! A process killed between 1 and 3 leaves a stray `.mneme-tmp*` file (hidden; status,
+//! consolidation and search skip dotfiles) and the target untouched;
+//! `sweep_stale_temp_files` removes such leftovers (the daemon at start, `workspace status`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -22,6 +23,31 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{WorkspaceError, WorkspaceResult};
 use crate::paths;
+
+/// Removes `.mneme-tmp*` files under `root` last modified more than `older_than` ago:
+/// leftovers of writers killed mid-write (a live writer's file is seconds old). Does not
+/// follow symlinks. Returns what it removed; unreadable directories are skipped.
+pub fn sweep_stale_temp_files(root: &Path, older_than: std::time::Duration) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            let name = entry.file_name();
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() && name.to_string_lossy().starts_with(".mneme-tmp") {
+                let stale =
+                    entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age > older_than);
+                if stale && std::fs::remove_file(entry.path()).is_ok() {
+                    removed.push(entry.path());
+                }
+            }
+        }
+    }
+    removed
+}
 
 /// Replaces the file at `path` with `bytes` atomically (see the module doc). The parent
 /// directory must exist.

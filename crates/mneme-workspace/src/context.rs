@@ -189,8 +189,28 @@ fn read_memory_file(root: &Path, relative: &Path) -> WorkspaceResult<Option<Stri
     };
     let text = String::from_utf8_lossy(&bytes);
     let text = text.trim_end();
-    Ok((!text.trim_start().is_empty()).then(|| text.to_owned()))
+    if text.trim_start().is_empty() {
+        return Ok(None);
+    }
+    if text.len() <= MAX_INJECTED_BYTES {
+        return Ok(Some(text.to_owned()));
+    }
+    // An oversized file would flood the context: inject its beginning, cut at a line.
+    let mut cut = MAX_INJECTED_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = text[..cut].rfind('\n').map_or(&text[..cut], |at| &text[..at]);
+    Ok(Some(format!(
+        "{head}\n[... truncated: {} is {} bytes; only the first {MAX_INJECTED_BYTES} are injected. Move details to reference/ \
+         or archive/ (`mneme workspace consolidate`).]",
+        relative.display(),
+        bytes.len()
+    )))
 }
+
+/// The most of one memory file injected at session start, in bytes.
+pub const MAX_INJECTED_BYTES: usize = 16 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -198,6 +218,19 @@ mod tests {
 
     fn settings() -> WorkspaceSettings {
         WorkspaceSettings::new("/srv/agent/workspace", jiff::tz::TimeZone::UTC)
+    }
+
+    #[test]
+    fn an_oversized_file_is_cut_at_a_line_with_a_note() {
+        let dir = tempfile::tempdir().expect("dir");
+        let settings = WorkspaceSettings::new(dir.path(), jiff::tz::TimeZone::UTC);
+        let line = "state line with some words ü\n";
+        std::fs::write(dir.path().join("state.md"), line.repeat(5000)).expect("write");
+        let context = session_start(&settings, None).expect("context");
+        assert!(context.len() < MAX_INJECTED_BYTES + 1024, "{}", context.len());
+        assert!(context.contains("[... truncated: state.md is"), "{}", &context[context.len() - 300..]);
+        let kept = context.split("=== ACTIVE STATE ===").nth(1).expect("section");
+        assert!(kept.trim_start().lines().take_while(|l| !l.starts_with("[...")).all(|l| l == line.trim_end()), "cut mid-line");
     }
 
     #[test]

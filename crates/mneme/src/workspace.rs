@@ -48,6 +48,9 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
         }
         WorkspaceCommand::Status { dir } => {
             let s = settings(ctx, dir.as_deref())?;
+            for path in mneme_workspace::atomic::sweep_stale_temp_files(&s.dir, std::time::Duration::from_secs(3600)) {
+                eprintln!("removed a stale temporary file: {}", path.display());
+            }
             let report = status::status(&s)?;
             if ctx.json {
                 return print_json(&report);

@@ -123,3 +123,29 @@ fn appended_lines_are_whole_records_under_concurrent_writers() {
         assert_eq!(value["pad"].as_str().map(str::len), Some(300));
     }
 }
+
+#[test]
+fn stale_temp_files_are_swept_and_fresh_ones_and_other_files_kept() {
+    let dir = tempfile::tempdir().expect("dir");
+    let sub = dir.path().join("sessions");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    let stale = sub.join(".mneme-tmpAbC123");
+    let fresh = dir.path().join(".mneme-tmpXyZ789");
+    let other = dir.path().join(".notes-tmp");
+    for path in [&stale, &fresh, &other] {
+        std::fs::write(path, b"partial").expect("write");
+    }
+    let old = std::time::SystemTime::now() - Duration::from_secs(7200);
+    std::fs::File::options().write(true).open(&stale).expect("open").set_modified(old).expect("set mtime");
+    std::fs::File::options().write(true).open(&other).expect("open").set_modified(old).expect("set mtime");
+    // A symlinked directory elsewhere is not followed.
+    let outside = tempfile::tempdir().expect("outside");
+    let foreign = outside.path().join(".mneme-tmpForeign");
+    std::fs::write(&foreign, b"x").expect("write");
+    std::fs::File::options().write(true).open(&foreign).expect("open").set_modified(old).expect("set mtime");
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("linked")).expect("symlink");
+
+    let removed = mneme_workspace::atomic::sweep_stale_temp_files(dir.path(), Duration::from_secs(3600));
+    assert_eq!(removed, vec![stale.clone()]);
+    assert!(!stale.exists() && fresh.exists() && other.exists() && foreign.exists());
+}

@@ -170,6 +170,13 @@ impl Ivf {
         }
     }
 
+    /// The codes of entry `slot`.
+    pub(crate) fn codes_of(&self, slot: usize) -> &[i8] {
+        let (list, at) = self.place[slot];
+        let at = at as usize;
+        &self.lists[list as usize].codes[at * self.dim..(at + 1) * self.dim]
+    }
+
     fn file(&mut self, list: usize, slot: usize, scale: f32, codes: &[i8]) {
         debug_assert_eq!(slot, self.place.len());
         self.place.push((list as u32, self.lists[list].slots.len() as u32));

@@ -82,7 +82,7 @@ impl VectorIndex {
     /// Seconds at 1M entries; entries added later are filed into the trained lists.
     pub fn build_partition(&mut self) -> bool {
         let n = self.len();
-        if n <= self.params.exact_below || n < 1000 {
+        if self.ivf.is_some() || n <= self.params.exact_below || n < 1000 {
             return false;
         }
         let lists = if self.params.lists > 0 { self.params.lists } else { ((n as f64).sqrt() as usize).clamp(64, 4096) };
@@ -91,6 +91,9 @@ impl VectorIndex {
         let stored = |slot: usize| (self.scales[slot], self.codes_of(slot));
         let ivf = crate::ivf::Ivf::train(n, self.dim, lists, &entry, &score, &stored);
         self.ivf = Some(ivf);
+        // The lists hold every entry's codes now: free the flat copies.
+        self.codes = Vec::new();
+        self.bits = Vec::new();
         true
     }
 
@@ -142,25 +145,30 @@ impl VectorIndex {
         if codes.len() != self.dim {
             return false;
         }
-        let sketch = sketch(codes.iter().map(|&c| c > 0), self.words);
-        match self.slot_of.get(&seq) {
-            Some(&slot) => {
+        // Once partitioned, the codes live only in the partition's lists (and the sign
+        // sketches, which only the unpartitioned path reads, are gone).
+        match (self.slot_of.get(&seq).copied(), &mut self.ivf) {
+            (Some(slot), Some(ivf)) => {
+                self.scales[slot] = scale;
+                ivf.replace(slot, scale, codes);
+            }
+            (Some(slot), None) => {
                 self.scales[slot] = scale;
                 self.codes[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(codes);
+                let sketch = sketch(codes.iter().map(|&c| c > 0), self.words);
                 self.bits[slot * self.words..(slot + 1) * self.words].copy_from_slice(&sketch);
-                if let Some(ivf) = &mut self.ivf {
-                    ivf.replace(slot, scale, codes);
-                }
             }
-            None => {
+            (None, ivf) => {
                 let slot = self.seqs.len();
                 self.slot_of.insert(seq, slot);
                 self.seqs.push(seq);
                 self.scales.push(scale);
-                self.codes.extend_from_slice(codes);
-                self.bits.extend_from_slice(&sketch);
-                if let Some(ivf) = &mut self.ivf {
-                    ivf.add(slot, scale, codes, |centroid| dot_f32_i8(centroid, codes));
+                match ivf {
+                    Some(ivf) => ivf.add(slot, scale, codes, |centroid| dot_f32_i8(centroid, codes)),
+                    None => {
+                        self.codes.extend_from_slice(codes);
+                        self.bits.extend_from_slice(&sketch(codes.iter().map(|&c| c > 0), self.words));
+                    }
                 }
             }
         }
@@ -334,7 +342,10 @@ impl VectorIndex {
     }
 
     fn codes_of(&self, slot: usize) -> &[i8] {
-        &self.codes[slot * self.dim..(slot + 1) * self.dim]
+        match &self.ivf {
+            Some(ivf) => ivf.codes_of(slot),
+            None => &self.codes[slot * self.dim..(slot + 1) * self.dim],
+        }
     }
 }
 

@@ -24,42 +24,67 @@ const CLOSE: &[u8] = b"</private";
 
 /// Removes private blocks from `text` (see the module doc).
 pub fn strip(text: &str) -> Cow<'_, str> {
+    match remove(text, false) {
+        None => Cow::Borrowed(text),
+        Some(output) => Cow::Owned(output.trim().to_owned()),
+    }
+}
+
+/// Like [`strip`], but every removed line break is kept (and nothing is trimmed), so the
+/// remaining text keeps its line numbers: for indexing whole files, where line ranges
+/// must point at the file as it is.
+pub fn strip_keeping_lines(text: &str) -> Cow<'_, str> {
+    match remove(text, true) {
+        None => Cow::Borrowed(text),
+        Some(output) => Cow::Owned(output),
+    }
+}
+
+/// The text without its private blocks; `None` when it has no tag. With `keep_lines`,
+/// the line breaks of removed parts stay.
+fn remove(text: &str, keep_lines: bool) -> Option<String> {
     let bytes = text.as_bytes();
     let mut output = String::new();
     let mut depth = 0usize;
     let mut kept_from = 0usize;
     let mut changed = false;
     let mut index = 0usize;
+    let dropped = |output: &mut String, part: &str| {
+        if keep_lines {
+            output.extend(std::iter::repeat_n('\n', part.matches('\n').count()));
+        }
+    };
     while let Some(offset) = bytes[index..].iter().position(|&b| b == b'<') {
         let at = index + offset;
-        if let Some(end) = tag_end(bytes, at, OPEN) {
-            if depth == 0 {
-                output.push_str(&text[kept_from..at]);
-            }
-            depth += 1;
-            changed = true;
-            index = end;
-            kept_from = end;
-        } else if let Some(end) = tag_end(bytes, at, CLOSE) {
-            if depth == 0 {
-                output.push_str(&text[kept_from..at]);
-            } else {
-                depth -= 1;
-            }
-            changed = true;
-            index = end;
-            kept_from = end;
-        } else {
+        let tag = tag_end(bytes, at, OPEN).map(|end| (end, true)).or_else(|| tag_end(bytes, at, CLOSE).map(|end| (end, false)));
+        let Some((end, opens)) = tag else {
             index = at + 1;
+            continue;
+        };
+        if depth == 0 {
+            output.push_str(&text[kept_from..at]);
+        } else {
+            dropped(&mut output, &text[kept_from..at]);
         }
+        dropped(&mut output, &text[at..end]);
+        if opens {
+            depth += 1;
+        } else {
+            depth = depth.saturating_sub(1);
+        }
+        changed = true;
+        index = end;
+        kept_from = end;
     }
     if !changed {
-        return Cow::Borrowed(text);
+        return None;
     }
     if depth == 0 {
         output.push_str(&text[kept_from..]);
+    } else {
+        dropped(&mut output, &text[kept_from..]);
     }
-    Cow::Owned(output.trim().to_owned())
+    Some(output)
 }
 
 /// Removes private blocks from every string in `value`, recursively, keys included.
@@ -206,5 +231,14 @@ mod tests {
         assert!(text.contains("deploy at 5"), "{text}");
         assert!(mentions_private("a </Private> b") && !mentions_private("privately"));
         assert_eq!(strip_opt(Some("x <private>y</private>".into())).as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn stripping_a_file_keeps_its_line_numbers() {
+        let text = "a\n<private>x\ny\n</private>b\nc <private>z\n";
+        let kept = strip_keeping_lines(text);
+        assert_eq!(kept, "a\n\n\nb\nc \n");
+        assert_eq!(kept.lines().count(), text.lines().count());
+        assert_eq!(strip(text), "a\nb\nc");
     }
 }

@@ -52,6 +52,15 @@ impl Principal {
         Principal::new(name.into(), read, write_max, None, 1e12, 1e12)
     }
 
+    /// Whether the principal may read and write everything (the unlabeled agent data, the
+    /// conversation log and the workspace files, is only for such principals).
+    pub fn unrestricted(&self) -> bool {
+        self.read.max_sensitivity == Sensitivity::Critical
+            && self.read.scopes.is_none()
+            && self.write_max_sensitivity == Sensitivity::Critical
+            && self.write_scopes.is_none()
+    }
+
     /// Takes one token from the principal's bucket.
     pub fn admit(&self) -> ApiResult<()> {
         let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());

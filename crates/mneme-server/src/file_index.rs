@@ -117,8 +117,10 @@ pub fn sync(service: &MemoryService, root: &Path, debounce: Option<Duration>) ->
             report.settling += 1;
             continue;
         }
+        // Private blocks go before chunking (a block may span chunks), keeping line
+        // breaks so line ranges still point at the file.
         let text = match std::fs::read(root.join(&file.relative)) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(bytes) => mneme_core::private::strip_keeping_lines(&String::from_utf8_lossy(&bytes)).into_owned(),
             Err(e) => {
                 report.skipped.push((file.relative.clone(), e.to_string()));
                 continue;

@@ -309,11 +309,15 @@ impl Hooks {
             HookName::AgentEnd => self.agent_end(p, &input),
             HookName::GatewayStop => Ok(()),
         };
-        if let Err(e) = result {
-            tracing::warn!(hook = name.as_str(), error = %e, "hook failed");
-            outcome.error = Some(e.to_string());
+        match result {
+            // The journals are unlabeled workspace files: only for unrestricted principals.
+            Ok(()) if p.unrestricted() => self.keep_journal(name, &input),
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(hook = name.as_str(), error = %e, "hook failed");
+                outcome.error = Some(e.to_string());
+            }
         }
-        self.keep_journal(name, &input);
         outcome
     }
 
@@ -400,18 +404,20 @@ impl Hooks {
         let options = IngestOptions { sensitivity: Some(sensitivity), tags, actor: Some(ACTOR.into()), ..IngestOptions::default() };
         let record = self.ops.ingest(p, Payload::Event(event), options)?;
         out.record_ids.push(record.id.clone());
-        // The conversation log (memory sync's input) gets the message too; a failure there
-        // is logged and never fails the hook.
-        let logged = self.ops.service.log_conversation(mneme_service::ConversationInput {
-            channel: channel.clone(),
-            user_id: input.event.from.clone().or_else(|| input.event.sender.clone()),
-            direction: if role == "user" { "in" } else { "out" }.into(),
-            priority: None,
-            content: content.to_string(),
-            at: Some(timestamp),
-        });
-        if let Err(e) = logged {
-            tracing::warn!(error = %e, "the message was remembered but not added to the conversation log");
+        // The conversation log (memory sync's input, unlabeled: unrestricted principals
+        // only) gets the message too; a failure there is logged and never fails the hook.
+        if p.unrestricted() {
+            let logged = self.ops.service.log_conversation(mneme_service::ConversationInput {
+                channel: channel.clone(),
+                user_id: input.event.from.clone().or_else(|| input.event.sender.clone()),
+                direction: if role == "user" { "in" } else { "out" }.into(),
+                priority: None,
+                content: content.to_string(),
+                at: Some(timestamp),
+            });
+            if let Err(e) = logged {
+                tracing::warn!(error = %e, "the message was remembered but not added to the conversation log");
+            }
         }
         if self.config.regex_extraction {
             for t in patterns::extract(content) {

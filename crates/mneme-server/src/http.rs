@@ -351,11 +351,7 @@ macro_rules! handler {
 /// The conversation log and the workspace files carry no sensitivity labels or scopes, so
 /// only a principal that may read and write everything may use them.
 fn require_owner(p: &crate::auth::Principal, what: &str) -> ApiResult<()> {
-    let owner = p.read.max_sensitivity == Sensitivity::Critical
-        && p.read.scopes.is_none()
-        && p.write_max_sensitivity == Sensitivity::Critical
-        && p.write_scopes.is_none();
-    if owner {
+    if p.unrestricted() {
         Ok(())
     } else {
         Err(ApiError::PermissionDenied(format!("principal {:?} may not use {what}: it needs unrestricted read and write access", p.name)))

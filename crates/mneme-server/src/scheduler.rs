@@ -225,6 +225,8 @@ pub fn run_task(
     builtin: bool,
     now: Timestamp,
 ) -> ServiceResult<RunOutcome> {
+    // The row is only updated if nobody removed or replaced the task during the run.
+    let read_spec = to_row(&task, builtin)?.spec;
     let (ok, detail, dispatch) = match perform(settings, &task.action, now) {
         Ok((detail, dispatch)) => (true, detail, dispatch),
         Err(error) => (false, error, None),
@@ -232,6 +234,7 @@ pub fn run_task(
     task.mark_run(now);
     let dispatched = service.record_task_run(
         &to_row(&task, builtin)?,
+        &read_spec,
         now,
         ok,
         &detail,

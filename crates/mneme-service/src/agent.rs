@@ -177,12 +177,14 @@ impl MemoryService {
         if removed { Ok(()) } else { Err(ServiceError::NoSuch(format!("no scheduled task {name:?}"))) }
     }
 
-    /// Records a task's run: its new row (with the run time), the run log entry, and the
-    /// dispatch it produced, all in one transaction. Returns whether the dispatch was queued
-    /// (not when one from the same task is still undelivered).
+    /// Records a task's run: its new row (with the run time) if the stored task is still
+    /// `read_spec` (a task removed or replaced during the run stays so), the run log entry,
+    /// and the dispatch it produced, all in one transaction. Returns whether the dispatch
+    /// was queued (not when one from the same task is still undelivered).
     pub fn record_task_run(
         &self,
         row: &TaskRow,
+        read_spec: &str,
         at: Timestamp,
         ok: bool,
         detail: &str,
@@ -190,11 +192,14 @@ impl MemoryService {
     ) -> ServiceResult<bool> {
         let detail = private::strip(detail);
         self.store()?.write(|tx| {
-            tx.put_task(row)?;
+            let current = tx.update_task_if(&row.name, read_spec, &row.spec)?;
+            let detail = if current { detail.to_string() } else { format!("{detail} (the task was changed or removed during the run)") };
             tx.log_task_run(&row.name, at, ok, &detail)?;
             match dispatch {
-                Some((priority, text)) => Ok(tx.add_dispatch(&row.name, check_priority(priority)?, &private::strip(text), at)?.is_some()),
-                None => Ok(false),
+                Some((priority, text)) if current => {
+                    Ok(tx.add_dispatch(&row.name, check_priority(priority)?, &private::strip(text), at)?.is_some())
+                }
+                _ => Ok(false),
             }
         })
     }

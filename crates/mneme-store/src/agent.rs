@@ -329,6 +329,18 @@ impl WriteTx<'_> {
         Ok(())
     }
 
+    /// Replaces a task's spec only if it is still `expected` (not removed or replaced since
+    /// it was read); false otherwise.
+    pub fn update_task_if(&self, name: &str, expected: &str, spec: &str) -> StoreResult<bool> {
+        let changed = self
+            .conn
+            .prepare_cached("UPDATE scheduled_tasks SET spec = ?3 WHERE name = ?1 AND spec = ?2")
+            .ctx(self.path)?
+            .execute(params![name, expected, spec])
+            .ctx(self.path)?;
+        Ok(changed > 0)
+    }
+
     /// Removes a task; false if there was none by that name. Its run log stays.
     pub fn remove_task(&self, name: &str) -> StoreResult<bool> {
         Ok(self.conn.prepare_cached("DELETE FROM scheduled_tasks WHERE name = ?1").ctx(self.path)?.execute([name]).ctx(self.path)? > 0)

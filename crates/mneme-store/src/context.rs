@@ -4,7 +4,8 @@
 //! *thread* `scope + reference`; `record_threads` lists each thread's records in ingest
 //! order. Each record's `records_fts` row has three columns:
 //! - `text`: its own text (as before);
-//! - `ctx`: the text of up to [`WINDOW`] live records before and after it in its thread;
+//! - `ctx`: the text of up to [`WINDOW`] live records before and after it in its thread,
+//!   those no more sensitive than the record itself;
 //! - `date`: its event date as words (`8 May 2023`).
 //!
 //! Why: a question's words are often in the turn that *asks* while the answer is the next
@@ -44,15 +45,16 @@ pub(crate) fn date_words(ms: Option<i64>) -> String {
     format!("{} {} {}", date.day(), MONTHS[(date.month() - 1) as usize], date.year())
 }
 
-/// A record's own index text and its date words.
-fn own_text(conn: &Connection, seq: i64) -> rusqlite::Result<Option<(String, String)>> {
-    let row: Option<(Option<String>, Option<String>, Option<i64>)> = conn
-        .prepare_cached("SELECT summary, payload, event_time FROM records WHERE seq = ?1")?
-        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+/// A record's own index text, its date words and its sensitivity level.
+fn own_text(conn: &Connection, seq: i64) -> rusqlite::Result<Option<(String, String, i64)>> {
+    type Row = (Option<String>, Option<String>, Option<i64>, i64);
+    let row: Option<Row> = conn
+        .prepare_cached("SELECT summary, payload, event_time, sensitivity FROM records WHERE seq = ?1")?
+        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
-    Ok(row.map(|(summary, payload, event_time)| {
+    Ok(row.map(|(summary, payload, event_time, sensitivity)| {
         let payload: Option<Payload> = payload.and_then(|p| serde_json::from_str(&p).ok());
-        (fts_text(summary.as_deref(), payload.as_ref()), date_words(event_time))
+        (fts_text(summary.as_deref(), payload.as_ref()), date_words(event_time), sensitivity)
     }))
 }
 
@@ -89,11 +91,15 @@ pub(crate) fn join_thread(conn: &Connection, seq: i64, thread: Option<&str>) -> 
 /// Rewrites the index rows of `seqs` (own text, context, date).
 pub(crate) fn write_rows(conn: &Connection, seqs: &BTreeSet<i64>) -> rusqlite::Result<()> {
     for &seq in seqs {
-        let Some((text, date)) = own_text(conn, seq)? else { continue };
+        let Some((text, date, sensitivity)) = own_text(conn, seq)? else { continue };
         let (before, after) = neighbours(conn, seq, WINDOW)?;
         let mut ctx = Vec::with_capacity(before.len() + after.len());
         for n in before.iter().rev().chain(&after) {
-            if let Some((t, _)) = own_text(conn, *n)? {
+            // Only neighbours no more sensitive than the record: its matches must not
+            // reveal words of a record the searcher may not see.
+            if let Some((t, _, s)) = own_text(conn, *n)?
+                && s <= sensitivity
+            {
                 ctx.push(t);
             }
         }

@@ -133,7 +133,18 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         "session-start" => Some(mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?).filter(|c| !c.trim().is_empty()),
         _ => mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()),
     };
-    let parts: Vec<String> = base.into_iter().chain(agent.dispatches).collect();
+    // Dispatches are taken (marked delivered) last, once nothing else can fail.
+    let dispatches = match &agent.service {
+        Some(service) => match service.take_dispatches(20) {
+            Ok(taken) => taken.into_iter().map(|d| d.text).collect(),
+            Err(e) => {
+                eprintln!("mneme hook {}: dispatches unavailable: {e}", args.name);
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
+    let parts: Vec<String> = base.into_iter().chain(dispatches).collect();
     Ok((event, (!parts.is_empty()).then(|| parts.join("\n\n"))))
 }
 
@@ -141,12 +152,12 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
 #[derive(Debug, Default)]
 struct AgentState {
     unsummarized: Option<mneme_workspace::context::UnsummarizedInfo>,
-    /// Scheduled instructions, in priority order (now delivered).
-    dispatches: Vec<String>,
+    /// The open store, for taking the dispatches at the end.
+    service: Option<mneme_service::MemoryService>,
 }
 
-/// Logs the prompt (prompt-submit), notes the agent's activity, reads the unsummarized
-/// range and takes the pending dispatches. No store (never initialised): nothing to add.
+/// Logs the prompt (prompt-submit), notes the agent's activity and reads the unsummarized
+/// range. No store (never initialised): nothing to add.
 fn agent_state(ctx: &Invocation, s: &WorkspaceSettings, prompt: Option<String>) -> Result<AgentState> {
     if !ctx.store_path().exists() {
         return Ok(AgentState::default());
@@ -172,8 +183,7 @@ fn agent_state(ctx: &Invocation, s: &WorkspaceSettings, prompt: Option<String>) 
         (Some(begin_id), Some(end_id)) => Some(mneme_workspace::context::UnsummarizedInfo { count: state.unsummarized, begin_id, end_id }),
         _ => None,
     };
-    let dispatches = service.take_dispatches(20)?.into_iter().map(|d| d.text).collect();
-    Ok(AgentState { unsummarized, dispatches })
+    Ok(AgentState { unsummarized, service: Some(service) })
 }
 
 /// The `prompt` of a UserPromptSubmit event on stdin (Claude Code sends JSON), if any.

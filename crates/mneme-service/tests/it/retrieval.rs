@@ -309,3 +309,15 @@ fn a_sender_named_in_the_query_is_boosted() {
     turns(&plain, &conversation);
     assert!(hits(&plain, "what does bo like about hiking").iter().all(|h| h.score.speaker.is_none()));
 }
+
+#[test]
+fn a_neighbours_context_never_reveals_a_more_sensitive_turn() {
+    let fx = Fixture::new();
+    turn(&fx, ("s1", "ana", "What is the vault code?"), with(Sensitivity::Low, ""));
+    turn(&fx, ("s1", "bo", "It is zebra"), with(Sensitivity::Critical, ""));
+    let limited = Access { max_sensitivity: Sensitivity::Medium, scopes: None };
+    let request = RetrieveRequest { query: "zebra".into(), limit: 5, max_sensitivity: Some(Sensitivity::Critical), ..Default::default() };
+    assert!(fx.service.retrieve(&request, &limited).expect("retrieve").is_empty(), "the low turn must not match the critical word");
+    let hits = fx.service.retrieve(&request, &owner()).expect("retrieve");
+    assert_eq!(hits[0].record.summary, "bo: It is zebra", "the owner finds it");
+}

@@ -148,6 +148,12 @@ fn search_returns_file_line_range_and_snippet_and_follows_edits() {
         notes.push_str(&format!("Line {i} about routine chores and errands.\n"));
     }
     notes.push_str("\n## Database\n\nThe postgres upgrade is scheduled for March. <private>root password swordfish</private>\n");
+    // A private block longer than a chunk: its end must not leak from the next chunk.
+    notes.push_str("\n## Keys\n\n<private>\n");
+    for i in 0..150 {
+        notes.push_str(&format!("pelican key {i} is hidden here\n"));
+    }
+    notes.push_str("</private>\nThe end.\n");
     std::fs::write(ws.join("reference/projects.md"), &notes).expect("write");
     std::fs::write(ws.join(".scratch.md"), "postgres in a hidden file\n").expect("write");
     std::os::unix::fs::symlink("/etc/hostname", ws.join("linked.md")).expect("symlink");
@@ -162,6 +168,9 @@ fn search_returns_file_line_range_and_snippet_and_follows_edits() {
     assert!(start > 100 && end == 208, "{start}-{end}");
     assert!(hits[0]["snippet"].as_str().is_some_and(|s| s.contains("[postgres]")), "{found}");
     assert_eq!(m.json(&["search", "swordfish"])["hits"].as_array().map(Vec::len), Some(0), "private blocks are not indexed");
+    assert_eq!(m.json(&["search", "pelican"])["hits"].as_array().map(Vec::len), Some(0), "not even across chunks");
+    let end = m.json(&["search", "end"]);
+    assert_eq!(end["hits"][0]["end_line"].as_u64(), Some(208 + 4 + 150 + 2), "line numbers still point at the file: {end}");
     assert!(m.ok(&["search", "postgres"]).contains("reference/projects.md:"));
 
     // Edits and deletions are followed (search refreshes the index first).

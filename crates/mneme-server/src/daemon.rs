@@ -277,24 +277,12 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until_from(Duration::from_millis(200), SCHEDULER_TICK, rx.clone(), move || {
             let app = app.clone();
             async move {
-                let job = app.clone();
-                let result = tokio::task::spawn_blocking(move || {
-                    let service = &job.ops.service;
-                    crate::scheduler::run_due(service, &job.workspace, service.now(), None)
-                })
-                .await;
-                match result {
-                    Ok(Ok(pass)) => {
-                        for run in &pass.ran {
-                            tracing::info!(task = %run.task, ok = run.ok, detail = %run.detail, "scheduled task ran");
-                            app.metrics.job("scheduler", run.ok);
-                        }
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "scheduler pass failed");
-                        app.metrics.job("scheduler", false);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "scheduler pass aborted"),
+                let pass = blocking_job(&app, "scheduler", |job| {
+                    crate::scheduler::run_due(&job.ops.service, &job.workspace, job.ops.service.now(), None)
+                });
+                for run in pass.await.map(|pass| pass.ran).unwrap_or_default() {
+                    tracing::info!(task = %run.task, ok = run.ok, detail = %run.detail, "scheduled task ran");
+                    app.metrics.job("scheduler", run.ok);
                 }
             }
         }));
@@ -308,26 +296,17 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until_from(Duration::from_millis(100), tick, rx.clone(), move || {
             let app = app.clone();
             async move {
-                let job = app.clone();
-                let result =
-                    tokio::task::spawn_blocking(move || crate::file_index::sync(&job.ops.service, &job.workspace.dir, Some(debounce)))
-                        .await;
-                match result {
-                    Ok(Ok(report)) if report.changed() => {
-                        tracing::info!(
-                            indexed = report.indexed.len(),
-                            removed = report.removed.len(),
-                            chunks = report.chunks,
-                            "workspace re-indexed"
-                        );
-                        app.metrics.job("workspace_index", true);
-                    }
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "workspace indexing failed");
-                        app.metrics.job("workspace_index", false);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "workspace indexing aborted"),
+                let report = blocking_job(&app, "workspace_index", move |job| {
+                    crate::file_index::sync(&job.ops.service, &job.workspace.dir, Some(debounce))
+                });
+                if let Some(report) = report.await.filter(|r| r.changed()) {
+                    tracing::info!(
+                        indexed = report.indexed.len(),
+                        removed = report.removed.len(),
+                        chunks = report.chunks,
+                        "workspace re-indexed"
+                    );
+                    app.metrics.job("workspace_index", true);
                 }
             }
         }));
@@ -337,26 +316,33 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until(decay, rx, move || {
             let app = app.clone();
             async move {
-                let ops = app.ops.clone();
-                let result = tokio::task::spawn_blocking(move || ops.service.prune(None, false, "mneme:maintenance")).await;
-                match result {
-                    Ok(Ok(report)) => {
-                        tracing::info!(pruned = report.pruned.len(), threshold = report.threshold, "decay sweep");
-                        app.metrics.job("decay", true);
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "decay sweep failed");
-                        app.metrics.job("decay", false);
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "decay sweep aborted");
-                        app.metrics.job("decay", false);
-                    }
+                let report = blocking_job(&app, "decay", |job| job.ops.service.prune(None, false, "mneme:maintenance"));
+                if let Some(report) = report.await {
+                    tracing::info!(pruned = report.pruned.len(), threshold = report.threshold, "decay sweep");
+                    app.metrics.job("decay", true);
                 }
             }
         }));
     }
     jobs
+}
+
+/// Runs a background job's blocking work off the async threads. A failure (or a panic)
+/// is logged and counted as a failed run of `job`; the caller reports success.
+async fn blocking_job<T: Send + 'static>(
+    app: &Arc<App>,
+    job: &'static str,
+    work: impl FnOnce(&App) -> mneme_service::ServiceResult<T> + Send + 'static,
+) -> Option<T> {
+    let shared = app.clone();
+    let error = match tokio::task::spawn_blocking(move || work(&shared)).await {
+        Ok(Ok(value)) => return Some(value),
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => format!("aborted: {e}"),
+    };
+    tracing::warn!(job, %error, "background job failed");
+    app.metrics.job(job, false);
+    None
 }
 
 /// How often the daemon looks for due scheduled tasks (cron slots are minutes apart).

@@ -3,7 +3,7 @@
 //! heading path) and indexed in the store's `workspace_chunks` FTS5 table. [`sync`] brings
 //! the index in line with the files (new and changed files re-chunked, deleted ones
 //! dropped) by comparing modification time and size; the daemon calls it on a short timer
-//! with a debounce, `mneme search` calls it before searching when no daemon keeps it current.
+//! with a debounce, `mneme search` calls it before searching (`MemoryService::search_files`).
 //!
 //! Only regular files are indexed: symlinks are not followed (a link cannot pull a file
 //! from outside the workspace into the index), hidden files and directories (`.git`,
@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mneme_service::{ChunkHit, IndexedFile, MemoryService, NewChunk, ServiceResult};
+use mneme_service::{IndexedFile, MemoryService, NewChunk, ServiceResult};
 use mneme_workspace::chunk::{ChunkConfig, chunk_markdown};
 use serde::Serialize;
 
@@ -144,9 +144,4 @@ pub fn sync(service: &MemoryService, root: &Path, debounce: Option<Duration>) ->
     }
     service.update_file_index(&batch, &report.removed)?;
     Ok(report)
-}
-
-/// Searches the index (best first).
-pub fn search(service: &MemoryService, query: &str, limit: usize) -> ServiceResult<Vec<ChunkHit>> {
-    service.search_files(query, limit)
 }

@@ -360,25 +360,6 @@ fn require_owner(p: &crate::auth::Principal, what: &str) -> ApiResult<()> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ConversationBody {
-    channel: String,
-    #[serde(default)]
-    user_id: Option<String>,
-    #[serde(default = "default_direction")]
-    direction: String,
-    #[serde(default)]
-    priority: Option<u8>,
-    content: String,
-    #[serde(default)]
-    at: Option<jiff::Timestamp>,
-}
-
-fn default_direction() -> String {
-    "in".into()
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FetchBody {
     begin: i64,
     end: i64,
@@ -403,17 +384,9 @@ fn default_search_limit() -> usize {
     10
 }
 
-handler!(log_conversation, "LogConversation", |app, p, body: ConversationBody| {
+handler!(log_conversation, "LogConversation", |app, p, body: mneme_service::ConversationInput| {
     require_owner(p, "the conversation log")?;
-    let input = mneme_service::ConversationInput {
-        channel: body.channel,
-        user_id: body.user_id,
-        direction: body.direction,
-        priority: body.priority,
-        content: body.content,
-        at: body.at,
-    };
-    Ok(json!(app.ops.service.log_conversation(input)?))
+    Ok(json!(app.ops.service.log_conversation(body)?))
 });
 
 async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
@@ -439,7 +412,7 @@ handler!(sync_checkpoint, "SyncCheckpoint", |app, p, body: CheckpointBody| {
 
 handler!(search_files, "SearchFiles", |app, p, body: SearchFilesBody| {
     require_owner(p, "workspace search")?;
-    Ok(json!({ "hits": crate::file_index::search(&app.ops.service, &body.query, body.limit)? }))
+    Ok(json!({ "hits": app.ops.service.search_files(&body.query, body.limit)? }))
 });
 
 /// The ingest endpoints: authenticate, parse, then the group-commit writer.

@@ -203,8 +203,7 @@ pub fn run_due(service: &MemoryService, settings: &WorkspaceSettings, now: Times
         Some(idle) => idle,
         None => is_idle(service, settings, now)?,
     };
-    let all: Vec<Task> = tasks(service, now)?.into_iter().map(|(t, _)| t).collect();
-    let builtin: Vec<String> = service.task_rows()?.into_iter().filter(|r| r.builtin).map(|r| r.name).collect();
+    let (all, builtin): (Vec<Task>, Vec<bool>) = tasks(service, now)?.into_iter().unzip();
     let waiting_for_idle = if idle {
         Vec::new()
     } else {
@@ -212,7 +211,8 @@ pub fn run_due(service: &MemoryService, settings: &WorkspaceSettings, now: Times
     };
     let mut ran = Vec::new();
     for task in schedule::due_tasks(&all, now, idle, &settings.timezone) {
-        ran.push(run_task(service, settings, task.clone(), builtin.contains(&task.name), now)?);
+        let is_builtin = all.iter().position(|t| t.name == task.name).is_some_and(|i| builtin[i]);
+        ran.push(run_task(service, settings, task.clone(), is_builtin, now)?);
     }
     Ok(DuePass { at: now, idle, ran, waiting_for_idle })
 }

@@ -22,18 +22,27 @@ const MAX_CONTENT_BYTES: usize = 256 * 1024;
 /// Most conversations one fetch returns.
 pub const MAX_FETCH: usize = 10_000;
 
-/// A message to log, as a front end receives it.
-#[derive(Debug, Clone, Default)]
+/// A message to log, as a front end receives it (also the HTTP body).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ConversationInput {
     pub channel: String,
+    #[serde(default)]
     pub user_id: Option<String>,
-    /// `in` or `out`.
+    /// `in` or `out`; `in` when omitted in JSON.
+    #[serde(default = "incoming")]
     pub direction: String,
     /// 1..=3; default 3 (normal).
+    #[serde(default)]
     pub priority: Option<u8>,
     pub content: String,
     /// When it was said; default now.
+    #[serde(default)]
     pub at: Option<Timestamp>,
+}
+
+fn incoming() -> String {
+    "in".into()
 }
 
 /// The result of a checkpoint: the checkpoint, and whether it already existed (a retried

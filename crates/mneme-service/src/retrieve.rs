@@ -92,32 +92,16 @@ impl MemoryService {
         let weights = self.config.retrieval;
         let pool = weights.candidate_pool.max(limit.saturating_mul(5));
         let mut candidates: HashMap<i64, (Candidate, Option<f64>)> = HashMap::new();
-        // The nearest-neighbour search needs no database: it runs on a second thread while
-        // this one runs the full-text query (at 1M records each takes milliseconds).
-        let lexical = |candidates: &mut HashMap<i64, (Candidate, Option<f64>)>| -> ServiceResult<()> {
-            if let Some(expr) = query.expr {
-                for c in tx.lexical_candidates(expr, filter, pool, (weights.context_weight, weights.date_weight))? {
-                    candidates.insert(c.seq, (c, None));
-                }
+        if let Some(expr) = query.expr {
+            for c in tx.lexical_candidates(expr, filter, pool, (weights.context_weight, weights.date_weight))? {
+                candidates.insert(c.seq, (c, None));
             }
-            Ok(())
-        };
-        let near = match query.vector {
-            Some(q) => std::thread::scope(|s| {
-                let near = s.spawn(|| self.nearest(q, weights.dense_pool.max(limit)));
-                let lexical = lexical(&mut candidates);
-                let near = near.join().unwrap_or_default();
-                lexical.map(|()| Some(near))
-            })?,
-            None => {
-                lexical(&mut candidates)?;
-                None
-            }
-        };
+        }
         let best_bm25 = candidates.values().filter_map(|(c, _)| c.bm25).fold(0.0f64, f64::max);
         // Dense part: min-max normalised over the nearest neighbours.
         let mut dense_range = None;
-        if let (Some(q), Some(near)) = (query.vector, near) {
+        if let Some(q) = query.vector {
+            let near = self.nearest(q, weights.dense_pool.max(limit));
             if let (Some(hi), Some(lo)) = (near.first(), near.last()) {
                 dense_range = Some((f64::from(lo.1), f64::from(hi.1)));
             }

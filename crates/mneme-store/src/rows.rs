@@ -384,14 +384,7 @@ impl<'a> WriteTx<'a> {
             "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1",
             params![id.as_str(), json, now.as_millisecond()],
         )?;
-        let (seq, stored_summary): (i64, Option<String>) = self
-            .conn
-            .prepare_cached("SELECT seq, summary FROM records WHERE id = ?1")
-            .ctx(self.path)?
-            .query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-            .ctx(self.path)?;
-        self.reindex(seq, &fts_text(stored_summary.as_deref(), Some(payload)))?;
-        Ok(())
+        self.reindex(self.seq_of(id)?)
     }
 
     /// Drops the payload of a decayed record and its payload text from the index. The row,
@@ -404,14 +397,12 @@ impl<'a> WriteTx<'a> {
             "UPDATE records SET summary = ?3, payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
             params![id.as_str(), now.as_millisecond(), record.summary],
         )?;
-        let seq = self.seq_of(id)?;
-        self.reindex(seq, &record.summary)?;
-        Ok(())
+        self.reindex(self.seq_of(id)?)
     }
 
-    /// Replaces a record's full-text entry (the index is contentless: delete, then insert),
-    /// and its neighbours' (whose context held its old text).
-    fn reindex(&self, seq: i64, _text: &str) -> StoreResult<()> {
+    /// Marks a record's full-text row (its text changed) and its neighbours' (whose context
+    /// held the old text) for rewriting at `flush_context`.
+    fn reindex(&self, seq: i64) -> StoreResult<()> {
         self.neighbours_changed(seq)?;
         self.dirty.borrow_mut().insert(seq);
         Ok(())

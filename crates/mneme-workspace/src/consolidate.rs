@@ -222,10 +222,7 @@ fn file_facts(path: &Path) -> WorkspaceResult<Option<(u64, Timestamp)>> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(WorkspaceError::io("cannot inspect", path, error)),
     };
-    let modified = metadata.modified().map_err(|error| WorkspaceError::io("cannot read the modification time of", path, error))?;
-    let modified =
-        Timestamp::try_from(modified).map_err(|source| WorkspaceError::Time { context: "reading a modification time", source })?;
-    Ok(Some((metadata.len(), modified)))
+    Ok(Some((metadata.len(), paths::modified_at(path, &metadata)?)))
 }
 
 /// The visible (not dot-prefixed) entry names of `dir`, sorted; empty if it does not exist.

@@ -131,6 +131,13 @@ pub(crate) fn free_name(dir: &Path, stem: &str, extension: &str) -> PathBuf {
 }
 
 /// The workspace-relative display form of `path` (forward slashes), for reports.
+/// The modification time of the file at `path` from its metadata, as a timestamp; the
+/// error names the file.
+pub(crate) fn modified_at(path: &Path, metadata: &std::fs::Metadata) -> WorkspaceResult<jiff::Timestamp> {
+    let modified = metadata.modified().map_err(|error| WorkspaceError::io("cannot read the modification time of", path, error))?;
+    jiff::Timestamp::try_from(modified).map_err(|source| WorkspaceError::Time { context: "reading a modification time", source })
+}
+
 pub fn display_relative(root: &Path, path: &Path) -> String {
     let relative = path.strip_prefix(root).unwrap_or(path);
     let parts: Vec<_> = relative.components().map(|c| c.as_os_str().to_string_lossy()).collect();

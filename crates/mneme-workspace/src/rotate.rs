@@ -122,11 +122,8 @@ pub fn header_date(content: &str) -> Option<Date> {
 }
 
 fn modified(path: &Path) -> WorkspaceResult<Timestamp> {
-    let modified = path
-        .metadata()
-        .and_then(|metadata| metadata.modified())
-        .map_err(|error| WorkspaceError::io("cannot read the modification time of", path, error))?;
-    Timestamp::try_from(modified).map_err(|source| WorkspaceError::Time { context: "reading a modification time", source })
+    let metadata = path.metadata().map_err(|error| WorkspaceError::io("cannot read the modification time of", path, error))?;
+    paths::modified_at(path, &metadata)
 }
 
 #[cfg(test)]

@@ -150,12 +150,7 @@ fn scan(root: &Path, dir: &Path, settings: &WorkspaceSettings, files: &mut Vec<F
             scan(root, &path, settings, files)?;
         } else if metadata.is_file() {
             let relative = paths::display_relative(root, &path);
-            let modified = metadata
-                .modified()
-                .map_err(|error| WorkspaceError::io("cannot read the modification time of", &path, error))
-                .and_then(|time| {
-                    Timestamp::try_from(time).map_err(|source| WorkspaceError::Time { context: "reading a modification time", source })
-                })?;
+            let modified = paths::modified_at(&path, &metadata)?;
             let budget_bytes = settings.budget_for(&relative);
             files.push(FileStatus {
                 over_budget: budget_bytes.is_some_and(|budget| metadata.len() > budget),

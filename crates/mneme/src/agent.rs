@@ -187,7 +187,7 @@ pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
     let settings = crate::workspace::settings(ctx, args.dir.as_deref())?;
     let service = ctx.open(false)?;
     let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&service, &settings.dir, None)?) };
-    let hits = file_index::search(&service, &args.query, args.limit)?;
+    let hits = service.search_files(&args.query, args.limit)?;
     if ctx.json {
         return print_json(&serde_json::json!({ "workspace": settings.dir, "hits": hits, "refreshed": refreshed }));
     }

@@ -250,6 +250,27 @@ impl App {
         Ok(outcome)
     }
 
+    /// A hook whose input cannot be read (malformed JSON, an unknown format): once the
+    /// caller is authenticated, answered like a failed hook, so the caller is not failed
+    /// either; logged and counted among the errors.
+    pub fn hook_rejected(
+        &self,
+        transport: &'static str,
+        authorization: Option<&str>,
+        name: HookName,
+        error: String,
+    ) -> ApiResult<HookOutcome> {
+        let start = Instant::now();
+        if let Err(e) = self.principal(authorization) {
+            self.metrics.request(transport, name.as_str(), e.code(), e.is_server_fault(), start.elapsed());
+            return Err(e);
+        }
+        tracing::warn!(hook = name.as_str(), %error, "hook input rejected");
+        self.metrics.hook(name.as_str(), false);
+        self.record::<()>(transport, name.as_str(), &Ok(()), start);
+        Ok(HookOutcome { hook: Some(name), error: Some(error), ..HookOutcome::default() })
+    }
+
     pub fn status(&self) -> ApiResult<DaemonStatus> {
         let m = self.ops.metrics()?;
         Ok(DaemonStatus {

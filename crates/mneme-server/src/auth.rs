@@ -61,6 +61,32 @@ impl Principal {
             && self.write_scopes.is_none()
     }
 
+    /// Refuses (403) a principal that may not read and write everything: for `what` has
+    /// no sensitivity labels or scopes, or writes into any scope.
+    pub fn require_unrestricted(&self, what: &str) -> crate::error::ApiResult<()> {
+        if self.unrestricted() {
+            Ok(())
+        } else {
+            Err(crate::error::ApiError::PermissionDenied(format!(
+                "principal {:?} may not use {what}: it needs unrestricted read and write access",
+                self.name
+            )))
+        }
+    }
+
+    /// Refuses (403) a principal whose reads are narrowed: store-wide counts would tell it
+    /// how many records exist above its ceiling or outside its scopes.
+    pub fn require_full_read(&self, what: &str) -> crate::error::ApiResult<()> {
+        if self.read.max_sensitivity == Sensitivity::Critical && self.read.scopes.is_none() {
+            Ok(())
+        } else {
+            Err(crate::error::ApiError::PermissionDenied(format!(
+                "principal {:?} may not read {what}: store-wide counts need unrestricted read access",
+                self.name
+            )))
+        }
+    }
+
     /// Takes one token from the principal's bucket.
     pub fn admit(&self) -> ApiResult<()> {
         let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());

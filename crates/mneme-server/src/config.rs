@@ -288,6 +288,8 @@ pub struct ConsolidationConfig {
     pub llm_timeout: String,
     /// First LLM backoff after a failure; doubles per failure, capped at 10×.
     pub llm_backoff: String,
+    /// The most sensitive messages sent to the LLM endpoint; above this, regex only.
+    pub llm_max_sensitivity: Sensitivity,
 }
 
 impl Default for ConsolidationConfig {
@@ -302,6 +304,7 @@ impl Default for ConsolidationConfig {
             llm_api_key: None,
             llm_timeout: "30s".into(),
             llm_backoff: "1m".into(),
+            llm_max_sensitivity: Sensitivity::Medium,
         }
     }
 }

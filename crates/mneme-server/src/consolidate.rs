@@ -109,7 +109,6 @@ struct Backoff {
 }
 
 /// The consolidator: a bounded buffer, the LLM client and the backoff state.
-#[derive(Debug)]
 pub struct Consolidator {
     ops: Ops,
     principal: Arc<Principal>,
@@ -119,12 +118,26 @@ pub struct Consolidator {
     api_key: Option<String>,
     batch_size: usize,
     min_confidence: f64,
+    llm_max_sensitivity: Sensitivity,
     backoff_base: Duration,
     buffer: Mutex<VecDeque<BufferedMessage>>,
     backoff: Mutex<Backoff>,
     last: Mutex<Option<CycleReport>>,
     /// One cycle at a time (the timer, a flush and an explicit request may coincide).
     running: tokio::sync::Mutex<()>,
+}
+
+/// Never prints the API key.
+impl std::fmt::Debug for Consolidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consolidator")
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| crate::config::REDACTED))
+            .field("batch_size", &self.batch_size)
+            .field("buffered", &self.buffered())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Consolidator {
@@ -141,6 +154,7 @@ impl Consolidator {
             api_key: config.consolidation.llm_api_key.clone().filter(|k| !k.is_empty()),
             batch_size: config.consolidation.batch_size,
             min_confidence: config.consolidation.min_confidence,
+            llm_max_sensitivity: config.consolidation.llm_max_sensitivity,
             backoff_base,
             buffer: Mutex::new(VecDeque::new()),
             backoff: Mutex::new(Backoff::default()),
@@ -168,6 +182,11 @@ impl Consolidator {
     }
 
     /// Runs one cycle over everything buffered. Never fails: problems are in the report.
+    ///
+    /// Messages are consolidated per scope: facts land in (and revise only facts of) the
+    /// scope their messages came from, at those messages' sensitivity. Only messages at or
+    /// below `consolidation.llm_max_sensitivity` are sent to the LLM. If the cycle is
+    /// cancelled before its facts are applied (shutdown), its messages go back to the buffer.
     pub async fn run_cycle(self: &Arc<Self>) -> CycleReport {
         let _one = self.running.lock().await;
         let batch: Vec<BufferedMessage> = self.buffer.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
@@ -177,53 +196,68 @@ impl Consolidator {
             report.llm = "idle".into();
             return report;
         }
-        // 1. Regex facts (confidence 0.5).
-        let mut facts: Vec<(Fact, Sensitivity, Scope)> = Vec::new();
-        for m in &batch {
-            for t in patterns::extract(&m.content) {
-                facts.push((
-                    Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 },
-                    m.sensitivity,
-                    m.scope.clone(),
-                ));
+        let mut requeue = Requeue { consolidator: self, batch: Some(batch) };
+        let mut work: Vec<ScopeWork> = Vec::new();
+        let mut llm: Vec<String> = Vec::new();
+        for (scope, messages) in by_scope(requeue.batch.as_deref().unwrap_or_default()) {
+            let mut group = ScopeWork { scope, facts: Vec::new(), skills: Vec::new(), skill_sensitivity: Sensitivity::Low };
+            // 1. Regex facts (confidence 0.5), each at its message's sensitivity.
+            for m in &messages {
+                for t in patterns::extract(&m.content) {
+                    let fact = Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 };
+                    group.facts.push((fact, m.sensitivity));
+                }
             }
-        }
-        report.regex_facts = facts.len();
-        // 2. LLM facts, unless disabled or backing off.
-        let mut skills = Vec::new();
-        let (sensitivity, scope) = batch_policy(&batch);
-        report.llm = match self.llm_allowed() {
-            Err(reason) => reason,
-            Ok(()) => match self.call_llm(&batch).await {
-                Ok(extraction) => {
-                    self.llm_succeeded();
-                    for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
-                        report.llm_facts += 1;
-                        facts.push((f, sensitivity, scope.clone()));
+            report.regex_facts += group.facts.len();
+            // 2. LLM facts from the messages it may see, unless disabled or backing off;
+            //    they take the highest sensitivity among those messages.
+            let sendable: Vec<&BufferedMessage> = messages.iter().copied().filter(|m| m.sensitivity <= self.llm_max_sensitivity).collect();
+            let status = match self.llm_allowed() {
+                Err(reason) => reason,
+                Ok(()) if sendable.is_empty() => "skipped: every message is above consolidation.llm_max_sensitivity".into(),
+                Ok(()) => match self.call_llm(&sendable).await {
+                    Ok(extraction) => {
+                        self.llm_succeeded();
+                        let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
+                        for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
+                            report.llm_facts += 1;
+                            group.facts.push((f, sensitivity));
+                        }
+                        report.llm_skills += extraction.competence.len();
+                        group.skills = extraction.competence;
+                        group.skill_sensitivity = sensitivity;
+                        "ok".into()
                     }
-                    report.llm_skills = extraction.competence.len();
-                    skills = extraction.competence;
-                    "ok".into()
-                }
-                Err(e) => {
-                    let wait = self.llm_failed();
-                    tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
-                    format!("failed: {e} (backing off {:.1} s)", wait.as_secs_f64())
-                }
-            },
-        };
-        // 3. Ingest or revise, on a blocking thread.
+                    Err(e) => {
+                        let wait = self.llm_failed();
+                        tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
+                        report.errors.push(format!("LLM: {e}"));
+                        format!("failed: {e} (backing off {:.1} s)", wait.as_secs_f64())
+                    }
+                },
+            };
+            if !llm.contains(&status) {
+                llm.push(status);
+            }
+            work.push(group);
+        }
+        report.llm = llm.join("; ");
+        // 3. Ingest or revise, on a blocking thread. From here on the cycle completes even
+        //    if its caller is cancelled, so the messages are no longer requeued.
+        requeue.batch = None;
         let this = self.clone();
         let applied = tokio::task::spawn_blocking(move || {
             let mut report = report;
-            for (fact, sensitivity, scope) in facts {
-                if let Err(e) = this.ingest_or_revise(&fact, sensitivity, &scope, &mut report) {
-                    report.errors.push(format!("{} {} {}: {e}", fact.subject, fact.predicate, fact.object));
+            for group in work {
+                for (fact, sensitivity) in group.facts {
+                    if let Err(e) = this.ingest_or_revise(&fact, sensitivity, &group.scope, &mut report) {
+                        report.errors.push(format!("{} {} {}: {e}", fact.subject, fact.predicate, fact.object));
+                    }
                 }
-            }
-            for skill in skills {
-                if let Err(e) = this.ingest_skill(&skill, sensitivity, &scope) {
-                    report.errors.push(format!("{}: {e}", skill.skill));
+                for skill in group.skills {
+                    if let Err(e) = this.ingest_skill(&skill, group.skill_sensitivity, &group.scope) {
+                        report.errors.push(format!("{}: {e}", skill.skill));
+                    }
                 }
             }
             report
@@ -240,6 +274,7 @@ impl Consolidator {
             regex_facts = report.regex_facts,
             llm_facts = report.llm_facts,
             llm = %report.llm,
+            errors = report.errors.len(),
             "consolidation cycle complete"
         );
         self.finish(report)
@@ -275,7 +310,7 @@ impl Consolidator {
         wait
     }
 
-    async fn call_llm(&self, batch: &[BufferedMessage]) -> Result<Extraction, String> {
+    async fn call_llm(&self, batch: &[&BufferedMessage]) -> Result<Extraction, String> {
         let endpoint = self.endpoint.as_deref().ok_or("no endpoint")?;
         let snippet = batch.iter().map(|m| format!("[{}]: {}", m.role, m.content)).collect::<Vec<_>>().join("\n\n");
         let body = serde_json::json!({
@@ -305,12 +340,13 @@ impl Consolidator {
         parse_extraction(content)
     }
 
-    /// The seed's ingest-or-revise.
+    /// The seed's ingest-or-revise, within `scope`. A revision is at least as sensitive
+    /// as the fact it replaces and as the messages it came from.
     fn ingest_or_revise(&self, fact: &Fact, sensitivity: Sensitivity, scope: &Scope, report: &mut CycleReport) -> ApiResult<()> {
         let p = &*self.principal;
-        let existing = find_fact(&self.ops, p, &fact.subject, &fact.predicate)?;
-        if let Some((id, _)) = existing.iter().find(|(_, f)| f.object.eq_ignore_ascii_case(&fact.object)) {
-            self.ops.adjust(p, id, true, None, ACTOR.into(), "confirmed by consolidation".into())?;
+        let existing = find_fact(&self.ops, p, &fact.subject, &fact.predicate, scope)?;
+        if let Some(same) = existing.iter().find(|f| f.fact.object.eq_ignore_ascii_case(&fact.object)) {
+            self.ops.adjust(p, &same.id, true, None, ACTOR.into(), "confirmed by consolidation".into())?;
             report.reinforced += 1;
             return Ok(());
         }
@@ -322,18 +358,23 @@ impl Consolidator {
             valid_to: None,
             evidence: Vec::new(),
         };
-        if let Some((id, old)) = existing.first() {
+        if let Some(old) = existing.first() {
             if fact.confidence >= 0.8 {
-                let change =
-                    Revision { payload: Some(Payload::Semantic(payload)), confidence: Some(fact.confidence), ..Revision::default() };
-                let why = format!("updated: {:?} → {:?} (confidence {:.2})", old.object, fact.object, fact.confidence);
-                self.ops.supersede(p, id, change, ACTOR.into(), why)?;
+                let change = Revision {
+                    payload: Some(Payload::Semantic(payload)),
+                    confidence: Some(fact.confidence),
+                    sensitivity: Some(old.sensitivity.max(sensitivity)),
+                    ..Revision::default()
+                };
+                let why = format!("updated: {:?} → {:?} (confidence {:.2})", old.fact.object, fact.object, fact.confidence);
+                self.ops.supersede(p, &old.id, change, ACTOR.into(), why)?;
                 report.superseded += 1;
             } else {
                 let new = self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
                 let contest =
                     ContestRequest { by: Some(new.id), claim: Some(format!("{} {} {}", fact.subject, fact.predicate, fact.object)) };
-                self.ops.contest(p, id, contest, ACTOR.into(), format!("conflicting observation (confidence {:.2})", fact.confidence))?;
+                let why = format!("conflicting observation (confidence {:.2})", fact.confidence);
+                self.ops.contest(p, &old.id, contest, ACTOR.into(), why)?;
                 report.contested += 1;
             }
             return Ok(());
@@ -349,6 +390,7 @@ impl Consolidator {
             query: skill.skill.clone(),
             types: vec![MemoryType::Competence],
             max_sensitivity: Some(Sensitivity::Critical),
+            scopes: Some(vec![scope.clone()]),
             limit: 20,
             ..RetrieveRequest::default()
         };
@@ -356,7 +398,7 @@ impl Consolidator {
             .ops
             .retrieve(p, &request)?
             .into_iter()
-            .find(|h| matches!(&h.record.payload, Some(Payload::Competence(c)) if c.skill == skill.skill))
+            .find(|h| h.record.scope == *scope && matches!(&h.record.payload, Some(Payload::Competence(c)) if c.skill == skill.skill))
         {
             self.ops.adjust(p, &hit.record.id, true, None, ACTOR.into(), "skill seen again in conversation".into())?;
             return Ok(());
@@ -385,12 +427,46 @@ impl Consolidator {
     }
 }
 
-/// LLM facts come from the whole batch: the most sensitive message's sensitivity, and its
-/// scope when the batch has one scope (else global is not assumed: the first message's).
-fn batch_policy(batch: &[BufferedMessage]) -> (Sensitivity, Scope) {
-    let sensitivity = batch.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
-    let scope = batch.first().map(|m| m.scope.clone()).unwrap_or_default();
-    (sensitivity, scope)
+/// One scope's share of a cycle: facts with their sensitivity, and LLM skills.
+struct ScopeWork {
+    scope: Scope,
+    facts: Vec<(Fact, Sensitivity)>,
+    skills: Vec<Skill>,
+    skill_sensitivity: Sensitivity,
+}
+
+/// The batch's messages grouped by scope, in order of first appearance.
+fn by_scope(batch: &[BufferedMessage]) -> Vec<(Scope, Vec<&BufferedMessage>)> {
+    let mut groups: Vec<(Scope, Vec<&BufferedMessage>)> = Vec::new();
+    for m in batch {
+        match groups.iter_mut().find(|(s, _)| *s == m.scope) {
+            Some((_, group)) => group.push(m),
+            None => groups.push((m.scope.clone(), vec![m])),
+        }
+    }
+    groups
+}
+
+/// A drained batch that goes back to the front of the buffer if the cycle is dropped
+/// before its facts are applied (the shutdown cancelling a cycle waiting on the LLM).
+struct Requeue<'a> {
+    consolidator: &'a Consolidator,
+    batch: Option<Vec<BufferedMessage>>,
+}
+
+impl Drop for Requeue<'_> {
+    fn drop(&mut self) {
+        if let Some(batch) = self.batch.take() {
+            let mut buf = self.consolidator.buffer.lock().unwrap_or_else(|p| p.into_inner());
+            for m in batch.into_iter().rev() {
+                buf.push_front(m);
+            }
+            let cap = self.consolidator.batch_size * 2;
+            while buf.len() > cap {
+                buf.pop_front();
+            }
+        }
+    }
 }
 
 /// Parses and validates the model's JSON (a ```json fence around it is tolerated).

@@ -188,8 +188,14 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             if tokio::time::timeout(grace, servers).await.is_err() {
                 tracing::warn!(grace_secs = grace.as_secs_f64(), "requests still running after the grace period; closing anyway");
             }
-            for job in jobs {
-                job.abort();
+            // The timers stop at their next tick; a run in progress (a consolidation cycle
+            // waiting on the LLM) gets the grace period to finish, then is cancelled (a
+            // cancelled cycle puts its messages back for the flush below).
+            for mut job in jobs {
+                if tokio::time::timeout(grace, &mut job).await.is_err() {
+                    tracing::warn!("a background job was still running after the grace period; cancelling it");
+                    job.abort();
+                }
             }
             app.ingestor.stop().await;
             let embedder = app.embedder.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -197,10 +203,14 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
                 // Waits for the batch in flight; its vectors are committed or found again.
                 let _ = tokio::task::spawn_blocking(move || handle.stop()).await;
             }
-            if app.config.consolidation.enabled && app.consolidator.buffered() > 0 {
+            if app.config.consolidation.enabled {
+                // Always through the cycle lock: this also waits for a cycle a flush hook
+                // started in the background.
                 tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
                 let report = app.consolidator.run_cycle().await;
-                app.metrics.job("consolidation", report.errors.is_empty());
+                if report.messages > 0 {
+                    app.metrics.job("consolidation", report.errors.is_empty());
+                }
             }
             if let Some(path) = &daemon_file {
                 // Only remove our own file (a newer daemon may have replaced it).
@@ -385,6 +395,11 @@ impl Daemon {
 
     pub fn http_addr(&self) -> SocketAddr {
         self.app.http_addr
+    }
+
+    /// The running daemon's state (for tests and embedding programs).
+    pub fn app(&self) -> &Arc<App> {
+        &self.app
     }
 
     /// Asks the daemon to stop; [`Daemon::wait`] returns when it has.

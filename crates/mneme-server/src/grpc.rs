@@ -193,7 +193,8 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn get_metrics(&self, request: Request<pb::GetMetricsRequest>) -> Result<Response<pb::Metrics>, Status> {
-        self.run("GetMetrics", request, |app, _p, _m| {
+        self.run("GetMetrics", request, |app, p, _m| {
+            p.require_full_read("the metrics")?;
             let mut out = cv::metrics(&app.ops.metrics()?);
             out.last_consolidation = app.consolidator.last_report().and_then(|r| r.at).map(|t| t.to_string()).unwrap_or_default();
             out.uptime_seconds = app.started.elapsed().as_secs();
@@ -235,7 +236,7 @@ impl GrpcApi {
     async fn end(&self, name: HookName, request: Request<pb::AgentEndEvent>) -> Result<Response<pb::HookAck>, Status> {
         let auth = authorization(&request);
         let m = request.into_inner();
-        let event = HookEvent { success: m.success, ..HookEvent::default() };
+        let event = HookEvent { success: m.success, error: Some(m.error).filter(|e| !e.is_empty()), ..HookEvent::default() };
         self.hook(name, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
     }
 }
@@ -249,13 +250,19 @@ impl pb::hooks_server::Hooks for GrpcApi {
             "" => None,
             "markdown" => Some(crate::config::ContextFormat::Markdown),
             "json" => Some(crate::config::ContextFormat::Json),
-            other => return Err(Status::invalid_argument(format!("invalid format: {other:?} (markdown or json)"))),
+            other => {
+                // Fails the hook, not the caller (see `HookAck`).
+                let error = format!("invalid format: {other:?} (markdown or json)");
+                let o = self.app.hook_rejected("grpc", auth.as_deref(), HookName::SessionStart, error).map_err(Status::from)?;
+                return Ok(Response::new(pb::SessionStartResponse { error: o.error.unwrap_or_default(), ..Default::default() }));
+            }
         };
         let event = HookEvent { query: Some(m.query).filter(|q| !q.is_empty()), format, ..HookEvent::default() };
         let o = self.hook(HookName::SessionStart, auth, HookInput { event, ctx: ctx(m.ctx) }).await?;
         Ok(Response::new(pb::SessionStartResponse {
             context: o.context.unwrap_or_default(),
             record_ids: o.record_ids.iter().map(ToString::to_string).collect(),
+            error: o.error.unwrap_or_default(),
         }))
     }
 

@@ -197,10 +197,25 @@ pub struct BufferedMessage {
 
 #[derive(Debug, Default)]
 struct State {
-    /// (session, tool) → start of the pending call.
-    pending: HashMap<(String, String), Instant>,
-    /// session → records injected at its start.
-    injected: HashMap<String, Vec<RecordId>>,
+    /// (session, tool) → the pending call: its start and parameters.
+    pending: HashMap<(String, String), (Instant, Option<serde_json::Value>)>,
+    /// session → records injected at its start (and when).
+    injected: HashMap<String, (Instant, Vec<RecordId>)>,
+}
+
+/// Pending calls and injected lists whose end never arrived are forgotten after this long,
+/// and each map holds at most [`STATE_CAP`] entries (the oldest go first).
+const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+const STATE_CAP: usize = 10_000;
+
+/// Drops entries older than [`STATE_TTL`], then the oldest beyond [`STATE_CAP`] − 1, so
+/// one more fits.
+fn make_room<K: Clone + Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>, started: impl Fn(&V) -> Instant) {
+    map.retain(|_, v| started(v).elapsed() < STATE_TTL);
+    while map.len() >= STATE_CAP {
+        let Some(oldest) = map.iter().min_by_key(|(_, v)| started(v)).map(|(k, _)| k.clone()) else { break };
+        map.remove(&oldest);
+    }
 }
 
 /// The hook engine.
@@ -323,7 +338,7 @@ impl Hooks {
 
     /// The records injected at the start of `session`.
     pub fn injected(&self, session: &str) -> Vec<RecordId> {
-        self.state().injected.get(session).cloned().unwrap_or_default()
+        self.state().injected.get(session).map(|(_, ids)| ids.clone()).unwrap_or_default()
     }
 
     // ---- session start ---------------------------------------------------------------
@@ -357,7 +372,10 @@ impl Hooks {
             }
         }
         let ids: Vec<RecordId> = hits.iter().map(|h| h.record.id.clone()).collect();
-        self.state().injected.insert(input.ctx.session(), ids.clone());
+        let mut state = self.state();
+        make_room(&mut state.injected, |v| v.0);
+        state.injected.insert(input.ctx.session(), (Instant::now(), ids.clone()));
+        drop(state);
         outcome.context = Some(match format {
             ContextFormat::Markdown => format::markdown(&hits),
             ContextFormat::Json => format::json(&hits),
@@ -440,7 +458,7 @@ impl Hooks {
         scope: &mneme_core::Scope,
         source: &RecordId,
     ) -> ApiResult<Option<RecordId>> {
-        if find_fact(&self.ops, p, &t.subject, &t.predicate)?.iter().any(|(_, f)| f.object.eq_ignore_ascii_case(&t.object)) {
+        if find_fact(&self.ops, p, &t.subject, &t.predicate, scope)?.iter().any(|f| f.fact.object.eq_ignore_ascii_case(&t.object)) {
             return Ok(None);
         }
         let fact = SemanticPayload {
@@ -469,7 +487,9 @@ impl Hooks {
             return Err(ApiError::BadRequest("before_tool_call: toolName is required".into()));
         };
         if self.config.capture_tool_calls {
-            self.state().pending.insert((input.ctx.session(), tool.to_string()), Instant::now());
+            let mut state = self.state();
+            make_room(&mut state.pending, |v| v.0);
+            state.pending.insert((input.ctx.session(), tool.to_string()), (Instant::now(), input.event.params.clone()));
         }
         Ok(())
     }
@@ -481,13 +501,15 @@ impl Hooks {
         if !self.config.capture_tool_calls {
             return Ok(());
         }
-        let started = self.state().pending.remove(&(input.ctx.session(), tool.to_string()));
+        let pending = self.state().pending.remove(&(input.ctx.session(), tool.to_string()));
+        let (started, before_params) = pending.map_or((None, None), |(at, params)| (Some(at), params));
         let duration_ms = started.map(|s| s.elapsed().as_millis() as u64).or(input.event.duration_ms);
         let error = input.event.error.clone().filter(|e| !e.trim().is_empty());
         let success = input.event.success.unwrap_or(true) && error.is_none();
         let output = ToolOutputPayload {
             tool: tool.to_string(),
-            args: input.event.params.clone().unwrap_or(serde_json::Value::Null),
+            // The parameters as the call began (before_tool_call), else as reported after it.
+            args: before_params.or_else(|| input.event.params.clone()).unwrap_or(serde_json::Value::Null),
             result: Some(serde_json::Value::String(if success { "success" } else { "failure" }.into())),
             error: if success { None } else { Some(error.clone().unwrap_or_else(|| "unknown error".into())) },
             duration_ms,
@@ -560,11 +582,13 @@ impl Hooks {
             types: vec![MemoryType::Competence],
             tags: vec!["source:competence-tracker".into(), format!("tool:{}", tag_value(tool))],
             max_sensitivity: Some(Sensitivity::Critical),
-            limit: 1,
+            limit: 20,
             ..RetrieveRequest::default()
         };
+        // The tag is cut to 48 characters: two long tool names can share it, the skill cannot.
+        let skill = format!("skill:{tool}");
         Ok(self.ops.retrieve(p, &request)?.into_iter().find_map(|h| match h.record.payload {
-            Some(Payload::Competence(c)) => Some((h.record.id, c)),
+            Some(Payload::Competence(c)) if c.skill == skill => Some((h.record.id, c)),
             _ => None,
         }))
     }
@@ -630,9 +654,13 @@ impl Hooks {
     /// Reinforces the records injected at the session's start when it ended well.
     fn agent_end(&self, p: &Principal, input: &HookInput) -> ApiResult<()> {
         let session = input.ctx.session();
-        let injected = self.state().injected.remove(&session).unwrap_or_default();
+        let injected = self.state().injected.remove(&session).map(|(_, ids)| ids).unwrap_or_default();
         let amount = self.config.session_start.reinforce_on_success;
-        if input.event.success == Some(true) && amount > 0.0 {
+        let error = input.event.error.as_deref().filter(|e| !e.trim().is_empty());
+        if let Some(error) = error {
+            tracing::info!(%session, error = %one_line(error, 500), "agent run ended with an error");
+        }
+        if input.event.success == Some(true) && error.is_none() && amount > 0.0 {
             for id in injected {
                 // A record revised since it was injected is no longer reinforceable; skip it.
                 if let Err(e) =
@@ -646,21 +674,32 @@ impl Hooks {
     }
 }
 
-/// Live semantic records with this subject and predicate (case-insensitive).
-pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str) -> ApiResult<Vec<(RecordId, SemanticPayload)>> {
+/// A live fact found by [`find_fact`]: its id, payload and sensitivity.
+#[derive(Debug, Clone)]
+pub struct FoundFact {
+    pub id: RecordId,
+    pub fact: SemanticPayload,
+    pub sensitivity: Sensitivity,
+}
+
+/// Live semantic records in `scope` (exactly: not global ones, when `scope` is named) with
+/// this subject and predicate (case-insensitive), as far as `p` may read.
+pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ApiResult<Vec<FoundFact>> {
     let request = RetrieveRequest {
         query: format!("{subject} {predicate}"),
         types: vec![MemoryType::Semantic],
         max_sensitivity: Some(Sensitivity::Critical),
+        scopes: Some(vec![scope.clone()]),
         limit: 50,
         ..RetrieveRequest::default()
     };
     Ok(ops
         .retrieve(p, &request)?
         .into_iter()
+        .filter(|h| h.record.scope == *scope)
         .filter_map(|h| match h.record.payload {
             Some(Payload::Semantic(f)) if f.subject.eq_ignore_ascii_case(subject) && f.predicate.eq_ignore_ascii_case(predicate) => {
-                Some((h.record.id, f))
+                Some(FoundFact { id: h.record.id, fact: f, sensitivity: h.record.sensitivity })
             }
             _ => None,
         })

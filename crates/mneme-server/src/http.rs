@@ -286,6 +286,7 @@ async fn healthz(State(app): State<Arc<App>>) -> axum::Json<Value> {
         "pid": std::process::id(),
         "grpc_addr": app.grpc_addr.to_string(),
         "http_addr": app.http_addr.to_string(),
+        "store_id": crate::store_id(app.ops.service.store_path()),
     }))
 }
 
@@ -293,7 +294,11 @@ async fn openapi() -> axum::Json<Value> {
     axum::Json(crate::openapi::document())
 }
 
-async fn prometheus(State(app): State<Arc<App>>) -> Result<Response, HttpError> {
+/// Open on a loopback daemon without keys (like every route); with keys, a scraper needs
+/// a key whose reads are unrestricted (Prometheus sends it as `authorization.credentials`).
+async fn prometheus(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, HttpError> {
+    let auth = authorization(&headers);
+    app.auth.authenticate(auth.as_deref())?.require_full_read("the metrics")?;
     let text =
         tokio::task::spawn_blocking(move || app.prometheus()).await.map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))??;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
@@ -301,18 +306,31 @@ async fn prometheus(State(app): State<Arc<App>>) -> Result<Response, HttpError> 
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", "Status", auth.as_deref(), |app, _| Ok(json!(app.status()?))).await?))
+    Ok(axum::Json(
+        app.call("http", "Status", auth.as_deref(), |app, p| {
+            p.require_full_read("the daemon status")?;
+            Ok(json!(app.status()?))
+        })
+        .await?,
+    ))
 }
 
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", "GetMetrics", auth.as_deref(), |app, _| Ok(json!(app.ops.metrics()?))).await?))
+    Ok(axum::Json(
+        app.call("http", "GetMetrics", auth.as_deref(), |app, p| {
+            p.require_full_read("the metrics")?;
+            Ok(json!(app.ops.metrics()?))
+        })
+        .await?,
+    ))
 }
 
 async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
     // Authenticate (and count) like any call, then run the async cycle.
-    app.call("http", "Consolidate", auth.as_deref(), |_, _| Ok(())).await?;
+    // It writes facts into any scope, so only for an unrestricted principal.
+    app.call("http", "Consolidate", auth.as_deref(), |_, p| p.require_unrestricted("consolidation")).await?;
     let report = app.consolidator.run_cycle().await;
     app.metrics.job("consolidation", report.errors.is_empty());
     Ok(axum::Json(json!(report)))
@@ -348,16 +366,6 @@ macro_rules! handler {
 
 // ---- the agent's conversation log and workspace search ---------------------------------
 
-/// The conversation log and the workspace files carry no sensitivity labels or scopes, so
-/// only a principal that may read and write everything may use them.
-fn require_owner(p: &crate::auth::Principal, what: &str) -> ApiResult<()> {
-    if p.unrestricted() {
-        Ok(())
-    } else {
-        Err(ApiError::PermissionDenied(format!("principal {:?} may not use {what}: it needs unrestricted read and write access", p.name)))
-    }
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FetchBody {
@@ -385,7 +393,7 @@ fn default_search_limit() -> usize {
 }
 
 handler!(log_conversation, "LogConversation", |app, p, body: mneme_service::ConversationInput| {
-    require_owner(p, "the conversation log")?;
+    p.require_unrestricted("the conversation log")?;
     Ok(json!(app.ops.service.log_conversation(body)?))
 });
 
@@ -393,7 +401,7 @@ async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpRes
     let auth = authorization(&headers);
     Ok(axum::Json(
         app.call("http", "SyncStatus", auth.as_deref(), |app, p| {
-            require_owner(p, "the conversation log")?;
+            p.require_unrestricted("the conversation log")?;
             Ok(json!(app.ops.service.sync_status()?))
         })
         .await?,
@@ -401,17 +409,17 @@ async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpRes
 }
 
 handler!(sync_fetch, "SyncFetch", |app, p, body: FetchBody| {
-    require_owner(p, "the conversation log")?;
+    p.require_unrestricted("the conversation log")?;
     Ok(json!(app.ops.service.sync_fetch(body.begin, body.end)?))
 });
 
 handler!(sync_checkpoint, "SyncCheckpoint", |app, p, body: CheckpointBody| {
-    require_owner(p, "the conversation log")?;
+    p.require_unrestricted("the conversation log")?;
     Ok(json!(app.ops.service.sync_checkpoint(body.end_id, &body.summary)?))
 });
 
 handler!(search_files, "SearchFiles", |app, p, body: SearchFilesBody| {
-    require_owner(p, "workspace search")?;
+    p.require_unrestricted("workspace search")?;
     Ok(json!({ "hits": app.ops.service.search_files(&body.query, body.limit)? }))
 });
 
@@ -492,8 +500,11 @@ async fn hook(State(app): State<Arc<App>>, headers: HeaderMap, Path(name): Path<
         let known: Vec<&str> = HookName::ALL.iter().map(|h| h.as_str()).collect();
         return Err(HttpError(ApiError::BadRequest(format!("unknown hook {name:?}; hooks: {}", known.join(", ")))));
     };
-    // Authenticate before looking at the body (the rate limit is taken by `App::hook`).
-    app.auth.authenticate(auth.as_deref())?;
-    let input = parse::<Value>(&raw).and_then(|v| HookInput::from_json(v).map_err(ApiError::BadRequest))?;
-    Ok(axum::Json(json!(app.hook("http", auth.as_deref(), hook, input).await?)))
+    // A body that cannot be read fails the hook, not the caller (200 with `error`), once
+    // the caller is authenticated.
+    let outcome = match parse::<Value>(&raw).and_then(|v| HookInput::from_json(v).map_err(ApiError::BadRequest)) {
+        Ok(input) => app.hook("http", auth.as_deref(), hook, input).await?,
+        Err(e) => app.hook_rejected("http", auth.as_deref(), hook, e.to_string())?,
+    };
+    Ok(axum::Json(json!(outcome)))
 }

@@ -36,6 +36,16 @@ pub mod pb {
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("mneme_descriptor");
 }
 
+/// A short, stable identity of a store file, for `/healthz` (which is unauthenticated, so
+/// not the path itself): the first 16 hex digits of SHA-256 of its canonical path.
+/// `mneme up` compares it to tell its own daemon from one serving another data directory.
+pub fn store_id(path: &std::path::Path) -> String {
+    use sha2::Digest as _;
+    let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let digest = sha2::Sha256::digest(canonical.as_os_str().as_encoded_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 /// Installs the process-wide TLS crypto provider (ring) for outgoing HTTPS (LLM endpoints).
 /// Idempotent.
 pub fn init_tls() {

@@ -59,8 +59,14 @@ impl Registry {
         }
     }
 
+    /// A hook event. A failed hook still answers its caller, so it counts among the
+    /// errors of the last hour: the daemon's status is where it shows.
     pub fn hook(&self, hook: &str, ok: bool) {
-        *self.lock().hooks.entry((hook.into(), if ok { "ok" } else { "error" }.into())).or_default() += 1;
+        let mut m = self.lock();
+        *m.hooks.entry((hook.into(), if ok { "ok" } else { "error" }.into())).or_default() += 1;
+        if !ok {
+            m.recent_errors.push_back(Instant::now());
+        }
     }
 
     pub fn job(&self, job: &str, ok: bool) {
@@ -71,7 +77,7 @@ impl Registry {
         }
     }
 
-    /// Server-side errors (5xx, failed jobs) in the last hour.
+    /// Server-side errors (5xx, failed jobs, failed hooks) in the last hour.
     pub fn errors_last_hour(&self) -> u64 {
         let mut m = self.lock();
         let hour = Duration::from_secs(3600);
@@ -110,7 +116,7 @@ impl Registry {
         for ((t, method, code), n) in &m.errors {
             let _ = writeln!(out, "mneme_errors_total{{transport=\"{t}\",method=\"{method}\",code=\"{code}\"}} {n}");
         }
-        let _ = writeln!(out, "# HELP mneme_errors_last_hour Server-side errors (5xx, failed jobs) in the last hour.");
+        let _ = writeln!(out, "# HELP mneme_errors_last_hour Server-side errors (5xx, failed jobs, failed hooks) in the last hour.");
         let _ = writeln!(out, "# TYPE mneme_errors_last_hour gauge");
         let _ = writeln!(out, "mneme_errors_last_hour {errors_last_hour}");
         let _ = writeln!(out, "# HELP mneme_hook_events_total Agent hook events, by hook and result.");

@@ -506,6 +506,11 @@ impl MemoryService {
 
     // ---- helpers ------------------------------------------------------------------
 
+    /// The store file this service opened.
+    pub fn store_path(&self) -> &std::path::Path {
+        &self.options.path
+    }
+
     fn store(&self) -> ServiceResult<MutexGuard<'_, Store>> {
         // A panic while holding the lock cannot leave a half-written transaction (SQLite
         // rolls back an unfinished one), so a poisoned lock is safe to reuse.

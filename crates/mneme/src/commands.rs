@@ -157,6 +157,10 @@ pub fn run(cli: Cli) -> Result<()> {
         let config =
             MnemeConfig::from_toml(&text, &file.display().to_string()).map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
         config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+        // What `serve` would refuse at start: keys that do not resolve (an unset key_env,
+        // an unreadable key_file, a short key), or a non-loopback address without keys.
+        let loopback = config.grpc_addr().is_ok_and(|a| a.ip().is_loopback()) && config.http_addr().is_ok_and(|a| a.ip().is_loopback());
+        mneme_server::auth::Auth::from_config(&config, loopback).map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
         if cli.json {
             outln!("{}", serde_json::json!({ "ok": true, "file": file }));
         } else {

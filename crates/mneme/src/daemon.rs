@@ -223,7 +223,10 @@ enum Pick {
 
 /// The configured port if free, else the next of up to five that is; a mneme daemon
 /// answering on a tried HTTP port is reused.
-fn pick_port(want: SocketAddr, http: bool, notes: &mut Vec<String>) -> Result<Pick> {
+/// A free port at `want` or up to [`PORT_FALLBACKS`] above it. On the HTTP port, a mneme
+/// daemon for this store (`store_id`) is reused; one serving another store is passed over
+/// like any other program.
+fn pick_port(want: SocketAddr, http: bool, store_id: &str, notes: &mut Vec<String>) -> Result<Pick> {
     if want.port() == 0 {
         return Ok(Pick::Free(want));
     }
@@ -236,8 +239,12 @@ fn pick_port(want: SocketAddr, http: bool, notes: &mut Vec<String>) -> Result<Pi
             }
             return Ok(Pick::Free(addr));
         }
-        if http && runtime()?.block_on(healthz(&addr.to_string())).is_some() {
-            return Ok(Pick::Mneme(addr));
+        if http && let Some(health) = runtime()?.block_on(healthz(&addr.to_string())) {
+            if health["store_id"] == store_id {
+                return Ok(Pick::Mneme(addr));
+            }
+            notes.push(format!("port {port} is held by a mneme daemon for another data directory"));
+            continue;
         }
     }
     bail!("no free port in {}..={} for {}", want.port(), want.port().saturating_add(PORT_FALLBACKS), if http { "HTTP" } else { "gRPC" })
@@ -293,7 +300,8 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
         );
     }
     let mut notes = Vec::new();
-    let http = match pick_port(ctx.config.http_addr()?, true, &mut notes)? {
+    let store_id = mneme_server::store_id(&ctx.store_path());
+    let http = match pick_port(ctx.config.http_addr()?, true, &store_id, &mut notes)? {
         Pick::Mneme(addr) => {
             let body = runtime()?.block_on(healthz(&addr.to_string())).unwrap_or_default();
             let d = DaemonFile {
@@ -307,7 +315,7 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
         }
         Pick::Free(a) => a,
     };
-    let grpc = match pick_port(ctx.config.grpc_addr()?, false, &mut notes)? {
+    let grpc = match pick_port(ctx.config.grpc_addr()?, false, &store_id, &mut notes)? {
         Pick::Free(a) | Pick::Mneme(a) => a,
     };
     let exe = std::env::current_exe().context("cannot find the mneme executable")?;

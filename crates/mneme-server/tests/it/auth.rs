@@ -60,8 +60,27 @@ async fn keys_are_required_and_checked_on_both_transports() {
     assert_eq!(s, 401);
     let (s, _) = d.post_auth("/v1/retrieve", json!({}), Some(ADMIN)).await;
     assert_eq!(s, 200);
-    // Health and metrics stay open for probes.
+    // Health stays open for probes.
     assert_eq!(d.get("/healthz").await.0, 200);
+    // Store-wide counts are for principals whose reads are not narrowed: Prometheus
+    // metrics, status and GetMetrics; consolidation (it writes into any scope) is for
+    // unrestricted principals.
+    let scrape = |key: Option<&'static str>| {
+        let mut r = d.http.get(d.url("/metrics"));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        async move { r.send().await.expect("scrape").status().as_u16() }
+    };
+    assert_eq!((scrape(None).await, scrape(Some(READER)).await, scrape(Some(ADMIN)).await), (401, 403, 200));
+    for path in ["/v1/status", "/v1/metrics"] {
+        let (s, body) = d.get_auth(path, Some(TEAM)).await;
+        assert_eq!((s, body["error"]["code"].as_str()), (403, Some("permission_denied")), "{path}: {body}");
+        assert_eq!(d.get_auth(path, Some(ADMIN)).await.0, 200, "{path}");
+    }
+    let (s, body) = d.post_auth("/v1/consolidate", json!({}), Some(READER)).await;
+    assert_eq!((s, body["error"]["code"].as_str()), (403, Some("permission_denied")), "{body}");
+    assert_eq!(d.post_auth("/v1/consolidate", json!({}), Some(ADMIN)).await.0, 200);
 
     let mut c = d.memory().await;
     let e = c.get_metrics(pb::GetMetricsRequest {}).await.expect_err("no key");
@@ -69,6 +88,9 @@ async fn keys_are_required_and_checked_on_both_transports() {
     let mut request = tonic::Request::new(pb::GetMetricsRequest {});
     request.metadata_mut().insert("authorization", MetadataValue::try_from(format!("Bearer {ADMIN}")).expect("ascii"));
     c.get_metrics(request).await.expect("admin may");
+    let mut request = tonic::Request::new(pb::GetMetricsRequest {});
+    request.metadata_mut().insert("authorization", MetadataValue::try_from(format!("Bearer {TEAM}")).expect("ascii"));
+    assert_eq!(c.get_metrics(request).await.expect_err("narrowed reads").code(), Code::PermissionDenied);
     let mut request = tonic::Request::new(pb::GetMetricsRequest {});
     request.metadata_mut().insert("authorization", MetadataValue::try_from("Bearer nope-nope-nope-nope").expect("ascii"));
     assert_eq!(c.get_metrics(request).await.expect_err("wrong key").code(), Code::Unauthenticated);

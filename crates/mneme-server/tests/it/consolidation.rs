@@ -187,6 +187,125 @@ async fn buffer_is_capped_at_twice_the_batch_size_and_flushed_on_shutdown() {
     drop(dir);
 }
 
+const ADMIN: &str = "admin-key-0123456789abcdef";
+const TEAM: &str = "team-a-key-0123456789abcdef";
+
+/// (object, scope, sensitivity, status) of every "Atlas deploys to" fact, tombstones too.
+async fn atlas(d: &TestDaemon) -> Vec<(String, String, String, String)> {
+    let query =
+        json!({ "query": "Atlas deploys", "types": ["semantic"], "include_tombstones": true, "max_sensitivity": "critical", "limit": 50 });
+    let (s, hits) = d.post_auth("/v1/retrieve", query, Some(ADMIN)).await;
+    assert_eq!(s, 200, "{hits}");
+    let mut out: Vec<(String, String, String, String)> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            let r = &h["record"];
+            let field = |v: &Value| v.as_str().unwrap_or("").to_string();
+            (field(&r["payload"]["object"]), field(&r["scope"]), field(&r["sensitivity"]), field(&r["status"]))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn facts_stay_in_their_scope_and_revisions_keep_the_higher_sensitivity() {
+    let (endpoint, _script) = llm(vec![facts(&[("Atlas", "deploys to", "Fly.io", 0.95)])]).await;
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(endpoint);
+    let mut team = crate::auth::principal("team-a", TEAM);
+    team.read_scopes = Some(vec!["project:a".into()]);
+    team.write_scopes = Some(vec!["project:a".into()]);
+    c.principals = vec![crate::auth::principal("admin", ADMIN), team];
+    let d = TestDaemon::with(c).await;
+    for scope in ["project:b", ""] {
+        let fact = json!({ "fact": { "subject": "Atlas", "predicate": "deploys to", "object": "Hetzner" }, "options": { "scope": scope, "sensitivity": "low" } });
+        assert_eq!(d.post_auth("/v1/ingest/observation", fact, Some(ADMIN)).await.0, 200);
+    }
+
+    // A message from a principal confined to project:a: the LLM's fact lands in project:a
+    // and revises nothing elsewhere (not project:b, not the global fact).
+    let said = d.post_auth("/v1/hooks/message_received", json!({ "content": "we talked about Atlas", "sessionId": "s" }), Some(TEAM)).await;
+    assert_eq!(said.0, 200, "{}", said.1);
+    let (_, r) = d.post_auth("/v1/consolidate", json!({}), Some(ADMIN)).await;
+    assert_eq!((r["llm"].as_str(), r["ingested"].as_u64(), r["superseded"].as_u64()), (Some("ok"), Some(1), Some(0)), "{r}");
+    let s = |o: &str, scope: &str, sens: &str, status: &str| (o.to_string(), scope.to_string(), sens.to_string(), status.to_string());
+    assert_eq!(
+        atlas(&d).await,
+        vec![s("Fly.io", "project:a", "low", "active"), s("Hetzner", "", "low", "active"), s("Hetzner", "project:b", "low", "active")]
+    );
+
+    // A direct message (medium) revises the global fact: the new version is medium, so a
+    // low-ceiling reader cannot see what the DM said.
+    let dm = json!({ "content": "about Atlas again", "sessionId": "s2", "channelId": "dm:howard" });
+    assert_eq!(d.post_auth("/v1/hooks/message_received", dm, Some(ADMIN)).await.0, 200);
+    let (_, r) = d.post_auth("/v1/consolidate", json!({}), Some(ADMIN)).await;
+    assert_eq!(r["superseded"].as_u64(), Some(1), "{r}");
+    assert_eq!(
+        atlas(&d).await,
+        vec![
+            s("Fly.io", "", "medium", "active"),
+            s("Fly.io", "project:a", "low", "active"),
+            s("Hetzner", "", "low", "superseded"),
+            s("Hetzner", "project:b", "low", "active"),
+        ]
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn messages_above_the_llm_ceiling_are_not_sent_to_the_llm() {
+    let (endpoint, script) = llm(vec![facts(&[("Atlas", "deploys to", "Fly.io", 0.95)])]).await;
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(endpoint);
+    c.consolidation.llm_max_sensitivity = mneme_core::Sensitivity::Low;
+    let d = TestDaemon::with(c).await;
+    let dm = json!({ "content": "my door code is 4711", "sessionId": "s", "channelId": "dm:howard" });
+    assert_eq!(d.post("/v1/hooks/message_received", dm).await.0, 200);
+    let r = cycle(&d).await;
+    assert!(r["llm"].as_str().unwrap_or("").starts_with("skipped"), "{r}");
+    assert_eq!(script.count.load(Ordering::SeqCst), 0, "the LLM saw a medium message");
+    // A low message in the next cycle is sent, and only it.
+    say(&d, "Atlas needs a bigger disk").await;
+    assert_eq!(cycle(&d).await["llm"], "ok");
+    let sent = script.requests.lock().await[0]["messages"][1]["content"].as_str().unwrap_or("").to_string();
+    assert!(sent.contains("bigger disk") && !sent.contains("4711"), "{sent}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_cycle_cancelled_while_waiting_on_the_llm_puts_its_messages_back() {
+    let (endpoint, script) = llm(vec![Reply::Slow]).await;
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(endpoint);
+    // Long enough to cancel the call in flight; the shutdown's own flush then times out.
+    c.consolidation.llm_timeout = "1s".into();
+    let d = TestDaemon::with(c).await;
+    for text in ["Atlas runs on port 8080.", "Borg runs on port 9090."] {
+        say(&d, text).await;
+    }
+    let consolidator = d.daemon.app().consolidator.clone();
+    assert_eq!(consolidator.buffered(), 2);
+    let running = tokio::spawn({
+        let consolidator = consolidator.clone();
+        async move { consolidator.run_cycle().await }
+    });
+    // Wait until the LLM has the request (the buffer is drained by then), then cancel.
+    for _ in 0..100 {
+        if script.count.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!((script.count.load(Ordering::SeqCst), consolidator.buffered()), (1, 0));
+    running.abort();
+    assert!(running.await.expect_err("cancelled").is_cancelled());
+    assert_eq!(consolidator.buffered(), 2, "the cancelled cycle's messages are back in the buffer");
+    d.stop().await;
+}
+
 #[test]
 fn extraction_parsing_validates_the_schema() {
     use mneme_server::consolidate::parse_extraction;

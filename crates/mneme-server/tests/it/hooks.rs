@@ -141,6 +141,13 @@ async fn full_hook_pipeline() {
     }
     let calls = records(&d, "episodic", &["tracking:competence", "tool:exec"]).await;
     assert_eq!(calls.len(), 5);
+    // Each call keeps the parameters it began with, also when its result came over gRPC
+    // (whose ToolResultEvent carries none).
+    let mut args: Vec<i64> = calls.iter().filter_map(|c| c["payload"]["args"]["i"].as_i64()).collect();
+    args.sort();
+    assert_eq!(args, vec![0, 1, 2, 3, 4], "{calls:?}");
+    let grpc_call = calls.iter().find(|c| c["payload"]["error"] == "ENOENT: /tmp/nope missing").expect("the gRPC call");
+    assert_eq!(grpc_call["payload"]["args"], json!({ "cmd": "ls", "i": 4 }));
     let skills = records(&d, "competence", &["source:competence-tracker", "tool:exec"]).await;
     assert_eq!(skills.len(), 1, "one live competence record");
     let perf = &skills[0]["payload"]["performance"];
@@ -209,5 +216,32 @@ async fn failing_hooks_do_not_fail_the_caller() {
     // Empty messages are ignored quietly.
     let (s, v) = d.post("/v1/hooks/message_received", json!({})).await;
     assert_eq!((s, v["record_ids"].as_array().map(Vec::len)), (200, Some(0)));
+    // A body that is not JSON, or not an object, fails the hook, not the caller.
+    for body in ["{not json", "[1, 2]"] {
+        let response = d
+            .http
+            .post(d.url("/v1/hooks/message_received"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status().as_u16(), 200, "{body}");
+        let v: Value = response.json().await.expect("json");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{body}: {v}");
+    }
+    // Over gRPC too: an unknown context format is reported in `error` with status OK.
+    let r = d
+        .hooks()
+        .await
+        .session_start(pb::SessionStartRequest { format: "yaml".into(), ..Default::default() })
+        .await
+        .expect("status OK")
+        .into_inner();
+    assert!(r.error.contains("yaml") && r.context.is_empty(), "{r:?}");
+    assert_eq!(d.total_records().await, 0);
+    // The failures show in the daemon's status: 2 reported above, 2 bodies, 1 format.
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["errors_last_hour"], 5, "{status}");
     d.stop().await;
 }

@@ -197,6 +197,15 @@ fn up_status_recall_down_with_port_fallback() {
     // A second `up` reuses the running daemon.
     let again = m.json(&["up", "--grpc-addr", "127.0.0.1:0", "--http-addr", &format!("127.0.0.1:{port}")]);
     assert_eq!((again["action"].as_str(), again["pid"].as_u64()), (Some("reused"), up["pid"].as_u64()), "{again}");
+    // `up` for another data directory does not take this daemon for its own: it passes
+    // over the port like any other program's.
+    let other = Mneme::new();
+    let _other_down = Down(&other);
+    let theirs = other.json(&["up", "--grpc-addr", "127.0.0.1:0", "--http-addr", &http]);
+    assert_eq!(theirs["action"], "started", "{theirs}");
+    assert_ne!(theirs["http_addr"].as_str(), Some(http.as_str()), "{theirs}");
+    assert!(theirs["notes"].to_string().contains("a mneme daemon for another data directory"), "{theirs}");
+    assert_eq!(other.json(&["down"])["stopped"], true);
 
     let down = m.json(&["down"]);
     assert_eq!(down["stopped"], true, "{down}");
@@ -295,6 +304,18 @@ fn config_show_redacts_and_check_names_the_key() {
     let good = m.dir.path().join("good.toml");
     std::fs::write(&good, "[consolidation]\ninterval = \"10m\"\n").expect("write");
     assert!(m.ok(&["config", "check", good.to_str().expect("utf-8")]).contains("ok"));
+    // Keys are resolved too: an unset key_env and a public address without keys are
+    // refused, as serve would refuse them.
+    let keyless = m.dir.path().join("keyless.toml");
+    std::fs::write(&keyless, "[[principals]]\nname = \"ci\"\nkey_env = \"MNEME_TEST_UNSET_KEY\"\n").expect("write");
+    let out =
+        m.command().args(["config", "check", keyless.to_str().expect("utf-8")]).env_remove("MNEME_TEST_UNSET_KEY").output().expect("run");
+    assert_eq!(out.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MNEME_TEST_UNSET_KEY"), "{}", String::from_utf8_lossy(&out.stderr));
+    let public = m.dir.path().join("public.toml");
+    std::fs::write(&public, "[server]\nhttp_addr = \"0.0.0.0:18791\"\n").expect("write");
+    let stderr = m.fails(&["config", "check", public.to_str().expect("utf-8")], 6);
+    assert!(stderr.contains("without API keys"), "{stderr}");
     // A bad environment value stops serve before it binds anything.
     let out = m.command().args(["serve"]).env("MNEME_HTTP_ADDR", "nowhere").output().expect("run");
     assert_eq!(out.status.code(), Some(6));

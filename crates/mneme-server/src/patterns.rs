@@ -99,7 +99,14 @@ pub fn extract(text: &str) -> Vec<Triple> {
         for caps in re.captures_iter(text) {
             let subject = clean_subject(&caps[1]);
             let predicate = caps[2].split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-            let object = caps[3].trim().trim_matches(|c: char| c == '"' || c == '\'' || c == '`').trim().to_string();
+            // A short object can swallow the clause's final punctuation ("use it." at the end
+            // of the text: the object needs 3 characters); it is not part of the object.
+            let object = caps[3]
+                .trim()
+                .trim_end_matches(['.', ',', ';', '!', '?'])
+                .trim_matches(|c: char| c == '"' || c == '\'' || c == '`')
+                .trim()
+                .to_string();
             if subject.chars().count() < 2 || object.chars().count() < 2 || predicate.len() < 2 {
                 continue;
             }

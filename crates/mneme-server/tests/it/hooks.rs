@@ -23,6 +23,8 @@ fn extraction_english_and_german_deduplicated_and_noise_filtered() {
     assert!(de.contains(&t("Projekt", "hat", "drei Module")), "{de:?}");
     // Pronoun subjects, stop-word objects and tiny objects are noise.
     assert!(extract("It is fine. This is good. That has it. Hello there!").is_empty());
+    // ... also when the clause's final punctuation made a short object long enough.
+    assert!(extract("Noted, I will use it.").is_empty(), "{:?}", extract("Noted, I will use it."));
     // Duplicates (case-insensitive) come out once.
     assert_eq!(extract("Nginx uses TLS. nginx uses tls. Nginx uses TLS.").len(), 1);
     assert!(extract("").is_empty());
@@ -243,5 +245,75 @@ async fn failing_hooks_do_not_fail_the_caller() {
     // The failures show in the daemon's status: 2 reported above, 2 bodies, 1 format.
     let (_, status) = d.get("/v1/status").await;
     assert_eq!(status["errors_last_hour"], 5, "{status}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn every_hook_over_grpc() {
+    let mut c = crate::test_config();
+    c.consolidation.interval = "150ms".into();
+    let d = TestDaemon::with(c).await;
+    let mut g = d.hooks().await;
+    let ctx = || Some(pb::HookContext { session_id: "g-1".into(), channel_id: "dm:ada".into(), ..Default::default() });
+    let message = |content: &str| pb::MessageEvent { ctx: ctx(), content: content.into(), from: "ada".into(), timestamp: String::new() };
+
+    let start = g.session_start(pb::SessionStartRequest { ctx: ctx(), ..Default::default() }).await.expect("SessionStart").into_inner();
+    assert!(start.error.is_empty() && start.context.is_empty(), "{start:?}");
+    let ack = g.message_received(message("Redis runs on port 6379.")).await.expect("MessageReceived").into_inner();
+    assert!(ack.error.is_empty() && ack.record_ids.len() == 2, "the message and its fact: {ack:?}");
+    let ack = g.message_sent(message("Noted, I will use it.")).await.expect("MessageSent").into_inner();
+    assert!(ack.error.is_empty() && ack.record_ids.len() == 1, "{ack:?}");
+    let params = prost_types::Struct {
+        fields: [("cmd".to_string(), prost_types::Value { kind: Some(prost_types::value::Kind::StringValue("redis-cli ping".into())) })]
+            .into_iter()
+            .collect(),
+    };
+    let ack = g
+        .before_tool_call(pb::ToolCallEvent { ctx: ctx(), tool_name: "exec".into(), params: Some(params) })
+        .await
+        .expect("BeforeToolCall")
+        .into_inner();
+    assert!(ack.error.is_empty(), "{ack:?}");
+    let ack = g
+        .after_tool_call(pb::ToolResultEvent { ctx: ctx(), tool_name: "exec".into(), success: Some(true), ..Default::default() })
+        .await
+        .expect("AfterToolCall")
+        .into_inner();
+    assert!(ack.error.is_empty() && ack.record_ids.len() == 1, "{ack:?}");
+    let call = records(&d, "episodic", &["tracking:competence"]).await;
+    assert_eq!(call[0]["payload"]["args"], json!({ "cmd": "redis-cli ping" }));
+    let messages =
+        (0..3).map(|i| pb::CompactingMessage { role: "user".into(), content: format!("step {i}"), timestamp: String::new() }).collect();
+    let ack = g
+        .before_compaction(pb::CompactionEvent { ctx: ctx(), messages, compacting_count: Some(3) })
+        .await
+        .expect("BeforeCompaction")
+        .into_inner();
+    assert!(ack.error.is_empty() && ack.record_ids.len() == 1, "{ack:?}");
+    let ack = g
+        .agent_end(pb::AgentEndEvent { ctx: ctx(), success: Some(false), error: "the user cancelled".into() })
+        .await
+        .expect("AgentEnd")
+        .into_inner();
+    assert!(ack.error.is_empty(), "{ack:?}");
+    let ack = g.gateway_stop(pb::AgentEndEvent { ctx: ctx(), ..Default::default() }).await.expect("GatewayStop").into_inner();
+    assert!(ack.error.is_empty(), "{ack:?}");
+    assert_eq!(records(&d, "working", &["trigger:compaction"]).await.len(), 1);
+
+    // Consolidation also runs on its own timer (150 ms here): a message said now is
+    // consolidated without any flush hook or explicit request.
+    let ack = g.message_received(message("Kafka runs on port 9092.")).await.expect("MessageReceived").into_inner();
+    let fact = ack.record_ids.get(1).expect("the regex fact").clone();
+    let waited = std::time::Instant::now();
+    loop {
+        // The cycle confirms (reinforces) the fact stored when the message arrived.
+        let (_, h) = d.get(&format!("/v1/records/{fact}/history")).await;
+        let audit = h["audit"].as_array().cloned().unwrap_or_default();
+        if audit.iter().any(|e| e["actor"] == "mneme:consolidator") {
+            break;
+        }
+        assert!(waited.elapsed() < std::time::Duration::from_secs(10), "{h}");
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    }
     d.stop().await;
 }

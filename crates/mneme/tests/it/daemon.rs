@@ -170,6 +170,46 @@ fn serve_shuts_down_cleanly_on_sigterm_with_requests_in_flight() {
 }
 
 #[test]
+fn json_logs_never_carry_api_keys() {
+    let m = Mneme::new();
+    const KEY: &str = "ci-key-0123456789abcdef-secret";
+    const WRONG: &str = "not-the-key-0123456789-secret";
+    std::fs::write(m.dir.path().join("config.toml"), "[[principals]]\nname = \"ci\"\nkey_env = \"MNEME_TEST_CI_KEY\"\n").expect("write");
+    let child = m
+        .command()
+        .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"])
+        .env("MNEME_TEST_CI_KEY", KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut child = Guard(child);
+    let addr: String = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").into();
+    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    rt().block_on(async {
+        let client = reqwest::Client::new();
+        for key in [KEY, WRONG] {
+            let body = json!({ "event": { "event_kind": "message", "text": "a logged request" } });
+            let r = client.post(format!("http://{addr}/v1/ingest/event")).bearer_auth(key).json(&body).send().await.expect("request");
+            assert_eq!(r.status().as_u16(), if key == KEY { 200 } else { 401 });
+        }
+    });
+    sigterm(child.id());
+    let status = child.wait().expect("exit");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(status.success(), "exit {status}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 3, "{stderr}");
+    for line in &lines {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{line}");
+    }
+    assert!(stderr.contains("mneme daemon listening") && stderr.contains("stopped"), "{stderr}");
+    assert!(!stderr.contains(KEY) && !stderr.contains(WRONG) && !stderr.contains("secret"), "a key was logged: {stderr}");
+}
+
+#[test]
 fn up_status_recall_down_with_port_fallback() {
     let m = Mneme::new();
     let _down = Down(&m);

@@ -364,6 +364,14 @@ async fn prometheus_metrics_count_requests_records_and_errors() {
 async fn shutdown_lets_in_flight_requests_finish() {
     let d = TestDaemon::start().await;
     let url = d.url("/v1/ingest/event");
+    // Three acknowledged before the stop (so the check below is never vacuous), then 40
+    // racing it.
+    let mut acked = Vec::new();
+    for i in 0..3 {
+        let (s, v) = d.post("/v1/ingest/event", event_body(&format!("before {i}"))).await;
+        assert_eq!(s, 200, "{v}");
+        acked.push(v["record"]["id"].as_str().expect("id").to_string());
+    }
     let mut tasks = Vec::new();
     for i in 0..40 {
         let (client, url) = (d.http.clone(), url.clone());
@@ -376,13 +384,13 @@ async fn shutdown_lets_in_flight_requests_finish() {
     let path = d.dir.path().join("mneme.db");
     let TestDaemon { daemon, dir, .. } = d;
     daemon.stop().await;
-    let mut acked = Vec::new();
     for t in tasks {
         if let Some(v) = t.await.expect("task") {
             acked.push(v["record"]["id"].as_str().expect("id").to_string());
         }
     }
     // Every acknowledged write is in the store after shutdown.
+    assert!(acked.len() >= 3);
     let conn = rusqlite::Connection::open(&path).expect("open");
     for id in &acked {
         let n: i64 = conn.query_row("SELECT count(*) FROM records WHERE id = ?1", [id], |r| r.get(0)).expect("query");

@@ -185,6 +185,11 @@ async fn rate_limits_are_per_principal() {
     assert!(response.headers().get("retry-after").is_some());
     // Another principal is unaffected.
     assert_eq!(d.post_auth("/v1/retrieve", json!({}), Some(ADMIN)).await.0, 200);
+    // The bucket is the principal's, whatever the transport: gRPC is refused too.
+    let mut c = d.memory().await;
+    let mut request = tonic::Request::new(pb::RetrieveRequest::default());
+    request.metadata_mut().insert("authorization", MetadataValue::try_from(format!("Bearer {READER}")).expect("ascii"));
+    assert_eq!(c.retrieve(request).await.expect_err("rate limited").code(), Code::ResourceExhausted);
     d.stop().await;
 }
 

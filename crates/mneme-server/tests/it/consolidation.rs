@@ -187,6 +187,33 @@ async fn buffer_is_capped_at_twice_the_batch_size_and_flushed_on_shutdown() {
     drop(dir);
 }
 
+#[tokio::test]
+async fn the_backoff_doubles_up_to_ten_times_the_base() {
+    let (endpoint, script) = llm(vec![Reply::Status(500)]).await;
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(endpoint);
+    c.consolidation.llm_backoff = "100ms".into();
+    let d = TestDaemon::with(c).await;
+    let mut waits = Vec::new();
+    for i in 0..6 {
+        say(&d, &format!("message {i}")).await;
+        let r = cycle(&d).await;
+        // "failed: HTTP 500 (backing off 0.4 s)"
+        let llm = r["llm"].as_str().unwrap_or("");
+        let secs: f64 =
+            llm.rsplit("backing off ").next().and_then(|t| t.trim_end_matches(" s)").parse().ok()).unwrap_or_else(|| panic!("{r}"));
+        waits.push(secs);
+        // One LLM failure per cycle is a failed job run.
+        assert!(r["errors"].as_array().is_some_and(|e| e.iter().any(|e| e.as_str().unwrap_or("").contains("HTTP 500"))), "{r}");
+        tokio::time::sleep(Duration::from_secs_f64(secs) + Duration::from_millis(30)).await;
+    }
+    assert_eq!(waits, vec![0.1, 0.2, 0.4, 0.8, 1.0, 1.0], "base, 2×, 4×, 8×, then capped at 10×");
+    assert_eq!(script.count.load(Ordering::SeqCst), 6);
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["errors_last_hour"], 6, "{status}");
+    d.stop().await;
+}
+
 const ADMIN: &str = "admin-key-0123456789abcdef";
 const TEAM: &str = "team-a-key-0123456789abcdef";
 

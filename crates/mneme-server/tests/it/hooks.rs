@@ -159,6 +159,20 @@ async fn full_hook_pipeline() {
     // Created at the third call, superseded by the fourth and fifth.
     let (_, h) = d.get(&format!("/v1/records/{}/history", skills[0]["id"].as_str().expect("id"))).await;
     assert_eq!(h["ancestors"].as_array().map(Vec::len), Some(2), "{h}");
+    // The last call failed: the current record was penalised for it; the fourth succeeded:
+    // its parent was reinforced.
+    let audit = |h: &Value| -> Vec<(String, String)> {
+        h["audit"]
+            .as_array()
+            .expect("audit")
+            .iter()
+            .map(|e| (e["action"].as_str().unwrap_or("").into(), e["rationale"].as_str().unwrap_or("").into()))
+            .collect()
+    };
+    assert!(audit(&h).iter().any(|(a, r)| a == "penalize" && r.contains("tool call failed: exec")), "{h}");
+    let parent = h["ancestors"][0]["id"].as_str().expect("parent id");
+    let (_, ph) = d.get(&format!("/v1/records/{parent}/history")).await;
+    assert!(audit(&ph).iter().any(|(a, r)| a == "reinforce" && r.contains("tool call succeeded: exec")), "{ph}");
 
     // Compaction snapshot.
     let msgs: Vec<Value> =

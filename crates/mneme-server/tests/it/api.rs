@@ -331,7 +331,8 @@ async fn oversized_requests_are_refused_with_413() {
         })
         .await
         .expect_err("too large");
-    assert!(matches!(e.code(), Code::OutOfRange | Code::ResourceExhausted), "{e:?}");
+    // tonic refuses a message over the decoding limit itself, before any handler runs.
+    assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
     assert_eq!(d.total_records().await, 0);
     d.stop().await;
 }

@@ -265,7 +265,8 @@ impl App {
             self.metrics.request(transport, name.as_str(), e.code(), e.is_server_fault(), start.elapsed());
             return Err(e);
         }
-        tracing::warn!(hook = name.as_str(), %error, "hook input rejected");
+        // The parser's message may quote the body: only its start goes to the log.
+        tracing::warn!(hook = name.as_str(), error = %mneme_core::one_line(&error, 160), "hook input rejected");
         self.metrics.hook(name.as_str(), false);
         self.record::<()>(transport, name.as_str(), &Ok(()), start);
         Ok(HookOutcome { hook: Some(name), error: Some(error), ..HookOutcome::default() })

@@ -124,7 +124,9 @@ pub struct Consolidator {
     backoff: Mutex<Backoff>,
     last: Mutex<Option<CycleReport>>,
     /// One cycle at a time (the timer, a flush and an explicit request may coincide).
-    running: tokio::sync::Mutex<()>,
+    /// Owned by the blocking apply step too, so a cancelled cycle still holds it until its
+    /// facts are written.
+    running: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Never prints the API key.
@@ -159,7 +161,7 @@ impl Consolidator {
             buffer: Mutex::new(VecDeque::new()),
             backoff: Mutex::new(Backoff::default()),
             last: Mutex::new(None),
-            running: tokio::sync::Mutex::new(()),
+            running: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -188,7 +190,13 @@ impl Consolidator {
     /// below `consolidation.llm_max_sensitivity` are sent to the LLM. If the cycle is
     /// cancelled before its facts are applied (shutdown), its messages go back to the buffer.
     pub async fn run_cycle(self: &Arc<Self>) -> CycleReport {
-        let _one = self.running.lock().await;
+        self.run_cycle_until(None).await
+    }
+
+    /// [`Consolidator::run_cycle`] with every LLM call ending by `deadline` (the shutdown's
+    /// flush: a slow LLM then times out and regex facts are still applied).
+    pub async fn run_cycle_until(self: &Arc<Self>, deadline: Option<tokio::time::Instant>) -> CycleReport {
+        let one = self.running.clone().lock_owned().await;
         let batch: Vec<BufferedMessage> = self.buffer.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
         let mut report = CycleReport { at: Some(Timestamp::now()), messages: batch.len(), ..CycleReport::default() };
         if batch.is_empty() {
@@ -215,7 +223,7 @@ impl Consolidator {
             let status = match self.llm_allowed() {
                 Err(reason) => reason,
                 Ok(()) if sendable.is_empty() => "skipped: every message is above consolidation.llm_max_sensitivity".into(),
-                Ok(()) => match self.call_llm(&sendable).await {
+                Ok(()) => match self.call_llm_until(&sendable, deadline).await {
                     Ok(extraction) => {
                         self.llm_succeeded();
                         let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
@@ -247,6 +255,7 @@ impl Consolidator {
         requeue.batch = None;
         let this = self.clone();
         let applied = tokio::task::spawn_blocking(move || {
+            let _one = one;
             let mut report = report;
             for group in work {
                 for (fact, sensitivity) in group.facts {
@@ -310,6 +319,13 @@ impl Consolidator {
         wait
     }
 
+    async fn call_llm_until(&self, batch: &[&BufferedMessage], deadline: Option<tokio::time::Instant>) -> Result<Extraction, String> {
+        match deadline {
+            None => self.call_llm(batch).await,
+            Some(at) => tokio::time::timeout_at(at, self.call_llm(batch)).await.unwrap_or_else(|_| Err("timeout (shutdown)".into())),
+        }
+    }
+
     async fn call_llm(&self, batch: &[&BufferedMessage]) -> Result<Extraction, String> {
         let endpoint = self.endpoint.as_deref().ok_or("no endpoint")?;
         let snippet = batch.iter().map(|m| format!("[{}]: {}", m.role, m.content)).collect::<Vec<_>>().join("\n\n");
@@ -366,13 +382,20 @@ impl Consolidator {
                     sensitivity: Some(old.sensitivity.max(sensitivity)),
                     ..Revision::default()
                 };
-                let why = format!("updated: {:?} → {:?} (confidence {:.2})", old.fact.object, fact.object, fact.confidence);
+                // The rationale lands in the old record's audit, readable at the old
+                // record's sensitivity: name the new object only if it is no more sensitive.
+                let why = if sensitivity <= old.sensitivity {
+                    format!("updated: {:?} → {:?} (confidence {:.2})", old.fact.object, fact.object, fact.confidence)
+                } else {
+                    format!("updated by a more sensitive conversation (confidence {:.2})", fact.confidence)
+                };
                 self.ops.supersede(p, &old.id, change, ACTOR.into(), why)?;
                 report.superseded += 1;
             } else {
                 let new = self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
-                let contest =
-                    ContestRequest { by: Some(new.id), claim: Some(format!("{} {} {}", fact.subject, fact.predicate, fact.object)) };
+                // The claim goes into the old record's audit and link: only if no more sensitive.
+                let claim = (sensitivity <= old.sensitivity).then(|| format!("{} {} {}", fact.subject, fact.predicate, fact.object));
+                let contest = ContestRequest { by: Some(new.id), claim };
                 let why = format!("conflicting observation (confidence {:.2})", fact.confidence);
                 self.ops.contest(p, &old.id, contest, ACTOR.into(), why)?;
                 report.contested += 1;

@@ -191,8 +191,9 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             // The timers stop at their next tick; a run in progress (a consolidation cycle
             // waiting on the LLM) gets the grace period to finish, then is cancelled (a
             // cancelled cycle puts its messages back for the flush below).
+            let deadline = tokio::time::Instant::now() + grace;
             for mut job in jobs {
-                if tokio::time::timeout(grace, &mut job).await.is_err() {
+                if tokio::time::timeout_at(deadline, &mut job).await.is_err() {
                     tracing::warn!("a background job was still running after the grace period; cancelling it");
                     job.abort();
                 }
@@ -207,7 +208,8 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
                 // Always through the cycle lock: this also waits for a cycle a flush hook
                 // started in the background.
                 tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
-                let report = app.consolidator.run_cycle().await;
+                // The LLM gets one more grace period at most; regex facts are applied anyway.
+                let report = app.consolidator.run_cycle_until(Some(tokio::time::Instant::now() + grace)).await;
                 if report.messages > 0 {
                     app.metrics.job("consolidation", report.errors.is_empty());
                 }

@@ -207,6 +207,8 @@ struct State {
 /// and each map holds at most [`STATE_CAP`] entries (the oldest go first).
 const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
 const STATE_CAP: usize = 10_000;
+/// The largest `before_tool_call` parameters kept with a pending call (JSON bytes).
+const PARAMS_KEPT: usize = 16 * 1024;
 
 /// Drops entries older than [`STATE_TTL`], then the oldest beyond [`STATE_CAP`] − 1, so
 /// one more fits.
@@ -489,7 +491,9 @@ impl Hooks {
         if self.config.capture_tool_calls {
             let mut state = self.state();
             make_room(&mut state.pending, |v| v.0);
-            state.pending.insert((input.ctx.session(), tool.to_string()), (Instant::now(), input.event.params.clone()));
+            // Parameters are kept up to PARAMS_KEPT bytes (the map may hold 10,000 calls).
+            let params = input.event.params.clone().filter(|p| serde_json::to_vec(p).map_or(0, |v| v.len()) <= PARAMS_KEPT);
+            state.pending.insert((input.ctx.session(), tool.to_string()), (Instant::now(), params));
         }
         Ok(())
     }
@@ -508,8 +512,9 @@ impl Hooks {
         let success = input.event.success.unwrap_or(true) && error.is_none();
         let output = ToolOutputPayload {
             tool: tool.to_string(),
-            // The parameters as the call began (before_tool_call), else as reported after it.
-            args: before_params.or_else(|| input.event.params.clone()).unwrap_or(serde_json::Value::Null),
+            // The parameters reported with the result, else those the call began with
+            // (gRPC results carry none; parallel calls of one tool share a pending slot).
+            args: input.event.params.clone().or(before_params).unwrap_or(serde_json::Value::Null),
             result: Some(serde_json::Value::String(if success { "success" } else { "failure" }.into())),
             error: if success { None } else { Some(error.clone().unwrap_or_else(|| "unknown error".into())) },
             duration_ms,

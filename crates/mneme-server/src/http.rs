@@ -500,8 +500,9 @@ async fn hook(State(app): State<Arc<App>>, headers: HeaderMap, Path(name): Path<
         let known: Vec<&str> = HookName::ALL.iter().map(|h| h.as_str()).collect();
         return Err(HttpError(ApiError::BadRequest(format!("unknown hook {name:?}; hooks: {}", known.join(", ")))));
     };
-    // A body that cannot be read fails the hook, not the caller (200 with `error`), once
-    // the caller is authenticated.
+    // Authenticate before looking at the body (the rate limit is taken by `App::hook`). A
+    // body that cannot be read then fails the hook, not the caller (200 with `error`).
+    app.auth.authenticate(auth.as_deref())?;
     let outcome = match parse::<Value>(&raw).and_then(|v| HookInput::from_json(v).map_err(ApiError::BadRequest)) {
         Ok(input) => app.hook("http", auth.as_deref(), hook, input).await?,
         Err(e) => app.hook_rejected("http", auth.as_deref(), hook, e.to_string())?,

@@ -28,6 +28,22 @@ struct Inner {
     recent_errors: VecDeque<Instant>,
 }
 
+impl Inner {
+    /// Records a server-side error now, forgetting those older than an hour (so the list
+    /// stays bounded when nobody reads it).
+    fn error_now(&mut self) {
+        self.forget_old_errors();
+        self.recent_errors.push_back(Instant::now());
+    }
+
+    fn forget_old_errors(&mut self) {
+        let hour = Duration::from_secs(3600);
+        while self.recent_errors.front().is_some_and(|t| t.elapsed() > hour) {
+            self.recent_errors.pop_front();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Registry {
     inner: Mutex<Inner>,
@@ -55,7 +71,7 @@ impl Registry {
             *m.errors.entry((transport.into(), method.into(), code.into())).or_default() += 1;
         }
         if server_fault {
-            m.recent_errors.push_back(Instant::now());
+            m.error_now();
         }
     }
 
@@ -65,7 +81,7 @@ impl Registry {
         let mut m = self.lock();
         *m.hooks.entry((hook.into(), if ok { "ok" } else { "error" }.into())).or_default() += 1;
         if !ok {
-            m.recent_errors.push_back(Instant::now());
+            m.error_now();
         }
     }
 
@@ -73,17 +89,14 @@ impl Registry {
         let mut m = self.lock();
         *m.jobs.entry((job.into(), if ok { "ok" } else { "error" }.into())).or_default() += 1;
         if !ok {
-            m.recent_errors.push_back(Instant::now());
+            m.error_now();
         }
     }
 
     /// Server-side errors (5xx, failed jobs, failed hooks) in the last hour.
     pub fn errors_last_hour(&self) -> u64 {
         let mut m = self.lock();
-        let hour = Duration::from_secs(3600);
-        while m.recent_errors.front().is_some_and(|t| t.elapsed() > hour) {
-            m.recent_errors.pop_front();
-        }
+        m.forget_old_errors();
         m.recent_errors.len() as u64
     }
 

@@ -67,7 +67,7 @@ pub fn document() -> Value {
     add(
         "/metrics",
         "get",
-        json!({ "operationId": "Prometheus", "summary": "Prometheus metrics (text exposition); no authentication.", "security": [], "responses": { "200": { "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } } } }),
+        json!({ "operationId": "Prometheus", "summary": "Prometheus metrics (text exposition). Without configured keys (loopback) open; with keys, a key whose reads are not narrowed (else 401/403).", "responses": { "200": { "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } }, "401": { "$ref": "#/components/responses/Error" }, "403": { "$ref": "#/components/responses/Error" } } }),
     );
     add(
         "/openapi.json",
@@ -79,14 +79,28 @@ pub fn document() -> Value {
         "get",
         op(
             "Status",
-            "Daemon status: pid, addresses, uptime, records by type, last consolidation, errors in the last hour.",
+            "Daemon status: pid, addresses, uptime, records by type, last consolidation, errors in the last hour. Store-wide counts: a principal whose reads are narrowed gets 403.",
             None,
             "Object",
             false,
         ),
     );
-    add("/v1/metrics", "get", op("GetMetrics", "Store metrics.", None, "Object", false));
-    add("/v1/consolidate", "post", op("Consolidate", "Run a consolidation cycle now over the buffered messages.", None, "Object", false));
+    add(
+        "/v1/metrics",
+        "get",
+        op("GetMetrics", "Store metrics. Store-wide counts: a principal whose reads are narrowed gets 403.", None, "Object", false),
+    );
+    add(
+        "/v1/consolidate",
+        "post",
+        op(
+            "Consolidate",
+            "Run a consolidation cycle now over the buffered messages. Only for an unrestricted principal (403 otherwise): it writes into any scope.",
+            None,
+            "Object",
+            false,
+        ),
+    );
     add("/v1/ingest/event", "post", op("IngestEvent", "Store an episodic event.", Some("IngestEventRequest"), "RecordResponse", false));
     add(
         "/v1/ingest/tool_output",

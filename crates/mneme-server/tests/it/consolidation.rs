@@ -216,6 +216,7 @@ async fn the_backoff_doubles_up_to_ten_times_the_base() {
 
 const ADMIN: &str = "admin-key-0123456789abcdef";
 const TEAM: &str = "team-a-key-0123456789abcdef";
+const READER: &str = "reader-key-0123456789abcdef";
 
 /// (object, scope, sensitivity, status) of every "Atlas deploys to" fact, tombstones too.
 async fn atlas(d: &TestDaemon) -> Vec<(String, String, String, String)> {
@@ -245,7 +246,9 @@ async fn facts_stay_in_their_scope_and_revisions_keep_the_higher_sensitivity() {
     let mut team = crate::auth::principal("team-a", TEAM);
     team.read_scopes = Some(vec!["project:a".into()]);
     team.write_scopes = Some(vec!["project:a".into()]);
-    c.principals = vec![crate::auth::principal("admin", ADMIN), team];
+    let mut reader = crate::auth::principal("reader", READER);
+    reader.read_max_sensitivity = mneme_core::Sensitivity::Low;
+    c.principals = vec![crate::auth::principal("admin", ADMIN), team, reader];
     let d = TestDaemon::with(c).await;
     for scope in ["project:b", ""] {
         let fact = json!({ "fact": { "subject": "Atlas", "predicate": "deploys to", "object": "Hetzner" }, "options": { "scope": scope, "sensitivity": "low" } });
@@ -279,6 +282,18 @@ async fn facts_stay_in_their_scope_and_revisions_keep_the_higher_sensitivity() {
             s("Hetzner", "project:b", "low", "active"),
         ]
     );
+    // Not through the superseded fact's history either (its audit rationale, its links).
+    let (_, hits) = d.post_auth("/v1/retrieve", json!({ "query": "Atlas Hetzner", "include_tombstones": true }), Some(READER)).await;
+    let old = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .find(|h| h["record"]["scope"] == "" && h["record"]["status"] == "superseded")
+        .map(|h| h["record"]["id"].as_str().expect("id").to_string())
+        .expect("the superseded global fact is visible to the low reader");
+    let (s, history) = d.get_auth(&format!("/v1/records/{old}/history"), Some(READER)).await;
+    assert_eq!(s, 200, "{history}");
+    assert!(!history.to_string().contains("Fly.io"), "the DM's fact leaked: {history}");
     d.stop().await;
 }
 
@@ -307,8 +322,10 @@ async fn a_cycle_cancelled_while_waiting_on_the_llm_puts_its_messages_back() {
     let (endpoint, script) = llm(vec![Reply::Slow]).await;
     let mut c = test_config();
     c.consolidation.llm_endpoint = Some(endpoint);
-    // Long enough to cancel the call in flight; the shutdown's own flush then times out.
-    c.consolidation.llm_timeout = "1s".into();
+    // Long enough to cancel the call in flight even on a busy machine; the shutdown's
+    // own flush then gives the LLM one grace period.
+    c.consolidation.llm_timeout = "4s".into();
+    c.server.shutdown_grace = "300ms".into();
     let d = TestDaemon::with(c).await;
     for text in ["Atlas runs on port 8080.", "Borg runs on port 9090."] {
         say(&d, text).await;
@@ -330,7 +347,17 @@ async fn a_cycle_cancelled_while_waiting_on_the_llm_puts_its_messages_back() {
     running.abort();
     assert!(running.await.expect_err("cancelled").is_cancelled());
     assert_eq!(consolidator.buffered(), 2, "the cancelled cycle's messages are back in the buffer");
-    d.stop().await;
+    // The shutdown's flush gives the slow LLM one grace period (300 ms), then applies the
+    // regex facts: both are confirmed by the consolidator.
+    let path = d.dir.path().join("mneme.db");
+    let TestDaemon { daemon, dir, .. } = d;
+    let started = std::time::Instant::now();
+    daemon.stop().await;
+    assert!(started.elapsed() < Duration::from_secs(3), "shutdown took {:?}", started.elapsed());
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let n: i64 = conn.query_row("SELECT count(*) FROM audit WHERE actor = 'mneme:consolidator'", [], |r| r.get(0)).expect("query");
+    assert_eq!(n, 2);
+    drop(dir);
 }
 
 #[test]

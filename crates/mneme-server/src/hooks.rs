@@ -358,10 +358,17 @@ impl Hooks {
             limit: cfg.max_records,
             ..RetrieveRequest::default()
         };
-        // What the session is about ranks first; the most salient memories fill the rest.
+        // What the session is about ranks first: the task descriptor, the caller's `query`
+        // plus the agent and channel names (the seed's descriptor without its time-of-day
+        // words, which match nothing useful). The most salient memories fill the rest.
+        let descriptor: Vec<&str> = [input.event.query.as_deref(), input.ctx.agent_id.as_deref(), input.ctx.channel_id.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter(|s| !s.trim().is_empty())
+            .collect();
         let mut hits = Vec::new();
-        if let Some(q) = input.event.query.as_deref().filter(|q| !q.trim().is_empty()) {
-            hits = self.ops.retrieve(p, &RetrieveRequest { query: q.to_string(), ..base.clone() })?;
+        if !descriptor.is_empty() {
+            hits = self.ops.retrieve(p, &RetrieveRequest { query: descriptor.join(" "), ..base.clone() })?;
         }
         if hits.len() < cfg.max_records {
             for hit in self.ops.retrieve(p, &base)? {

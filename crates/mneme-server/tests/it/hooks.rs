@@ -331,3 +331,25 @@ async fn every_hook_over_grpc() {
     }
     d.stop().await;
 }
+
+#[tokio::test]
+async fn session_start_ranks_what_names_the_agent_or_channel_first() {
+    let mut c = crate::test_config();
+    c.hooks.session_start.max_records = 1;
+    let d = TestDaemon::with(c).await;
+    for (subject, object) in [("Postgres", "port 5432"), ("Redis", "port 6379"), ("Borg", "the nightly backup")] {
+        let fact = json!({ "fact": { "subject": subject, "predicate": "uses", "object": object } });
+        assert_eq!(d.post("/v1/ingest/observation", fact).await.0, 200);
+    }
+    let atlas = json!({ "fact": { "subject": "Atlas", "predicate": "prefers", "object": "small diffs" } });
+    assert_eq!(d.post("/v1/ingest/observation", atlas).await.0, 200);
+    for (ctx, want) in
+        [(json!({ "agentId": "atlas", "sessionId": "a" }), "Atlas"), (json!({ "channelId": "borg", "sessionId": "b" }), "Borg")]
+    {
+        let start = hook(&d, "session_start", json!({ "event": { "format": "json" }, "ctx": ctx })).await;
+        let context: Value = serde_json::from_str(start["context"].as_str().expect("context")).expect("json");
+        assert_eq!(context["semantic"].as_array().map(Vec::len), Some(1), "{context}");
+        assert!(context["semantic"][0].to_string().contains(want), "{ctx}: {context}");
+    }
+    d.stop().await;
+}

@@ -31,6 +31,23 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("MNEME_MODEL_DIR", "embedding.model_dir"),
 ];
 
+/// The other `MNEME_*` variables mneme reads (paths and keys, not configuration keys).
+pub const OTHER_ENV: &[&str] =
+    &["MNEME_HOME", "MNEME_CONFIG", "MNEME_API_KEY", "MNEME_ENCRYPTION_KEY", "MNEME_ENCRYPTION_KEY_FILE", "MNEME_WORKSPACE"];
+
+/// The `MNEME_*` variables in `env` that mneme does not read: most likely typos, which
+/// would otherwise be ignored without a word. `MNEME_TEST*` (the test suites') are left out.
+pub fn unknown_env(env: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    let mut unknown: Vec<String> = env
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|n| n.starts_with("MNEME_") && !n.starts_with("MNEME_CFG__") && !n.starts_with("MNEME_TEST"))
+        .filter(|n| !ENV_KEYS.iter().any(|(k, _)| k == n) && !OTHER_ENV.contains(&n.as_str()))
+        .collect();
+    unknown.sort();
+    unknown
+}
+
 /// Shown instead of a secret by `mneme config show`.
 pub const REDACTED: &str = "<redacted>";
 

@@ -186,6 +186,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Status => crate::daemon::status(&ctx),
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
         Command::Config(ConfigCommand::Show) => {
+            for name in mneme_server::config::unknown_env(std::env::vars()) {
+                eprintln!("warning: {name} is not a variable mneme reads (a typo?); it was ignored");
+            }
             if ctx.json {
                 let shown: toml::Table = toml::from_str(&ctx.config.redacted_toml())?;
                 outln!("{}", serde_json::to_string_pretty(&shown)?);

@@ -183,6 +183,9 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
         bail!("a mneme daemon (pid {}) already serves {} on {} / {}", d.pid, ctx.data_dir.display(), d.grpc_addr, d.http_addr);
     }
     init_logging(ctx)?;
+    for name in mneme_server::config::unknown_env(std::env::vars()) {
+        tracing::warn!(variable = %name, "ignoring an MNEME_* environment variable mneme does not read (a typo?); see `mneme config show`");
+    }
     mneme_server::init_tls();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {

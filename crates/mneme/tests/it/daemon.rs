@@ -336,6 +336,11 @@ fn config_show_redacts_and_check_names_the_key() {
     assert!(text.contains("llm_endpoint = \"http://127.0.0.1:9/v1\""), "{text}");
     let shown = m.json(&["config", "show", "--set", "consolidation.batch_size=7"]);
     assert_eq!(shown["consolidation"]["batch_size"], 7);
+    // A mistyped variable is named, not silently ignored.
+    let out = m.command().args(["config", "show"]).env("MNEME_HTTP_ADRR", "127.0.0.1:1").output().expect("run");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("MNEME_HTTP_ADRR") && stderr.contains("typo"), "{stderr}");
 
     let bad = m.dir.path().join("bad.toml");
     std::fs::write(&bad, "[server]\nhttp_addr = \"everywhere\"\n").expect("write");

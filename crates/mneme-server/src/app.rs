@@ -215,13 +215,7 @@ impl App {
         input: HookInput,
     ) -> ApiResult<HookOutcome> {
         let start = Instant::now();
-        let principal = match self.principal(authorization) {
-            Ok(p) => p,
-            Err(e) => {
-                self.metrics.request(transport, name.as_str(), e.code(), e.is_server_fault(), start.elapsed());
-                return Err(e);
-            }
-        };
+        let principal = self.hook_caller(transport, authorization, name, start)?;
         let app = self.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             let mut buffer = Vec::new();
@@ -250,6 +244,16 @@ impl App {
         Ok(outcome)
     }
 
+    /// The hook's authenticated (and admitted) caller; a refusal is counted as the
+    /// hook's failed request.
+    fn hook_caller(&self, transport: &str, authorization: Option<&str>, name: HookName, start: Instant) -> ApiResult<Arc<Principal>> {
+        let principal = self.principal(authorization);
+        if principal.is_err() {
+            self.record(transport, name.as_str(), &principal, start);
+        }
+        principal
+    }
+
     /// A hook whose input cannot be read (malformed JSON, an unknown format): once the
     /// caller is authenticated, answered like a failed hook, so the caller is not failed
     /// either; logged and counted among the errors.
@@ -261,10 +265,7 @@ impl App {
         error: String,
     ) -> ApiResult<HookOutcome> {
         let start = Instant::now();
-        if let Err(e) = self.principal(authorization) {
-            self.metrics.request(transport, name.as_str(), e.code(), e.is_server_fault(), start.elapsed());
-            return Err(e);
-        }
+        self.hook_caller(transport, authorization, name, start)?;
         // The parser's message may quote the body: only its start goes to the log.
         tracing::warn!(hook = name.as_str(), error = %mneme_core::one_line(&error, 160), "hook input rejected");
         self.metrics.hook(name.as_str(), false);

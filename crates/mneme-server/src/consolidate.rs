@@ -169,10 +169,13 @@ impl Consolidator {
     pub fn buffer(&self, messages: Vec<BufferedMessage>) {
         let mut buf = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
         buf.extend(messages);
-        let cap = self.batch_size * 2;
-        while buf.len() > cap {
-            buf.pop_front();
-        }
+        self.cap(&mut buf);
+    }
+
+    /// Drops the oldest messages beyond twice the batch size.
+    fn cap(&self, buf: &mut VecDeque<BufferedMessage>) {
+        let excess = buf.len().saturating_sub(self.batch_size * 2);
+        buf.drain(..excess);
     }
 
     pub fn buffered(&self) -> usize {
@@ -375,6 +378,10 @@ impl Consolidator {
             evidence: Vec::new(),
         };
         if let Some(old) = existing.first() {
+            // The rationale and a contest claim land in the old record's audit, readable at
+            // the old record's sensitivity: they name the new fact only if it is no more
+            // sensitive.
+            let may_name = sensitivity <= old.sensitivity;
             if fact.confidence >= 0.8 {
                 let change = Revision {
                     payload: Some(Payload::Semantic(payload)),
@@ -382,9 +389,7 @@ impl Consolidator {
                     sensitivity: Some(old.sensitivity.max(sensitivity)),
                     ..Revision::default()
                 };
-                // The rationale lands in the old record's audit, readable at the old
-                // record's sensitivity: name the new object only if it is no more sensitive.
-                let why = if sensitivity <= old.sensitivity {
+                let why = if may_name {
                     format!("updated: {:?} → {:?} (confidence {:.2})", old.fact.object, fact.object, fact.confidence)
                 } else {
                     format!("updated by a more sensitive conversation (confidence {:.2})", fact.confidence)
@@ -393,8 +398,7 @@ impl Consolidator {
                 report.superseded += 1;
             } else {
                 let new = self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
-                // The claim goes into the old record's audit and link: only if no more sensitive.
-                let claim = (sensitivity <= old.sensitivity).then(|| format!("{} {} {}", fact.subject, fact.predicate, fact.object));
+                let claim = may_name.then(|| format!("{} {} {}", fact.subject, fact.predicate, fact.object));
                 let contest = ContestRequest { by: Some(new.id), claim };
                 let why = format!("conflicting observation (confidence {:.2})", fact.confidence);
                 self.ops.contest(p, &old.id, contest, ACTOR.into(), why)?;
@@ -484,10 +488,7 @@ impl Drop for Requeue<'_> {
             for m in batch.into_iter().rev() {
                 buf.push_front(m);
             }
-            let cap = self.consolidator.batch_size * 2;
-            while buf.len() > cap {
-                buf.pop_front();
-            }
+            self.consolidator.cap(&mut buf);
         }
     }
 }

@@ -160,11 +160,21 @@ pub fn query_tokens(text: &str) -> Vec<String> {
 /// An FTS5 MATCH expression (`"tok1" OR "tok2" ...`) for `text`, or `None` when the text
 /// has no searchable token.
 pub fn fts5_expression(text: &str) -> Option<String> {
-    let tokens = query_tokens(text);
+    fts5_any(&query_tokens(text))
+}
+
+/// The FTS5 expression matching any of `tokens` (each one a phrase), or `None` for none.
+pub fn fts5_any(tokens: &[String]) -> Option<String> {
     if tokens.is_empty() {
         return None;
     }
-    Some(tokens.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
+    Some(tokens.iter().map(|t| fts5_phrase(t)).collect::<Vec<_>>().join(" OR "))
+}
+
+/// One token as an FTS5 phrase: double-quoted, an inner quote doubled (FTS5's escape), so
+/// even a token that did not come from [`query_tokens`] stays one plain phrase.
+pub fn fts5_phrase(token: &str) -> String {
+    format!("\"{}\"", token.replace('"', "\"\""))
 }
 
 #[cfg(test)]
@@ -178,6 +188,12 @@ mod tests {
             fts5_expression(r#"summary:secret" OR NEAR(a b) * ^x -y"#).as_deref(),
             Some(r#""summary" OR "secret" OR "near" OR "b" OR "x" OR "y""#)
         );
+    }
+
+    #[test]
+    fn a_phrase_keeps_a_quote_as_text() {
+        assert_eq!(fts5_phrase(r#"a"b"#), r#""a""b""#);
+        assert_eq!(fts5_any(&[]), None);
     }
 
     #[test]

@@ -27,6 +27,12 @@ use crate::decay::unix_seconds;
 use crate::error::{CoreError, CoreResult};
 use crate::record::MemoryType;
 
+/// The smallest non-zero `max_term_matches`: below it, ordinary words of a small store
+/// would lose their BM25 weight.
+pub const MIN_TERM_MATCHES: usize = 100;
+/// The largest `max_term_matches`: the per-word probe holds this many record numbers.
+pub const MAX_TERM_MATCHES: usize = 1_000_000;
+
 /// Ranking parameters (config section `[retrieval]`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -41,6 +47,11 @@ pub struct RankWeights {
     pub recency_half_life_days: f64,
     /// How many lexical candidates are re-ranked, at least. Default 200.
     pub candidate_pool: usize,
+    /// A query word matching more records than this is "frequent": BM25 is computed over
+    /// the other words only, and the frequent word is scored from its newest matches
+    /// (`mneme-store/src/search.rs`), so a query's cost no longer grows with the store.
+    /// Default 2000; 0 scores every word over all its matches (unbounded work).
+    pub max_term_matches: usize,
     /// Share of the dense (embedding) similarity in relevance, in [0, 1]. Default 0.4,
     /// chosen on the LoCoMo dev half (BENCHMARKS.md, "Conversation context").
     pub dense_share: f64,
@@ -75,6 +86,7 @@ impl Default for RankWeights {
             recency: 0.10,
             recency_half_life_days: 30.0,
             candidate_pool: 200,
+            max_term_matches: 2000,
             dense_share: 0.4,
             context_weight: 0.25,
             date_weight: 1.0,
@@ -107,6 +119,12 @@ impl RankWeights {
             if v == 0 {
                 return Err(CoreError::invalid(key, "0 (must be at least 1)"));
             }
+        }
+        if self.max_term_matches != 0 && !(MIN_TERM_MATCHES..=MAX_TERM_MATCHES).contains(&self.max_term_matches) {
+            return Err(CoreError::invalid(
+                "retrieval.max_term_matches",
+                format!("{} (must be 0, for no cap, or between {MIN_TERM_MATCHES} and {MAX_TERM_MATCHES})", self.max_term_matches),
+            ));
         }
         for (key, v) in [("retrieval.dense_share", self.dense_share), ("retrieval.mmr_lambda", self.mmr_lambda)] {
             if !(0.0..=1.0).contains(&v) {

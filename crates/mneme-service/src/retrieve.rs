@@ -8,13 +8,17 @@
 //! parts: a dense-only candidate scores 0 lexically, a lexical-only candidate gets its
 //! cosine from the index. The dense pool is filtered by the same SQL as the lexical one,
 //! after the nearest-neighbour search (so a very narrow filter sees fewer dense hits).
+//! A word matching more than `max_term_matches` records is not scored over all its
+//! matches: BM25 runs over the query's rarer words and the frequent ones are estimated
+//! from their newest matches (`mneme-store/src/search.rs`), which bounds a query's work
+//! on a large store; below the cap nothing changes.
 //! Without a query, the ranking is exact: candidates come from the per-type salience
 //! index and the recency index, and the pool grows until no unseen record could beat
 //! the k-th result (Fagin's threshold argument).
 
 use std::collections::{HashMap, HashSet};
 
-use mneme_core::query::fts5_expression;
+use mneme_core::query::{fts5_any, query_tokens};
 use mneme_core::scoring::ScoreParts;
 use mneme_core::validate::check_unit;
 use mneme_core::{MemoryType, Scope};
@@ -33,14 +37,14 @@ impl MemoryService {
         let filter = self.effective_filter(request, access);
         let now = self.now();
         let min_salience = request.min_salience.unwrap_or(0.0);
-        let expr = fts5_expression(&request.query);
+        let tokens = query_tokens(&request.query);
         // Embed before taking a connection: the model takes milliseconds.
         let query_vector = if request.query.trim().is_empty() { None } else { self.query_vector(&request.query) };
         self.reader()?.read(|tx| {
-            let mut scored = if expr.is_none() && query_vector.is_none() {
+            let mut scored = if tokens.is_empty() && query_vector.is_none() {
                 self.by_salience_and_recency(tx, &filter, request.limit, min_salience, now)?
             } else {
-                let query = Query { text: &request.query, expr: expr.as_deref(), vector: query_vector.as_deref() };
+                let query = Query { text: &request.query, tokens: &tokens, vector: query_vector.as_deref() };
                 self.hybrid(tx, &query, &filter, request.limit, min_salience, now)?
             };
             let floor = self.config.retrieval.min_score;
@@ -92,10 +96,14 @@ impl MemoryService {
         let weights = self.config.retrieval;
         let pool = weights.candidate_pool.max(limit.saturating_mul(5));
         let mut candidates: HashMap<i64, (Candidate, Option<f64>)> = HashMap::new();
-        if let Some(expr) = query.expr {
-            for c in tx.lexical_candidates(expr, filter, pool, (weights.context_weight, weights.date_weight))? {
-                candidates.insert(c.seq, (c, None));
-            }
+        let columns = (weights.context_weight, weights.date_weight);
+        let lexical = match (weights.max_term_matches, fts5_any(query.tokens)) {
+            (_, None) => Vec::new(),
+            (0, Some(expr)) => tx.lexical_candidates(&expr, filter, pool, columns)?,
+            (cap, Some(_)) => tx.bounded_lexical_candidates(query.tokens, filter, pool, columns, cap)?,
+        };
+        for c in lexical {
+            candidates.insert(c.seq, (c, None));
         }
         let best_bm25 = candidates.values().filter_map(|(c, _)| c.bm25).fold(0.0f64, f64::max);
         // Dense part: min-max normalised over the nearest neighbours.
@@ -317,8 +325,8 @@ struct Relevance {
 #[derive(Debug)]
 struct Query<'a> {
     text: &'a str,
-    /// The FTS5 expression; `None` without searchable words.
-    expr: Option<&'a str>,
+    /// The searchable words (`mneme_core::query::query_tokens`); empty without any.
+    tokens: &'a [String],
     /// The query's embedding, when a model is attached.
     vector: Option<&'a [f32]>,
 }

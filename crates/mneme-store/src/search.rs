@@ -3,11 +3,35 @@
 //! Three access paths, each pushing every filter into SQL so that a record the caller
 //! may not see is never even loaded:
 //! - lexical: FTS5 `MATCH` ordered by `bm25()` (the expression comes from
-//!   `mneme_core::query::fts5_expression`, never from raw user text);
+//!   `mneme_core::query`, never from raw user text);
 //! - salience: per memory type, `ORDER BY rank_anchor DESC` on its index;
 //! - recency: `ORDER BY sort_time DESC` on its index.
+//!
+//! BM25 costs O(matches): FTS5's `bm25()` reads each phrase's whole doclist for its
+//! document frequency, then every matching row is scored and joined with `records`. A
+//! word in most records (the user's name, "docker") would make every query that names it
+//! visit most of the store. `bounded_lexical_candidates` bounds that work per word:
+//! 1. Probe each word: its newest `max_term_matches + 1` matches, in rowid order straight
+//!    from the doclist (O(cap), no scoring, no join). A word with more is *frequent*.
+//! 2. No frequent word: the plain BM25 query, so results are exactly `lexical_candidates`'.
+//! 3. Otherwise BM25 runs over the rare words only, the rarest first while their matches
+//!    total at most `RARE_BUDGET × max_term_matches` (rare words carry nearly all of the
+//!    IDF). The other words are *estimated*: each match the probe saw scores the word's
+//!    BM25 IDF (its document frequency taken from the density of those newest matches
+//!    across the store's rowid span), as BM25 would for one occurrence in a text of
+//!    average length. A BM25 candidate adds the estimate of every such word it matched.
+//! 4. Matches seen only by the probes fill the pool: best estimate first, then newest,
+//!    each chunk checked against the filter, so a narrow filter costs at most the probed
+//!    rows.
+//!
+//! Work is then O(words × cap + pool) whatever the store's size. What this gives up: a
+//! frequent word's matches older than its probe window are not candidates through that
+//! word, and an estimated word's score ignores term frequency and field weights.
+
+use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
+use mneme_core::query::{fts5_any, fts5_phrase};
 use mneme_core::{MemoryType, SalienceState, Scope, Sensitivity};
 use rusqlite::params_from_iter;
 use rusqlite::types::Value;
@@ -61,6 +85,10 @@ pub struct Candidate {
 /// The nearest live records before and after one record in its conversation thread.
 pub type Adjacent = (Option<i64>, Option<i64>);
 
+/// How many times `max_term_matches` the rare words' matches may total before the more
+/// frequent of them are estimated instead of scored by BM25 (step 3 of the module doc).
+const RARE_BUDGET: usize = 4;
+
 const CANDIDATE_COLUMNS: &str = "r.seq, r.memory_type, r.salience_base, r.reinforced_at, r.pinned, r.sort_time";
 
 impl ReadTx<'_> {
@@ -82,19 +110,94 @@ impl ReadTx<'_> {
              JOIN records r ON r.seq = records_fts.rowid \
              WHERE records_fts MATCH ? AND {clause} ORDER BY rank LIMIT ?"
         );
-        // A column weighted 0 is not searched at all (else its matches would still join
-        // the pool with a zero score).
-        let mut columns = vec!["text"];
-        if ctx > 0.0 {
-            columns.push("ctx");
-        }
-        if date > 0.0 {
-            columns.push("date");
-        }
-        let expression = format!("{{{}}} : ({fts_expression})", columns.join(" "));
-        values.insert(0, Value::Text(expression));
+        values.insert(0, Value::Text(format!("{} : ({fts_expression})", searched_columns(weights))));
         values.push(Value::Integer(pool as i64));
         self.candidates(&sql, values, true)
+    }
+
+    /// Like `lexical_candidates` for the OR of `tokens`, with the work per token bounded
+    /// by `max_term_matches` (at least 1): see the module doc. Identical to
+    /// `lexical_candidates` when no token matches more than `max_term_matches` records.
+    pub fn bounded_lexical_candidates(
+        &self,
+        tokens: &[String],
+        filter: &RecordFilter,
+        pool: usize,
+        weights: (f64, f64),
+        max_term_matches: usize,
+    ) -> StoreResult<Vec<Candidate>> {
+        let cap = max_term_matches.max(1);
+        let columns = searched_columns(weights);
+        // Each token's newest matches, newest first: all of them when there are at most `cap`.
+        let mut probes: Vec<(&String, Vec<i64>)> = Vec::with_capacity(tokens.len());
+        for token in tokens {
+            let rows = self.query_all(
+                "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+                rusqlite::params![format!("{columns} : {}", fts5_phrase(token)), (cap + 1) as i64],
+                |r| r.get::<_, i64>(0),
+            )?;
+            probes.push((token, rows));
+        }
+        if probes.iter().all(|(_, rows)| rows.len() <= cap) {
+            return match fts5_any(tokens) {
+                Some(expression) => self.lexical_candidates(&expression, filter, pool, weights),
+                None => Ok(Vec::new()),
+            };
+        }
+        // The rarest tokens go to BM25 while their matches fit the budget; the rest are estimated.
+        probes.sort_by_key(|(_, rows)| rows.len());
+        let mut exact: Vec<String> = Vec::new();
+        let mut spent = 0usize;
+        let mut estimated: Vec<(Vec<i64>, bool)> = Vec::new();
+        for (token, rows) in probes {
+            let complete = rows.len() <= cap;
+            if complete && spent + rows.len() <= RARE_BUDGET.saturating_mul(cap) {
+                spent += rows.len();
+                exact.push(token.clone());
+            } else {
+                estimated.push((rows, complete));
+            }
+        }
+        // The store's size for IDF: the highest sequence number (records are never deleted).
+        let total: i64 = self.query_all("SELECT coalesce(max(seq), 0) FROM records", [], |r| r.get(0))?.first().copied().unwrap_or(0);
+        let mut estimate: HashMap<i64, f64> = HashMap::new();
+        for (rows, complete) in &estimated {
+            let idf = estimated_idf(rows, *complete, total);
+            for &seq in rows {
+                *estimate.entry(seq).or_insert(0.0) += idf;
+            }
+        }
+        let mut found = match fts5_any(&exact) {
+            Some(expression) => self.lexical_candidates(&expression, filter, pool, weights)?,
+            None => Vec::new(),
+        };
+        for c in &mut found {
+            if let (Some(bm25), Some(extra)) = (c.bm25.as_mut(), estimate.get(&c.seq)) {
+                *bm25 += extra;
+            }
+        }
+        // Fill from the probed matches: best estimate first, then newest; the filter decides.
+        let seen: HashSet<i64> = found.iter().map(|c| c.seq).collect();
+        let mut order: Vec<(i64, f64)> = estimate.into_iter().filter(|(seq, _)| !seen.contains(seq)).collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        let mut filled: Vec<Candidate> = Vec::new();
+        for chunk in order.chunks(pool.clamp(64, 1024)) {
+            let seqs: Vec<i64> = chunk.iter().map(|(seq, _)| *seq).collect();
+            let mut visible: HashMap<i64, Candidate> = self.candidates_by_seq(&seqs, filter)?.into_iter().map(|c| (c.seq, c)).collect();
+            for (seq, score) in chunk {
+                if let Some(mut c) = visible.remove(seq) {
+                    c.bm25 = Some(*score);
+                    filled.push(c);
+                }
+            }
+            if found.len() + filled.len() >= pool {
+                break;
+            }
+        }
+        found.append(&mut filled);
+        found.sort_by(|a, b| b.bm25.unwrap_or(0.0).total_cmp(&a.bm25.unwrap_or(0.0)).then(b.seq.cmp(&a.seq)));
+        found.truncate(pool);
+        Ok(found)
     }
 
     /// Up to `n` records of one type, most salient first (by rank anchor).
@@ -179,6 +282,35 @@ impl ReadTx<'_> {
             })
             .collect()
     }
+}
+
+/// The FTS5 column filter for BM25 weights (context, date). A column weighted 0 is not
+/// searched at all (else its matches would still join the pool with a zero score).
+fn searched_columns(weights: (f64, f64)) -> String {
+    let mut columns = vec!["text"];
+    if weights.0 > 0.0 {
+        columns.push("ctx");
+    }
+    if weights.1 > 0.0 {
+        columns.push("date");
+    }
+    format!("{{{}}}", columns.join(" "))
+}
+
+/// FTS5's BM25 IDF, `ln((N − n + 0.5) / (n + 0.5))` floored at 1e-6, for a token whose
+/// newest matches are `rows` (newest first). `complete`: `rows` are all its matches, so
+/// n is exact; else n is estimated from their density over the rowids they span.
+fn estimated_idf(rows: &[i64], complete: bool, total: i64) -> f64 {
+    let total = total.max(rows.len() as i64) as f64;
+    let matches = match (complete, rows.last()) {
+        (false, Some(&oldest)) => {
+            let span = (total - oldest as f64 + 1.0).max(rows.len() as f64);
+            (rows.len() as f64 * total / span).min(total)
+        }
+        _ => rows.len() as f64,
+    };
+    let idf = ((total - matches + 0.5) / (matches + 0.5)).ln();
+    if idf > 0.0 { idf } else { 1e-6 }
 }
 
 /// The SQL condition (over alias `r`) and its parameters for a filter.

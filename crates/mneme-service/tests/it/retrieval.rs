@@ -2,7 +2,9 @@ use jiff::{SignedDuration, Timestamp};
 use mneme_core::{MemoryType, RankWeights, Scope, Sensitivity};
 use mneme_service::{Access, IngestOptions, RetrieveRequest, ServiceConfig};
 
-use crate::{Fixture, event, fact, owner};
+use mneme_core::Payload;
+
+use crate::{Fixture, event, fact, owner, who};
 
 fn ids(hits: &[mneme_service::Hit]) -> Vec<String> {
     hits.iter().map(|h| h.record.summary.clone()).collect()
@@ -187,9 +189,14 @@ fn bad_configuration_names_the_key() {
         ("[decay]\nprune_threshold = 2.0\n", "decay.prune_threshold"),
         ("[decay]\nbogus = 1\n", "bogus"),
         ("[access]\ndefault_max_sensitivity = \"secret\"\n", "default_max_sensitivity"),
+        ("[retrieval]\nmax_term_matches = 99\n", "retrieval.max_term_matches"),
+        ("[retrieval]\nmax_term_matches = 2000000\n", "retrieval.max_term_matches"),
     ] {
         let err = ServiceConfig::from_toml(toml, "cfg.toml").expect_err("invalid").to_string();
         assert!(err.contains(key) && err.contains("cfg.toml"), "{toml}: {err}");
+    }
+    for cap in [0, 100, 1_000_000] {
+        ServiceConfig::from_toml(&format!("[retrieval]\nmax_term_matches = {cap}\n"), "cfg.toml").expect("valid cap");
     }
 }
 
@@ -320,4 +327,67 @@ fn a_neighbours_context_never_reveals_a_more_sensitive_turn() {
     assert!(fx.service.retrieve(&request, &limited).expect("retrieve").is_empty(), "the low turn must not match the critical word");
     let hits = fx.service.retrieve(&request, &owner()).expect("retrieve");
     assert_eq!(hits[0].record.summary, "bo: It is zebra", "the owner finds it");
+}
+
+/// A service whose per-word cap is the smallest allowed (100), so a word in 150 records
+/// is frequent.
+fn capped() -> Fixture {
+    let config = ServiceConfig::from_toml("[retrieval]\nmax_term_matches = 100\n", "test.toml").expect("config");
+    Fixture::with_config(config)
+}
+
+/// `n` events that all hold `words`, each with a distinct filler word.
+fn filler(fx: &Fixture, n: usize, words: &str) {
+    let batch = (0..n).map(|i| (Payload::Event(event(&format!("{words} filler{i}"))), IngestOptions::default())).collect();
+    fx.service.ingest_batch(batch).expect("ingest");
+}
+
+#[test]
+fn a_rare_word_beats_records_holding_only_frequent_words() {
+    for fx in [capped(), Fixture::new()] {
+        let kettle = fx.event("docker kettle descaled").summary;
+        filler(&fx, 150, "docker deploy");
+        let got = ask(&fx, "docker deploy kettle");
+        assert_eq!(got[0], kettle, "{got:?}");
+        assert_eq!(got.len(), 5);
+    }
+}
+
+#[test]
+fn an_all_frequent_query_returns_the_newest_visible_matches_and_more_words_first() {
+    let fx = capped();
+    let both = fx.event("docker deploy together").summary;
+    filler(&fx, 150, "docker");
+    let newest_visible: Vec<String> = (0..3).map(|i| fx.event(&format!("docker newest {i}")).summary).collect();
+    // Newer still, but hidden from the caller: too sensitive, another agent's scope, retracted.
+    fx.service.ingest_event(event("docker secret"), with(Sensitivity::High, "")).expect("ingest");
+    fx.service.ingest_event(event("docker zeus"), with(Sensitivity::Low, "agent:zeus")).expect("ingest");
+    let retracted = fx.service.ingest_observation(fact("docker", "runs", "retracted"), IngestOptions::default()).expect("ingest");
+    fx.service.retract(&retracted.id, who("wrong"), &owner()).expect("retract");
+
+    let atlas = Access { max_sensitivity: Sensitivity::Medium, scopes: Some(vec![Scope::parse("agent:atlas").expect("scope")]) };
+    let request = RetrieveRequest { query: "docker deploy".into(), limit: 4, ..Default::default() };
+    let got = ids(&fx.service.retrieve(&request, &atlas).expect("retrieve"));
+    let mut want = vec![both];
+    want.extend(newest_visible.iter().rev().cloned());
+    assert_eq!(got, want, "the record with both words, then the newest visible ones");
+
+    let tombstones = RetrieveRequest { query: "docker".into(), limit: 1, include_tombstones: true, ..Default::default() };
+    let got = fx.service.retrieve(&tombstones, &atlas).expect("retrieve");
+    assert_eq!(got[0].record.id, retracted.id, "asked for, a tombstone is a match like any other");
+}
+
+#[test]
+fn below_the_cap_ranking_is_unchanged() {
+    let (capped, uncapped) = (capped(), Fixture::new());
+    for fx in [&capped, &uncapped] {
+        for i in 0..60 {
+            fx.event(&format!("kettle {} descaled {}", "tea ".repeat(i % 7), i % 5));
+        }
+    }
+    let scores = |fx: &Fixture| -> Vec<(String, Option<f64>)> {
+        let request = RetrieveRequest { query: "kettle descaled tea 3".into(), limit: 20, ..Default::default() };
+        fx.service.retrieve(&request, &owner()).expect("retrieve").into_iter().map(|h| (h.record.summary, h.score.bm25)).collect()
+    };
+    assert_eq!(scores(&capped), scores(&uncapped));
 }

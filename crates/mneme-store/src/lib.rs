@@ -80,10 +80,64 @@ pub struct StoreOptions {
 /// An open store: one SQLite connection in WAL mode.
 #[derive(Debug)]
 pub struct Store {
+    // Invariant: declared before `_open`, so the connection (and its POSIX locks) is
+    // closed before the file leaves this process's registry of open database files.
     conn: Connection,
+    _open: OpenFileGuard,
     path: PathBuf,
     decay: DecayConfig,
     encrypted: bool,
+}
+
+/// The database files this process holds SQLite connections to, by (device, inode), with
+/// the number of connections.
+///
+/// POSIX record locks belong to the process, not the descriptor: closing *any* descriptor
+/// of a file drops every lock the process holds on it (hazard 2.2 of SQLite's "How To
+/// Corrupt An SQLite Database File"). SQLite's own VFS works around this for its own
+/// descriptors, but [`inspect_file`] reads the header with a plain `File`. Done while
+/// another connection of this process is open (a daemon opening its read connections after
+/// the writer), that close silently dropped the writer's SHARED lock; the next foreign
+/// client to close the database then believed itself the last one, checkpointed and
+/// deleted the WAL and shared memory under the daemon, and acknowledged writes were lost.
+///
+/// Invariant: the plain-file header check runs only while no connection of this process
+/// has the file open, and the lock is held from that check until the new connection is
+/// registered, so no other thread can open a connection in between.
+static OPEN_FILES: std::sync::Mutex<std::collections::BTreeMap<(u64, u64), usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// One connection's entry in [`OPEN_FILES`], released on drop.
+#[derive(Debug)]
+struct OpenFileGuard {
+    file: (u64, u64),
+}
+
+impl OpenFileGuard {
+    /// Registers one more connection to `file`. The caller holds the registry lock.
+    fn register(files: &mut std::collections::BTreeMap<(u64, u64), usize>, file: (u64, u64)) -> OpenFileGuard {
+        *files.entry(file).or_insert(0) += 1;
+        OpenFileGuard { file }
+    }
+}
+
+impl Drop for OpenFileGuard {
+    fn drop(&mut self) {
+        let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = files.get_mut(&self.file) {
+            *count -= 1;
+            if *count == 0 {
+                files.remove(&self.file);
+            }
+        }
+    }
+}
+
+/// The (device, inode) identity of a file, read with `stat` (no descriptor opened).
+fn file_identity(path: &Path) -> StoreResult<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|source| StoreError::Io { path: path.to_path_buf(), source })?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 /// Runs SQLite's process-wide initialisation to completion exactly once, before any
@@ -134,7 +188,15 @@ impl Store {
     fn open_once(options: StoreOptions) -> StoreResult<Store> {
         initialize_sqlite();
         let StoreOptions { path, key, create, decay } = options;
-        let existed = inspect_file(&path, key.is_some())?;
+        // Held until this connection is registered: see `OPEN_FILES`.
+        let mut open_files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
+        let existed = match file_identity(&path).ok() {
+            // Another connection of this process has this file open: it was inspected when
+            // that connection opened, and reading it again with a plain descriptor would
+            // drop that connection's locks. SQLite's own checks below still run.
+            Some(file) if open_files.contains_key(&file) => true,
+            _ => inspect_file(&path, key.is_some())?,
+        };
         if !existed && !create {
             return Err(StoreError::Missing { path });
         }
@@ -145,10 +207,16 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | if existed { OpenFlags::empty() } else { OpenFlags::SQLITE_OPEN_CREATE };
         let conn = Connection::open_with_flags(&path, flags).ctx(&path)?;
+        let open = OpenFileGuard::register(&mut open_files, file_identity(&path)?);
+        drop(open_files);
+        let encrypted = key.is_some();
+        // Built at once so that on every error path below the connection closes before the
+        // file leaves the registry (field order).
+        let store = Store { conn, _open: open, path: path.clone(), decay, encrypted };
+        let conn = &store.conn;
         conn.busy_timeout(BUSY_TIMEOUT).ctx(&path)?;
         // Retrieval builds one statement per filter shape; keep them all prepared.
         conn.set_prepared_statement_cache_capacity(128);
-        let encrypted = key.is_some();
         if let Some(key) = &key {
             // SQLCipher logs failed decryptions to stderr by default; mneme reports them itself.
             let _ = conn.pragma_update(None, "cipher_log_level", "NONE");
@@ -180,7 +248,7 @@ impl Store {
         // 64 MiB of page cache (SQLite's default is 2 MiB): records, indexes and the FTS
         // segments being merged stay in memory during bulk ingest.
         conn.pragma_update(None, "cache_size", -65_536).ctx(&path)?;
-        let mut store = Store { conn, path, decay, encrypted };
+        let mut store = store;
         store.migrate(SCHEMA_VERSION)?;
         store.refresh_rank_anchors()?;
         Ok(store)
@@ -257,8 +325,11 @@ impl Store {
     /// Opens a store at an older schema version, for migration tests only.
     #[doc(hidden)]
     pub fn create_at_version(path: &Path, version: i64, decay: DecayConfig) -> StoreResult<Store> {
+        let mut open_files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
         let conn = Connection::open(path).ctx(path)?;
-        let mut store = Store { conn, path: path.to_path_buf(), decay, encrypted: false };
+        let open = OpenFileGuard::register(&mut open_files, file_identity(path)?);
+        drop(open_files);
+        let mut store = Store { conn, _open: open, path: path.to_path_buf(), decay, encrypted: false };
         store.migrate(version)?;
         Ok(store)
     }

@@ -1,6 +1,8 @@
 use mneme_core::query::fts5_expression;
 use mneme_store::{RecordFilter, SCHEMA_VERSION, Store, StoreError};
 
+use std::path::PathBuf;
+
 use crate::{db_path, file_bytes, insert, options};
 
 #[test]
@@ -142,4 +144,47 @@ fn processes_creating_the_same_store_at_once_all_succeed() {
         let steps: i64 = conn.query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0)).expect("count");
         assert_eq!(steps, SCHEMA_VERSION, "each migration applied once");
     }
+}
+
+/// The daemon opens its writer, then read connections. Opening the second connection read
+/// the file header with a plain descriptor whose close dropped every POSIX lock of the
+/// process on the file: the next foreign client to close the database took itself for the
+/// last one and deleted the WAL under the open connections (acknowledged writes lost).
+#[test]
+fn opening_a_second_connection_keeps_the_first_ones_locks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let mut writer = Store::open(options(&path, None, true)).expect("create");
+    let reader = Store::open(options(&path, None, false)).expect("second connection");
+    insert(&mut writer, 1, "before the foreign reader");
+    assert!(holds_a_lock_on(&path), "this process must hold SQLite's lock on the database");
+
+    // A foreign client in another process opens, reads and closes the database.
+    let script =
+        "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select count(*) from records').fetchone()[0]); c.close()";
+    let out = std::process::Command::new("python3").arg("-c").arg(script).arg(&path).output().expect("python3 runs");
+    assert!(out.status.success(), "foreign reader failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
+
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    assert!(wal.exists(), "the foreign close must not delete the WAL of open connections");
+    insert(&mut writer, 2, "after the foreign reader");
+    drop(reader);
+    drop(writer);
+    let mut reopened = Store::open(options(&path, None, false)).expect("reopen");
+    let stats = reopened.read(|tx| tx.stats()).expect("stats");
+    assert_eq!(stats.by_type.values().sum::<i64>(), 2, "both acknowledged writes are in the store");
+}
+
+/// Whether `/proc/locks` lists a lock of this process on `path`'s inode.
+fn holds_a_lock_on(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path).expect("stat").ino();
+    let pid = std::process::id().to_string();
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks is readable on Linux");
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: POSIX  ADVISORY  READ 1234 fe:00:5308690 1073741826 1073742335"
+        fields.len() >= 6 && fields[4] == pid && fields[5].rsplit(':').next().and_then(|i| i.parse::<u64>().ok()) == Some(inode)
+    })
 }

@@ -196,11 +196,18 @@ impl App {
         Ok(principal)
     }
 
+    /// Counts the request; a server fault is also logged with its full detail (the
+    /// client's message leaves the server's paths out).
     pub fn record<T>(&self, transport: &str, method: &str, result: &ApiResult<T>, start: Instant) {
         let (code, fault) = match result {
             Ok(_) => ("ok", false),
             Err(e) => (e.code(), e.is_server_fault()),
         };
+        if let Err(e) = result
+            && fault
+        {
+            tracing::error!(transport, method, code, error = %e.detail(), "request failed");
+        }
         self.metrics.request(transport, method, code, fault, start.elapsed());
     }
 

@@ -149,6 +149,15 @@ pub struct ServerConfig {
     pub shutdown_grace: String,
     /// SQLite connections for reads besides the writer (0: reads share the writer).
     pub read_connections: usize,
+    /// Open connections across both listeners; at the cap, new ones wait in the kernel's
+    /// accept queue until one closes (logged).
+    pub max_connections: usize,
+    /// A new connection must send its first bytes, and an HTTP/1 connection each request's
+    /// headers (kept-alive ones included), within this time, else it is closed.
+    pub header_read_timeout: String,
+    /// A connection with no request in flight and no bytes moving for this long is closed
+    /// (gRPC channels between calls, responses the client does not read).
+    pub idle_timeout: String,
 }
 
 impl Default for ServerConfig {
@@ -163,6 +172,9 @@ impl Default for ServerConfig {
             rate_limit_burst: 40_000.0,
             shutdown_grace: "10s".into(),
             read_connections: 2,
+            max_connections: 512,
+            header_read_timeout: "10s".into(),
+            idle_timeout: "60s".into(),
         }
     }
 }
@@ -436,6 +448,14 @@ impl MnemeConfig {
         parse_duration(&self.server.shutdown_grace).unwrap_or(Duration::from_secs(10))
     }
 
+    pub fn header_read_timeout(&self) -> Duration {
+        parse_duration(&self.server.header_read_timeout).unwrap_or(Duration::from_secs(10))
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        parse_duration(&self.server.idle_timeout).unwrap_or(Duration::from_secs(60))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.service().validate().map_err(|e| ConfigError(e.to_string().trim_start_matches("configuration error: ").to_string()))?;
         self.grpc_addr()?;
@@ -444,6 +464,9 @@ impl MnemeConfig {
         if self.server.read_connections > 64 {
             return Err(err("server.read_connections", "must be at most 64"));
         }
+        if !(1..=1_000_000).contains(&self.server.max_connections) {
+            return Err(err("server.max_connections", "must be between 1 and 1000000"));
+        }
         if self.server.max_request_bytes < 1024 {
             return Err(err("server.max_request_bytes", "must be at least 1024"));
         }
@@ -451,6 +474,8 @@ impl MnemeConfig {
         positive("server.rate_limit_burst", self.server.rate_limit_burst)?;
         for (key, value, zero_ok) in [
             ("server.shutdown_grace", &self.server.shutdown_grace, true),
+            ("server.header_read_timeout", &self.server.header_read_timeout, false),
+            ("server.idle_timeout", &self.server.idle_timeout, false),
             ("consolidation.interval", &self.consolidation.interval, false),
             ("consolidation.llm_timeout", &self.consolidation.llm_timeout, false),
             ("consolidation.llm_backoff", &self.consolidation.llm_backoff, false),

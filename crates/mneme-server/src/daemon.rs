@@ -29,6 +29,7 @@ use crate::hooks::Hooks;
 use crate::metrics::Registry;
 use crate::ops::Ops;
 use crate::pb;
+use crate::serve::{ConnectionLimits, Gate, Protocol};
 
 /// Written next to the store while the daemon runs; `mneme status/down/recall` read it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +77,21 @@ fn is_loopback(addr: &SocketAddr) -> bool {
 /// Starts the daemon; returns once both listeners are bound and the store is open.
 pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let DaemonOptions { config, store, daemon_file, clock } = options;
+    let fd_limit = crate::serve::raise_fd_limit();
+    match fd_limit {
+        Some((now, before)) if now > before => tracing::info!(limit = now, was = before, "raised the open-file limit"),
+        Some((now, _)) => tracing::info!(limit = now, "open-file limit"),
+        None => {}
+    }
+    if let Some((now, _)) = fd_limit
+        && now < config.server.max_connections as u64 + FD_RESERVE
+    {
+        tracing::warn!(
+            limit = now,
+            max_connections = config.server.max_connections,
+            "the open-file limit leaves little room beyond server.max_connections; accepting may fail under load (raise `ulimit -n` or lower server.max_connections)"
+        );
+    }
     let grpc_want = config.grpc_addr().map_err(|e| e.to_string())?;
     let http_want = config.http_addr().map_err(|e| e.to_string())?;
     let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want))?;
@@ -155,22 +171,16 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     }
 
     let (shutdown, rx) = watch::channel(false);
-    let grpc = grpc_server(app.clone(), grpc_listener, rx.clone()).await?;
-    let http = {
-        let router = crate::http::router(app.clone());
-        let mut rx = rx.clone();
-        tokio::spawn(async move {
-            let signal = async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            };
-            let listener = axum::serve::ListenerExt::tap_io(http_listener, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(signal).await {
-                tracing::error!(error = %e, "HTTP server failed");
-            }
-        })
-    };
+    let gate = Gate::new(ConnectionLimits::from_config(&app.config));
+    let grpc = grpc_server(app.clone(), grpc_listener, gate.clone(), rx.clone()).await?;
+    let http = tokio::spawn(crate::serve::serve(
+        "http",
+        Protocol::Http1,
+        http_listener,
+        crate::http::router(app.clone()),
+        gate.clone(),
+        rx.clone(),
+    ));
     let jobs = spawn_jobs(app.clone(), rx.clone());
     tracing::info!(%grpc_addr, %http_addr, keys = app.auth.requires_keys(), "mneme daemon listening");
 
@@ -226,7 +236,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     Ok(Daemon { app, shutdown, task })
 }
 
-async fn grpc_server(app: Arc<App>, listener: TcpListener, mut rx: watch::Receiver<bool>) -> Result<JoinHandle<()>, String> {
+async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: watch::Receiver<bool>) -> Result<JoinHandle<()>, String> {
     let limit = app.config.server.max_request_bytes;
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<pb::memory_server::MemoryServer<GrpcApi>>().await;
@@ -244,28 +254,13 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, mut rx: watch::Receiv
     let api = GrpcApi { app };
     let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);
     let hooks = pb::hooks_server::HooksServer::new(api).max_decoding_message_size(limit);
-    // Small request/response RPCs: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
-    let incoming = tokio_stream::StreamExt::map(tokio_stream::wrappers::TcpListenerStream::new(listener), |conn| {
-        conn.inspect(|s| {
-            let _ = s.set_nodelay(true);
-        })
-    });
-    Ok(tokio::spawn(async move {
-        let signal = async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        };
-        let result = tonic::transport::Server::builder()
-            .add_service(health)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(memory)
-            .add_service(hooks)
-            .serve_with_incoming_shutdown(incoming, signal)
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "gRPC server failed");
-        }
-    }))
+    let routes = tonic::service::Routes::new(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(memory)
+        .add_service(hooks)
+        .prepare();
+    Ok(tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, routes, gate, rx)))
 }
 
 /// The consolidation timer and the decay/prune sweep.
@@ -356,6 +351,9 @@ async fn blocking_job<T: Send + 'static>(
     app.metrics.job(job, false);
     None
 }
+
+/// Descriptors the daemon needs besides its connections (store, WAL, readers, logs, model).
+const FD_RESERVE: u64 = 64;
 
 /// How often the daemon looks for due scheduled tasks (cron slots are minutes apart).
 const SCHEDULER_TICK: Duration = Duration::from_secs(20);

@@ -1,12 +1,21 @@
 //! `ApiError`: what a request can fail with, and the one exhaustive mapping to gRPC codes
 //! and HTTP statuses. Every handler in `grpc.rs` and `http.rs` returns it.
+//!
+//! Its `Display` is what the client sees: a server fault's message has the server's
+//! filesystem paths reduced to file names (`storage error: mneme.db: database or disk is
+//! full`). [`ApiError::detail`] is the full message, for the daemon's log (`App::record`
+//! logs every server fault with it).
+
+use std::path::Path;
+use std::sync::LazyLock;
 
 use axum::http::StatusCode;
 use mneme_service::{ErrorKind, ServiceError};
+use mneme_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error(transparent)]
+    #[error("{}", client_text(.0))]
     Service(#[from] ServiceError),
     /// Missing, malformed or unknown API key.
     #[error("{0}")]
@@ -23,7 +32,7 @@ pub enum ApiError {
     #[error("request body is larger than {limit} bytes")]
     TooLarge { limit: usize },
     /// The daemon is shutting down or a worker died.
-    #[error("{0}")]
+    #[error("{}", without_paths(.0))]
     Unavailable(String),
 }
 
@@ -85,10 +94,73 @@ impl ApiError {
         }
     }
 
-    /// Server-side faults (counted as errors in metrics and `mneme status`).
+    /// Server-side faults (counted as errors in metrics and `mneme status`, logged).
     pub fn is_server_fault(&self) -> bool {
         self.http_status().is_server_error()
     }
+
+    /// The full message, paths included: for the daemon's log, never for the client.
+    pub fn detail(&self) -> String {
+        match self {
+            ApiError::Service(e) => e.to_string(),
+            ApiError::Unavailable(message) => message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A service error as the client sees it: the classes that are the server's own faults
+/// lose the server's paths (the store's becomes its file name).
+fn client_text(e: &ServiceError) -> String {
+    let text = e.to_string();
+    let text = match e {
+        ServiceError::Store(store) | ServiceError::Busy(store) => match store_path(store) {
+            Some(path) => {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                text.replace(&path.display().to_string(), &name)
+            }
+            None => text,
+        },
+        _ => text,
+    };
+    match e.kind() {
+        ErrorKind::NotFound | ErrorKind::InvalidArgument | ErrorKind::FailedPrecondition => text,
+        ErrorKind::Storage => format!("storage error: {}", without_paths(&text)),
+        ErrorKind::Busy | ErrorKind::Config | ErrorKind::Unavailable => without_paths(&text),
+    }
+}
+
+/// The file a store error names, if any.
+fn store_path(e: &StoreError) -> Option<&Path> {
+    match e {
+        StoreError::Missing { path }
+        | StoreError::NotADatabaseOrEncrypted { path }
+        | StoreError::WrongKey { path }
+        | StoreError::KeyRejected { path }
+        | StoreError::NotEncrypted { path }
+        | StoreError::NotMneme { path, .. }
+        | StoreError::TooNew { path, .. }
+        | StoreError::Truncated { path, .. }
+        | StoreError::Corrupt { path, .. }
+        | StoreError::Busy { path, .. }
+        | StoreError::Io { path, .. }
+        | StoreError::Decode { path, .. }
+        | StoreError::Sqlite { path, .. } => Some(path),
+        StoreError::RecordNotFound(_) => None,
+    }
+}
+
+/// Reduces every absolute path in `text` (one starting a word, a quote or a parenthesis,
+/// so not the path of a URL) to its last component.
+fn without_paths(text: &str) -> String {
+    static PATH: LazyLock<regex::Regex> =
+        LazyLock::new(|| regex::Regex::new(r#"(^|[\s"'(=\[])(/[^\s"'()\[\]:,;]+)"#).expect("the path pattern is valid"));
+    PATH.replace_all(text, |c: &regex::Captures<'_>| {
+        let path = &c[2];
+        let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+        format!("{}{}", &c[1], if name.is_empty() { "/" } else { name })
+    })
+    .into_owned()
 }
 
 impl From<mneme_core::CoreError> for ApiError {

@@ -331,7 +331,7 @@ impl Hooks {
             Ok(()) if p.unrestricted() => self.keep_journal(name, &input),
             Ok(()) => {}
             Err(e) => {
-                tracing::warn!(hook = name.as_str(), error = %e, "hook failed");
+                tracing::warn!(hook = name.as_str(), error = %e.detail(), "hook failed");
                 outcome.error = Some(e.to_string());
             }
         }

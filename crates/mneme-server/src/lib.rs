@@ -25,6 +25,7 @@ pub mod openapi;
 pub mod ops;
 pub mod patterns;
 pub mod scheduler;
+pub mod serve;
 
 pub use config::MnemeConfig;
 pub use daemon::{Daemon, DaemonFile, DaemonOptions, start};

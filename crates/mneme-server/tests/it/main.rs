@@ -7,6 +7,7 @@ mod auth;
 mod config;
 mod consolidation;
 mod hooks;
+mod limits;
 mod protocol;
 
 use std::net::SocketAddr;

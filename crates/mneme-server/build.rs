@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile([proto], ["proto"])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("mneme_descriptor.bin"), prost::Message::encode_to_vec(&fds))?;
-    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
+    // Decode failures are INVALID_ARGUMENT (src/codec.rs).
+    tonic_prost_build::configure().build_client(true).build_server(true).codec_path("crate::codec::MnemeCodec").compile_fds(fds)?;
     Ok(())
 }

@@ -267,6 +267,7 @@ impl From<Scope> for String {
 
 /// Something that happened in a conversation or the agent's world.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EventPayload {
     /// What kind of event: `message`, `outcome`, `note`, ...
     pub event_kind: String,
@@ -282,6 +283,7 @@ pub struct EventPayload {
 
 /// One tool call and its result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolOutputPayload {
     pub tool: String,
     #[serde(default)]
@@ -296,6 +298,7 @@ pub struct ToolOutputPayload {
 
 /// A fact as subject, predicate, object, with an optional validity window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SemanticPayload {
     pub subject: String,
     pub predicate: String,
@@ -378,6 +381,7 @@ pub fn normalize_failure_mode(raw: &str) -> String {
 
 /// A skill: when to use it, how, and how well it has gone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CompetencePayload {
     pub skill: String,
     #[serde(default)]
@@ -390,6 +394,7 @@ pub struct CompetencePayload {
 
 /// The state of a thread of work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WorkingPayload {
     pub thread_id: String,
     pub state: String,
@@ -402,6 +407,7 @@ pub struct WorkingPayload {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanNode {
     pub id: String,
     pub label: String,
@@ -410,6 +416,7 @@ pub struct PlanNode {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanEdge {
     pub from: String,
     pub to: String,
@@ -419,6 +426,7 @@ pub struct PlanEdge {
 
 /// A plan as a graph: steps are nodes, dependencies are edges.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanGraphPayload {
     pub intent: String,
     #[serde(default)]
@@ -772,4 +780,19 @@ pub struct AuditEntry {
     pub rationale: String,
     /// Operation-specific facts (old and new salience, the other record's id, ...).
     pub details: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A typo (`sendr`) used to be dropped silently, losing the sender.
+    #[test]
+    fn payloads_refuse_unknown_fields_naming_them() {
+        let err = serde_json::from_str::<EventPayload>(r#"{"event_kind":"m","text":"x","sendr":"d"}"#).expect_err("refused");
+        assert!(err.to_string().contains("sendr"), "{err}");
+        let err = serde_json::from_str::<Payload>(r#"{"kind":"semantic","subject":"a","predicate":"b","object":"c","valid_form":"x"}"#)
+            .expect_err("refused");
+        assert!(err.to_string().contains("valid_form"), "{err}");
+    }
 }

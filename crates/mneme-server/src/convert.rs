@@ -104,25 +104,27 @@ fn pb_status(s: Status) -> i32 {
 
 // ---- JSON values ----------------------------------------------------------------------
 
-pub fn json_from_pb(v: Option<prost_types::Value>) -> serde_json::Value {
-    match v.and_then(|v| v.kind) {
+/// A protobuf `Value` as JSON. NaN and ±Infinity have no JSON form: refused (they used to
+/// be stored as `null`, silently losing the number), naming the field.
+pub fn json_from_pb(field: &str, v: Option<prost_types::Value>) -> ApiResult<serde_json::Value> {
+    Ok(match v.and_then(|v| v.kind) {
         None | Some(Kind::NullValue(_)) => serde_json::Value::Null,
         Some(Kind::BoolValue(b)) => b.into(),
-        Some(Kind::NumberValue(n)) => {
-            if n.fract() == 0.0 && n.abs() < 9.0e15 {
-                serde_json::Value::from(n as i64)
-            } else {
-                serde_json::Number::from_f64(n).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
-            }
-        }
+        Some(Kind::NumberValue(n)) if !n.is_finite() => return Err(bad(field, format!("{n} is not a JSON number"))),
+        Some(Kind::NumberValue(n)) if n.fract() == 0.0 && n.abs() < 9.0e15 => serde_json::Value::from(n as i64),
+        Some(Kind::NumberValue(n)) => serde_json::Number::from_f64(n).map(serde_json::Value::Number).expect("finite numbers are JSON"),
         Some(Kind::StringValue(s)) => s.into(),
-        Some(Kind::ListValue(l)) => l.values.into_iter().map(|v| json_from_pb(Some(v))).collect(),
-        Some(Kind::StructValue(s)) => json_from_struct(s),
-    }
+        Some(Kind::ListValue(l)) => {
+            l.values.into_iter().enumerate().map(|(i, v)| json_from_pb(&format!("{field}[{i}]"), Some(v))).collect::<ApiResult<_>>()?
+        }
+        Some(Kind::StructValue(s)) => json_from_struct(field, s)?,
+    })
 }
 
-pub fn json_from_struct(s: prost_types::Struct) -> serde_json::Value {
-    serde_json::Value::Object(s.fields.into_iter().map(|(k, v)| (k, json_from_pb(Some(v)))).collect())
+pub fn json_from_struct(field: &str, s: prost_types::Struct) -> ApiResult<serde_json::Value> {
+    Ok(serde_json::Value::Object(
+        s.fields.into_iter().map(|(k, v)| Ok((k.clone(), json_from_pb(&format!("{field}.{k}"), Some(v))?))).collect::<ApiResult<_>>()?,
+    ))
 }
 
 pub fn pb_from_json(v: &serde_json::Value) -> prost_types::Value {
@@ -151,15 +153,15 @@ pub fn event(e: pb::EventPayload) -> ApiResult<EventPayload> {
     })
 }
 
-pub fn tool_output(t: pb::ToolOutputPayload) -> ToolOutputPayload {
-    let result = json_from_pb(t.result);
-    ToolOutputPayload {
+pub fn tool_output(t: pb::ToolOutputPayload) -> ApiResult<ToolOutputPayload> {
+    let result = json_from_pb("output.result", t.result)?;
+    Ok(ToolOutputPayload {
         tool: t.tool,
-        args: json_from_pb(t.args),
+        args: json_from_pb("output.args", t.args)?,
         result: if result.is_null() { None } else { Some(result) },
         error: non_empty(t.error),
         duration_ms: t.duration_ms,
-    }
+    })
 }
 
 pub fn semantic(f: pb::SemanticPayload) -> ApiResult<SemanticPayload> {
@@ -199,7 +201,7 @@ pub fn payload(p: pb::Payload) -> ApiResult<Payload> {
     use pb::payload::Kind as K;
     Ok(match p.kind.ok_or_else(|| bad("payload", "one of event, tool_output, semantic, competence, working, plan_graph is required"))? {
         K::Event(e) => Payload::Event(event(e)?),
-        K::ToolOutput(t) => Payload::ToolOutput(tool_output(t)),
+        K::ToolOutput(t) => Payload::ToolOutput(tool_output(t)?),
         K::Semantic(s) => Payload::Semantic(semantic(s)?),
         K::Competence(c) => Payload::Competence(CompetencePayload {
             skill: c.skill,

@@ -70,7 +70,7 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn ingest_tool_output(&self, request: Request<pb::IngestToolOutputRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest("IngestToolOutput", request, |m| Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)), m.options)))
+        self.ingest("IngestToolOutput", request, |m| Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)?), m.options)))
             .await
     }
 
@@ -277,7 +277,15 @@ impl pb::hooks_server::Hooks for GrpcApi {
     async fn before_tool_call(&self, request: Request<pb::ToolCallEvent>) -> Result<Response<pb::HookAck>, Status> {
         let auth = authorization(&request);
         let m = request.into_inner();
-        let event = HookEvent { tool_name: Some(m.tool_name), params: m.params.map(cv::json_from_struct), ..HookEvent::default() };
+        let params = match m.params.map(|p| cv::json_from_struct("params", p)).transpose() {
+            Ok(params) => params,
+            Err(error) => {
+                let o =
+                    self.app.hook_rejected("grpc", auth.as_deref(), HookName::BeforeToolCall, error.to_string()).map_err(Status::from)?;
+                return Ok(Response::new(ack(o)));
+            }
+        };
+        let event = HookEvent { tool_name: Some(m.tool_name), params, ..HookEvent::default() };
         self.hook(HookName::BeforeToolCall, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))
     }
 

@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod codec;
 pub mod config;
 pub mod consolidate;
 pub mod convert;

@@ -42,6 +42,35 @@ fn strings() -> Value {
     json!({ "type": "array", "items": { "type": "string" } })
 }
 
+/// A string that must hold something other than whitespace (the service refuses blanks).
+fn text() -> Value {
+    json!({ "type": "string", "pattern": "\\S" })
+}
+
+/// Tags: at most 32, each 1 to 64 characters without whitespace (README "Limits").
+fn tags() -> Value {
+    json!({ "type": "array", "maxItems": 32, "items": { "type": "string", "pattern": "^\\S+$", "maxLength": 64 } })
+}
+
+/// A scope key: no whitespace, at most 128 bytes; empty is global.
+fn scope() -> Value {
+    json!({ "type": "string", "pattern": "^\\S*$", "maxLength": 128 })
+}
+
+fn id() -> Value {
+    json!({ "type": "string", "format": "uuid" })
+}
+
+/// A finite number within [0, 1].
+fn unit() -> Value {
+    json!({ "type": "number", "minimum": 0, "maximum": 1 })
+}
+
+/// Reinforce / penalize amount: 0 < amount ≤ 1, default 0.1.
+fn amount() -> Value {
+    json!({ "type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 1, "default": 0.1 })
+}
+
 fn enumeration(values: &[&str]) -> Value {
     json!({ "type": "string", "enum": values })
 }
@@ -155,19 +184,31 @@ pub fn document() -> Value {
     add(
         "/v1/conversations",
         "post",
-        op("LogConversation", "Append a message to the conversation log (owner principals).", Some("Object"), "Object", false),
+        op(
+            "LogConversation",
+            "Append a message to the conversation log (owner principals).",
+            Some("ConversationRequest"),
+            "Conversation",
+            false,
+        ),
     );
     add("/v1/sync/status", "get", op("SyncStatus", "Unsummarized count and id range, last checkpoint.", None, "Object", false));
-    add("/v1/sync/fetch", "post", op("SyncFetch", "Conversations with ids begin..=end.", Some("Object"), "Object", false));
+    add("/v1/sync/fetch", "post", op("SyncFetch", "Conversations with ids begin..=end.", Some("SyncFetchRequest"), "Conversations", false));
     add(
         "/v1/sync/checkpoint",
         "post",
-        op("SyncCheckpoint", "Mark conversations up to end_id summarized (idempotent).", Some("Object"), "Object", false),
+        op("SyncCheckpoint", "Mark conversations up to end_id summarized (idempotent).", Some("SyncCheckpointRequest"), "Object", false),
     );
     add(
         "/v1/search/files",
         "post",
-        op("SearchFiles", "Search the workspace's Markdown files (file, lines, heading, snippet).", Some("Object"), "Object", false),
+        op(
+            "SearchFiles",
+            "Search the workspace's Markdown files (file, lines, heading, snippet).",
+            Some("SearchFilesRequest"),
+            "Object",
+            false,
+        ),
     );
     add(
         "/v1/hooks/{name}",
@@ -184,14 +225,13 @@ pub fn document() -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "summary": string(), "sensitivity": sensitivity, "scope": string(), "tags": strings(),
-            "confidence": { "type": "number", "minimum": 0, "maximum": 1 },
-            "salience": { "type": "number", "minimum": 0, "maximum": 1 },
-            "pinned": { "type": "boolean" }, "actor": string(), "rationale": string()
+            "summary": text(), "sensitivity": sensitivity, "scope": scope(), "tags": tags(),
+            "confidence": unit(), "salience": unit(),
+            "pinned": { "type": "boolean" }, "actor": text(), "rationale": string()
         }
     });
     let ingest = |field: &str, schema: &str| json!({ "type": "object", "additionalProperties": false, "required": [field], "properties": { "options": reference("IngestOptions"), field: reference(schema) } });
-    let who = json!({ "actor": string(), "rationale": { "type": "string", "description": "Required: why history changes." } });
+    let who = json!({ "actor": text(), "rationale": { "type": "string", "description": "Required: why history changes." } });
     let with_who = |mut extra: serde_json::Map<String, Value>| {
         for (k, v) in who.as_object().expect("object") {
             extra.insert(k.clone(), v.clone());
@@ -200,51 +240,119 @@ pub fn document() -> Value {
     };
     let change = json!({
         "type": "object", "additionalProperties": false,
-        "properties": { "payload": reference("Payload"), "summary": string(), "tags": strings(), "sensitivity": sensitivity, "confidence": { "type": "number" } }
+        "properties": { "payload": reference("Payload"), "summary": text(), "tags": tags(), "sensitivity": sensitivity, "confidence": unit() }
     });
+    let time = json!({ "type": "string", "format": "date-time" });
+    let nullable_time = json!({ "type": "string", "format": "date-time", "nullable": true });
     let schemas = json!({
         "Object": { "type": "object" },
-        "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": { "code": string(), "message": string() } } } },
+        "Error": {
+            "type": "object", "required": ["error"],
+            "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": { "code": string(), "message": string() } } }
+        },
         "IngestOptions": options,
-        "EventPayload": { "type": "object", "required": ["event_kind", "text"], "properties": { "event_kind": string(), "ref": string(), "sender": string(), "text": string(), "event_time": { "type": "string", "format": "date-time" } } },
-        "ToolOutputPayload": { "type": "object", "required": ["tool"], "properties": { "tool": string(), "args": {}, "result": {}, "error": string(), "duration_ms": { "type": "integer", "minimum": 0 } } },
-        "SemanticPayload": { "type": "object", "required": ["subject", "predicate", "object"], "properties": { "subject": string(), "predicate": string(), "object": string(), "valid_from": { "type": "string", "format": "date-time" }, "valid_to": { "type": "string", "format": "date-time" }, "evidence": strings() } },
-        "WorkingPayload": { "type": "object", "required": ["thread_id", "state"], "properties": { "thread_id": string(), "state": string(), "next_actions": strings(), "open_questions": strings(), "summary": string() } },
-        "Payload": { "type": "object", "required": ["kind"], "description": "A payload tagged by `kind`: event, tool_output, semantic, competence, working or plan_graph, with that payload's fields.", "properties": { "kind": enumeration(&["event", "tool_output", "semantic", "competence", "working", "plan_graph"]) } },
+        "EventPayload": {
+            "type": "object", "additionalProperties": false, "required": ["event_kind", "text"],
+            "properties": { "event_kind": text(), "ref": string(), "sender": string(), "text": text(), "event_time": time }
+        },
+        "ToolOutputPayload": {
+            "type": "object", "additionalProperties": false, "required": ["tool"],
+            "properties": { "tool": text(), "args": {}, "result": {}, "error": string(), "duration_ms": { "type": "integer", "minimum": 0 } }
+        },
+        "SemanticPayload": {
+            "type": "object", "additionalProperties": false, "required": ["subject", "predicate", "object"],
+            "description": "valid_from must not be after valid_to.",
+            "properties": { "subject": text(), "predicate": text(), "object": text(), "valid_from": time, "valid_to": time, "evidence": strings() }
+        },
+        "WorkingPayload": {
+            "type": "object", "additionalProperties": false, "required": ["thread_id", "state"],
+            "properties": { "thread_id": text(), "state": text(), "next_actions": strings(), "open_questions": strings(), "summary": string() }
+        },
+        "Payload": { "type": "object", "required": ["kind"], "description": "A payload tagged by `kind`: event, tool_output, semantic, competence, working or plan_graph, with that payload's fields (no others).", "properties": { "kind": enumeration(&["event", "tool_output", "semantic", "competence", "working", "plan_graph"]) } },
         "IngestEventRequest": ingest("event", "EventPayload"),
         "IngestToolOutputRequest": ingest("output", "ToolOutputPayload"),
         "IngestObservationRequest": ingest("fact", "SemanticPayload"),
         "IngestWorkingStateRequest": ingest("state", "WorkingPayload"),
         "IngestOutcomeRequest": {
             "type": "object", "additionalProperties": false, "required": ["target_id", "outcome"],
-            "properties": { "options": reference("IngestOptions"), "target_id": string(), "outcome": enumeration(&["success", "failure"]), "duration_ms": { "type": "integer" }, "failure_mode": string(), "note": string(), "amount": { "type": "number" } }
+            "properties": {
+                "options": reference("IngestOptions"), "target_id": id(), "outcome": enumeration(&["success", "failure"]),
+                "duration_ms": { "type": "integer", "minimum": 0 }, "failure_mode": string(), "note": string(), "amount": amount()
+            }
         },
         "RetrieveRequest": {
             "type": "object", "additionalProperties": false,
             "properties": {
-                "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": { "type": "number" },
-                "max_sensitivity": sensitivity, "scopes": strings(), "tags": strings(),
-                "since": { "type": "string", "format": "date-time" }, "until": { "type": "string", "format": "date-time" },
-                "limit": { "type": "integer", "minimum": 1, "default": 10 }, "include_tombstones": { "type": "boolean" }
+                "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": unit(),
+                "max_sensitivity": sensitivity, "scopes": { "type": "array", "items": scope() }, "tags": tags(),
+                "since": time, "until": time,
+                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 10 }, "include_tombstones": { "type": "boolean" }
             }
+        },
+        "Lineage": {
+            "type": "object", "required": ["parent_ids", "operation", "actor", "rationale", "timestamp"],
+            "properties": {
+                "parent_ids": strings(), "operation": enumeration(&["original", "supersede", "fork", "merge"]), "actor": string(),
+                "rationale": string(), "timestamp": time
+            }
+        },
+        "Salience": {
+            "type": "object", "required": ["base", "reinforced_at", "pinned"],
+            "properties": { "base": { "type": "number" }, "reinforced_at": time, "pinned": { "type": "boolean" } }
         },
         "MemoryRecord": {
             "type": "object",
+            "required": ["id", "memory_type", "sensitivity", "scope", "tags", "summary", "payload", "confidence", "salience", "status", "lineage", "created_at", "updated_at", "event_time", "pruned_at"],
             "properties": {
                 "id": string(), "memory_type": memory_type, "sensitivity": sensitivity, "scope": string(), "tags": strings(), "summary": string(),
-                "payload": reference("Payload"), "confidence": { "type": "number" }, "salience": { "type": "object" },
-                "status": enumeration(&["active", "contested", "retracted", "superseded"]), "lineage": { "type": "object" },
-                "created_at": string(), "updated_at": string(), "event_time": string(), "pruned_at": string()
+                "payload": { "description": "null once a prune sweep dropped it", "nullable": true, "allOf": [reference("Payload")] },
+                "confidence": { "type": "number" }, "salience": reference("Salience"),
+                "status": enumeration(&["active", "contested", "retracted", "superseded"]), "lineage": reference("Lineage"),
+                "created_at": time, "updated_at": time, "event_time": nullable_time, "pruned_at": nullable_time
             }
         },
-        "RecordResponse": { "type": "object", "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" } } },
-        "RetrieveResponse": { "type": "object", "properties": { "hits": { "type": "array", "items": { "type": "object", "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" }, "score": { "type": "object" } } } } } },
-        "ReviseRequest": { "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": { "change": change, "actor": string(), "rationale": string() } },
-        "MergeRequest": { "type": "object", "additionalProperties": false, "required": ["ids", "rationale"], "properties": { "ids": strings(), "change": change, "actor": string(), "rationale": string() } },
+        "RecordResponse": { "type": "object", "required": ["record", "current_salience"], "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" } } },
+        "RetrieveResponse": {
+            "type": "object", "required": ["hits"],
+            "properties": { "hits": { "type": "array", "items": { "type": "object", "required": ["record", "current_salience", "score"], "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" }, "score": { "type": "object" } } } } }
+        },
+        "ReviseRequest": { "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": { "change": change, "actor": text(), "rationale": string() } },
+        "MergeRequest": {
+            "type": "object", "additionalProperties": false, "required": ["ids", "rationale"],
+            "properties": { "ids": { "type": "array", "items": id(), "minItems": 2 }, "change": change, "actor": text(), "rationale": string() }
+        },
         "WhoRequest": with_who(serde_json::Map::new()),
-        "ContestRequest": with_who(serde_json::Map::from_iter([("by".to_string(), string()), ("claim".to_string(), string())])),
-        "AdjustRequest": { "type": "object", "additionalProperties": false, "properties": { "amount": { "type": "number", "default": 0.1 }, "actor": string(), "rationale": string() } },
-        "SalienceChange": { "type": "object", "properties": { "id": string(), "before": { "type": "number" }, "after": { "type": "number" } } },
+        "ContestRequest": with_who(serde_json::Map::from_iter([("by".to_string(), id()), ("claim".to_string(), string())])),
+        "AdjustRequest": { "type": "object", "additionalProperties": false, "properties": { "amount": amount(), "actor": text(), "rationale": string() } },
+        "SalienceChange": { "type": "object", "required": ["id", "before", "after"], "properties": { "id": string(), "before": { "type": "number" }, "after": { "type": "number" } } },
+        "ConversationRequest": {
+            "type": "object", "additionalProperties": false, "required": ["channel", "content"],
+            "properties": {
+                "channel": text(), "user_id": text(), "direction": { "type": "string", "enum": ["in", "out"], "default": "in" },
+                "priority": { "type": "integer", "minimum": 1, "maximum": 3, "default": 3 }, "content": text(), "at": time
+            }
+        },
+        "Conversation": {
+            "type": "object", "required": ["id", "at", "channel", "user_id", "direction", "priority", "content"],
+            "properties": {
+                "id": { "type": "integer" }, "at": time, "channel": string(), "user_id": { "type": "string", "nullable": true },
+                "direction": { "type": "string", "enum": ["in", "out"] }, "priority": { "type": "integer" }, "content": string()
+            }
+        },
+        "Conversations": { "type": "array", "items": reference("Conversation") },
+        "SyncFetchRequest": {
+            "type": "object", "additionalProperties": false, "required": ["begin", "end"],
+            "description": "end must not be before begin.",
+            "properties": { "begin": { "type": "integer", "minimum": 1 }, "end": { "type": "integer", "minimum": 1 } }
+        },
+        "SyncCheckpointRequest": {
+            "type": "object", "additionalProperties": false, "required": ["end_id", "summary"],
+            "properties": { "end_id": { "type": "integer", "minimum": 0 }, "summary": text() }
+        },
+        "SearchFilesRequest": {
+            "type": "object", "additionalProperties": false, "required": ["query"],
+            "properties": { "query": { "type": "string", "pattern": "[^\\W_]", "description": "at least one letter or digit" }, "limit": { "type": "integer", "minimum": 1, "default": 10 } }
+        },
         "HookRequest": {
             "type": "object",
             "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format. Context: agentId, sessionKey, sessionId, channelId.",
@@ -260,7 +368,8 @@ pub fn document() -> Value {
             "description": "Local-first memory for AI agents. The same operations are served over gRPC (package mneme.v1)."
         },
         "servers": [{ "url": "http://127.0.0.1:18791" }],
-        "security": [{ "bearer": [] }],
+        // Anonymous or Bearer: a loopback daemon without [[principals]] needs no key.
+        "security": [{}, { "bearer": [] }],
         "paths": Value::Object(paths),
         "components": {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "Required when the daemon has [[principals]] configured." } },

@@ -294,7 +294,7 @@ pub fn run(cli: Cli) -> Result<()> {
 
 /// Exit status by error class: 2 invalid input, 3 not found, 4 precondition, 5 busy,
 /// (or a dependency such as the embedding model unavailable), 6 store or configuration
-/// problem, 1 anything else.
+/// problem (a daemon that cannot start included), 1 anything else.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(e) = err.downcast_ref::<ServiceError>() {
         return match e.kind() {
@@ -322,6 +322,10 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     }
     if let Some(e) = err.downcast_ref::<StoreError>() {
         return if matches!(e, StoreError::Busy { .. }) { 5 } else { 6 };
+    }
+    // The daemon could not start: its store, key, configuration or addresses were refused.
+    if err.downcast_ref::<ServeError>().is_some() {
+        return 6;
     }
     1
 }

@@ -180,7 +180,13 @@ async fn termination() {
 pub fn serve(ctx: &Invocation) -> Result<()> {
     std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
     if let Some(d) = running_daemon(&ctx.data_dir) {
-        bail!("a mneme daemon (pid {}) already serves {} on {} / {}", d.pid, ctx.data_dir.display(), d.grpc_addr, d.http_addr);
+        return Err(anyhow::Error::new(crate::commands::ServeError(format!(
+            "a mneme daemon (pid {}) already serves {} on {} / {}",
+            d.pid,
+            ctx.data_dir.display(),
+            d.grpc_addr,
+            d.http_addr
+        ))));
     }
     init_logging(ctx)?;
     for name in mneme_server::config::unknown_env(std::env::vars()) {

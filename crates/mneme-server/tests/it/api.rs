@@ -53,7 +53,7 @@ async fn grpc_round_trip_of_every_operation() {
         .expect("record");
     match tool.payload.and_then(|p| p.kind) {
         Some(pb::payload::Kind::ToolOutput(t)) => {
-            assert_eq!(mneme_server::convert::json_from_pb(t.args), json!({ "cmd": "ls", "n": 2 }));
+            assert_eq!(mneme_server::convert::json_from_pb("args", t.args).expect("JSON"), json!({ "cmd": "ls", "n": 2 }));
             assert_eq!(t.duration_ms, Some(12));
         }
         other => panic!("unexpected payload {other:?}"),
@@ -437,4 +437,64 @@ async fn the_decay_sweep_prunes_faded_payloads_on_its_timer() {
     let text = http.get(format!("{url}/metrics")).send().await.expect("metrics").text().await.expect("text");
     assert!(text.contains("mneme_job_runs_total{job=\"decay\",result=\"ok\"}"), "{text}");
     daemon.stop().await;
+}
+
+/// A field number the request type reads as a message, sent as a number: undecodable.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotAnIngestRequest {
+    #[prost(uint64, tag = "1")]
+    n: u64,
+}
+
+#[tokio::test]
+async fn undecodable_grpc_messages_and_non_finite_numbers_are_invalid_arguments() {
+    let d = TestDaemon::start().await;
+    // A message that fails to decode is the client's fault (tonic-prost says INTERNAL).
+    let mut raw = tonic::client::Grpc::new(d.channel().await);
+    raw.ready().await.expect("ready");
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/mneme.v1.Memory/IngestEvent");
+    let codec = tonic_prost::ProstCodec::<NotAnIngestRequest, pb::RecordResponse>::default();
+    let err = raw.unary(tonic::Request::new(NotAnIngestRequest { n: 7 }), path, codec).await.expect_err("undecodable");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("could not be decoded"), "{}", err.message());
+
+    // NaN and infinities have no JSON form: refused, naming the field, never stored as null.
+    let mut c = d.memory().await;
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let args = json!({ "cmd": "ls" });
+        let mut args = mneme_server::convert::pb_from_json(&args);
+        if let Some(prost_types::value::Kind::StructValue(s)) = args.kind.as_mut() {
+            s.fields.insert("n".into(), prost_types::Value { kind: Some(prost_types::value::Kind::NumberValue(bad)) });
+        }
+        let err = c
+            .ingest_tool_output(pb::IngestToolOutputRequest {
+                options: None,
+                output: Some(pb::ToolOutputPayload { tool: "exec".into(), args: Some(args), ..Default::default() }),
+            })
+            .await
+            .expect_err("non-finite number refused");
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("output.args.n"), "{}", err.message());
+    }
+    let (status, metrics) = d.get("/v1/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(metrics["total_records"], 0, "nothing was stored: {metrics}");
+    d.stop().await;
+}
+
+/// A typo inside a payload (`sendr`) used to be dropped silently, losing the sender.
+#[tokio::test]
+async fn unknown_fields_inside_a_payload_are_refused_naming_the_field() {
+    let d = TestDaemon::start().await;
+    let (status, body) = d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "hi", "sendr": "dana" } })).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("sendr") && message.contains("event"), "{message}");
+    let (status, body) =
+        d.post("/v1/ingest/observation", json!({ "fact": { "subject": "a", "predicate": "b", "object": "c", "valid_form": "x" } })).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().expect("message").contains("valid_form"), "{body}");
+    let (_, metrics) = d.get("/v1/metrics").await;
+    assert_eq!(metrics["total_records"], 0, "nothing was stored: {metrics}");
+    d.stop().await;
 }

@@ -1,6 +1,7 @@
 //! What generic clients see: gRPC health and server reflection (checked with Python's
 //! grpcio-reflection, a client that knows nothing of mneme.proto) and the OpenAPI
-//! document (validated with openapi-spec-validator). `.ci/run` installs both packages.
+//! document (validated with openapi-spec-validator), both from the test tools' pinned
+//! Python environment (`mneme_testkit::python`, set up on first use).
 
 use std::process::Command;
 
@@ -10,12 +11,8 @@ use tonic_health::pb::health_client::HealthClient;
 use crate::TestDaemon;
 
 fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new("python3").arg("-c").arg(script).args(args).output().expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "python failed (install the test tools: pip install grpcio-reflection openapi-spec-validator):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new(mneme_testkit::python()).arg("-c").arg(script).args(args).output().expect("python runs");
+    assert!(out.status.success(), "python failed:\n{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -85,7 +82,7 @@ async fn openapi_document_validates_and_covers_every_route() {
     assert_eq!(s, 200);
     let text = doc.to_string();
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new("python3")
+        let mut child = Command::new(mneme_testkit::python())
             .arg("-c")
             .arg(VALIDATE)
             .stdin(std::process::Stdio::piped())
@@ -105,5 +102,42 @@ async fn openapi_document_validates_and_covers_every_route() {
         let path = line.split('"').nth(1).expect("path");
         assert!(doc["paths"].get(path).is_some(), "{path} is not in /openapi.json");
     }
+    d.stop().await;
+}
+
+/// schemathesis (property-based, from the pinned test tools) against a live daemon: every
+/// response must be documented, match its schema and never be a server error. Bounded: a
+/// fixed seed and example count, no shrinking.
+#[tokio::test]
+async fn schemathesis_finds_no_server_error_or_undocumented_response() {
+    let d = TestDaemon::start().await;
+    // A few records, so that list and search responses carry real records.
+    for text in ["the kettle needs descaling", "Howard moved to Hamburg"] {
+        let (s, _) = d.post("/v1/ingest/event", serde_json::json!({ "event": { "event_kind": "message", "text": text } })).await;
+        assert_eq!(s, 200);
+    }
+    let url = d.url("/openapi.json");
+    // Its report and example database go to the test's directory, not the source tree.
+    let work = d.dir.path().join("schemathesis");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(mneme_testkit::python())
+            .args(["-m", "schemathesis.cli", "run", &url])
+            .args(["--checks", "not_a_server_error,status_code_conformance,response_schema_conformance,content_type_conformance"])
+            .args(["--max-examples", "20", "--seed", "20261122", "--no-shrink", "--workers", "2", "--request-timeout", "10"])
+            .args(["--phases", "examples,coverage,fuzzing", "--suppress-health-check", "all"])
+            .arg("--report-dir")
+            .arg(&work)
+            .env("NO_COLOR", "1")
+            .current_dir({
+                std::fs::create_dir_all(&work).expect("work dir");
+                &work
+            })
+            .output()
+            .expect("schemathesis runs")
+    })
+    .await
+    .expect("schemathesis");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "schemathesis failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     d.stop().await;
 }

@@ -8,6 +8,7 @@ mod config;
 mod consolidation;
 mod hooks;
 mod limits;
+mod parsers;
 mod protocol;
 
 use std::net::SocketAddr;

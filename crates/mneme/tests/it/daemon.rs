@@ -371,3 +371,89 @@ fn config_show_redacts_and_check_names_the_key() {
     let out = child.wait_with_output().expect("out");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), mneme_server::auth::hash_key("0123456789abcdef-key"));
 }
+
+/// A foreign SQLite client (a shell, a backup script) that opened and closed `mneme.db`
+/// beside a running daemon deleted the daemon's WAL: the daemon had dropped its own POSIX
+/// locks while opening its read connections. Every write acknowledged after that, by the
+/// daemon or by the CLI beside it, was lost on kill -9. Three cycles: writers over HTTP
+/// and the CLI, foreign readers in the middle, kill -9 while writes are in flight.
+#[test]
+fn a_foreign_sqlite_reader_beside_the_daemon_loses_no_acknowledged_write_on_kill_9() {
+    let m = Mneme::init();
+    let wal = std::path::PathBuf::from(format!("{}-wal", m.db().display()));
+    // Python's own SQLite, as a backup script would use it (a connection from this test
+    // process's SQLCipher build closes without deleting the WAL, so it does not show the bug).
+    let foreign_read = || {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from records').fetchone(); c.close()";
+        let out = std::process::Command::new("python3").arg("-c").arg(script).arg(m.db()).output().expect("python3 runs");
+        assert!(out.status.success(), "foreign reader: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let mut acked: Vec<String> = Vec::new();
+    for cycle in 0..3 {
+        let (mut child, addr) = serve(&m);
+        let ingest = |text: String| -> Option<String> {
+            let (status, body) = post(&addr, "/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": text } }));
+            (status == 200).then(|| body["record"]["id"].as_str().expect("id").to_string())
+        };
+        acked.push(ingest(format!("cycle {cycle}: before the foreign reader")).expect("the daemon is up"));
+        foreign_read();
+        assert!(wal.exists(), "cycle {cycle}: the foreign reader's close deleted the daemon's WAL");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut ids = Vec::new();
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Killed mid-request: that write was never acknowledged.
+                    if let Some(id) =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ingest(format!("cycle {cycle}: in flight {i}"))))
+                            .ok()
+                            .flatten()
+                    {
+                        ids.push(id);
+                    }
+                    i += 1;
+                }
+                ids
+            });
+            for i in 0..3 {
+                acked.push(m.ok(&["ingest", "event", "--text", &format!("cycle {cycle}: from the CLI {i}")]).trim().to_string());
+                foreign_read();
+            }
+            std::thread::sleep(Duration::from_millis(150));
+            sigkill(child.id());
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            acked.extend(writer.join().expect("writer"));
+        });
+        child.wait().expect("killed");
+        let _ = std::fs::remove_file(m.dir.path().join("daemon.json"));
+
+        let conn = rusqlite::Connection::open(m.db()).expect("open after the crash");
+        let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("check");
+        assert_eq!(check, "ok");
+        for id in &acked {
+            let found: i64 = conn.query_row("SELECT count(*) FROM records WHERE id = ?1", [id], |r| r.get(0)).expect("query");
+            assert_eq!(found, 1, "cycle {cycle}: acknowledged write {id} was lost");
+        }
+    }
+    eprintln!("kill -9 cycles: 3, acknowledged writes checked: {}", acked.len());
+}
+
+/// README's exit-code table says 6 for store and configuration problems; `serve` used to
+/// exit 1 for all of them.
+#[test]
+fn serve_that_cannot_start_exits_6_naming_the_problem() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").to_string();
+    let m = Mneme::init();
+    let stderr = m.fails(&["serve", "--grpc-addr", &port, "--http-addr", "127.0.0.1:0"], 6);
+    assert!(stderr.contains("cannot listen") && stderr.contains(&port), "{stderr}");
+
+    let mut m = Mneme::new();
+    m.key = Some("the right key".into());
+    m.ok(&["init"]);
+    m.key = Some("a wrong key".into());
+    let stderr = m.fails(&["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"], 6);
+    assert!(stderr.contains("wrong encryption key"), "{stderr}");
+    assert!(!stderr.contains("a wrong key"), "the key leaked: {stderr}");
+}

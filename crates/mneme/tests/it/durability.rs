@@ -122,3 +122,90 @@ fn a_key_with_control_characters_is_refused_without_echoing_it() {
     assert!(!all.contains("s3cret") && !all.contains("tail-part"), "the key leaked: {all}");
     assert!(!m.db().exists(), "nothing was created");
 }
+
+/// A tmpfs of a few MiB, unmounted when dropped. `None` (with the reason) where the test
+/// process may not mount (not root, or no CAP_SYS_ADMIN in a container).
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(mib: u32) -> Result<SmallDisk, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("mount -t tmpfs failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(SmallDisk { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.dir.path()).output();
+    }
+}
+
+/// The disk fills up under a writer: every write either succeeds and survives, or fails
+/// with exit 6 naming the full disk and changes nothing; the store stays intact and takes
+/// writes again once space is freed.
+#[test]
+fn a_full_disk_refuses_writes_cleanly_and_loses_nothing_acknowledged() {
+    let disk = match SmallDisk::mount(8) {
+        Ok(disk) => disk,
+        Err(reason) => {
+            eprintln!("SKIPPED a_full_disk_refuses_writes_cleanly_and_loses_nothing_acknowledged: {reason} (needs root)");
+            return;
+        }
+    };
+    let home = disk.dir.path().join("home");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mneme"))
+            .env("MNEME_HOME", &home)
+            .env_remove("MNEME_CONFIG")
+            .env_remove("MNEME_ENCRYPTION_KEY")
+            .env_remove("MNEME_ENCRYPTION_KEY_FILE")
+            .args(args)
+            .output()
+            .expect("mneme runs")
+    };
+    assert!(run(&["init"]).status.success());
+    // Leave about 1.5 MiB free.
+    let filler = disk.dir.path().join("filler");
+    let used: u64 = std::fs::read_dir(&home).expect("ls").filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
+    std::fs::write(&filler, vec![7u8; (8 * 1024 * 1024 - 1536 * 1024 - used) as usize]).expect("filler");
+    let chunk = "x".repeat(60 * 1024);
+    let (mut acked, mut refused) = (Vec::new(), 0);
+    for i in 0..80 {
+        let out = run(&["ingest", "event", "--text", &format!("{i} {chunk}")]);
+        if out.status.success() {
+            acked.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        } else {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(6), "{stderr}");
+            assert!(stderr.contains("full"), "the error names the full disk: {stderr}");
+            refused += 1;
+            if refused >= 3 {
+                break;
+            }
+        }
+    }
+    assert!(refused > 0, "the disk never filled up ({} writes acknowledged)", acked.len());
+    assert!(!acked.is_empty());
+    std::fs::remove_file(&filler).expect("free space");
+    let after = run(&["ingest", "event", "--text", "after space was freed"]);
+    assert!(after.status.success(), "{}", String::from_utf8_lossy(&after.stderr));
+    let conn = rusqlite::Connection::open(home.join("mneme.db")).expect("open");
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("check");
+    assert_eq!(check, "ok");
+    for id in &acked {
+        let n: i64 = conn.query_row("SELECT count(*) FROM records WHERE id = ?1", [id], |r| r.get(0)).expect("query");
+        assert_eq!(n, 1, "acknowledged write {id} lost");
+    }
+    let total: i64 = conn.query_row("SELECT count(*) FROM records", [], |r| r.get(0)).expect("count");
+    assert_eq!(total as usize, acked.len() + 1, "refused writes left nothing behind");
+}

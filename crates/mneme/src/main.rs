@@ -2,6 +2,10 @@
 //! only parses arguments, builds the service and dispatches; `commands.rs` runs each
 //! command, `render.rs` prints human output, `bench.rs` holds the benchmarks.
 
+// The doc comments in `cli.rs` are the CLI's help text (clap), where `[default: now]` and
+// `[[principals]]` are literal text, not links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 /// `println!` that returns an error instead of panicking (e.g. on a closed pipe).
 macro_rules! outln {
     ($($arg:tt)*) => {{

@@ -158,6 +158,10 @@ pub struct ServerConfig {
     /// A connection with no request in flight and no bytes moving for this long is closed
     /// (gRPC channels between calls, responses the client does not read).
     pub idle_timeout: String,
+    /// An HTTP request's whole body must arrive within this time (408 otherwise): a client
+    /// that trickles a body cannot hold a connection open. Bodies are read before
+    /// authentication is checked, so this bounds what an unauthenticated peer can hold.
+    pub body_read_timeout: String,
 }
 
 impl Default for ServerConfig {
@@ -175,6 +179,7 @@ impl Default for ServerConfig {
             max_connections: 512,
             header_read_timeout: "10s".into(),
             idle_timeout: "60s".into(),
+            body_read_timeout: "30s".into(),
         }
     }
 }
@@ -456,6 +461,10 @@ impl MnemeConfig {
         parse_duration(&self.server.idle_timeout).unwrap_or(Duration::from_secs(60))
     }
 
+    pub fn body_read_timeout(&self) -> Duration {
+        parse_duration(&self.server.body_read_timeout).unwrap_or(Duration::from_secs(30))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.service().validate().map_err(|e| ConfigError(e.to_string().trim_start_matches("configuration error: ").to_string()))?;
         self.grpc_addr()?;
@@ -476,6 +485,7 @@ impl MnemeConfig {
             ("server.shutdown_grace", &self.server.shutdown_grace, true),
             ("server.header_read_timeout", &self.server.header_read_timeout, false),
             ("server.idle_timeout", &self.server.idle_timeout, false),
+            ("server.body_read_timeout", &self.server.body_read_timeout, false),
             ("consolidation.interval", &self.consolidation.interval, false),
             ("consolidation.llm_timeout", &self.consolidation.llm_timeout, false),
             ("consolidation.llm_backoff", &self.consolidation.llm_backoff, false),

@@ -31,6 +31,9 @@ pub enum ApiError {
     BadRequest(String),
     #[error("request body is larger than {limit} bytes")]
     TooLarge { limit: usize },
+    /// The request body did not arrive in time (`server.body_read_timeout`).
+    #[error("the request body did not arrive within {secs} s (server.body_read_timeout)")]
+    BodyTimeout { secs: f64 },
     /// The daemon is shutting down or a worker died.
     #[error("{}", without_paths(.0))]
     Unavailable(String),
@@ -54,6 +57,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::BadRequest(_) => "invalid_argument",
             ApiError::TooLarge { .. } => "too_large",
+            ApiError::BodyTimeout { .. } => "timeout",
             ApiError::Unavailable(_) => "unavailable",
         }
     }
@@ -72,6 +76,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -90,6 +95,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => tonic::Code::ResourceExhausted,
             ApiError::BadRequest(_) => tonic::Code::InvalidArgument,
             ApiError::TooLarge { .. } => tonic::Code::ResourceExhausted,
+            ApiError::BodyTimeout { .. } => tonic::Code::DeadlineExceeded,
             ApiError::Unavailable(_) => tonic::Code::Unavailable,
         }
     }

@@ -53,7 +53,8 @@ impl From<ApiError> for HttpError {
 
 type HttpResult = Result<axum::Json<Value>, HttpError>;
 
-/// The raw body, with axum's size-limit rejection turned into our JSON error.
+/// The raw body, with axum's size-limit rejection turned into our JSON error, read within
+/// `server.body_read_timeout` (408 otherwise).
 #[derive(Debug)]
 pub struct Body(Bytes);
 
@@ -62,7 +63,11 @@ impl FromRequest<Arc<App>> for Body {
 
     async fn from_request(req: Request, app: &Arc<App>) -> Result<Self, Self::Rejection> {
         let limit = app.config.server.max_request_bytes;
-        Bytes::from_request(req, app).await.map(Body).map_err(|e| {
+        let within = app.config.body_read_timeout();
+        let read = tokio::time::timeout(within, Bytes::from_request(req, app))
+            .await
+            .map_err(|_| HttpError(ApiError::BodyTimeout { secs: within.as_secs_f64() }))?;
+        read.map(Body).map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 HttpError(ApiError::TooLarge { limit })
             } else {

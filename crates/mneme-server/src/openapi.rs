@@ -15,6 +15,7 @@ fn ok(schema: &str) -> Value {
         "401": { "$ref": "#/components/responses/Error" },
         "403": { "$ref": "#/components/responses/Error" },
         "404": { "$ref": "#/components/responses/Error" },
+        "408": { "$ref": "#/components/responses/Error" },
         "409": { "$ref": "#/components/responses/Error" },
         "413": { "$ref": "#/components/responses/Error" },
         "429": { "$ref": "#/components/responses/Error" },

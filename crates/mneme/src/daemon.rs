@@ -82,7 +82,7 @@ impl RemoteError {
             "invalid_argument" | "too_large" => 2,
             "not_found" => 3,
             "failed_precondition" => 4,
-            "busy" | "unavailable" | "rate_limited" => 5,
+            "busy" | "unavailable" | "rate_limited" | "timeout" => 5,
             "storage" | "config" => 6,
             _ => 1,
         }

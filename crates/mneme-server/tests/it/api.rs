@@ -498,3 +498,24 @@ async fn unknown_fields_inside_a_payload_are_refused_naming_the_field() {
     assert_eq!(metrics["total_records"], 0, "nothing was stored: {metrics}");
     d.stop().await;
 }
+
+/// A client that sends headers and then trickles (or stops sending) its body used to hold
+/// the connection for as long as it liked, before authentication was even checked.
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut config = crate::test_config();
+    config.server.body_read_timeout = "300ms".into();
+    let d = TestDaemon::with(config).await;
+    let mut stream = tokio::net::TcpStream::connect(d.daemon.http_addr()).await.expect("connect");
+    let head = "POST /v1/ingest/event HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"event\":";
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let started = std::time::Instant::now();
+    let mut answer = String::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read_to_string(&mut answer)).await;
+    assert!(read.is_ok(), "no answer within 20 s");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_read_timeout"), "{answer}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "answered before the timeout: {answer}");
+    d.stop().await;
+}

@@ -696,23 +696,15 @@ pub struct FoundFact {
 
 /// Live semantic records in `scope` (exactly: not global ones, when `scope` is named) with
 /// this subject and predicate (case-insensitive), as far as `p` may read.
+/// An exact look-up (`Ops::find_facts`), not a ranked search: a fact outranked by any
+/// number of records for the words "subject predicate" is still found, so consolidation
+/// revises it instead of adding a duplicate.
 pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ApiResult<Vec<FoundFact>> {
-    let request = RetrieveRequest {
-        query: format!("{subject} {predicate}"),
-        types: vec![MemoryType::Semantic],
-        max_sensitivity: Some(Sensitivity::Critical),
-        scopes: Some(vec![scope.clone()]),
-        limit: 50,
-        ..RetrieveRequest::default()
-    };
     Ok(ops
-        .retrieve(p, &request)?
+        .find_facts(p, subject, predicate, scope)?
         .into_iter()
-        .filter(|h| h.record.scope == *scope)
-        .filter_map(|h| match h.record.payload {
-            Some(Payload::Semantic(f)) if f.subject.eq_ignore_ascii_case(subject) && f.predicate.eq_ignore_ascii_case(predicate) => {
-                Some(FoundFact { id: h.record.id, fact: f, sensitivity: h.record.sensitivity })
-            }
+        .filter_map(|record| match record.payload {
+            Some(Payload::Semantic(f)) => Some(FoundFact { id: record.id, fact: f, sensitivity: record.sensitivity }),
             _ => None,
         })
         .collect())

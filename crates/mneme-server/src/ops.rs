@@ -85,6 +85,11 @@ impl Ops {
         Ok((record, salience))
     }
 
+    /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
+    pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ApiResult<Vec<MemoryRecord>> {
+        Ok(self.service.find_facts(subject, predicate, scope, &p.read)?)
+    }
+
     pub fn history(&self, p: &Principal, id: &RecordId) -> ApiResult<History> {
         Ok(self.service.history(id, &p.read)?)
     }

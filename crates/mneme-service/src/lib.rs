@@ -369,6 +369,26 @@ impl MemoryService {
         self.reader()?.read(|tx| self.visible(tx.get(id)?, id, access))
     }
 
+    /// The live facts in exactly `scope` with this subject and predicate (ASCII
+    /// case-insensitive), oldest first, never above `access`: an exact look-up, not a
+    /// ranked search, so a fact is found however many records outrank it.
+    pub fn find_facts(
+        &self,
+        subject: &str,
+        predicate: &str,
+        scope: &mneme_core::Scope,
+        access: &Access,
+    ) -> ServiceResult<Vec<MemoryRecord>> {
+        let visible_scope = match &access.scopes {
+            None => true,
+            Some(scopes) => scope.is_global() || scopes.contains(scope),
+        };
+        if !visible_scope {
+            return Ok(Vec::new());
+        }
+        Ok(self.reader()?.read(|tx| tx.facts_by_key(subject.trim(), predicate.trim(), scope, access.max_sensitivity))?)
+    }
+
     /// Current salience of a record at the service clock's now.
     pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
         self.config.decay.salience_at(record.memory_type, &record.salience, self.now())

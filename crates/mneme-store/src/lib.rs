@@ -12,6 +12,7 @@
 mod agent;
 mod context;
 mod error;
+mod lookup;
 mod rows;
 mod schema;
 mod search;

@@ -28,10 +28,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         apply: v4,
     },
     Migration { version: 5, description: "conversation threads; full-text index with context and date columns", apply: v5 },
+    Migration { version: 6, description: "facts by subject and predicate (exact look-up index)", apply: v6 },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -250,4 +251,17 @@ fn v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         all.insert(seq);
     }
     crate::context::write_rows(tx, &all)
+}
+
+/// The exact fact look-up of `lookup.rs`: semantic records by lowercased subject and
+/// predicate. Partial, so episodes (most records) cost nothing.
+fn v6(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        CREATE INDEX records_fact_key ON records (
+            lower(json_extract(payload, '$.subject')),
+            lower(json_extract(payload, '$.predicate'))
+        ) WHERE memory_type = 'semantic';
+        "#,
+    )
 }

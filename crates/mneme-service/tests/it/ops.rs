@@ -581,3 +581,46 @@ fn private_blocks_are_stripped_from_records_and_an_all_private_record_is_refused
     assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
     assert_eq!(fx.footprint(), before);
 }
+
+/// Consolidation looked for the fact it revises with a ranked search limited to 50 hits:
+/// a fact outranked by 50 others for "subject predicate" was missed and duplicated.
+#[test]
+fn find_facts_is_exact_however_many_records_outrank_the_fact() {
+    use mneme_core::{Scope, Sensitivity};
+    use mneme_service::{Access, Actor};
+    let fx = Fixture::new();
+    let wanted = fx.fact("Howard", "lives in", "Berlin");
+    // 80 records that win on every ranked signal: the same words, more often, and newer.
+    for i in 0..80 {
+        fx.fact("Howard", &format!("lives in lives in howard {i}"), "somewhere");
+        fx.event(&format!("Howard lives in Howard lives in {i}"));
+    }
+    let ranked = fx
+        .service
+        .retrieve(&mneme_service::RetrieveRequest { query: "Howard lives in".into(), limit: 50, ..Default::default() }, &Access::owner())
+        .expect("retrieve");
+    assert!(ranked.iter().all(|h| h.record.id != wanted.id), "the test needs the fact outranked");
+
+    let found = fx.service.find_facts("howard", "LIVES IN", &Scope::global(), &Access::owner()).expect("find");
+    assert_eq!(found.iter().map(|r| &r.id).collect::<Vec<_>>(), vec![&wanted.id]);
+
+    // Exactly the scope, never above the caller's access, never a tombstone.
+    let scoped = Scope::parse("user:howard").expect("scope");
+    let in_scope = fx
+        .service
+        .ingest_observation(
+            crate::fact("Howard", "lives in", "Hamburg"),
+            IngestOptions { scope: Some(scoped.clone()), sensitivity: Some(Sensitivity::High), ..Default::default() },
+        )
+        .expect("ingest");
+    assert_eq!(fx.service.find_facts("Howard", "lives in", &Scope::global(), &Access::owner()).expect("find").len(), 1);
+    let found = fx.service.find_facts("Howard", "lives in", &scoped, &Access::owner()).expect("find");
+    assert_eq!(found.iter().map(|r| &r.id).collect::<Vec<_>>(), vec![&in_scope.id]);
+    let low = Access { max_sensitivity: Sensitivity::Medium, scopes: None };
+    assert!(fx.service.find_facts("Howard", "lives in", &scoped, &low).expect("find").is_empty());
+    let elsewhere = Access { max_sensitivity: Sensitivity::Critical, scopes: Some(vec![Scope::parse("user:dana").expect("scope")]) };
+    assert!(fx.service.find_facts("Howard", "lives in", &scoped, &elsewhere).expect("find").is_empty());
+    let who = Actor { actor: "test".into(), rationale: "moved away".into() };
+    fx.service.retract(&wanted.id, who, &Access::owner()).expect("retract");
+    assert!(fx.service.find_facts("Howard", "lives in", &Scope::global(), &Access::owner()).expect("find").is_empty());
+}

@@ -160,7 +160,7 @@ impl ReadTx<'_> {
         }
         // The store's size for IDF: the highest sequence number (records are never deleted).
         let total: i64 = self.query_all("SELECT coalesce(max(seq), 0) FROM records", [], |r| r.get(0))?.first().copied().unwrap_or(0);
-        let mut estimate: HashMap<i64, f64> = HashMap::new();
+        let mut estimate: HashMap<i64, f64> = HashMap::with_capacity(estimated.iter().map(|(rows, _)| rows.len()).max().unwrap_or(0));
         for (rows, complete) in &estimated {
             let idf = estimated_idf(rows, *complete, total);
             for &seq in rows {
@@ -179,7 +179,7 @@ impl ReadTx<'_> {
         // Fill from the probed matches: best estimate first, then newest; the filter decides.
         let seen: HashSet<i64> = found.iter().map(|c| c.seq).collect();
         let mut order: Vec<(i64, f64)> = estimate.into_iter().filter(|(seq, _)| !seen.contains(seq)).collect();
-        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        order.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         let mut filled: Vec<Candidate> = Vec::new();
         for chunk in order.chunks(pool.clamp(64, 1024)) {
             let seqs: Vec<i64> = chunk.iter().map(|(seq, _)| *seq).collect();

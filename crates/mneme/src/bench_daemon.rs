@@ -30,7 +30,7 @@ pub(crate) fn rss_kib(pid: u32, field: &str) -> u64 {
 }
 
 /// User + system CPU seconds of a process so far.
-fn cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");

@@ -607,6 +607,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 2000)]
         single: usize,
     },
+    /// Retrieve latency for queries of frequent words (Zipf vocabulary, words in most
+    /// records), with and without the per-word cap `retrieval.max_term_matches`.
+    Lexical {
+        /// Store sizes to measure, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+        records: Vec<usize>,
+        /// Queries per class and size.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// How many of them the uncapped retrieve also answers (it is slow on frequent words).
+        #[arg(long, default_value_t = 20)]
+        baseline: usize,
+        /// `retrieval.max_term_matches` of the capped retrieve.
+        #[arg(long, default_value_t = mneme_core::RankWeights::default().max_term_matches)]
+        cap: usize,
+    },
     /// Embedding throughput (batched short texts) and single-query latency.
     Embed {
         /// Texts to embed.

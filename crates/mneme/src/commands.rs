@@ -132,6 +132,9 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             BenchCommand::Workspace { files, queries, runs } => crate::bench_workspace::workspace(*files, *queries, *runs, cli.json),
             BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
+            BenchCommand::Lexical { records, queries, baseline, cap } => {
+                crate::bench_lexical::lexical(records, *queries, *baseline, *cap, cli.json)
+            }
             BenchCommand::Embed { texts, batch, model_dir } => {
                 let data_dir = match &cli.data_dir {
                     Some(d) => d.clone(),

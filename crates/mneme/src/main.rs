@@ -17,6 +17,7 @@ macro_rules! outln {
 mod agent;
 mod bench;
 mod bench_daemon;
+mod bench_lexical;
 mod bench_vectors;
 mod bench_workspace;
 mod cli;

@@ -33,8 +33,12 @@ pub enum Command {
     Serve(ServeArgs),
     /// Start the daemon in the background (or reuse a running one) and wait until it is healthy.
     Up(ServeArgs),
-    /// Stop the background daemon.
-    Down,
+    /// Stop the background daemon: SIGTERM, then SIGKILL if it has not stopped in time.
+    Down {
+        /// How long to wait for a clean shutdown before killing it (`30s`, `2m`, ...).
+        #[arg(long, default_value = "30s")]
+        grace: String,
+    },
     /// Is the daemon running? pid, ports, uptime, records by type, last consolidation, errors.
     Status,
     /// Send an agent hook event (JSON on stdin) to the daemon, or handle it here if none runs.

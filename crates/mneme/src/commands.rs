@@ -185,7 +185,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Serve(_) => crate::daemon::serve(&ctx),
         Command::Up(args) => crate::daemon::up(&ctx, &args),
         Command::Supervise(args) => crate::daemon::supervise(&ctx, &args),
-        Command::Down => crate::daemon::down(&ctx),
+        Command::Down { grace } => crate::daemon::down(&ctx, &grace),
         Command::Status => crate::daemon::status(&ctx),
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
         Command::Config(ConfigCommand::Show) => {

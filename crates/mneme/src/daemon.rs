@@ -97,8 +97,20 @@ fn client(timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder().timeout(timeout).connect_timeout(Duration::from_millis(500)).build().unwrap_or_default()
 }
 
+/// Whether `pid` is a running process. A zombie (exited, not yet reaped by its parent)
+/// counts as gone: it holds no locks or ports and will never run again.
 fn pid_alive(pid: u32) -> bool {
-    i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw).is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+    let exists =
+        i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw).is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+    exists && !is_zombie(pid)
+}
+
+/// Linux: the state field of `/proc/PID/stat` (after the parenthesised command name) is `Z`.
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) -> Result<()> {
@@ -432,7 +444,11 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     result
 }
 
-pub fn down(ctx: &Invocation) -> Result<()> {
+/// SIGTERM to the supervisor (or the daemon), then, if they are still alive after `grace`,
+/// SIGKILL to both: a daemon stuck in shutdown must not outlive `down` (the store is
+/// crash-safe, so a killed daemon loses nothing it acknowledged).
+pub fn down(ctx: &Invocation, grace: &str) -> Result<()> {
+    let grace = mneme_server::config::parse_duration(grace).map_err(|e| crate::commands::InputError(format!("--grace: {e}")))?;
     let sup = supervisor(&ctx.data_dir);
     let daemon = DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE)).filter(|d| pid_alive(d.pid));
     let target = match (&sup, &daemon) {
@@ -448,16 +464,37 @@ pub fn down(ctx: &Invocation) -> Result<()> {
         }
     };
     signal(target, rustix::process::Signal::TERM)?;
-    let deadline = Instant::now() + Duration::from_secs(30);
     let daemon_pid = daemon.as_ref().map(|d| d.pid);
-    while pid_alive(target) || daemon_pid.is_some_and(pid_alive) {
-        if Instant::now() > deadline {
-            bail!("the daemon (pid {target}) did not stop within 30 s");
+    let stopped = |deadline: Instant| {
+        while pid_alive(target) || daemon_pid.is_some_and(pid_alive) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        true
+    };
+    let mut killed = false;
+    if !stopped(Instant::now() + grace) {
+        eprintln!("the daemon (pid {}) did not stop within {grace:?} of SIGTERM; sending SIGKILL", daemon_pid.unwrap_or(target));
+        for pid in std::iter::once(target).chain(daemon_pid) {
+            if pid_alive(pid) {
+                let _ = signal(pid, rustix::process::Signal::KILL);
+            }
+        }
+        if !stopped(Instant::now() + Duration::from_secs(5)) {
+            bail!("the daemon (pid {target}) survived SIGKILL");
+        }
+        // A killed daemon leaves its files behind; nothing else removes them.
+        for file in [DAEMON_FILE, SUPERVISOR_FILE] {
+            let _ = std::fs::remove_file(ctx.data_dir.join(file));
+        }
+        killed = true;
     }
     if ctx.json {
-        outln!("{}", serde_json::json!({ "stopped": true, "pid": daemon_pid.unwrap_or(target) }));
+        outln!("{}", serde_json::json!({ "stopped": true, "killed": killed, "pid": daemon_pid.unwrap_or(target) }));
+    } else if killed {
+        outln!("mneme daemon killed (pid {})", daemon_pid.unwrap_or(target));
     } else {
         outln!("mneme daemon stopped (pid {})", daemon_pid.unwrap_or(target));
     }

@@ -457,3 +457,26 @@ fn serve_that_cannot_start_exits_6_naming_the_problem() {
     assert!(stderr.contains("wrong encryption key"), "{stderr}");
     assert!(!stderr.contains("a wrong key"), "the key leaked: {stderr}");
 }
+
+/// `down` used to give up after 30 s and leave a stuck daemon running; it now escalates to
+/// SIGKILL after `--grace` (the store is crash-safe) and cleans up the daemon's file.
+#[test]
+fn down_kills_a_daemon_that_ignores_sigterm_after_the_grace_period() {
+    let m = Mneme::init();
+    let (mut child, addr) = serve(&m);
+    let (status, body) = post(&addr, "/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "before down" } }));
+    assert_eq!(status, 200);
+    let id = body["record"]["id"].as_str().expect("id").to_string();
+    // A stopped process cannot act on SIGTERM: a daemon stuck in its shutdown.
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+    assert!(m.fails(&["down", "--grace", "nonsense"], 2).contains("--grace"));
+    let out = m.json(&["down", "--grace", "300ms"]);
+    assert_eq!((out["stopped"].as_bool(), out["killed"].as_bool()), (Some(true), Some(true)), "{out}");
+    child.wait().expect("reaped");
+    assert!(!alive(child.id()));
+    assert!(!m.dir.path().join("daemon.json").exists(), "the killed daemon's file is removed");
+    m.ok(&["show", &id]);
+    // Nothing left to stop.
+    assert_eq!(m.json(&["down"])["running"].as_bool(), Some(false));
+}

@@ -123,9 +123,9 @@ pub fn vectors(n: usize, dim: usize, queries: usize, params: IndexParams, with_s
         report["store"] = store_part(docs, qs, params)?;
     }
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{report:#}");
+        outln!("{report:#}");
     }
     Ok(())
 }

@@ -542,7 +542,7 @@ fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
         return render::print_json(&serde_json::json!({ "embedded": done, "status": status }));
     }
     if let Some(s) = status {
-        println!("embedded {done} records with {}; {} of {} live records have vectors", s.model, s.embedded, s.embedded + s.pending);
+        outln!("embedded {done} records with {}; {} of {} live records have vectors", s.model, s.embedded, s.embedded + s.pending);
     }
     Ok(())
 }

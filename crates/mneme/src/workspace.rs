@@ -37,12 +37,12 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
             if ctx.json {
                 return print_json(&report);
             }
-            println!("workspace {}", report.dir.display());
+            outln!("workspace {}", report.dir.display());
             for p in &report.created {
-                println!("  created  {}", p.display());
+                outln!("  created  {}", p.display());
             }
             for p in &report.skipped {
-                println!("  kept     {}", p.display());
+                outln!("  kept     {}", p.display());
             }
             Ok(())
         }
@@ -64,7 +64,7 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
             if ctx.json {
                 return print_json(&report);
             }
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            outln!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }
         WorkspaceCommand::Consolidate { dir, apply } => {

@@ -4,7 +4,7 @@
 //! `HookOutput`, the JSON a Claude Code hook prints on stdout.
 //!
 //! These functions only read a few small files and format text; they are the whole cost
-//! of `mneme hook session-start` besides process start. A missing or empty memory file is
+//! of `mneme claude-hook session-start` besides process start. A missing or empty memory file is
 //! skipped (a value, not an error); an error means a file could not be read or a path was
 //! refused, and the caller prints an empty context and reports it on stderr.
 //!

@@ -5,7 +5,7 @@
 //! - a refresh when nothing changed (one stat per file: what `mneme search` and each daemon
 //!   poll pay);
 //! - in-process search latency (`MemoryService::search_files`, top 10);
-//! - `mneme search` and `mneme hook session-start` as processes (process start, config,
+//! - `mneme search` and `mneme claude-hook session-start` as processes (process start, config,
 //!   store open, refresh, search / context, output), against `mneme --version` as the
 //!   process-start baseline in the same loop.
 
@@ -108,7 +108,7 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
     };
     let version = process(&["--version"])?;
     let cli_search = process(&["search", &query_texts[0]])?;
-    let hook = process(&["hook", "session-start"])?;
+    let hook = process(&["claude-hook", "session-start"])?;
 
     let out = json!({
         "files": files,
@@ -135,6 +135,6 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
     outln!("search (in process, top 10): p50 {search_p50:.3} ms, p99 {search_p99:.3} ms over {} queries", query_texts.len());
     outln!("processes ({runs} runs each): --version p50 {:.2} / p99 {:.2} ms", version.0, version.1);
     outln!("  mneme search (refresh + search): p50 {:.2} / p99 {:.2} ms", cli_search.0, cli_search.1);
-    outln!("  mneme hook session-start: p50 {:.2} / p99 {:.2} ms", hook.0, hook.1);
+    outln!("  mneme claude-hook session-start: p50 {:.2} / p99 {:.2} ms", hook.0, hook.1);
     Ok(())
 }

@@ -41,8 +41,10 @@ pub enum Command {
     },
     /// Is the daemon running? pid, ports, uptime, records by type, last consolidation, errors.
     Status,
-    /// Send an agent hook event (JSON on stdin) to the daemon, or handle it here if none runs.
+    /// Send a memory hook event (JSON on stdin) to the daemon, or handle it here if none runs.
     Hook(HookArgs),
+    /// Claude Code's hooks for the file workspace (JSON on stdout; never fails its caller).
+    ClaudeHook(ClaudeHookArgs),
     /// Show or check the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -363,8 +365,10 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct HookArgs {
     /// Memory hooks: session_start, message_received, message_sent, before_tool_call,
-    /// after_tool_call, before_compaction, agent_end or gateway_stop. Workspace hooks
-    /// (Claude Code's protocol, JSON on stdout): session-start, prompt-submit, context.
+    /// after_tool_call, before_compaction, agent_end or gateway_stop (hyphenated and
+    /// camelCase spellings are accepted aliases). The Claude Code workspace hooks are
+    /// `mneme claude-hook`; `mneme hook session-start|prompt-submit|context` still runs them
+    /// (an alias kept for one release).
     pub name: String,
     /// Print only the context block (session_start) instead of the JSON outcome.
     #[arg(long)]
@@ -373,6 +377,17 @@ pub struct HookArgs {
     #[arg(long)]
     pub local: bool,
     /// Context window usage in percent (the `context` workspace hook).
+    #[arg(long)]
+    pub usage: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaudeHookArgs {
+    /// Which hook: session-start (SessionStart), prompt-submit (UserPromptSubmit) or
+    /// context (the pre-compaction flush check).
+    #[arg(value_parser = ["session-start", "prompt-submit", "context"])]
+    pub name: String,
+    /// Context window usage in percent (the `context` hook).
     #[arg(long)]
     pub usage: Option<f64>,
 }
@@ -589,7 +604,7 @@ pub enum BenchCommand {
     /// Speak the retrieval-benchmark protocol (../shared/bench/README.md) on stdin/stdout.
     Retrieval,
     /// Workspace search at scale: index time, refresh cost, search latency, and the
-    /// `mneme search` / `mneme hook session-start` processes.
+    /// `mneme search` / `mneme claude-hook session-start` processes.
     Workspace {
         #[arg(long, default_value_t = 1000)]
         files: usize,

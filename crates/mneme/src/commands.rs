@@ -21,8 +21,8 @@ use mneme_store::{SecretKey, StoreError, StoreOptions};
 use mneme_server::MnemeConfig;
 
 use crate::cli::{
-    BenchCommand, Cli, Command, ConfigCommand, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs, RevisionArgs,
-    WhoArgs,
+    BenchCommand, Cli, Command, ConfigCommand, HookArgs, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs,
+    RevisionArgs, WhoArgs,
 };
 use crate::render;
 
@@ -116,12 +116,18 @@ impl std::error::Error for ServeError {}
 
 pub fn run(cli: Cli) -> Result<()> {
     // A workspace hook never fails its caller, not even on a broken configuration.
-    if let Command::Hook(args) = &cli.command
-        && crate::workspace::is_workspace_hook(&args.name)
-    {
+    let workspace_hook = match &cli.command {
+        Command::ClaudeHook(args) => Some(HookArgs { name: args.name.clone(), context_only: false, local: false, usage: args.usage }),
+        // The old spelling, kept for one release.
+        Command::Hook(args) if crate::workspace::is_workspace_hook(&args.name) => {
+            Some(HookArgs { name: args.name.clone(), context_only: args.context_only, local: args.local, usage: args.usage })
+        }
+        _ => None,
+    };
+    if let Some(args) = workspace_hook {
         return match Invocation::from_cli(&cli) {
-            Ok(ctx) => crate::workspace::hook(&ctx, args),
-            Err(e) => crate::workspace::hook_failed(args, &e),
+            Ok(ctx) => crate::workspace::hook(&ctx, &args),
+            Err(e) => crate::workspace::hook_failed(&args, &e),
         };
     }
     if let Command::Bench(bench) = &cli.command {
@@ -188,6 +194,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Down { grace } => crate::daemon::down(&ctx, &grace),
         Command::Status => crate::daemon::status(&ctx),
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
+        Command::ClaudeHook(_) => unreachable!("claude-hook is answered before the store is opened"),
         Command::Config(ConfigCommand::Show) => {
             for name in mneme_server::config::unknown_env(std::env::vars()) {
                 eprintln!("warning: {name} is not a variable mneme reads (a typo?); it was ignored");

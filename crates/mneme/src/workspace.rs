@@ -1,5 +1,6 @@
-//! `mneme workspace ...` and the workspace hooks (`mneme hook session-start|prompt-submit|
-//! context`): thin wrappers over `mneme_workspace`, which holds all the file logic.
+//! `mneme workspace ...` and the workspace hooks (`mneme claude-hook session-start|
+//! prompt-submit|context`, also reached as `mneme hook NAME` for one release): thin
+//! wrappers over `mneme_workspace`, which holds all the file logic.
 //!
 //! The hooks follow Claude Code's protocol (JSON on stdout) and never fail their caller:
 //! on any error they print an empty result, write the reason to stderr and exit 0.
@@ -92,7 +93,7 @@ pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
 
 /// The empty answer of a hook that could not run, with the reason on stderr.
 pub fn hook_failed(args: &HookArgs, error: &anyhow::Error) -> Result<()> {
-    eprintln!("mneme hook {}: {error:#}", args.name);
+    eprintln!("mneme claude-hook {}: {error:#}", args.name);
     emit(&HookOutput::new(event_of(&args.name), None).to_json());
     Ok(())
 }
@@ -125,7 +126,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     let agent = match agent_state(ctx, &s, prompt) {
         Ok(state) => state,
         Err(e) => {
-            eprintln!("mneme hook {}: conversation log unavailable: {e:#}", args.name);
+            eprintln!("mneme claude-hook {}: conversation log unavailable: {e:#}", args.name);
             AgentState::default()
         }
     };
@@ -138,7 +139,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         Some(service) => match service.take_dispatches(20) {
             Ok(taken) => taken.into_iter().map(|d| d.text).collect(),
             Err(e) => {
-                eprintln!("mneme hook {}: dispatches unavailable: {e}", args.name);
+                eprintln!("mneme claude-hook {}: dispatches unavailable: {e}", args.name);
                 Vec::new()
             }
         },
@@ -174,7 +175,7 @@ fn agent_state(ctx: &Invocation, s: &WorkspaceSettings, prompt: Option<String>) 
         };
         // A prompt that is all <private> is not logged; that is not a hook failure.
         if let Err(e) = service.log_conversation(input) {
-            eprintln!("mneme hook prompt-submit: prompt not logged: {e}");
+            eprintln!("mneme claude-hook prompt-submit: prompt not logged: {e}");
         }
     }
     service.touch_activity()?;

@@ -26,14 +26,14 @@ fn session_start_injects_the_workspace_and_never_fails() {
     m.ok(&["workspace", "init"]);
     let ws = m.dir.path().join("workspace");
     std::fs::write(ws.join("identity.md"), "# Identity\nI am Ada's assistant.\n").expect("identity");
-    let out: serde_json::Value = serde_json::from_str(&m.ok(&["hook", "session-start"])).expect("JSON on stdout");
+    let out: serde_json::Value = serde_json::from_str(&m.ok(&["claude-hook", "session-start"])).expect("JSON on stdout");
     assert_eq!(out["hookSpecificOutput"]["hookEventName"], "SessionStart");
     let context = out["hookSpecificOutput"]["additionalContext"].as_str().expect("context");
     assert!(context.contains("I am Ada's assistant."), "{context}");
 
     // A broken configuration: empty result on stdout, the reason on stderr, exit 0.
     std::fs::write(m.dir.path().join("config.toml"), "[workspace]\ntimezone = \"Mars/Olympus\"\n").expect("config");
-    let run = m.run(&["hook", "session-start"]);
+    let run = m.run(&["claude-hook", "session-start"]);
     assert!(run.status.success());
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "{}");
     assert!(String::from_utf8_lossy(&run.stderr).contains("Mars/Olympus"));
@@ -43,8 +43,22 @@ fn session_start_injects_the_workspace_and_never_fails() {
 fn the_context_hook_asks_for_a_flush_at_seventy_percent() {
     let m = Mneme::new();
     m.ok(&["workspace", "init"]);
-    assert_eq!(m.ok(&["hook", "context", "--usage", "69"]).trim(), "{}");
-    let out: serde_json::Value = serde_json::from_str(&m.ok(&["hook", "context", "--usage", "70"])).expect("JSON");
+    assert_eq!(m.ok(&["claude-hook", "context", "--usage", "69"]).trim(), "{}");
+    let out: serde_json::Value = serde_json::from_str(&m.ok(&["claude-hook", "context", "--usage", "70"])).expect("JSON");
     let text = out["hookSpecificOutput"]["additionalContext"].as_str().expect("instruction");
     assert!(text.contains("Pre-Compaction Flush"), "{text}");
+}
+
+/// The workspace hooks have their own verb; the old `mneme hook session-start` spelling
+/// still works (an alias kept for one release), and a mistyped name is refused by clap.
+#[test]
+fn claude_hooks_have_their_own_verb_and_the_old_spelling_still_works() {
+    let m = Mneme::new();
+    m.ok(&["workspace", "init"]);
+    let new: serde_json::Value = serde_json::from_str(&m.ok(&["claude-hook", "session-start"])).expect("JSON");
+    let old: serde_json::Value = serde_json::from_str(&m.ok(&["hook", "session-start"])).expect("JSON");
+    assert_eq!(new, old);
+    assert_eq!(new["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    let stderr = m.fails(&["claude-hook", "session_start"], 2);
+    assert!(stderr.contains("session-start"), "the valid names are listed: {stderr}");
 }

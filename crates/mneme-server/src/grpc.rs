@@ -52,7 +52,7 @@ impl GrpcApi {
 }
 
 fn record_response(app: &App, record: &mneme_core::MemoryRecord) -> pb::RecordResponse {
-    pb::RecordResponse { record: Some(cv::record(record, app.ops.service.current_salience(record))) }
+    pb::RecordResponse { record: Some(cv::record(record, app.ops.current_salience(record))) }
 }
 
 fn required<T>(field: &str, v: Option<T>) -> ApiResult<T> {
@@ -95,7 +95,7 @@ impl pb::memory_server::Memory for GrpcApi {
             };
             let r = app.ops.ingest_outcome(p, request, cv::ingest_options(m.options)?)?;
             Ok(pb::IngestOutcomeResponse {
-                record: Some(cv::record(&r.record, app.ops.service.current_salience(&r.record))),
+                record: Some(cv::record(&r.record, app.ops.current_salience(&r.record))),
                 target: Some(cv::record(&r.target, r.salience_after)),
                 salience_before: r.salience_before,
                 salience_after: r.salience_after,

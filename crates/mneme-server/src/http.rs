@@ -96,7 +96,7 @@ fn authorization(headers: &HeaderMap) -> Option<String> {
 }
 
 fn record_json(app: &App, record: &MemoryRecord) -> Value {
-    json!({ "record": record, "current_salience": app.ops.service.current_salience(record) })
+    json!({ "record": record, "current_salience": app.ops.current_salience(record) })
 }
 
 fn id(s: &str) -> ApiResult<RecordId> {
@@ -398,34 +398,22 @@ fn default_search_limit() -> usize {
 }
 
 handler!(log_conversation, "LogConversation", |app, p, body: mneme_service::ConversationInput| {
-    p.require_unrestricted("the conversation log")?;
-    Ok(json!(app.ops.service.log_conversation(body)?))
+    Ok(json!(app.ops.log_conversation(p, body)?))
 });
 
 async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", "SyncStatus", auth.as_deref(), |app, p| {
-            p.require_unrestricted("the conversation log")?;
-            Ok(json!(app.ops.service.sync_status()?))
-        })
-        .await?,
-    ))
+    Ok(axum::Json(app.call("http", "SyncStatus", auth.as_deref(), |app, p| Ok(json!(app.ops.sync_status(p)?))).await?))
 }
 
-handler!(sync_fetch, "SyncFetch", |app, p, body: FetchBody| {
-    p.require_unrestricted("the conversation log")?;
-    Ok(json!(app.ops.service.sync_fetch(body.begin, body.end)?))
-});
+handler!(sync_fetch, "SyncFetch", |app, p, body: FetchBody| Ok(json!(app.ops.sync_fetch(p, body.begin, body.end)?)));
 
 handler!(sync_checkpoint, "SyncCheckpoint", |app, p, body: CheckpointBody| {
-    p.require_unrestricted("the conversation log")?;
-    Ok(json!(app.ops.service.sync_checkpoint(body.end_id, &body.summary)?))
+    Ok(json!(app.ops.sync_checkpoint(p, body.end_id, &body.summary)?))
 });
 
 handler!(search_files, "SearchFiles", |app, p, body: SearchFilesBody| {
-    p.require_unrestricted("workspace search")?;
-    Ok(json!({ "hits": app.ops.service.search_files(&body.query, body.limit)? }))
+    Ok(json!({ "hits": app.ops.search_files(p, &body.query, body.limit)? }))
 });
 
 /// The ingest endpoints: authenticate, parse, then the group-commit writer.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use mneme_core::{MemoryRecord, Payload, RecordId, Sensitivity};
 use mneme_service::{
-    Actor, ContestRequest, History, Hit, IngestOptions, MemoryService, Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision,
-    SalienceChange,
+    Actor, CheckpointResult, ChunkHit, ContestRequest, Conversation, ConversationInput, History, Hit, IngestOptions, MemoryService,
+    Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision, SalienceChange, SyncState,
 };
 
 use crate::auth::Principal;
@@ -157,5 +157,39 @@ impl Ops {
 
     pub fn metrics(&self) -> ApiResult<Metrics> {
         Ok(self.service.metrics()?)
+    }
+
+    /// A record's salience now (no policy: the caller already holds the record).
+    pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
+        self.service.current_salience(record)
+    }
+
+    // ---- the conversation log, sync and workspace search: owner principals only ----------
+    // These are not scoped or graded by sensitivity, so only an unrestricted principal may
+    // use them; the check lives here, not in each transport.
+
+    pub fn log_conversation(&self, p: &Principal, input: ConversationInput) -> ApiResult<Conversation> {
+        p.require_unrestricted("the conversation log")?;
+        Ok(self.service.log_conversation(input)?)
+    }
+
+    pub fn sync_status(&self, p: &Principal) -> ApiResult<SyncState> {
+        p.require_unrestricted("the conversation log")?;
+        Ok(self.service.sync_status()?)
+    }
+
+    pub fn sync_fetch(&self, p: &Principal, begin: i64, end: i64) -> ApiResult<Vec<Conversation>> {
+        p.require_unrestricted("the conversation log")?;
+        Ok(self.service.sync_fetch(begin, end)?)
+    }
+
+    pub fn sync_checkpoint(&self, p: &Principal, end_id: i64, summary: &str) -> ApiResult<CheckpointResult> {
+        p.require_unrestricted("the conversation log")?;
+        Ok(self.service.sync_checkpoint(end_id, summary)?)
+    }
+
+    pub fn search_files(&self, p: &Principal, query: &str, limit: usize) -> ApiResult<Vec<ChunkHit>> {
+        p.require_unrestricted("workspace search")?;
+        Ok(self.service.search_files(query, limit)?)
     }
 }

@@ -1,5 +1,6 @@
 //! Integration tests of the service API on real SQLite files with an injected clock.
 
+mod golden;
 mod ops;
 mod retrieval;
 mod semantic;
@@ -48,6 +49,12 @@ impl Fixture {
 
     pub fn event(&self, text: &str) -> MemoryRecord {
         self.service.ingest_event(event(text), IngestOptions::default()).expect("ingest event")
+    }
+
+    /// The `payload` column of a record as stored, read with a plain SQLite connection.
+    pub fn raw_payload(&self, id: &mneme_core::RecordId) -> String {
+        let conn = rusqlite::Connection::open(self._dir.path().join("mneme.db")).expect("open");
+        conn.query_row("SELECT payload FROM records WHERE id = ?1", [id.as_str()], |r| r.get(0)).expect("the record's payload")
     }
 
     /// (records, audit entries): what a refused operation must leave unchanged.

@@ -1,7 +1,8 @@
 //! The agent's file memory: a tiered Markdown workspace the agent reads and edits itself
 //! (zylos memory v3: `identity.md`, `state.md`, `references.md`, `users/<id>/profile.md`,
-//! `reference/`, `sessions/`, `archive/`; sinain layer 1–2: `memory/` daily logs, session
-//! snapshots, session summaries, command log), and the logic around it: templates and
+//! `reference/`, `sessions/`, `archive/`; sinain layer 1's files: `memory/` daily logs,
+//! session snapshots, session summaries, command log; not yet layer 2's sync engine, deploy
+//! policies or effective playbook), and the logic around it: templates and
 //! `init`, the context the agent hooks inject, session rotation, status, consolidation,
 //! private-tag stripping, Markdown chunking for search, and the scheduler's due rules.
 //!

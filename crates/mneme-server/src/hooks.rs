@@ -9,8 +9,11 @@
 //! The competence tracker keeps no statistics of its own: before a tool has a competence
 //! record its counts are rebuilt from the tool's episodic call records, afterwards they
 //! live in the competence record's performance. So counts survive restarts and are the
-//! same whether hooks arrive at a daemon or at `mneme hook`. Only the pending-call table
-//! (start times) and the injected-record lists are in memory.
+//! same whether hooks arrive at a daemon or at `mneme hook`. Each call also gets an outcome
+//! record linked `outcome_of` to its tool record (membrane §12), and once the competence
+//! record exists each call is counted in it in place (`Ops::record_skill_use`, audited),
+//! not by a supersede per call. Only the pending-call table (start times) and the
+//! injected-record lists are in memory.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -21,7 +24,7 @@ use mneme_core::{
     CompetencePayload, EventPayload, MemoryType, Payload, Performance, RecordId, SemanticPayload, Sensitivity, ToolOutputPayload,
     WorkingPayload, one_line,
 };
-use mneme_service::{IngestOptions, RetrieveRequest, Revision};
+use mneme_service::{IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, SkillUse};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -533,20 +536,40 @@ impl Hooks {
             ..IngestOptions::default()
         };
         let call = self.ops.ingest(p, Payload::ToolOutput(output), options)?;
-        out.record_ids.push(call.id);
+        out.record_ids.push(call.id.clone());
+        let mode = error.as_deref().map(normalize_error);
+        // One outcome record per call, linked `outcome_of` to the call (membrane §12); a
+        // failed call's record is penalised by it and so fades sooner.
+        let outcome = self.ops.ingest_outcome(
+            p,
+            OutcomeRequest {
+                target: call.id.clone(),
+                outcome: if success { OutcomeKind::Success } else { OutcomeKind::Failure },
+                duration_ms,
+                failure_mode: mode.clone(),
+                note: None,
+                amount: None,
+            },
+            IngestOptions {
+                sensitivity: Some(self.sensitivity(&input.ctx)),
+                tags: vec!["source:hooks".into(), "outcome:tool_call".into(), format!("tool:{}", tag_value(tool))],
+                actor: Some(COMPETENCE_ACTOR.into()),
+                ..IngestOptions::default()
+            },
+        )?;
+        out.record_ids.push(outcome.record.id.clone());
         if !self.config.competence.enabled {
             return Ok(());
         }
         let _one_at_a_time = self.competence.lock().unwrap_or_else(|p| p.into_inner());
         let c = &self.config.competence;
-        let mode = error.as_deref().map(normalize_error);
         let record = match self.competence_record(p, tool)? {
-            Some((id, mut skill)) => {
-                skill.performance.record(success, duration_ms, mode.as_deref());
-                let total = skill.performance.success_count + skill.performance.failure_count;
-                let change = Revision { payload: Some(Payload::Competence(skill.clone())), ..Revision::default() };
-                let rationale = format!("updated stats: {total} calls, {} successes", skill.performance.success_count);
-                self.ops.supersede(p, &id, change, COMPETENCE_ACTOR.into(), rationale)?
+            // Counted in place with an audit entry naming the call's outcome record (a
+            // supersede per call left one tombstone per call forever).
+            Some((id, _)) => {
+                let used = SkillUse { success, duration_ms, failure_mode: mode.clone(), evidence: outcome.record.id.clone() };
+                let why = format!("tool call {}: {tool}", if success { "succeeded" } else { "failed" });
+                self.ops.record_skill_use(p, &id, &used, COMPETENCE_ACTOR.into(), why)?
             }
             None => {
                 let performance = self.rebuild_performance(p, tool)?;

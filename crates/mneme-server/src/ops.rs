@@ -12,7 +12,7 @@ use std::sync::Arc;
 use mneme_core::{MemoryRecord, Payload, RecordId, Sensitivity};
 use mneme_service::{
     Actor, CheckpointResult, ChunkHit, ContestRequest, Conversation, ConversationInput, History, Hit, IngestOptions, MemoryService,
-    Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision, SalienceChange, SyncState,
+    Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision, SalienceChange, SkillUse, SyncState,
 };
 
 use crate::auth::Principal;
@@ -73,6 +73,20 @@ impl Ops {
         options.sensitivity = Some(options.sensitivity.unwrap_or(Sensitivity::Low).max(target.sensitivity));
         let options = self.write_options(p, options)?;
         Ok(self.service.ingest_outcome(request, options, &p.read)?)
+    }
+
+    /// One more use of a skill, counted in its competence record in place (audited).
+    pub fn record_skill_use(
+        &self,
+        p: &Principal,
+        skill: &RecordId,
+        used: &SkillUse,
+        actor: String,
+        rationale: String,
+    ) -> ApiResult<MemoryRecord> {
+        self.writable(p, skill)?;
+        let who = Actor { actor: self.actor(p, Some(actor)), rationale };
+        Ok(self.service.record_skill_use(skill, used, who, &p.read)?)
     }
 
     pub fn retrieve(&self, p: &Principal, request: &RetrieveRequest) -> ApiResult<Vec<Hit>> {

@@ -249,6 +249,33 @@ impl MemoryService {
         })
     }
 
+    /// Adds one use of a skill to a competence record's statistics, in place, with an
+    /// `outcome` audit entry naming what was observed (`evidence`, e.g. the outcome record
+    /// of a tool call). A tracker counting every call of a tool uses this instead of a
+    /// supersede per call, which left one tombstone per call forever.
+    pub fn record_skill_use(&self, skill: &RecordId, used: &SkillUse, who: Actor, access: &Access) -> ServiceResult<MemoryRecord> {
+        self.check_actor(&who)?;
+        let now = self.now();
+        self.store()?.write(|tx| {
+            let target = self.visible(tx.get(skill)?, skill, access)?;
+            if target.is_tombstone() {
+                return Err(ServiceError::Precondition(format!("cannot update {}: it is {}", target.id, target.state())));
+            }
+            let Some(Payload::Competence(mut competence)) = target.payload.clone() else {
+                return Err(ServiceError::Precondition(format!("{} is not a competence record", target.id)));
+            };
+            competence.performance.record(used.success, used.duration_ms, used.failure_mode.as_deref());
+            let details = json!({
+                "evidence": used.evidence,
+                "success": used.success,
+                "performance": serde_json::to_value(&competence.performance).expect("plain data serialises"),
+            });
+            tx.set_payload_stats(&target.id, &Payload::Competence(competence), now)?;
+            tx.append_audit(&target.id, now, &who.actor, AuditAction::Outcome, &who.rationale, &details)?;
+            Ok(tx.require(&target.id)?)
+        })
+    }
+
     // ---- revise -------------------------------------------------------------------
 
     /// Replaces a record with a new one; the old one becomes a `superseded` tombstone.

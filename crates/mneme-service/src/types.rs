@@ -59,6 +59,17 @@ pub enum OutcomeKind {
     Failure,
 }
 
+/// One observed use of a skill, for `MemoryService::record_skill_use`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillUse {
+    pub success: bool,
+    pub duration_ms: Option<u64>,
+    /// A normalised failure mode (counted per mode).
+    pub failure_mode: Option<String>,
+    /// The record that shows the use (a tool call's outcome record); named in the audit entry.
+    pub evidence: RecordId,
+}
+
 /// An outcome report: "using record X went well / badly".
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutcomeRequest {

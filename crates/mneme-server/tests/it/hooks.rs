@@ -156,11 +156,10 @@ async fn full_hook_pipeline() {
     assert_eq!((perf["success_count"].as_u64(), perf["failure_count"].as_u64()), (Some(3), Some(2)), "{perf}");
     assert_eq!(perf["failure_modes"].as_object().map(|m| m.len()), Some(1), "both ENOENT errors are one failure mode: {perf}");
     assert_eq!(skills[0]["payload"]["skill"], "skill:exec");
-    // Created at the third call, superseded by the fourth and fifth.
+    // Created at the third call; the fourth and fifth are counted in place (no tombstone
+    // per call), each with an `outcome` audit entry naming the call's outcome record.
     let (_, h) = d.get(&format!("/v1/records/{}/history", skills[0]["id"].as_str().expect("id"))).await;
-    assert_eq!(h["ancestors"].as_array().map(Vec::len), Some(2), "{h}");
-    // The last call failed: the current record was penalised for it; the fourth succeeded:
-    // its parent was reinforced.
+    assert_eq!(h["ancestors"].as_array().map(Vec::len), Some(0), "{h}");
     let audit = |h: &Value| -> Vec<(String, String)> {
         h["audit"]
             .as_array()
@@ -169,10 +168,19 @@ async fn full_hook_pipeline() {
             .map(|e| (e["action"].as_str().unwrap_or("").into(), e["rationale"].as_str().unwrap_or("").into()))
             .collect()
     };
-    assert!(audit(&h).iter().any(|(a, r)| a == "penalize" && r.contains("tool call failed: exec")), "{h}");
-    let parent = h["ancestors"][0]["id"].as_str().expect("parent id");
-    let (_, ph) = d.get(&format!("/v1/records/{parent}/history")).await;
-    assert!(audit(&ph).iter().any(|(a, r)| a == "reinforce" && r.contains("tool call succeeded: exec")), "{ph}");
+    let entries = audit(&h);
+    assert_eq!(entries.iter().filter(|(a, _)| a == "outcome").count(), 2, "{h}");
+    // The fourth call succeeded and the fifth failed: reinforced, then penalised.
+    assert!(entries.iter().any(|(a, r)| a == "reinforce" && r.contains("tool call succeeded: exec")), "{h}");
+    assert!(entries.iter().any(|(a, r)| a == "penalize" && r.contains("tool call failed: exec")), "{h}");
+    // One outcome record per call, linked to that call (membrane §12).
+    let outcomes = records(&d, "episodic", &["outcome:tool_call", "tool:exec"]).await;
+    assert_eq!(outcomes.len(), 5, "{outcomes:?}");
+    for call in &calls {
+        let (_, ch) = d.get(&format!("/v1/records/{}/history", call["id"].as_str().expect("id"))).await;
+        let links = ch["links"].as_array().expect("links");
+        assert_eq!(links.iter().filter(|l| l["kind"] == "outcome_of").count(), 1, "{ch}");
+    }
 
     // Compaction snapshot.
     let msgs: Vec<Value> =
@@ -293,7 +301,8 @@ async fn every_hook_over_grpc() {
         .await
         .expect("AfterToolCall")
         .into_inner();
-    assert!(ack.error.is_empty() && ack.record_ids.len() == 1, "{ack:?}");
+    // The call's tool record and its outcome record.
+    assert!(ack.error.is_empty() && ack.record_ids.len() == 2, "{ack:?}");
     let call = records(&d, "episodic", &["tracking:competence"]).await;
     assert_eq!(call[0]["payload"]["args"], json!({ "cmd": "redis-cli ping" }));
     let messages =

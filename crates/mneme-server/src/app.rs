@@ -109,6 +109,8 @@ pub struct App {
     /// The agent's file workspace (scheduler, search index); its directory may not exist.
     pub workspace: mneme_workspace::WorkspaceSettings,
     pub config: MnemeConfig,
+    /// `server.body_read_timeout`, parsed once (every HTTP request with a body waits on it).
+    pub body_read_timeout: std::time::Duration,
     pub started: Instant,
     pub started_at: Timestamp,
     pub grpc_addr: SocketAddr,

@@ -152,6 +152,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         consolidator,
         metrics: Registry::default(),
         workspace,
+        body_read_timeout: config.body_read_timeout(),
         config,
         started: Instant::now(),
         started_at: Timestamp::now(),

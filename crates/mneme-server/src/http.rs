@@ -63,7 +63,7 @@ impl FromRequest<Arc<App>> for Body {
 
     async fn from_request(req: Request, app: &Arc<App>) -> Result<Self, Self::Rejection> {
         let limit = app.config.server.max_request_bytes;
-        let within = app.config.body_read_timeout();
+        let within = app.body_read_timeout;
         let read = tokio::time::timeout(within, Bytes::from_request(req, app))
             .await
             .map_err(|_| HttpError(ApiError::BodyTimeout { secs: within.as_secs_f64() }))?;

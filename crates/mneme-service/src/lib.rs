@@ -406,11 +406,7 @@ impl MemoryService {
         scope: &mneme_core::Scope,
         access: &Access,
     ) -> ServiceResult<Vec<MemoryRecord>> {
-        let visible_scope = match &access.scopes {
-            None => true,
-            Some(scopes) => scope.is_global() || scopes.contains(scope),
-        };
-        if !visible_scope {
+        if !access.covers_scope(scope) {
             return Ok(Vec::new());
         }
         Ok(self.reader()?.read(|tx| tx.facts_by_key(subject.trim(), predicate.trim(), scope, access.max_sensitivity))?)

@@ -23,11 +23,15 @@ impl Access {
     }
 
     pub fn can_see(&self, record: &MemoryRecord) -> bool {
-        record.sensitivity <= self.max_sensitivity
-            && match &self.scopes {
-                None => true,
-                Some(scopes) => record.scope.is_global() || scopes.contains(&record.scope),
-            }
+        record.sensitivity <= self.max_sensitivity && self.covers_scope(&record.scope)
+    }
+
+    /// Whether records in `scope` are within reach (global ones always are).
+    pub fn covers_scope(&self, scope: &Scope) -> bool {
+        match &self.scopes {
+            None => true,
+            Some(scopes) => scope.is_global() || scopes.contains(scope),
+        }
     }
 }
 

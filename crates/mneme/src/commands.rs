@@ -116,18 +116,20 @@ impl std::error::Error for ServeError {}
 
 pub fn run(cli: Cli) -> Result<()> {
     // A workspace hook never fails its caller, not even on a broken configuration.
+    let claude;
     let workspace_hook = match &cli.command {
-        Command::ClaudeHook(args) => Some(HookArgs { name: args.name.clone(), context_only: false, local: false, usage: args.usage }),
-        // The old spelling, kept for one release.
-        Command::Hook(args) if crate::workspace::is_workspace_hook(&args.name) => {
-            Some(HookArgs { name: args.name.clone(), context_only: args.context_only, local: args.local, usage: args.usage })
+        Command::ClaudeHook(args) => {
+            claude = HookArgs { name: args.name.clone(), context_only: false, local: false, usage: args.usage };
+            Some(&claude)
         }
+        // The old spelling, kept for one release.
+        Command::Hook(args) if crate::workspace::is_workspace_hook(&args.name) => Some(args),
         _ => None,
     };
     if let Some(args) = workspace_hook {
         return match Invocation::from_cli(&cli) {
-            Ok(ctx) => crate::workspace::hook(&ctx, &args),
-            Err(e) => crate::workspace::hook_failed(&args, &e),
+            Ok(ctx) => crate::workspace::hook(&ctx, args),
+            Err(e) => crate::workspace::hook_failed(args, &e),
         };
     }
     if let Command::Bench(bench) = &cli.command {

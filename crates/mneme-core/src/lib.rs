@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod decay;
+pub mod duration;
 pub mod error;
 pub mod private;
 pub mod query;
@@ -20,6 +21,7 @@ pub mod validate;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use decay::{DecayConfig, SalienceState};
+pub use duration::{Span, parse_duration};
 pub use error::{CoreError, CoreResult};
 pub use record::*;
 pub use scoring::RankWeights;

@@ -10,10 +10,12 @@
 //! The model directory holds `config.json`, `tokenizer.json` and `model.safetensors`
 //! ([`MODEL_FILES`]); [`verify_model_dir`] checks them against pinned SHA-256 digests.
 
+mod choice;
 mod install;
 
 use std::path::{Path, PathBuf};
 
+pub use choice::{Choice, EmbeddingConfig, EmbeddingProvider, IndexParams, choose, model_dir};
 pub use install::{ModelSource, install_model};
 
 use candle_core::{DType, Device, Module, Tensor};

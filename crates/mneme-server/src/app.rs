@@ -10,13 +10,15 @@ use mneme_core::{MemoryRecord, Payload};
 use mneme_service::{IngestOptions, MemoryService, ServiceResult};
 use serde::Serialize;
 
-use crate::auth::{Auth, Principal};
-use crate::config::MnemeConfig;
-use crate::consolidate::{Consolidator, CycleReport};
+use mneme_service::Principal;
+
+use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, ApiResult};
-use crate::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use crate::metrics::Registry;
-use crate::ops::Ops;
+use mneme_agent::config::MnemeConfig;
+use mneme_agent::consolidate::{Consolidator, CycleReport};
+use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
+use mneme_service::Ops;
 
 /// The ingest writer: one thread that takes every queued ingest RPC and commits them
 /// together (`MemoryService::ingest_each`), so concurrent ingests cost one transaction and
@@ -111,6 +113,8 @@ pub struct App {
     pub config: MnemeConfig,
     /// `server.body_read_timeout`, parsed once (every HTTP request with a body waits on it).
     pub body_read_timeout: std::time::Duration,
+    /// The daemon's own principal (unrestricted): background jobs act as it.
+    pub internal: Arc<Principal>,
     pub started: Instant,
     pub started_at: Timestamp,
     pub grpc_addr: SocketAddr,
@@ -192,7 +196,7 @@ impl App {
         result
     }
 
-    pub fn principal(&self, authorization: Option<&str>) -> ApiResult<Arc<Principal>> {
+    pub fn principal(&self, authorization: Option<&str>) -> ApiResult<Arc<Caller>> {
         let principal = self.auth.authenticate(authorization)?;
         principal.admit()?;
         Ok(principal)
@@ -255,7 +259,7 @@ impl App {
 
     /// The hook's authenticated (and admitted) caller; a refusal is counted as the
     /// hook's failed request.
-    fn hook_caller(&self, transport: &str, authorization: Option<&str>, name: HookName, start: Instant) -> ApiResult<Arc<Principal>> {
+    fn hook_caller(&self, transport: &str, authorization: Option<&str>, name: HookName, start: Instant) -> ApiResult<Arc<Caller>> {
         let principal = self.principal(authorization);
         if principal.is_err() {
             self.record(transport, name.as_str(), &principal, start);
@@ -282,8 +286,8 @@ impl App {
         Ok(HookOutcome { hook: Some(name), error: Some(error), ..HookOutcome::default() })
     }
 
-    pub fn status(&self) -> ApiResult<DaemonStatus> {
-        let m = self.ops.metrics()?;
+    pub fn status(&self, p: &Principal) -> ApiResult<DaemonStatus> {
+        let m = self.ops.metrics(p)?;
         Ok(DaemonStatus {
             running: true,
             pid: std::process::id(),
@@ -298,15 +302,15 @@ impl App {
             records_by_type: m.by_type,
             live_records_by_type: m.live_by_type,
             last_consolidation: self.consolidator.last_report(),
-            embedding: self.ops.service.embedding_status()?,
+            embedding: self.ops.embedding_status(p)?,
             consolidation_buffered: self.consolidator.buffered(),
             errors_last_hour: self.metrics.errors_last_hour(),
         })
     }
 
     /// The Prometheus exposition (reads record counts from the store).
-    pub fn prometheus(&self) -> ApiResult<String> {
-        let m = self.ops.metrics()?;
+    pub fn prometheus(&self, p: &Principal) -> ApiResult<String> {
+        let m = self.ops.metrics(p)?;
         let records: Vec<(String, i64, i64)> =
             m.by_type.iter().map(|(t, n)| (t.clone(), *n, m.live_by_type.get(t).copied().unwrap_or(0))).collect();
         let uptime = self.started.elapsed().as_secs_f64();

@@ -8,21 +8,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use mneme_core::{MemoryRecord, Scope, Sensitivity};
-use mneme_service::Access;
+use mneme_core::{Scope, Sensitivity};
+use mneme_service::{Access, Principal};
 use sha2::{Digest, Sha256};
 
-use crate::config::{MnemeConfig, PrincipalConfig};
 use crate::error::{ApiError, ApiResult};
+use mneme_agent::config::{MnemeConfig, PrincipalConfig};
 
-/// Who is calling, and what it may do.
+/// An authenticated caller: its [`Principal`] (the policy, checked in `Ops`) and its
+/// token bucket. Derefs to the principal.
 #[derive(Debug)]
-pub struct Principal {
-    pub name: String,
-    pub read: Access,
-    pub write_max_sensitivity: Sensitivity,
-    /// `None`: any scope.
-    pub write_scopes: Option<Vec<Scope>>,
+pub struct Caller {
+    pub principal: Principal,
     bucket: Mutex<Bucket>,
     rate: f64,
     burst: f64,
@@ -34,60 +31,19 @@ struct Bucket {
     at: Instant,
 }
 
-impl Principal {
-    fn new(name: String, read: Access, write_max: Sensitivity, write_scopes: Option<Vec<Scope>>, rate: f64, burst: f64) -> Self {
-        Principal {
-            name,
-            read,
-            write_max_sensitivity: write_max,
-            write_scopes,
-            bucket: Mutex::new(Bucket { tokens: burst, at: Instant::now() }),
-            rate,
-            burst,
-        }
+impl std::ops::Deref for Caller {
+    type Target = Principal;
+    fn deref(&self) -> &Principal {
+        &self.principal
+    }
+}
+
+impl Caller {
+    fn new(principal: Principal, rate: f64, burst: f64) -> Self {
+        Caller { principal, bucket: Mutex::new(Bucket { tokens: burst, at: Instant::now() }), rate, burst }
     }
 
-    /// A principal for the daemon's own work and for the local CLI: never rate-limited.
-    pub fn internal(name: &str, read: Access, write_max: Sensitivity) -> Self {
-        Principal::new(name.into(), read, write_max, None, 1e12, 1e12)
-    }
-
-    /// Whether the principal may read and write everything (the unlabeled agent data, the
-    /// conversation log and the workspace files, is only for such principals).
-    pub fn unrestricted(&self) -> bool {
-        self.read.max_sensitivity == Sensitivity::Critical
-            && self.read.scopes.is_none()
-            && self.write_max_sensitivity == Sensitivity::Critical
-            && self.write_scopes.is_none()
-    }
-
-    /// Refuses (403) a principal that may not read and write everything: for `what` has
-    /// no sensitivity labels or scopes, or writes into any scope.
-    pub fn require_unrestricted(&self, what: &str) -> crate::error::ApiResult<()> {
-        if self.unrestricted() {
-            Ok(())
-        } else {
-            Err(crate::error::ApiError::PermissionDenied(format!(
-                "principal {:?} may not use {what}: it needs unrestricted read and write access",
-                self.name
-            )))
-        }
-    }
-
-    /// Refuses (403) a principal whose reads are narrowed: store-wide counts would tell it
-    /// how many records exist above its ceiling or outside its scopes.
-    pub fn require_full_read(&self, what: &str) -> crate::error::ApiResult<()> {
-        if self.read.max_sensitivity == Sensitivity::Critical && self.read.scopes.is_none() {
-            Ok(())
-        } else {
-            Err(crate::error::ApiError::PermissionDenied(format!(
-                "principal {:?} may not read {what}: store-wide counts need unrestricted read access",
-                self.name
-            )))
-        }
-    }
-
-    /// Takes one token from the principal's bucket.
+    /// Takes one token from the caller's bucket.
     pub fn admit(&self) -> ApiResult<()> {
         let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
@@ -100,51 +56,21 @@ impl Principal {
             Err(ApiError::RateLimited { principal: self.name.clone(), retry_after_secs: (1.0 - b.tokens) / self.rate })
         }
     }
-
-    /// The scope an ingest lands in when the request names none.
-    pub fn default_write_scope(&self) -> Scope {
-        match &self.write_scopes {
-            Some(scopes) if !scopes.iter().any(Scope::is_global) => scopes.first().cloned().unwrap_or_default(),
-            _ => Scope::global(),
-        }
-    }
-
-    /// May this principal create a record with this sensitivity in this scope?
-    pub fn check_write(&self, sensitivity: Sensitivity, scope: &Scope) -> ApiResult<()> {
-        if sensitivity > self.write_max_sensitivity {
-            return Err(ApiError::PermissionDenied(format!(
-                "principal {:?} may not write {} records (its ceiling is {})",
-                self.name,
-                sensitivity.as_str(),
-                self.write_max_sensitivity.as_str()
-            )));
-        }
-        if let Some(scopes) = &self.write_scopes
-            && !scopes.contains(scope)
-        {
-            return Err(ApiError::PermissionDenied(format!("principal {:?} may not write to scope {scope}", self.name)));
-        }
-        Ok(())
-    }
-
-    /// May this principal change (revise, reinforce, ...) this existing record?
-    pub fn check_write_record(&self, record: &MemoryRecord) -> ApiResult<()> {
-        self.check_write(record.sensitivity, &record.scope)
-    }
 }
 
 /// The configured principals, or the single local one.
 #[derive(Debug)]
 pub struct Auth {
-    keys: Vec<([u8; 32], Arc<Principal>)>,
+    keys: Vec<([u8; 32], Arc<Caller>)>,
     /// Set when no principals are configured (loopback only): every request is this one.
-    local: Option<Arc<Principal>>,
+    local: Option<Arc<Caller>>,
 }
 
 impl Auth {
     /// Resolves every key (env variables and files are read now, once). `loopback_only`:
     /// whether all listeners are on loopback; without principals anything else is refused.
-    pub fn from_config(config: &MnemeConfig, loopback_only: bool) -> Result<Self, String> {
+    /// `env` looks up `key_env` variables (the daemon passes the environment it was given).
+    pub fn from_config(config: &MnemeConfig, loopback_only: bool, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
         let rate = config.server.rate_limit_per_second;
         let burst = config.server.rate_limit_burst;
         if config.principals.is_empty() {
@@ -153,33 +79,26 @@ impl Auth {
                             (see README, \"Security\")"
                     .into());
             }
-            let local = Principal::new("local".into(), Access::owner(), Sensitivity::Critical, None, rate, burst);
+            let local = Caller::new(Principal::new("local", Access::owner(), Sensitivity::Critical, None), rate, burst);
             return Ok(Auth { keys: Vec::new(), local: Some(Arc::new(local)) });
         }
         let mut keys = Vec::new();
         for p in &config.principals {
-            let digest = key_digest(p)?;
+            let digest = key_digest(p, env)?;
             let parse = |list: &Option<Vec<String>>| -> Result<Option<Vec<Scope>>, String> {
                 list.as_ref()
                     .map(|l| l.iter().map(|s| Scope::parse(s).map_err(|e| format!("principal {:?}: {e}", p.name))).collect())
                     .transpose()
             };
             let read = Access { max_sensitivity: p.read_max_sensitivity, scopes: parse(&p.read_scopes)? };
-            let principal = Principal::new(
-                p.name.clone(),
-                read,
-                p.write_max_sensitivity,
-                parse(&p.write_scopes)?,
-                p.rate_limit_per_second.unwrap_or(rate),
-                burst,
-            );
-            keys.push((digest, Arc::new(principal)));
+            let principal = Principal::new(p.name.clone(), read, p.write_max_sensitivity, parse(&p.write_scopes)?);
+            keys.push((digest, Arc::new(Caller::new(principal, p.rate_limit_per_second.unwrap_or(rate), burst))));
         }
         Ok(Auth { keys, local: None })
     }
 
     /// The principal for an `Authorization` header value (`Bearer KEY`).
-    pub fn authenticate(&self, authorization: Option<&str>) -> ApiResult<Arc<Principal>> {
+    pub fn authenticate(&self, authorization: Option<&str>) -> ApiResult<Arc<Caller>> {
         if let Some(local) = &self.local {
             return Ok(local.clone());
         }
@@ -207,7 +126,7 @@ impl Auth {
     }
 }
 
-fn key_digest(p: &PrincipalConfig) -> Result<[u8; 32], String> {
+fn key_digest(p: &PrincipalConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<[u8; 32], String> {
     let raw = if let Some(hex) = &p.key_sha256 {
         let mut out = [0u8; 32];
         for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
@@ -216,7 +135,7 @@ fn key_digest(p: &PrincipalConfig) -> Result<[u8; 32], String> {
         }
         return Ok(out);
     } else if let Some(var) = &p.key_env {
-        std::env::var(var).map_err(|_| format!("principal {:?}: environment variable {var} (key_env) is not set", p.name))?
+        env(var).ok_or_else(|| format!("principal {:?}: environment variable {var} (key_env) is not set", p.name))?
     } else if let Some(path) = &p.key_file {
         std::fs::read_to_string(path).map_err(|e| format!("principal {:?}: key_file {}: {e}", p.name, path.display()))?
     } else {

@@ -6,6 +6,7 @@
 //! and let in-flight requests finish (up to `server.shutdown_grace`) → stop the timers →
 //! a last consolidation cycle over the buffer → remove `daemon.json` → close the store.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,14 +21,16 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use mneme_agent::config::MnemeConfig;
+use mneme_agent::consolidate::Consolidator;
+use mneme_agent::hooks::Hooks;
+use mneme_agent::llm::LlmClient;
+use mneme_service::{Ops, Principal};
+
 use crate::app::App;
-use crate::auth::{Auth, Principal};
-use crate::config::MnemeConfig;
-use crate::consolidate::Consolidator;
+use crate::auth::Auth;
 use crate::grpc::GrpcApi;
-use crate::hooks::Hooks;
 use crate::metrics::Registry;
-use crate::ops::Ops;
 use crate::pb;
 use crate::serve::{ConnectionLimits, Gate, Protocol};
 
@@ -54,11 +57,15 @@ pub struct DaemonOptions {
     /// Where to write `daemon.json`; `None` for embedded (test) daemons.
     pub daemon_file: Option<PathBuf>,
     pub clock: Arc<dyn Clock>,
+    /// The environment the daemon may consult (`key_env` keys, `MNEME_WORKSPACE`): the
+    /// binary passes the process's, tests their own. This crate never reads the process
+    /// environment itself.
+    pub env: BTreeMap<String, String>,
 }
 
 impl DaemonOptions {
     pub fn new(config: MnemeConfig, store: StoreOptions) -> Self {
-        DaemonOptions { config, store, daemon_file: None, clock: Arc::new(SystemClock) }
+        DaemonOptions { config, store, daemon_file: None, clock: Arc::new(SystemClock), env: BTreeMap::new() }
     }
 }
 
@@ -76,7 +83,7 @@ fn is_loopback(addr: &SocketAddr) -> bool {
 
 /// Starts the daemon; returns once both listeners are bound and the store is open.
 pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
-    let DaemonOptions { config, store, daemon_file, clock } = options;
+    let DaemonOptions { config, store, daemon_file, clock, env } = options;
     let fd_limit = crate::serve::raise_fd_limit();
     match fd_limit {
         Some((now, before)) if now > before => tracing::info!(limit = now, was = before, "raised the open-file limit"),
@@ -92,9 +99,9 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             "the open-file limit leaves little room beyond server.max_connections; accepting may fail under load (raise `ulimit -n` or lower server.max_connections)"
         );
     }
-    let grpc_want = config.grpc_addr().map_err(|e| e.to_string())?;
-    let http_want = config.http_addr().map_err(|e| e.to_string())?;
-    let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want))?;
+    let grpc_want = config.server.grpc_addr;
+    let http_want = config.server.http_addr;
+    let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want), &|name| env.get(name).cloned())?;
     let grpc_listener = TcpListener::bind(grpc_want).await.map_err(|e| format!("cannot listen on {grpc_want} (gRPC): {e}"))?;
     let http_listener = TcpListener::bind(http_want).await.map_err(|e| format!("cannot listen on {http_want} (HTTP): {e}"))?;
     let grpc_addr = grpc_listener.local_addr().map_err(|e| e.to_string())?;
@@ -104,8 +111,8 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let readers = config.server.read_connections;
     let data_dir = store.path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let workspace = {
-        let env = std::env::var_os("MNEME_WORKSPACE");
-        let dir = mneme_workspace::config::resolve_dir(None, env.as_deref(), &config.workspace, &data_dir);
+        let from_env = env.get("MNEME_WORKSPACE").map(std::ffi::OsStr::new);
+        let dir = mneme_workspace::config::resolve_dir(None, from_env, &config.workspace, &data_dir);
         config.workspace.settings(dir).map_err(|e| e.to_string())?
     };
     // Leftovers of writers killed mid-write (an hour old: no live writer's).
@@ -113,19 +120,20 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         tracing::info!(path = %path.display(), "removed a stale temporary file from the workspace");
     }
     let embedding = config.clone();
+    let clock_for_service = clock.clone();
     let service = tokio::task::spawn_blocking(move || {
-        let mut service = MemoryService::open(store, service_config, clock).map_err(|e| e.to_string())?;
+        let mut service = MemoryService::open(store, service_config, clock_for_service).map_err(|e| e.to_string())?;
         service.add_readers(readers).map_err(|e| e.to_string())?;
         // No model (or a broken one) never stops the daemon: retrieval is lexical-only.
-        match crate::embedding::choose(&embedding, &data_dir) {
-            Ok(crate::embedding::Choice::Model(model)) => {
+        match mneme_embed::choose(&embedding.embedding, &data_dir) {
+            Ok(mneme_embed::Choice::Model(model)) => {
                 let id = model.model_id().to_string();
                 match service.enable_embeddings(model, embedding.embedding.index) {
                     Ok(n) => tracing::info!(model = %id, vectors = n, "embeddings enabled"),
                     Err(e) => tracing::warn!(error = %e, "embeddings disabled; retrieval is lexical-only"),
                 }
             }
-            Ok(crate::embedding::Choice::LexicalOnly(why)) => tracing::info!("retrieval is lexical-only: {why}"),
+            Ok(mneme_embed::Choice::LexicalOnly(why)) => tracing::info!("retrieval is lexical-only: {why}"),
             Err(e) => tracing::warn!(error = %e, "the embedding model cannot be loaded; retrieval is lexical-only"),
         }
         Ok::<_, String>(service)
@@ -141,7 +149,8 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     // Consolidation writes with its own full-access principal: it only ever writes facts
     // with the sensitivity and scope of the messages they came from.
     let internal = Arc::new(Principal::internal("mneme", Access::owner(), Sensitivity::Critical));
-    let consolidator = Arc::new(Consolidator::new(ops.clone(), internal, &config, config.llm_backoff()));
+    let llm = Arc::new(LlmClient::new(config.llm_settings()));
+    let consolidator = Arc::new(Consolidator::new(ops.clone(), internal.clone(), &config.consolidation, llm));
     let app = Arc::new(App {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()).with_workspace(workspace.clone()),
         ops,
@@ -152,10 +161,11 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         consolidator,
         metrics: Registry::default(),
         workspace,
-        body_read_timeout: config.body_read_timeout(),
+        body_read_timeout: config.server.body_read_timeout.get(),
+        internal,
         config,
         started: Instant::now(),
-        started_at: Timestamp::now(),
+        started_at: clock.now(),
         grpc_addr,
         http_addr,
     });
@@ -191,7 +201,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         tokio::spawn(async move {
             let _ = rx.wait_for(|stop| *stop).await;
             tracing::info!("shutting down: finishing in-flight requests");
-            let grace = app.config.shutdown_grace();
+            let grace = app.config.server.shutdown_grace.get();
             let servers = async {
                 let _ = grpc.await;
                 let _ = http.await;
@@ -269,7 +279,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
     let mut jobs = Vec::new();
     if app.config.consolidation.enabled {
         let app = app.clone();
-        let every = app.config.consolidation_interval();
+        let every = app.config.consolidation.interval.get();
         jobs.push(every_until(every, rx.clone(), move || {
             let app = app.clone();
             async move {
@@ -286,7 +296,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             let app = app.clone();
             async move {
                 let pass = blocking_job(&app, "scheduler", |job| {
-                    crate::scheduler::run_due(&job.ops.service, &job.workspace, job.ops.service.now(), None)
+                    mneme_agent::scheduler::run_due(job.ops.owner_service(&job.internal)?, &job.workspace, job.ops.now(), None)
                 });
                 for run in pass.await.map(|pass| pass.ran).unwrap_or_default() {
                     tracing::info!(task = %run.task, ok = run.ok, detail = %run.detail, "scheduled task ran");
@@ -305,7 +315,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             let app = app.clone();
             async move {
                 let report = blocking_job(&app, "workspace_index", move |job| {
-                    crate::file_index::sync(&job.ops.service, &job.workspace.dir, Some(debounce))
+                    mneme_agent::file_index::sync(job.ops.owner_service(&job.internal)?, &job.workspace.dir, Some(debounce))
                 });
                 if let Some(report) = report.await.filter(|r| r.changed()) {
                     tracing::info!(
@@ -319,12 +329,12 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             }
         }));
     }
-    let decay = app.config.decay_interval();
+    let decay = app.config.maintenance.decay_interval.get();
     if !decay.is_zero() && app.config.maintenance.prune {
         jobs.push(every_until(decay, rx, move || {
             let app = app.clone();
             async move {
-                let report = blocking_job(&app, "decay", |job| job.ops.service.prune(None, false, "mneme:maintenance"));
+                let report = blocking_job(&app, "decay", |job| job.ops.prune(&job.internal));
                 if let Some(report) = report.await {
                     tracing::info!(pruned = report.pruned.len(), threshold = report.threshold, "decay sweep");
                     app.metrics.job("decay", true);

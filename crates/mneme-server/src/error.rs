@@ -40,64 +40,32 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The class of failure; its wire code, HTTP status and gRPC code come from the one
+    /// table, [`ErrorKind::mapping`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ApiError::Service(e) => e.kind(),
+            ApiError::Unauthenticated(_) => ErrorKind::Unauthenticated,
+            ApiError::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            ApiError::RateLimited { .. } => ErrorKind::RateLimited,
+            ApiError::BadRequest(_) => ErrorKind::InvalidArgument,
+            ApiError::TooLarge { .. } => ErrorKind::TooLarge,
+            ApiError::BodyTimeout { .. } => ErrorKind::Timeout,
+            ApiError::Unavailable(_) => ErrorKind::Unavailable,
+        }
+    }
+
     /// Stable machine-readable code, the same in both transports' bodies.
     pub fn code(&self) -> &'static str {
-        match self {
-            ApiError::Service(e) => match e.kind() {
-                ErrorKind::NotFound => "not_found",
-                ErrorKind::InvalidArgument => "invalid_argument",
-                ErrorKind::FailedPrecondition => "failed_precondition",
-                ErrorKind::Busy => "busy",
-                ErrorKind::Config => "config",
-                ErrorKind::Storage => "storage",
-                ErrorKind::Unavailable => "unavailable",
-            },
-            ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::PermissionDenied(_) => "permission_denied",
-            ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::BadRequest(_) => "invalid_argument",
-            ApiError::TooLarge { .. } => "too_large",
-            ApiError::BodyTimeout { .. } => "timeout",
-            ApiError::Unavailable(_) => "unavailable",
-        }
+        self.kind().code()
     }
 
     pub fn http_status(&self) -> StatusCode {
-        match self {
-            ApiError::Service(e) => match e.kind() {
-                ErrorKind::NotFound => StatusCode::NOT_FOUND,
-                ErrorKind::InvalidArgument => StatusCode::BAD_REQUEST,
-                ErrorKind::FailedPrecondition => StatusCode::CONFLICT,
-                ErrorKind::Busy | ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-                ErrorKind::Config | ErrorKind::Storage => StatusCode::INTERNAL_SERVER_ERROR,
-            },
-            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::PermissionDenied(_) => StatusCode::FORBIDDEN,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        }
+        StatusCode::from_u16(self.kind().mapping().http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     pub fn grpc_code(&self) -> tonic::Code {
-        match self {
-            ApiError::Service(e) => match e.kind() {
-                ErrorKind::NotFound => tonic::Code::NotFound,
-                ErrorKind::InvalidArgument => tonic::Code::InvalidArgument,
-                ErrorKind::FailedPrecondition => tonic::Code::FailedPrecondition,
-                ErrorKind::Busy | ErrorKind::Unavailable => tonic::Code::Unavailable,
-                ErrorKind::Config | ErrorKind::Storage => tonic::Code::Internal,
-            },
-            ApiError::Unauthenticated(_) => tonic::Code::Unauthenticated,
-            ApiError::PermissionDenied(_) => tonic::Code::PermissionDenied,
-            ApiError::RateLimited { .. } => tonic::Code::ResourceExhausted,
-            ApiError::BadRequest(_) => tonic::Code::InvalidArgument,
-            ApiError::TooLarge { .. } => tonic::Code::ResourceExhausted,
-            ApiError::BodyTimeout { .. } => tonic::Code::DeadlineExceeded,
-            ApiError::Unavailable(_) => tonic::Code::Unavailable,
-        }
+        tonic::Code::from_i32(self.kind().mapping().grpc_code)
     }
 
     /// Server-side faults (counted as errors in metrics and `mneme status`, logged).
@@ -130,9 +98,9 @@ fn client_text(e: &ServiceError) -> String {
         _ => text,
     };
     match e.kind() {
-        ErrorKind::NotFound | ErrorKind::InvalidArgument | ErrorKind::FailedPrecondition => text,
         ErrorKind::Storage => format!("storage error: {}", without_paths(&text)),
-        ErrorKind::Busy | ErrorKind::Config | ErrorKind::Unavailable => without_paths(&text),
+        kind if kind.is_server_fault() || matches!(kind, ErrorKind::Busy | ErrorKind::Unavailable) => without_paths(&text),
+        _ => text,
     }
 }
 

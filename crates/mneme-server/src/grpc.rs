@@ -8,11 +8,11 @@ use mneme_service::{ContestRequest, OutcomeKind, OutcomeRequest, RetrieveRequest
 use tonic::{Request, Response, Status};
 
 use crate::app::App;
-use crate::auth::Principal;
 use crate::convert::{self as cv};
 use crate::error::{ApiError, ApiResult};
-use crate::hooks::{CompactingMessage, HookContext, HookEvent, HookInput, HookName, HookOutcome};
 use crate::pb;
+use mneme_agent::hooks::{CompactingMessage, HookContext, HookEvent, HookInput, HookName, HookOutcome};
+use mneme_service::Principal;
 
 #[derive(Debug, Clone)]
 pub struct GrpcApi {
@@ -194,8 +194,7 @@ impl pb::memory_server::Memory for GrpcApi {
 
     async fn get_metrics(&self, request: Request<pb::GetMetricsRequest>) -> Result<Response<pb::Metrics>, Status> {
         self.run("GetMetrics", request, |app, p, _m| {
-            p.require_full_read("the metrics")?;
-            let mut out = cv::metrics(&app.ops.metrics()?);
+            let mut out = cv::metrics(&app.ops.metrics(p)?);
             out.last_consolidation = app.consolidator.last_report().and_then(|r| r.at).map(|t| t.to_string()).unwrap_or_default();
             out.uptime_seconds = app.started.elapsed().as_secs();
             out.errors_last_hour = app.metrics.errors_last_hour();
@@ -248,8 +247,8 @@ impl pb::hooks_server::Hooks for GrpcApi {
         let m = request.into_inner();
         let format = match m.format.as_str() {
             "" => None,
-            "markdown" => Some(crate::config::ContextFormat::Markdown),
-            "json" => Some(crate::config::ContextFormat::Json),
+            "markdown" => Some(mneme_agent::config::ContextFormat::Markdown),
+            "json" => Some(mneme_agent::config::ContextFormat::Json),
             other => {
                 // Fails the hook, not the caller (see `HookAck`).
                 let error = format!("invalid format: {other:?} (markdown or json)");

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::error::{ApiError, ApiResult};
-use crate::hooks::{HookInput, HookName};
+use mneme_agent::hooks::{HookInput, HookName};
 
 /// An [`ApiError`] as an HTTP response.
 #[derive(Debug)]
@@ -291,7 +291,7 @@ async fn healthz(State(app): State<Arc<App>>) -> axum::Json<Value> {
         "pid": std::process::id(),
         "grpc_addr": app.grpc_addr.to_string(),
         "http_addr": app.http_addr.to_string(),
-        "store_id": crate::store_id(app.ops.service.store_path()),
+        "store_id": crate::store_id(app.ops.store_path()),
     }))
 }
 
@@ -303,39 +303,26 @@ async fn openapi() -> axum::Json<Value> {
 /// a key whose reads are unrestricted (Prometheus sends it as `authorization.credentials`).
 async fn prometheus(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, HttpError> {
     let auth = authorization(&headers);
-    app.auth.authenticate(auth.as_deref())?.require_full_read("the metrics")?;
-    let text =
-        tokio::task::spawn_blocking(move || app.prometheus()).await.map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))??;
+    // Through `App::call` like every operation: authenticated, counted, a fault logged.
+    let text = app.call("http", "Prometheus", auth.as_deref(), |app, p| app.prometheus(p)).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", "Status", auth.as_deref(), |app, p| {
-            p.require_full_read("the daemon status")?;
-            Ok(json!(app.status()?))
-        })
-        .await?,
-    ))
+    Ok(axum::Json(app.call("http", "Status", auth.as_deref(), |app, p| Ok(json!(app.status(p)?))).await?))
 }
 
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", "GetMetrics", auth.as_deref(), |app, p| {
-            p.require_full_read("the metrics")?;
-            Ok(json!(app.ops.metrics()?))
-        })
-        .await?,
-    ))
+    Ok(axum::Json(app.call("http", "GetMetrics", auth.as_deref(), |app, p| Ok(json!(app.ops.metrics(p)?))).await?))
 }
 
 async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
     // Authenticate (and count) like any call, then run the async cycle.
     // It writes facts into any scope, so only for an unrestricted principal.
-    app.call("http", "Consolidate", auth.as_deref(), |_, p| p.require_unrestricted("consolidation")).await?;
+    app.call("http", "Consolidate", auth.as_deref(), |_, p| Ok(p.require_unrestricted("consolidation")?)).await?;
     let report = app.consolidator.run_cycle().await;
     app.metrics.job("consolidation", report.errors.is_empty());
     Ok(axum::Json(json!(report)))

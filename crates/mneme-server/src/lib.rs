@@ -1,35 +1,29 @@
-//! mneme-server: the daemon behind `mneme serve`. One process serves the memory API over
-//! gRPC (`mneme.v1`, with health and reflection) and HTTP/JSON (`/v1`, `/openapi.json`,
-//! `/metrics`), authenticates principals, runs the agent hooks, consolidation and the
-//! decay sweep.
+//! mneme-server: the daemon behind `mneme serve`, and only the daemon's own parts: the
+//! transports (gRPC `mneme.v1` with health and reflection; HTTP/JSON `/v1`,
+//! `/openapi.json`, `/metrics`), authentication and rate limits, metrics, the OpenAPI
+//! document, and the daemon's lifecycle (start, timers, ordered shutdown). The engines it
+//! drives (hooks, consolidation, scheduler, file index) live in `mneme-agent`; every
+//! operation goes through `mneme_service::Ops`.
 //!
-//! Read in this order: `config` (every setting), `daemon` (start and shutdown), `app`
-//! (the request path), `ops` (operations with policy), then the transports (`grpc`,
-//! `http`) and the agent side (`hooks`, `patterns`, `format`, `consolidate`).
+//! Read in this order: `daemon` (start and shutdown), `app` (the request path), `op`
+//! (the operations), then the transports (`grpc`, `http`).
 
 pub mod app;
 pub mod auth;
-pub mod codec;
-pub mod config;
-pub mod consolidate;
-pub mod convert;
+mod codec;
+mod convert;
 pub mod daemon;
-pub mod embedding;
 pub mod error;
-pub mod file_index;
-pub mod format;
-pub mod grpc;
-pub mod hooks;
-pub mod http;
-pub mod metrics;
-pub mod openapi;
-pub mod ops;
-pub mod patterns;
-pub mod scheduler;
-pub mod serve;
+mod grpc;
+mod http;
+mod metrics;
 
-pub use config::MnemeConfig;
-pub use daemon::{Daemon, DaemonFile, DaemonOptions, start};
+pub mod openapi;
+mod serve;
+
+pub use convert::{json_from_pb, pb_from_json};
+pub use daemon::{Daemon, DaemonFile, DaemonOptions, start, write_atomic};
+pub use mneme_agent::MnemeConfig;
 
 /// Generated gRPC types and services (`proto/mneme/v1/mneme.proto`).
 #[allow(missing_debug_implementations, clippy::all)]
@@ -48,8 +42,4 @@ pub fn store_id(path: &std::path::Path) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Installs the process-wide TLS crypto provider (ring) for outgoing HTTPS (LLM endpoints).
-/// Idempotent.
-pub fn init_tls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub use mneme_agent::init_tls;

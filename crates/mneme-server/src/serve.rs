@@ -33,7 +33,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::config::MnemeConfig;
+use mneme_agent::config::MnemeConfig;
 
 /// The `[server]` settings the connections obey.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +47,8 @@ impl ConnectionLimits {
     pub fn from_config(config: &MnemeConfig) -> Self {
         ConnectionLimits {
             max_connections: config.server.max_connections,
-            header_read_timeout: config.header_read_timeout(),
-            idle_timeout: config.idle_timeout(),
+            header_read_timeout: config.server.header_read_timeout.get(),
+            idle_timeout: config.server.idle_timeout.get(),
         }
     }
 }
@@ -82,15 +82,6 @@ pub enum Protocol {
 impl Gate {
     pub fn new(limits: ConnectionLimits) -> Arc<Self> {
         Arc::new(Gate { limits, slots: Arc::new(Semaphore::new(limits.max_connections)), full: Mutex::default() })
-    }
-
-    pub fn limits(&self) -> ConnectionLimits {
-        self.limits
-    }
-
-    /// Connections open right now, both listeners together.
-    pub fn open_connections(&self) -> usize {
-        self.limits.max_connections - self.slots.available_permits()
     }
 
     /// A slot for the next connection; at the cap, waits (and says so in the log).

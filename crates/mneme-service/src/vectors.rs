@@ -22,30 +22,7 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
-/// Index parameters (config section `[retrieval.vectors]`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct IndexParams {
-    /// Below this many entries every query is exact. Default 20 000.
-    pub exact_below: usize,
-    /// Candidates kept from the Hamming pass for the asymmetric pass. Default 16 000.
-    pub coarse: usize,
-    /// Candidates kept from the asymmetric pass for exact re-scoring. Default 2 000.
-    pub rerank: usize,
-    /// Inverted-file partition (built at start above `exact_below`): number of lists,
-    /// 0 = about √n. Default 0.
-    pub lists: usize,
-    /// Lists scanned per query when the partition is built. Default 128.
-    pub nprobe: usize,
-}
-
-impl Default for IndexParams {
-    fn default() -> Self {
-        IndexParams { exact_below: 20_000, coarse: 16_000, rerank: 2_000, lists: 0, nprobe: 128 }
-    }
-}
+pub use mneme_embed::IndexParams;
 
 /// Cosine nearest neighbours over int8-quantised unit vectors.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::io::Read as _;
 
 use anyhow::Result;
 use jiff::Timestamp;
-use mneme_server::{file_index, scheduler};
+use mneme_agent::{file_index, scheduler};
 
 use crate::cli::{ScheduleCommand, SearchArgs, SyncCommand};
 use crate::commands::{Invocation, input_error as input, parse_time};

@@ -37,13 +37,13 @@ struct Setup {
 /// Serves the retrieval-benchmark protocol on stdin/stdout until `end` or EOF, with the
 /// real retrieval pipeline: the same `MemoryService::retrieve` the daemon runs, hybrid
 /// when a model is available.
-pub fn retrieval(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
-    let model = match mneme_server::embedding::choose(config, data_dir).map_err(|e| anyhow!(e))? {
-        mneme_server::embedding::Choice::Model(m) => {
+pub fn retrieval(config: &mneme_agent::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
+    let model = match mneme_embed::choose(&config.embedding, data_dir).map_err(|e| anyhow!(e))? {
+        mneme_embed::Choice::Model(m) => {
             eprintln!("bench retrieval: hybrid with {} (dense share {})", m.model_id(), config.retrieval.dense_share);
             Some(m)
         }
-        mneme_server::embedding::Choice::LexicalOnly(why) => {
+        mneme_embed::Choice::LexicalOnly(why) => {
             eprintln!("bench retrieval: lexical-only ({why})");
             None
         }

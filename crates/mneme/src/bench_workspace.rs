@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
+use mneme_agent::file_index;
 use mneme_core::SystemClock;
-use mneme_server::file_index;
 use mneme_service::{ConversationInput, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 use serde_json::json;

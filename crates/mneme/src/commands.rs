@@ -13,12 +13,11 @@ use mneme_core::{
     SemanticPayload, Sensitivity, SystemClock, ToolOutputPayload, WorkingPayload,
 };
 use mneme_service::{
-    Access, Actor, ContestRequest, ErrorKind, IngestOptions, MemoryService, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision,
-    ServiceError,
+    Access, Actor, ContestRequest, IngestOptions, MemoryService, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision, ServiceError,
 };
 use mneme_store::{SecretKey, StoreError, StoreOptions};
 
-use mneme_server::MnemeConfig;
+use mneme_agent::MnemeConfig;
 
 use crate::cli::{
     BenchCommand, Cli, Command, ConfigCommand, HookArgs, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs,
@@ -91,12 +90,12 @@ impl Invocation {
     /// (else lexical-only, and the reason).
     pub fn open_semantic(&self) -> Result<(MemoryService, Option<String>)> {
         let mut service = self.open(false)?;
-        let lexical_only = match mneme_server::embedding::choose(&self.config, &self.data_dir).map_err(|e| anyhow::anyhow!(e))? {
-            mneme_server::embedding::Choice::Model(model) => {
+        let lexical_only = match mneme_embed::choose(&self.config.embedding, &self.data_dir).map_err(|e| anyhow::anyhow!(e))? {
+            mneme_embed::Choice::Model(model) => {
                 service.enable_embeddings(model, self.config.embedding.index)?;
                 None
             }
-            mneme_server::embedding::Choice::LexicalOnly(why) => Some(why),
+            mneme_embed::Choice::LexicalOnly(why) => Some(why),
         };
         Ok((service, lexical_only))
     }
@@ -170,8 +169,9 @@ pub fn run(cli: Cli) -> Result<()> {
         config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
         // What `serve` would refuse at start: keys that do not resolve (an unset key_env,
         // an unreadable key_file, a short key), or a non-loopback address without keys.
-        let loopback = config.grpc_addr().is_ok_and(|a| a.ip().is_loopback()) && config.http_addr().is_ok_and(|a| a.ip().is_loopback());
-        mneme_server::auth::Auth::from_config(&config, loopback).map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
+        let loopback = config.server.grpc_addr.ip().is_loopback() && config.server.http_addr.ip().is_loopback();
+        mneme_server::auth::Auth::from_config(&config, loopback, &|name| std::env::var(name).ok())
+            .map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
         if cli.json {
             outln!("{}", serde_json::json!({ "ok": true, "file": file }));
         } else {
@@ -198,7 +198,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
         Command::ClaudeHook(_) => unreachable!("claude-hook is answered before the store is opened"),
         Command::Config(ConfigCommand::Show) => {
-            for name in mneme_server::config::unknown_env(std::env::vars()) {
+            for name in mneme_agent::config::unknown_env(std::env::vars()) {
                 eprintln!("warning: {name} is not a variable mneme reads (a typo?); it was ignored");
             }
             if ctx.json {
@@ -309,13 +309,7 @@ pub fn run(cli: Cli) -> Result<()> {
 /// problem (a daemon that cannot start included), 1 anything else.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(e) = err.downcast_ref::<ServiceError>() {
-        return match e.kind() {
-            ErrorKind::InvalidArgument => 2,
-            ErrorKind::NotFound => 3,
-            ErrorKind::FailedPrecondition => 4,
-            ErrorKind::Busy | ErrorKind::Unavailable => 5,
-            ErrorKind::Config | ErrorKind::Storage => 6,
-        };
+        return e.kind().exit_code();
     }
     if err.downcast_ref::<CoreError>().is_some() || err.downcast_ref::<InputError>().is_some() {
         return 2;

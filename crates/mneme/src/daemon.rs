@@ -11,13 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use mneme_agent::config::LogFormat;
+use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_core::{Sensitivity, SystemClock};
-use mneme_server::auth::Principal;
-use mneme_server::config::LogFormat;
-use mneme_server::hooks::{HookInput, HookName, HookOutcome, Hooks};
-use mneme_server::ops::Ops;
 use mneme_server::{DaemonFile, DaemonOptions};
-use mneme_service::{Access, Hit, RetrieveRequest};
+use mneme_service::{Access, ErrorKind, Hit, Ops, Principal, RetrieveRequest};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{HookArgs, ServeArgs};
@@ -78,14 +76,7 @@ impl std::error::Error for RemoteError {}
 
 impl RemoteError {
     pub fn exit_code(&self) -> u8 {
-        match self.code.as_str() {
-            "invalid_argument" | "too_large" => 2,
-            "not_found" => 3,
-            "failed_precondition" => 4,
-            "busy" | "unavailable" | "rate_limited" | "timeout" => 5,
-            "storage" | "config" => 6,
-            _ => 1,
-        }
+        ErrorKind::from_code(&self.code).map_or(1, ErrorKind::exit_code)
     }
 }
 
@@ -201,10 +192,10 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
         ))));
     }
     init_logging(ctx)?;
-    for name in mneme_server::config::unknown_env(std::env::vars()) {
+    for name in mneme_agent::config::unknown_env(std::env::vars()) {
         tracing::warn!(variable = %name, "ignoring an MNEME_* environment variable mneme does not read (a typo?); see `mneme config show`");
     }
-    mneme_server::init_tls();
+    mneme_agent::init_tls();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {
         let options = DaemonOptions {
@@ -212,6 +203,7 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
             store: ctx.store_options(true),
             daemon_file: Some(ctx.data_dir.join(DAEMON_FILE)),
             clock: Arc::new(SystemClock),
+            env: std::env::vars().collect(),
         };
         let daemon = mneme_server::start(options).await.map_err(|e| anyhow::Error::new(crate::commands::ServeError(e)))?;
         let stop = daemon.shutdown_handle();
@@ -322,7 +314,7 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     }
     let mut notes = Vec::new();
     let store_id = mneme_server::store_id(&ctx.store_path());
-    let http = match pick_port(ctx.config.http_addr()?, true, &store_id, &mut notes)? {
+    let http = match pick_port(ctx.config.server.http_addr, true, &store_id, &mut notes)? {
         Pick::Mneme(addr) => {
             let body = runtime()?.block_on(healthz(&addr.to_string())).unwrap_or_default();
             let d = DaemonFile {
@@ -336,7 +328,7 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
         }
         Pick::Free(a) => a,
     };
-    let grpc = match pick_port(ctx.config.grpc_addr()?, false, &store_id, &mut notes)? {
+    let grpc = match pick_port(ctx.config.server.grpc_addr, false, &store_id, &mut notes)? {
         Pick::Free(a) | Pick::Mneme(a) => a,
     };
     let exe = std::env::current_exe().context("cannot find the mneme executable")?;
@@ -448,7 +440,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
 /// SIGKILL to both: a daemon stuck in shutdown must not outlive `down` (the store is
 /// crash-safe, so a killed daemon loses nothing it acknowledged).
 pub fn down(ctx: &Invocation, grace: &str) -> Result<()> {
-    let grace = mneme_server::config::parse_duration(grace).map_err(|e| crate::commands::InputError(format!("--grace: {e}")))?;
+    let grace = mneme_agent::config::parse_duration(grace).map_err(|e| crate::commands::InputError(format!("--grace: {e}")))?;
     let sup = supervisor(&ctx.data_dir);
     let daemon = DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE)).filter(|d| pid_alive(d.pid));
     let target = match (&sup, &daemon) {

@@ -34,7 +34,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // Outgoing HTTPS (daemon calls, LLM endpoints) uses rustls with ring.
-    mneme_server::init_tls();
+    mneme_agent::init_tls();
     let json = cli.json;
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

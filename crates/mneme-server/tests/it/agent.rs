@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use mneme_server::scheduler::{self, NewTask};
+use mneme_agent::scheduler::{self, NewTask};
 use mneme_service::{MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 
@@ -20,7 +20,7 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 fn paths(daemon: &TestDaemon, query: &str) -> Vec<String> {
-    daemon.daemon.app.ops.service.search_files(query, 10).expect("search").into_iter().map(|h| h.path).collect()
+    daemon.daemon.app.ops.search_files(&daemon.daemon.app.internal, query, 10).expect("search").into_iter().map(|h| h.path).collect()
 }
 
 #[tokio::test]
@@ -37,7 +37,7 @@ async fn the_daemon_reindexes_changed_and_deleted_files() {
     let daemon = TestDaemon::with(config).await;
 
     eventually("the initial index", || paths(&daemon, "kubernetes") == ["reference/projects.md"]).await;
-    let hit = daemon.daemon.app.ops.service.search_files("kubernetes", 1).expect("search").remove(0);
+    let hit = daemon.daemon.app.ops.search_files(&daemon.daemon.app.internal, "kubernetes", 1).expect("search").remove(0);
     assert_eq!((hit.start_line, hit.end_line), (1, 5), "{hit:?}");
     assert!(hit.heading.starts_with("Projects"), "{hit:?}");
     assert!(hit.snippet.contains("[kubernetes]"), "{hit:?}");
@@ -78,7 +78,7 @@ async fn the_daemon_runs_a_task_missed_during_downtime_once() {
     config.workspace.dir = Some(ws.path().to_path_buf());
     config.workspace.scheduler = true;
     let daemon = mneme_server::start(mneme_server::DaemonOptions::new(config, store)).await.expect("daemon starts");
-    let service = daemon.app.ops.service.clone();
+    let service = daemon.app.ops.owner_service(&daemon.app.internal).expect("owner");
     eventually("the catch-up run", || service.task_runs(Some("hourly-note"), 10).expect("runs").len() == 1).await;
     // Five missed slots, one run; and it stays one (the next slot is an hour away).
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -128,7 +128,7 @@ async fn hooks_keep_the_session_journals_and_the_conversation_log() {
     let daily = std::fs::read_to_string(today).expect("daily log");
     assert!(daily.contains("Pre-compaction flush") && daily.contains("Friday deploy"), "{daily}");
 
-    let service = &d.daemon.app.ops.service;
+    let service = d.daemon.app.ops.owner_service(&d.daemon.app.internal).expect("owner");
     let log = service.sync_fetch(1, 10).expect("conversation log");
     let lines: Vec<(&str, &str)> = log.iter().map(|c| (c.direction.as_str(), c.content.as_str())).collect();
     assert_eq!(lines, [("in", "Deploy on Friday"), ("out", "Will do.")]);

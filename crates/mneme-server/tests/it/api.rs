@@ -41,7 +41,7 @@ async fn grpc_round_trip_of_every_operation() {
             options: None,
             output: Some(pb::ToolOutputPayload {
                 tool: "exec".into(),
-                args: Some(mneme_server::convert::pb_from_json(&json!({ "cmd": "ls", "n": 2 }))),
+                args: Some(mneme_server::pb_from_json(&json!({ "cmd": "ls", "n": 2 }))),
                 duration_ms: Some(12),
                 ..Default::default()
             }),
@@ -53,7 +53,7 @@ async fn grpc_round_trip_of_every_operation() {
         .expect("record");
     match tool.payload.and_then(|p| p.kind) {
         Some(pb::payload::Kind::ToolOutput(t)) => {
-            assert_eq!(mneme_server::convert::json_from_pb("args", t.args).expect("JSON"), json!({ "cmd": "ls", "n": 2 }));
+            assert_eq!(mneme_server::json_from_pb("args", t.args).expect("JSON"), json!({ "cmd": "ls", "n": 2 }));
             assert_eq!(t.duration_ms, Some(12));
         }
         other => panic!("unexpected payload {other:?}"),
@@ -403,11 +403,11 @@ async fn shutdown_lets_in_flight_requests_finish() {
 #[tokio::test]
 async fn the_decay_sweep_prunes_faded_payloads_on_its_timer() {
     let mut config = crate::test_config();
-    config.maintenance.decay_interval = "100ms".into();
+    config.maintenance.decay_interval = mneme_core::Span::millis(100);
     let dir = tempfile::tempdir().expect("dir");
     let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));
     let store = mneme_store::StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
-    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone() };
+    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env: Default::default() };
     let daemon = mneme_server::start(options).await.expect("start");
     let url = format!("http://{}", daemon.http_addr());
     let http = reqwest::Client::new();
@@ -462,7 +462,7 @@ async fn undecodable_grpc_messages_and_non_finite_numbers_are_invalid_arguments(
     let mut c = d.memory().await;
     for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
         let args = json!({ "cmd": "ls" });
-        let mut args = mneme_server::convert::pb_from_json(&args);
+        let mut args = mneme_server::pb_from_json(&args);
         if let Some(prost_types::value::Kind::StructValue(s)) = args.kind.as_mut() {
             s.fields.insert("n".into(), prost_types::Value { kind: Some(prost_types::value::Kind::NumberValue(bad)) });
         }
@@ -505,7 +505,7 @@ async fn unknown_fields_inside_a_payload_are_refused_naming_the_field() {
 async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut config = crate::test_config();
-    config.server.body_read_timeout = "300ms".into();
+    config.server.body_read_timeout = mneme_core::Span::millis(300);
     let d = TestDaemon::with(config).await;
     let mut stream = tokio::net::TcpStream::connect(d.daemon.http_addr()).await.expect("connect");
     let head = "POST /v1/ingest/event HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"event\":";

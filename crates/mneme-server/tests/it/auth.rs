@@ -1,8 +1,8 @@
 //! Principals: keys, read ceilings and scopes, write policy, rate limits, and the rule
 //! that a non-loopback listener needs keys.
 
+use mneme_agent::config::PrincipalConfig;
 use mneme_core::Sensitivity;
-use mneme_server::config::PrincipalConfig;
 use mneme_server::pb;
 use serde_json::json;
 use tonic::Code;
@@ -196,12 +196,12 @@ async fn rate_limits_are_per_principal() {
 #[tokio::test]
 async fn non_loopback_without_keys_refuses_to_start() {
     let mut config = test_config();
-    config.server.http_addr = "0.0.0.0:0".into();
+    config.server.http_addr = "0.0.0.0:0".parse().expect("address");
     let err = TestDaemon::try_with(config).await.expect_err("refused");
     assert!(err.contains("non-loopback") && err.contains("principals"), "{err}");
     // With a key it starts.
     let mut config = test_config();
-    config.server.http_addr = "0.0.0.0:0".into();
+    config.server.http_addr = "0.0.0.0:0".parse().expect("address");
     config.principals = vec![principal("admin", ADMIN)];
     TestDaemon::with(config).await.stop().await;
 }

@@ -58,8 +58,8 @@ async fn llm(replies: Vec<Reply>) -> (String, Arc<Script>) {
 async fn daemon(endpoint: &str) -> TestDaemon {
     let mut c = test_config();
     c.consolidation.llm_endpoint = Some(endpoint.into());
-    c.consolidation.llm_timeout = "300ms".into();
-    c.consolidation.llm_backoff = "400ms".into();
+    c.consolidation.llm_timeout = mneme_core::Span::millis(300);
+    c.consolidation.llm_backoff = mneme_core::Span::millis(400);
     c.consolidation.llm_api_key = Some("sk-test".into());
     TestDaemon::with(c).await
 }
@@ -192,7 +192,7 @@ async fn the_backoff_doubles_up_to_ten_times_the_base() {
     let (endpoint, script) = llm(vec![Reply::Status(500)]).await;
     let mut c = test_config();
     c.consolidation.llm_endpoint = Some(endpoint);
-    c.consolidation.llm_backoff = "100ms".into();
+    c.consolidation.llm_backoff = mneme_core::Span::millis(100);
     let d = TestDaemon::with(c).await;
     let mut waits = Vec::new();
     for i in 0..6 {
@@ -324,8 +324,8 @@ async fn a_cycle_cancelled_while_waiting_on_the_llm_puts_its_messages_back() {
     c.consolidation.llm_endpoint = Some(endpoint);
     // Long enough to cancel the call in flight even on a busy machine; the shutdown's
     // own flush then gives the LLM one grace period.
-    c.consolidation.llm_timeout = "4s".into();
-    c.server.shutdown_grace = "300ms".into();
+    c.consolidation.llm_timeout = mneme_core::Span::secs(4);
+    c.server.shutdown_grace = mneme_core::Span::millis(300);
     let d = TestDaemon::with(c).await;
     for text in ["Atlas runs on port 8080.", "Borg runs on port 9090."] {
         say(&d, text).await;
@@ -362,7 +362,7 @@ async fn a_cycle_cancelled_while_waiting_on_the_llm_puts_its_messages_back() {
 
 #[test]
 fn extraction_parsing_validates_the_schema() {
-    use mneme_server::consolidate::parse_extraction;
+    use mneme_agent::consolidate::parse_extraction;
     let ok = parse_extraction("```json\n{\"facts\": [{\"subject\": \"A\", \"predicate\": \"Uses\", \"object\": \"B\", \"confidence\": 0.9}, {\"subject\": \"\", \"predicate\": \"x\", \"object\": \"y\", \"confidence\": 0.9}, {\"subject\": \"C\", \"predicate\": \"x\", \"object\": \"y\", \"confidence\": 2}]}\n```").expect("fenced JSON");
     assert_eq!(ok.facts.len(), 1);
     assert_eq!(ok.facts[0].predicate, "uses");

@@ -1,7 +1,7 @@
 //! The agent hook pipeline end to end, the regex extractor and the context formatter.
 
-use mneme_server::hooks::{CompactingMessage, HookInput, normalize_error, summarize_messages};
-use mneme_server::patterns::{Triple, extract};
+use mneme_agent::hooks::{CompactingMessage, HookInput, normalize_error, summarize_messages};
+use mneme_agent::patterns::{Triple, extract};
 use mneme_server::pb;
 use serde_json::{Value, json};
 
@@ -273,7 +273,7 @@ async fn failing_hooks_do_not_fail_the_caller() {
 #[tokio::test]
 async fn every_hook_over_grpc() {
     let mut c = crate::test_config();
-    c.consolidation.interval = "150ms".into();
+    c.consolidation.interval = mneme_core::Span::millis(150);
     let d = TestDaemon::with(c).await;
     let mut g = d.hooks().await;
     let ctx = || Some(pb::HookContext { session_id: "g-1".into(), channel_id: "dm:ada".into(), ..Default::default() });

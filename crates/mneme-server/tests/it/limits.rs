@@ -59,8 +59,8 @@ async fn silent_connections_beyond_the_cap_are_queued_then_timed_out_and_healthz
     logs();
     let mut config = test_config();
     config.server.max_connections = 8;
-    config.server.header_read_timeout = "300ms".into();
-    config.server.idle_timeout = "2s".into();
+    config.server.header_read_timeout = mneme_core::Span::millis(300);
+    config.server.idle_timeout = mneme_core::Span::secs(2);
     let d = TestDaemon::with(config).await;
 
     // Three times the cap of connections that never send a byte, on both listeners.
@@ -92,8 +92,8 @@ async fn silent_connections_beyond_the_cap_are_queued_then_timed_out_and_healthz
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_keepalive_connections_are_closed_and_clients_reconnect() {
     let mut config = test_config();
-    config.server.header_read_timeout = "5s".into();
-    config.server.idle_timeout = "400ms".into();
+    config.server.header_read_timeout = mneme_core::Span::secs(5);
+    config.server.idle_timeout = mneme_core::Span::millis(400);
     let d = TestDaemon::with(config).await;
 
     // gRPC: a channel left idle past idle_timeout gets a GOAWAY; its next call reconnects.

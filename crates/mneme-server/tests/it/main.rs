@@ -4,11 +4,9 @@
 mod agent;
 mod api;
 mod auth;
-mod config;
 mod consolidation;
 mod hooks;
 mod limits;
-mod parsers;
 mod protocol;
 
 use std::net::SocketAddr;
@@ -32,10 +30,10 @@ pub struct TestDaemon {
 /// Defaults for tests: loopback port 0 for both servers, no timers firing during a test.
 pub fn test_config() -> MnemeConfig {
     let mut c = MnemeConfig::default();
-    c.server.grpc_addr = "127.0.0.1:0".into();
-    c.server.http_addr = "127.0.0.1:0".into();
-    c.consolidation.interval = "1h".into();
-    c.maintenance.decay_interval = "0s".into();
+    c.server.grpc_addr = "127.0.0.1:0".parse().expect("address");
+    c.server.http_addr = "127.0.0.1:0".parse().expect("address");
+    c.consolidation.interval = mneme_core::Span::secs(3600);
+    c.maintenance.decay_interval = mneme_core::Span::secs(0);
     c.workspace.scheduler = false;
     c.workspace.index = false;
     c

@@ -28,10 +28,9 @@ use mneme_service::{IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest,
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Principal;
+use mneme_service::{Ops, Principal, ServiceError, ServiceResult};
+
 use crate::config::{ContextFormat, HooksConfig};
-use crate::error::{ApiError, ApiResult};
-use crate::ops::Ops;
 use crate::{format, patterns};
 
 pub const ACTOR: &str = "mneme:hooks";
@@ -263,7 +262,7 @@ impl Hooks {
         if !j.settings.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
             return;
         }
-        let now = self.ops.service.now();
+        let now = self.ops.now();
         let session = input.ctx.session();
         let mut tracker = j.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let command = |action: &str, detail: Option<serde_json::Value>| CommandLogEntry {
@@ -334,7 +333,7 @@ impl Hooks {
             Ok(()) if p.unrestricted() => self.keep_journal(name, &input),
             Ok(()) => {}
             Err(e) => {
-                tracing::warn!(hook = name.as_str(), error = %e.detail(), "hook failed");
+                tracing::warn!(hook = name.as_str(), error = %e, "hook failed");
                 outcome.error = Some(e.to_string());
             }
         }
@@ -348,7 +347,7 @@ impl Hooks {
 
     // ---- session start ---------------------------------------------------------------
 
-    fn session_start(&self, p: &Principal, input: &HookInput, outcome: &mut HookOutcome) -> ApiResult<()> {
+    fn session_start(&self, p: &Principal, input: &HookInput, outcome: &mut HookOutcome) -> ServiceResult<()> {
         let cfg = &self.config.session_start;
         let format = input.event.format.unwrap_or(cfg.format);
         if !cfg.enabled {
@@ -410,13 +409,13 @@ impl Hooks {
         role: &str,
         buffer: &mut Vec<BufferedMessage>,
         out: &mut HookOutcome,
-    ) -> ApiResult<()> {
+    ) -> ServiceResult<()> {
         let content = input.event.content();
         if content.trim().is_empty() || !self.config.capture_messages {
             return Ok(());
         }
         let ctx = &input.ctx;
-        let timestamp = parse_time(input.event.timestamp.as_deref())?;
+        let timestamp = parse_time(input.event.timestamp.as_deref(), self.ops.now())?;
         let sensitivity = self.sensitivity(ctx);
         let sender = input.event.from.clone().or_else(|| input.event.sender.clone()).unwrap_or_else(|| role.to_string());
         let channel = ctx.channel_id.clone().unwrap_or_else(|| "unknown".into());
@@ -437,14 +436,17 @@ impl Hooks {
         // The conversation log (memory sync's input, unlabeled: unrestricted principals
         // only) gets the message too; a failure there is logged and never fails the hook.
         if p.unrestricted() {
-            let logged = self.ops.service.log_conversation(mneme_service::ConversationInput {
-                channel: channel.clone(),
-                user_id: input.event.from.clone().or_else(|| input.event.sender.clone()),
-                direction: if role == "user" { "in" } else { "out" }.into(),
-                priority: None,
-                content: content.to_string(),
-                at: Some(timestamp),
-            });
+            let logged = self.ops.log_conversation(
+                p,
+                mneme_service::ConversationInput {
+                    channel: channel.clone(),
+                    user_id: input.event.from.clone().or_else(|| input.event.sender.clone()),
+                    direction: if role == "user" { "in" } else { "out" }.into(),
+                    priority: None,
+                    content: content.to_string(),
+                    at: Some(timestamp),
+                },
+            );
             if let Err(e) = logged {
                 tracing::warn!(error = %e, "the message was remembered but not added to the conversation log");
             }
@@ -469,7 +471,7 @@ impl Hooks {
         sensitivity: Sensitivity,
         scope: &mneme_core::Scope,
         source: &RecordId,
-    ) -> ApiResult<Option<RecordId>> {
+    ) -> ServiceResult<Option<RecordId>> {
         if find_fact(&self.ops, p, &t.subject, &t.predicate, scope)?.iter().any(|f| f.fact.object.eq_ignore_ascii_case(&t.object)) {
             return Ok(None);
         }
@@ -494,9 +496,9 @@ impl Hooks {
 
     // ---- tool calls: the competence tracker --------------------------------------------
 
-    fn before_tool_call(&self, input: &HookInput) -> ApiResult<()> {
+    fn before_tool_call(&self, input: &HookInput) -> ServiceResult<()> {
         let Some(tool) = input.event.tool_name.as_deref().filter(|t| !t.is_empty()) else {
-            return Err(ApiError::BadRequest("before_tool_call: toolName is required".into()));
+            return Err(ServiceError::invalid("toolName", "before_tool_call needs it"));
         };
         if self.config.capture_tool_calls {
             let mut state = self.state();
@@ -508,9 +510,9 @@ impl Hooks {
         Ok(())
     }
 
-    fn after_tool_call(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ApiResult<()> {
+    fn after_tool_call(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ServiceResult<()> {
         let Some(tool) = input.event.tool_name.as_deref().filter(|t| !t.is_empty()) else {
-            return Err(ApiError::BadRequest("after_tool_call: toolName is required".into()));
+            return Err(ServiceError::invalid("toolName", "after_tool_call needs it"));
         };
         if !self.config.capture_tool_calls {
             return Ok(());
@@ -612,7 +614,7 @@ impl Hooks {
     }
 
     /// The live competence record the tracker keeps for `tool`.
-    fn competence_record(&self, p: &Principal, tool: &str) -> ApiResult<Option<(RecordId, CompetencePayload)>> {
+    fn competence_record(&self, p: &Principal, tool: &str) -> ServiceResult<Option<(RecordId, CompetencePayload)>> {
         let request = RetrieveRequest {
             types: vec![MemoryType::Competence],
             tags: vec!["source:competence-tracker".into(), format!("tool:{}", tag_value(tool))],
@@ -629,12 +631,12 @@ impl Hooks {
     }
 
     /// A tool's performance from its episodic call records (before it has a competence record).
-    fn rebuild_performance(&self, p: &Principal, tool: &str) -> ApiResult<Performance> {
+    fn rebuild_performance(&self, p: &Principal, tool: &str) -> ServiceResult<Performance> {
         let request = RetrieveRequest {
             types: vec![MemoryType::Episodic],
             tags: vec!["tracking:competence".into(), format!("tool:{}", tag_value(tool))],
             max_sensitivity: Some(Sensitivity::Critical),
-            limit: self.ops.service.config().limits.max_limit,
+            limit: self.ops.limits().max_limit,
             ..RetrieveRequest::default()
         };
         let mut perf = Performance::default();
@@ -651,7 +653,7 @@ impl Hooks {
 
     // ---- compaction and session end ----------------------------------------------------
 
-    fn before_compaction(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ApiResult<()> {
+    fn before_compaction(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ServiceResult<()> {
         if !self.config.capture_working_state {
             return Ok(());
         }
@@ -687,7 +689,7 @@ impl Hooks {
     }
 
     /// Reinforces the records injected at the session's start when it ended well.
-    fn agent_end(&self, p: &Principal, input: &HookInput) -> ApiResult<()> {
+    fn agent_end(&self, p: &Principal, input: &HookInput) -> ServiceResult<()> {
         let session = input.ctx.session();
         let injected = self.state().injected.remove(&session).map(|(_, ids)| ids).unwrap_or_default();
         let amount = self.config.session_start.reinforce_on_success;
@@ -722,7 +724,7 @@ pub struct FoundFact {
 /// An exact look-up (`Ops::find_facts`), not a ranked search: a fact outranked by any
 /// number of records for the words "subject predicate" is still found, so consolidation
 /// revises it instead of adding a duplicate.
-pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ApiResult<Vec<FoundFact>> {
+pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<FoundFact>> {
     Ok(ops
         .find_facts(p, subject, predicate, scope)?
         .into_iter()
@@ -733,10 +735,10 @@ pub fn find_fact(ops: &Ops, p: &Principal, subject: &str, predicate: &str, scope
         .collect())
 }
 
-fn parse_time(s: Option<&str>) -> ApiResult<Timestamp> {
+fn parse_time(s: Option<&str>, now: Timestamp) -> ServiceResult<Timestamp> {
     match s.filter(|s| !s.is_empty()) {
-        None => Ok(Timestamp::now()),
-        Some(s) => s.parse().map_err(|e| ApiError::BadRequest(format!("invalid timestamp {s:?}: {e}"))),
+        None => Ok(now),
+        Some(s) => s.parse().map_err(|e| ServiceError::invalid("timestamp", format!("{s:?}: {e}"))),
     }
 }
 

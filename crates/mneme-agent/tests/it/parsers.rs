@@ -4,10 +4,10 @@
 //! keep its documented promises on the inputs it accepts. (The workspace's Markdown
 //! chunker has its own property test in mneme-workspace.)
 
-use mneme_server::MnemeConfig;
-use mneme_server::config::parse_duration;
-use mneme_server::consolidate::parse_extraction;
-use mneme_server::hooks::HookInput;
+use mneme_agent::MnemeConfig;
+use mneme_agent::config::parse_duration;
+use mneme_agent::consolidate::parse_extraction;
+use mneme_agent::hooks::HookInput;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -110,7 +110,7 @@ proptest! {
 
     #[test]
     fn any_text_gives_facts_with_every_part_present(text in ".{0,200}") {
-        for triple in mneme_server::patterns::extract(&text) {
+        for triple in mneme_agent::patterns::extract(&text) {
             prop_assert!(!triple.subject.trim().is_empty() && !triple.predicate.trim().is_empty() && !triple.object.trim().is_empty(), "{:?}", triple);
         }
     }

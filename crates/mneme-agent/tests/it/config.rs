@@ -1,7 +1,7 @@
 //! Configuration layering and validation.
 
-use mneme_server::MnemeConfig;
-use mneme_server::config::parse_duration;
+use mneme_agent::MnemeConfig;
+use mneme_agent::config::parse_duration;
 use std::time::Duration;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -15,17 +15,20 @@ fn layers_apply_in_order_defaults_file_env_flags() {
     std::fs::write(&file, "[server]\ngrpc_addr = \"127.0.0.1:7000\"\nhttp_addr = \"127.0.0.1:7001\"\n[consolidation]\nbatch_size = 10\n")
         .expect("write");
     let c = MnemeConfig::layered(Some(&file), true, env(&[]), &[]).expect("file");
-    assert_eq!((c.server.grpc_addr.as_str(), c.consolidation.batch_size, c.consolidation.interval.as_str()), ("127.0.0.1:7000", 10, "30m"));
+    assert_eq!(
+        (c.server.grpc_addr.to_string().as_str(), c.consolidation.batch_size, c.consolidation.interval.to_string().as_str()),
+        ("127.0.0.1:7000", 10, "30m")
+    );
     let e = env(&[("MNEME_GRPC_ADDR", "127.0.0.1:7100"), ("MNEME_CFG__CONSOLIDATION__BATCH_SIZE", "20"), ("UNRELATED", "x")]);
     let c = MnemeConfig::layered(Some(&file), true, e.clone(), &[]).expect("env");
     assert_eq!(
-        (c.server.grpc_addr.as_str(), c.server.http_addr.as_str(), c.consolidation.batch_size),
+        (c.server.grpc_addr.to_string().as_str(), c.server.http_addr.to_string().as_str(), c.consolidation.batch_size),
         ("127.0.0.1:7100", "127.0.0.1:7001", 20)
     );
     let sets =
         vec![("server.grpc_addr".to_string(), "\"127.0.0.1:7200\"".to_string()), ("consolidation.interval".to_string(), "5m".to_string())];
     let c = MnemeConfig::layered(Some(&file), true, e, &sets).expect("flags");
-    assert_eq!((c.server.grpc_addr.as_str(), c.consolidation.interval.as_str()), ("127.0.0.1:7200", "5m"));
+    assert_eq!((c.server.grpc_addr.to_string().as_str(), c.consolidation.interval.to_string().as_str()), ("127.0.0.1:7200", "5m"));
     // A missing optional file is the defaults; a missing required one is an error.
     let missing = dir.path().join("none.toml");
     assert_eq!(MnemeConfig::layered(Some(&missing), false, env(&[]), &[]).expect("defaults"), MnemeConfig::default());

@@ -11,18 +11,17 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use mneme_core::{CompetencePayload, MemoryType, Payload, Performance, Scope, SemanticPayload, Sensitivity};
 use mneme_service::{ContestRequest, IngestOptions, RetrieveRequest, Revision};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::Principal;
-use crate::config::MnemeConfig;
-use crate::error::ApiResult;
+use mneme_service::{Ops, Principal, ServiceResult};
+
+use crate::config::ConsolidationConfig;
 use crate::hooks::{BufferedMessage, find_fact};
-use crate::ops::Ops;
+use crate::llm::{Chat, LlmClient, LlmError, extract_json};
 use crate::patterns;
 
 pub const ACTOR: &str = "mneme:consolidator";
@@ -102,26 +101,16 @@ pub struct CycleReport {
     pub errors: Vec<String>,
 }
 
-#[derive(Debug, Default)]
-struct Backoff {
-    failures: u32,
-    until: Option<Instant>,
-}
-
-/// The consolidator: a bounded buffer, the LLM client and the backoff state.
+/// The consolidator: a bounded buffer and the shared LLM client (which holds the backoff).
+#[derive(Debug)]
 pub struct Consolidator {
     ops: Ops,
     principal: Arc<Principal>,
-    http: reqwest::Client,
-    endpoint: Option<String>,
-    model: String,
-    api_key: Option<String>,
+    llm: Arc<LlmClient>,
     batch_size: usize,
     min_confidence: f64,
     llm_max_sensitivity: Sensitivity,
-    backoff_base: Duration,
     buffer: Mutex<VecDeque<BufferedMessage>>,
-    backoff: Mutex<Backoff>,
     last: Mutex<Option<CycleReport>>,
     /// One cycle at a time (the timer, a flush and an explicit request may coincide).
     /// Owned by the blocking apply step too, so a cancelled cycle still holds it until its
@@ -129,37 +118,18 @@ pub struct Consolidator {
     running: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// Never prints the API key.
-impl std::fmt::Debug for Consolidator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Consolidator")
-            .field("endpoint", &self.endpoint)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| crate::config::REDACTED))
-            .field("batch_size", &self.batch_size)
-            .field("buffered", &self.buffered())
-            .finish_non_exhaustive()
-    }
-}
-
 impl Consolidator {
-    /// `principal`: whose policy consolidation writes under (the daemon's own).
-    pub fn new(ops: Ops, principal: Arc<Principal>, config: &MnemeConfig, backoff_base: Duration) -> Self {
-        crate::init_tls();
-        let http = reqwest::Client::builder().timeout(config.llm_timeout()).build().unwrap_or_default();
+    /// `principal`: whose policy consolidation writes under (the daemon's own); `llm`: the
+    /// client for `[consolidation]`'s endpoint (`ConsolidationConfig::llm_settings`).
+    pub fn new(ops: Ops, principal: Arc<Principal>, config: &ConsolidationConfig, llm: Arc<LlmClient>) -> Self {
         Consolidator {
             ops,
             principal,
-            http,
-            endpoint: config.consolidation.llm_endpoint.clone().map(|e| e.trim_end_matches('/').to_string()),
-            model: config.consolidation.llm_model.clone(),
-            api_key: config.consolidation.llm_api_key.clone().filter(|k| !k.is_empty()),
-            batch_size: config.consolidation.batch_size,
-            min_confidence: config.consolidation.min_confidence,
-            llm_max_sensitivity: config.consolidation.llm_max_sensitivity,
-            backoff_base,
+            llm,
+            batch_size: config.batch_size,
+            min_confidence: config.min_confidence,
+            llm_max_sensitivity: config.llm_max_sensitivity,
             buffer: Mutex::new(VecDeque::new()),
-            backoff: Mutex::new(Backoff::default()),
             last: Mutex::new(None),
             running: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -201,7 +171,7 @@ impl Consolidator {
     pub async fn run_cycle_until(self: &Arc<Self>, deadline: Option<tokio::time::Instant>) -> CycleReport {
         let one = self.running.clone().lock_owned().await;
         let batch: Vec<BufferedMessage> = self.buffer.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect();
-        let mut report = CycleReport { at: Some(Timestamp::now()), messages: batch.len(), ..CycleReport::default() };
+        let mut report = CycleReport { at: Some(self.ops.now()), messages: batch.len(), ..CycleReport::default() };
         if batch.is_empty() {
             // Nothing to do; the last real cycle stays the one `status` reports.
             report.llm = "idle".into();
@@ -223,12 +193,12 @@ impl Consolidator {
             // 2. LLM facts from the messages it may see, unless disabled or backing off;
             //    they take the highest sensitivity among those messages.
             let sendable: Vec<&BufferedMessage> = messages.iter().copied().filter(|m| m.sensitivity <= self.llm_max_sensitivity).collect();
-            let status = match self.llm_allowed() {
-                Err(reason) => reason,
+            let allowed = if self.llm.enabled() { self.llm.check_backoff() } else { Err(LlmError::Disabled) };
+            let status = match allowed {
+                Err(reason) => reason.to_string(),
                 Ok(()) if sendable.is_empty() => "skipped: every message is above consolidation.llm_max_sensitivity".into(),
                 Ok(()) => match self.call_llm_until(&sendable, deadline).await {
                     Ok(extraction) => {
-                        self.llm_succeeded();
                         let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
                         for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
                             report.llm_facts += 1;
@@ -240,7 +210,10 @@ impl Consolidator {
                         "ok".into()
                     }
                     Err(e) => {
-                        let wait = self.llm_failed();
+                        let wait = match self.llm.check_backoff() {
+                            Err(LlmError::Backoff { remaining }) => remaining,
+                            _ => std::time::Duration::ZERO,
+                        };
                         tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
                         report.errors.push(format!("LLM: {e}"));
                         format!("failed: {e} (backing off {:.1} s)", wait.as_secs_f64())
@@ -278,7 +251,7 @@ impl Consolidator {
         let report = match applied {
             Ok(r) => r,
             Err(e) => {
-                CycleReport { at: Some(Timestamp::now()), llm: "aborted".into(), errors: vec![e.to_string()], ..CycleReport::default() }
+                CycleReport { at: Some(self.ops.now()), llm: "aborted".into(), errors: vec![e.to_string()], ..CycleReport::default() }
             }
         };
         tracing::info!(
@@ -297,71 +270,25 @@ impl Consolidator {
         report
     }
 
-    fn llm_allowed(&self) -> Result<(), String> {
-        if self.endpoint.is_none() {
-            return Err("disabled".into());
-        }
-        let b = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
-        match b.until {
-            Some(until) if Instant::now() < until => Err("backoff".into()),
-            _ => Ok(()),
-        }
-    }
-
-    fn llm_succeeded(&self) {
-        *self.backoff.lock().unwrap_or_else(|p| p.into_inner()) = Backoff::default();
-    }
-
-    /// Records a failure and returns the backoff now in force.
-    fn llm_failed(&self) -> Duration {
-        let mut b = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
-        b.failures = b.failures.saturating_add(1);
-        let factor = 2u32.saturating_pow(b.failures - 1).min(10);
-        let wait = self.backoff_base * factor;
-        b.until = Some(Instant::now() + wait);
-        wait
-    }
-
-    async fn call_llm_until(&self, batch: &[&BufferedMessage], deadline: Option<tokio::time::Instant>) -> Result<Extraction, String> {
+    async fn call_llm_until(&self, batch: &[&BufferedMessage], deadline: Option<tokio::time::Instant>) -> Result<Extraction, LlmError> {
         match deadline {
             None => self.call_llm(batch).await,
-            Some(at) => tokio::time::timeout_at(at, self.call_llm(batch)).await.unwrap_or_else(|_| Err("timeout (shutdown)".into())),
+            Some(at) => tokio::time::timeout_at(at, self.call_llm(batch)).await.unwrap_or(Err(LlmError::Timeout)),
         }
     }
 
-    async fn call_llm(&self, batch: &[&BufferedMessage]) -> Result<Extraction, String> {
-        let endpoint = self.endpoint.as_deref().ok_or("no endpoint")?;
+    async fn call_llm(&self, batch: &[&BufferedMessage]) -> Result<Extraction, LlmError> {
         let snippet = batch.iter().map(|m| format!("[{}]: {}", m.role, m.content)).collect::<Vec<_>>().join("\n\n");
-        let body = serde_json::json!({
-            "model": self.model,
-            "messages": [
-                { "role": "system", "content": SYSTEM_PROMPT },
-                { "role": "user", "content": snippet },
-            ],
-            "temperature": 0.1,
-            "max_tokens": 2000,
-            "response_format": { "type": "json_object" },
-        });
-        let mut request = self.http.post(format!("{endpoint}/chat/completions")).json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response =
-            request.send().await.map_err(|e| if e.is_timeout() { "timeout".to_string() } else { format!("request failed: {e}") })?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(format!("HTTP {}", status.as_u16()));
-        }
-        let text = response.text().await.map_err(|e| format!("reading the response: {e}"))?;
-        let envelope: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("response is not JSON: {e}"))?;
-        let content =
-            envelope.pointer("/choices/0/message/content").and_then(|c| c.as_str()).ok_or("response has no choices[0].message.content")?;
-        parse_extraction(content)
+        let value = self.llm.chat_json(&Chat::new(SYSTEM_PROMPT, &snippet)).await?;
+        extraction_from(value).map_err(|e| {
+            self.llm.failed();
+            LlmError::BadResponse(e)
+        })
     }
 
     /// The seed's ingest-or-revise, within `scope`. A revision is at least as sensitive
     /// as the fact it replaces and as the messages it came from.
-    fn ingest_or_revise(&self, fact: &Fact, sensitivity: Sensitivity, scope: &Scope, report: &mut CycleReport) -> ApiResult<()> {
+    fn ingest_or_revise(&self, fact: &Fact, sensitivity: Sensitivity, scope: &Scope, report: &mut CycleReport) -> ServiceResult<()> {
         let p = &*self.principal;
         let existing = find_fact(&self.ops, p, &fact.subject, &fact.predicate, scope)?;
         if let Some(same) = existing.iter().find(|f| f.fact.object.eq_ignore_ascii_case(&fact.object)) {
@@ -411,7 +338,7 @@ impl Consolidator {
         Ok(())
     }
 
-    fn ingest_skill(&self, skill: &Skill, sensitivity: Sensitivity, scope: &Scope) -> ApiResult<()> {
+    fn ingest_skill(&self, skill: &Skill, sensitivity: Sensitivity, scope: &Scope) -> ServiceResult<()> {
         let p = &*self.principal;
         let request = RetrieveRequest {
             query: skill.skill.clone(),
@@ -493,17 +420,16 @@ impl Drop for Requeue<'_> {
     }
 }
 
-/// Parses and validates the model's JSON (a ```json fence around it is tolerated).
-/// Invalid entries are dropped; a reply that is not a JSON object is an error.
+/// Parses and validates the model's reply: the JSON is found with
+/// [`crate::llm::extract_json`] (fenced, wrapped in prose, or cut off), then validated by
+/// [`extraction_from`].
 pub fn parse_extraction(raw: &str) -> Result<Extraction, String> {
-    let trimmed = raw.trim();
-    let body = trimmed
-        .strip_prefix("```json")
-        .or_else(|| trimmed.strip_prefix("```"))
-        .and_then(|s| s.strip_suffix("```"))
-        .unwrap_or(trimmed)
-        .trim();
-    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("model output is not JSON: {e}"))?;
+    extraction_from(extract_json(raw)?)
+}
+
+/// Validates the model's JSON. Invalid entries are dropped; a value that is not an object
+/// with at least one of `facts`, `competence`, `corrections` is an error.
+pub fn extraction_from(value: serde_json::Value) -> Result<Extraction, String> {
     let obj = value.as_object().ok_or("model output is not a JSON object")?;
     let list = |key: &str| obj.get(key).and_then(|v| v.as_array()).cloned().unwrap_or_default();
     let text_ok = |s: &str, max: usize| !s.trim().is_empty() && s.len() <= max;

@@ -9,13 +9,17 @@
 //! Flags: `--set section.key=value`. A value is read as a TOML value when it parses as one
 //! (`10`, `true`, `["a"]`), else as a string.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use mneme_core::{DecayConfig, Limits, MemoryType, RankWeights, Sensitivity};
+pub use mneme_core::{Span, parse_duration};
+pub use mneme_embed::{EmbeddingConfig, EmbeddingProvider};
 use mneme_service::{AccessConfig, ServiceConfig};
 use serde::{Deserialize, Serialize};
+
+use crate::llm::{LlmSettings, Route};
 
 /// Named environment variables and the key each sets.
 pub const ENV_KEYS: &[(&str, &str)] = &[
@@ -66,61 +70,10 @@ pub struct MnemeConfig {
     pub consolidation: ConsolidationConfig,
     pub maintenance: MaintenanceConfig,
     pub embedding: EmbeddingConfig,
+    /// The shared LLM client's routes: model name → endpoint.
+    pub llm: LlmConfig,
     /// The agent's file workspace (`mneme workspace`, `mneme hook session-start`).
     pub workspace: mneme_workspace::WorkspaceConfig,
-}
-
-/// Where vectors come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EmbeddingProvider {
-    /// The in-process model under the data directory (`mneme model install`); when it is
-    /// not installed, retrieval is lexical-only (said once in the log).
-    #[default]
-    Local,
-    /// An OpenAI-compatible `/embeddings` endpoint.
-    Openai,
-    /// No embeddings: lexical retrieval only.
-    None,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EmbeddingConfig {
-    pub provider: EmbeddingProvider,
-    /// The local model's directory; default `<data dir>/models/all-MiniLM-L6-v2`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_dir: Option<PathBuf>,
-    /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`), for provider "openai".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// The provider's model name (provider "openai").
-    pub model: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key: Option<String>,
-    /// Dimension the provider's model returns (provider "openai"; checked on every answer).
-    pub dimension: usize,
-    pub timeout: String,
-    /// Records per embedding batch in the background pipeline.
-    pub batch_size: usize,
-    /// The vector index: exact below `exact_below` vectors, approximate beyond.
-    pub index: mneme_service::IndexParams,
-}
-
-impl Default for EmbeddingConfig {
-    fn default() -> Self {
-        EmbeddingConfig {
-            provider: EmbeddingProvider::Local,
-            model_dir: None,
-            endpoint: None,
-            model: "text-embedding-3-small".into(),
-            api_key: None,
-            dimension: 1536,
-            timeout: "30s".into(),
-            batch_size: 32,
-            index: Default::default(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -134,8 +87,8 @@ pub enum LogFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    pub grpc_addr: String,
-    pub http_addr: String,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
     pub log_format: LogFormat,
     /// A tracing filter: `info`, `debug`, `mneme_server=debug,info`.
     pub log_level: String,
@@ -146,7 +99,7 @@ pub struct ServerConfig {
     /// Burst size of the token bucket.
     pub rate_limit_burst: f64,
     /// How long shutdown waits for in-flight requests before closing anyway.
-    pub shutdown_grace: String,
+    pub shutdown_grace: Span,
     /// SQLite connections for reads besides the writer (0: reads share the writer).
     pub read_connections: usize,
     /// Open connections across both listeners; at the cap, new ones wait in the kernel's
@@ -154,32 +107,32 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// A new connection must send its first bytes, and an HTTP/1 connection each request's
     /// headers (kept-alive ones included), within this time, else it is closed.
-    pub header_read_timeout: String,
+    pub header_read_timeout: Span,
     /// A connection with no request in flight and no bytes moving for this long is closed
     /// (gRPC channels between calls, responses the client does not read).
-    pub idle_timeout: String,
+    pub idle_timeout: Span,
     /// An HTTP request's whole body must arrive within this time (408 otherwise): a client
     /// that trickles a body cannot hold a connection open. Bodies are read before
     /// authentication is checked, so this bounds what an unauthenticated peer can hold.
-    pub body_read_timeout: String,
+    pub body_read_timeout: Span,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            grpc_addr: "127.0.0.1:9090".into(),
-            http_addr: "127.0.0.1:18791".into(),
+            grpc_addr: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 18791)),
             log_format: LogFormat::Text,
             log_level: "info".into(),
             max_request_bytes: 1024 * 1024,
             rate_limit_per_second: 20_000.0,
             rate_limit_burst: 40_000.0,
-            shutdown_grace: "10s".into(),
+            shutdown_grace: Span::secs(10),
             read_connections: 2,
             max_connections: 512,
-            header_read_timeout: "10s".into(),
-            idle_timeout: "60s".into(),
-            body_read_timeout: "30s".into(),
+            header_read_timeout: Span::secs(10),
+            idle_timeout: Span::secs(60),
+            body_read_timeout: Span::secs(30),
         }
     }
 }
@@ -308,7 +261,7 @@ impl Default for CompetenceConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ConsolidationConfig {
     pub enabled: bool,
-    pub interval: String,
+    pub interval: Span,
     /// Messages per cycle; the buffer holds at most twice this many (oldest dropped).
     pub batch_size: usize,
     /// LLM facts below this confidence are dropped.
@@ -319,9 +272,9 @@ pub struct ConsolidationConfig {
     pub llm_model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_api_key: Option<String>,
-    pub llm_timeout: String,
+    pub llm_timeout: Span,
     /// First LLM backoff after a failure; doubles per failure, capped at 10×.
-    pub llm_backoff: String,
+    pub llm_backoff: Span,
     /// The most sensitive messages sent to the LLM endpoint; above this, regex only.
     pub llm_max_sensitivity: Sensitivity,
 }
@@ -330,14 +283,14 @@ impl Default for ConsolidationConfig {
     fn default() -> Self {
         ConsolidationConfig {
             enabled: true,
-            interval: "30m".into(),
+            interval: Span::secs(1800),
             batch_size: 50,
             min_confidence: 0.6,
             llm_endpoint: None,
             llm_model: "mistral:7b".into(),
             llm_api_key: None,
-            llm_timeout: "30s".into(),
-            llm_backoff: "1m".into(),
+            llm_timeout: Span::secs(30),
+            llm_backoff: Span::secs(60),
             llm_max_sensitivity: Sensitivity::Medium,
         }
     }
@@ -347,13 +300,38 @@ impl Default for ConsolidationConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct MaintenanceConfig {
     /// How often the decay/prune sweep runs; "0s" turns it off.
-    pub decay_interval: String,
+    pub decay_interval: Span,
     pub prune: bool,
 }
 
 impl Default for MaintenanceConfig {
     fn default() -> Self {
-        MaintenanceConfig { decay_interval: "1h".into(), prune: true }
+        MaintenanceConfig { decay_interval: Span::secs(3600), prune: true }
+    }
+}
+
+/// `[llm]`: settings of the one LLM client every engine shares. The default endpoint and
+/// model are `[consolidation]`'s `llm_endpoint` / `llm_model` / `llm_api_key`; a model
+/// named here goes to its own endpoint instead (`[llm.routes."gpt-4o-mini"]
+/// endpoint = "https://api.openai.com/v1"`), so engines can use a small local model and a
+/// larger remote one side by side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    pub routes: BTreeMap<String, Route>,
+}
+
+impl MnemeConfig {
+    /// The shared LLM client's settings.
+    pub fn llm_settings(&self) -> LlmSettings {
+        let c = &self.consolidation;
+        LlmSettings {
+            default: c.llm_endpoint.clone().map(|endpoint| Route { endpoint, api_key: c.llm_api_key.clone() }),
+            model: c.llm_model.clone(),
+            routes: self.llm.routes.clone(),
+            timeout: c.llm_timeout.get(),
+            backoff_base: c.llm_backoff.get(),
+        }
     }
 }
 
@@ -419,56 +397,8 @@ impl MnemeConfig {
         ServiceConfig { decay: self.decay, retrieval: self.retrieval, access: self.access, limits: self.limits }
     }
 
-    pub fn grpc_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.server
-            .grpc_addr
-            .parse()
-            .map_err(|e| err("server.grpc_addr", format!("{:?} is not an address like 127.0.0.1:9090 ({e})", self.server.grpc_addr)))
-    }
-
-    pub fn http_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.server
-            .http_addr
-            .parse()
-            .map_err(|e| err("server.http_addr", format!("{:?} is not an address like 127.0.0.1:18791 ({e})", self.server.http_addr)))
-    }
-
-    pub fn consolidation_interval(&self) -> Duration {
-        parse_duration(&self.consolidation.interval).unwrap_or(Duration::from_secs(1800))
-    }
-
-    pub fn llm_timeout(&self) -> Duration {
-        parse_duration(&self.consolidation.llm_timeout).unwrap_or(Duration::from_secs(30))
-    }
-
-    pub fn llm_backoff(&self) -> Duration {
-        parse_duration(&self.consolidation.llm_backoff).unwrap_or(Duration::from_secs(60))
-    }
-
-    pub fn decay_interval(&self) -> Duration {
-        parse_duration(&self.maintenance.decay_interval).unwrap_or(Duration::from_secs(3600))
-    }
-
-    pub fn shutdown_grace(&self) -> Duration {
-        parse_duration(&self.server.shutdown_grace).unwrap_or(Duration::from_secs(10))
-    }
-
-    pub fn header_read_timeout(&self) -> Duration {
-        parse_duration(&self.server.header_read_timeout).unwrap_or(Duration::from_secs(10))
-    }
-
-    pub fn idle_timeout(&self) -> Duration {
-        parse_duration(&self.server.idle_timeout).unwrap_or(Duration::from_secs(60))
-    }
-
-    pub fn body_read_timeout(&self) -> Duration {
-        parse_duration(&self.server.body_read_timeout).unwrap_or(Duration::from_secs(30))
-    }
-
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.service().validate().map_err(|e| ConfigError(e.to_string().trim_start_matches("configuration error: ").to_string()))?;
-        self.grpc_addr()?;
-        self.http_addr()?;
         tracing_subscriber::EnvFilter::try_new(&self.server.log_level).map_err(|e| err("server.log_level", e))?;
         if self.server.read_connections > 64 {
             return Err(err("server.read_connections", "must be at most 64"));
@@ -481,18 +411,16 @@ impl MnemeConfig {
         }
         positive("server.rate_limit_per_second", self.server.rate_limit_per_second)?;
         positive("server.rate_limit_burst", self.server.rate_limit_burst)?;
-        for (key, value, zero_ok) in [
-            ("server.shutdown_grace", &self.server.shutdown_grace, true),
-            ("server.header_read_timeout", &self.server.header_read_timeout, false),
-            ("server.idle_timeout", &self.server.idle_timeout, false),
-            ("server.body_read_timeout", &self.server.body_read_timeout, false),
-            ("consolidation.interval", &self.consolidation.interval, false),
-            ("consolidation.llm_timeout", &self.consolidation.llm_timeout, false),
-            ("consolidation.llm_backoff", &self.consolidation.llm_backoff, false),
-            ("maintenance.decay_interval", &self.maintenance.decay_interval, true),
+        for (key, value) in [
+            ("server.header_read_timeout", self.server.header_read_timeout),
+            ("server.idle_timeout", self.server.idle_timeout),
+            ("server.body_read_timeout", self.server.body_read_timeout),
+            ("consolidation.interval", self.consolidation.interval),
+            ("consolidation.llm_timeout", self.consolidation.llm_timeout),
+            ("consolidation.llm_backoff", self.consolidation.llm_backoff),
+            ("embedding.timeout", self.embedding.timeout),
         ] {
-            let d = parse_duration(value).map_err(|e| err(key, e))?;
-            if d.is_zero() && !zero_ok {
+            if value.is_zero() {
                 return Err(err(key, "must be longer than zero"));
             }
         }
@@ -503,9 +431,6 @@ impl MnemeConfig {
         let e = &self.embedding;
         if e.batch_size == 0 || e.batch_size > 1024 {
             return Err(err("embedding.batch_size", "must be between 1 and 1024"));
-        }
-        if parse_duration(&e.timeout).map_err(|x| err("embedding.timeout", x))?.is_zero() {
-            return Err(err("embedding.timeout", "must be longer than zero"));
         }
         if e.provider == EmbeddingProvider::Openai {
             match &e.endpoint {
@@ -527,6 +452,14 @@ impl MnemeConfig {
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             return Err(err("consolidation.llm_endpoint", format!("{url:?} must start with http:// or https://")));
+        }
+        for (model, route) in &self.llm.routes {
+            if !(route.endpoint.starts_with("http://") || route.endpoint.starts_with("https://")) {
+                return Err(err(
+                    &format!("llm.routes.{model:?}.endpoint"),
+                    format!("{:?} must start with http:// or https://", route.endpoint),
+                ));
+            }
         }
         let ss = &self.hooks.session_start;
         if ss.max_records == 0 || ss.max_records > self.limits.max_limit {
@@ -582,6 +515,11 @@ impl MnemeConfig {
         if shown.embedding.api_key.is_some() {
             shown.embedding.api_key = Some(REDACTED.into());
         }
+        for route in shown.llm.routes.values_mut() {
+            if route.api_key.is_some() {
+                route.api_key = Some(REDACTED.into());
+            }
+        }
         for p in &mut shown.principals {
             if p.key_sha256.is_some() {
                 p.key_sha256 = Some(REDACTED.into());
@@ -619,24 +557,4 @@ fn set_path(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), String>
     }
     cur.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
-}
-
-/// `250ms`, `10s`, `30m`, `1h`, `2d`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 5m or 1h"))?;
-    let secs = match unit.trim() {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
-    };
-    if !(0.0..=365.0 * 86400.0).contains(&secs) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }

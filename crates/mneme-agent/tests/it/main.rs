@@ -1,0 +1,6 @@
+//! mneme-agent's integration tests: the shared LLM client against a scripted
+//! OpenAI-compatible server on loopback.
+
+mod config;
+mod llm;
+mod parsers;

@@ -1,0 +1,124 @@
+//! The `[embedding]` settings and choosing the embedder from them: the local model, an
+//! OpenAI-compatible endpoint, or none. A local model that is not installed is not an
+//! error: retrieval is lexical-only and the caller says so once.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mneme_core::Span;
+use serde::{Deserialize, Serialize};
+
+use crate::{DEFAULT_MODEL, Embedder, MiniLm, OpenAiEmbedder};
+
+/// Where vectors come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// The in-process model under the data directory (`mneme model install`); when it is
+    /// not installed, retrieval is lexical-only (said once in the log).
+    #[default]
+    Local,
+    /// An OpenAI-compatible `/embeddings` endpoint.
+    Openai,
+    /// No embeddings: lexical retrieval only.
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    pub provider: EmbeddingProvider,
+    /// The local model's directory; default `<data dir>/models/all-MiniLM-L6-v2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_dir: Option<PathBuf>,
+    /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`), for provider "openai".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The provider's model name (provider "openai").
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Dimension the provider's model returns (provider "openai"; checked on every answer).
+    pub dimension: usize,
+    pub timeout: Span,
+    /// Records per embedding batch in the background pipeline.
+    pub batch_size: usize,
+    /// The vector index: exact below `exact_below` vectors, approximate beyond.
+    pub index: IndexParams,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            provider: EmbeddingProvider::Local,
+            model_dir: None,
+            endpoint: None,
+            model: "text-embedding-3-small".into(),
+            api_key: None,
+            dimension: 1536,
+            timeout: Span::secs(30),
+            batch_size: 32,
+            index: Default::default(),
+        }
+    }
+}
+
+/// Vector index parameters (`[embedding.index]`; used by mneme-service's `VectorIndex`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexParams {
+    /// Below this many entries every query is exact. Default 20 000.
+    pub exact_below: usize,
+    /// Candidates kept from the Hamming pass for the asymmetric pass. Default 16 000.
+    pub coarse: usize,
+    /// Candidates kept from the asymmetric pass for exact re-scoring. Default 2 000.
+    pub rerank: usize,
+    /// Inverted-file partition (built at start above `exact_below`): number of lists,
+    /// 0 = about √n. Default 0.
+    pub lists: usize,
+    /// Lists scanned per query when the partition is built. Default 128.
+    pub nprobe: usize,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        IndexParams { exact_below: 20_000, coarse: 16_000, rerank: 2_000, lists: 0, nprobe: 128 }
+    }
+}
+
+/// The outcome of [`choose`]: an embedder, or the reason there is none.
+#[derive(Debug)]
+pub enum Choice {
+    Model(Arc<dyn Embedder>),
+    /// Lexical-only, and why (for the one log line).
+    LexicalOnly(String),
+}
+
+/// The local model's directory: the configured one, else `<data dir>/models/<default>`.
+pub fn model_dir(config: &EmbeddingConfig, data_dir: &Path) -> PathBuf {
+    config.model_dir.clone().unwrap_or_else(|| data_dir.join("models").join(DEFAULT_MODEL))
+}
+
+/// Builds the configured embedder. Errors are real problems (a damaged model, a bad
+/// endpoint); a model that was never installed is `LexicalOnly`.
+pub fn choose(config: &EmbeddingConfig, data_dir: &Path) -> Result<Choice, String> {
+    let e = config;
+    match e.provider {
+        EmbeddingProvider::None => Ok(Choice::LexicalOnly("embedding.provider is \"none\"".into())),
+        EmbeddingProvider::Local => {
+            let dir = model_dir(config, data_dir);
+            if !dir.join("model.safetensors").exists() {
+                return Ok(Choice::LexicalOnly(format!("no embedding model in {} (run `mneme model install`)", dir.display())));
+            }
+            let model = MiniLm::load(&dir, DEFAULT_MODEL).map_err(|e| e.to_string())?;
+            Ok(Choice::Model(Arc::new(model)))
+        }
+        EmbeddingProvider::Openai => {
+            let endpoint = e.endpoint.as_deref().ok_or("embedding.endpoint is not set")?;
+            let timeout: Duration = e.timeout.get();
+            let model = OpenAiEmbedder::new(endpoint, &e.model, e.api_key.clone(), e.dimension, timeout).map_err(|e| e.to_string())?;
+            Ok(Choice::Model(Arc::new(model)))
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `Operation`: every operation the daemon serves, as one enum. Each knows whether it is
+//! a read (reads share the read connections' gate), its name (the metrics label, the
+//! OpenAPI `operationId` and the gRPC method where there is one) and where each transport
+//! serves it. `App::call` takes one, so a handler cannot run without being counted and
+//! authenticated, and the policy table test (`tests/it/policy.rs`) walks [`Operation::ALL`]
+//! on both transports, so a new operation cannot skip a check.
+
+/// An operation of the daemon's API (besides the unauthenticated `/healthz` and
+/// `/openapi.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    IngestEvent,
+    IngestToolOutput,
+    IngestObservation,
+    IngestOutcome,
+    IngestWorkingState,
+    Retrieve,
+    RetrieveById,
+    History,
+    Supersede,
+    Fork,
+    Retract,
+    Merge,
+    Contest,
+    Reinforce,
+    Penalize,
+    GetMetrics,
+    Status,
+    Prometheus,
+    Consolidate,
+    Hook,
+    LogConversation,
+    SyncStatus,
+    SyncFetch,
+    SyncCheckpoint,
+    SearchFiles,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 25] = [
+        Operation::IngestEvent,
+        Operation::IngestToolOutput,
+        Operation::IngestObservation,
+        Operation::IngestOutcome,
+        Operation::IngestWorkingState,
+        Operation::Retrieve,
+        Operation::RetrieveById,
+        Operation::History,
+        Operation::Supersede,
+        Operation::Fork,
+        Operation::Retract,
+        Operation::Merge,
+        Operation::Contest,
+        Operation::Reinforce,
+        Operation::Penalize,
+        Operation::GetMetrics,
+        Operation::Status,
+        Operation::Prometheus,
+        Operation::Consolidate,
+        Operation::Hook,
+        Operation::LogConversation,
+        Operation::SyncStatus,
+        Operation::SyncFetch,
+        Operation::SyncCheckpoint,
+        Operation::SearchFiles,
+    ];
+
+    /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Operation::IngestEvent => "IngestEvent",
+            Operation::IngestToolOutput => "IngestToolOutput",
+            Operation::IngestObservation => "IngestObservation",
+            Operation::IngestOutcome => "IngestOutcome",
+            Operation::IngestWorkingState => "IngestWorkingState",
+            Operation::Retrieve => "Retrieve",
+            Operation::RetrieveById => "RetrieveById",
+            Operation::History => "History",
+            Operation::Supersede => "Supersede",
+            Operation::Fork => "Fork",
+            Operation::Retract => "Retract",
+            Operation::Merge => "Merge",
+            Operation::Contest => "Contest",
+            Operation::Reinforce => "Reinforce",
+            Operation::Penalize => "Penalize",
+            Operation::GetMetrics => "GetMetrics",
+            Operation::Status => "Status",
+            Operation::Prometheus => "Prometheus",
+            Operation::Consolidate => "Consolidate",
+            Operation::Hook => "Hook",
+            Operation::LogConversation => "LogConversation",
+            Operation::SyncStatus => "SyncStatus",
+            Operation::SyncFetch => "SyncFetch",
+            Operation::SyncCheckpoint => "SyncCheckpoint",
+            Operation::SearchFiles => "SearchFiles",
+        }
+    }
+
+    /// Reads wait for one of the read connections (`server.read_connections`); writes go
+    /// to the writer.
+    pub const fn is_read(self) -> bool {
+        matches!(
+            self,
+            Operation::Retrieve
+                | Operation::RetrieveById
+                | Operation::History
+                | Operation::GetMetrics
+                | Operation::Status
+                | Operation::Prometheus
+                | Operation::SyncStatus
+                | Operation::SyncFetch
+                | Operation::SearchFiles
+        )
+    }
+
+    /// The HTTP method and route template.
+    pub const fn http(self) -> (&'static str, &'static str) {
+        match self {
+            Operation::IngestEvent => ("POST", "/v1/ingest/event"),
+            Operation::IngestToolOutput => ("POST", "/v1/ingest/tool_output"),
+            Operation::IngestObservation => ("POST", "/v1/ingest/observation"),
+            Operation::IngestOutcome => ("POST", "/v1/ingest/outcome"),
+            Operation::IngestWorkingState => ("POST", "/v1/ingest/working_state"),
+            Operation::Retrieve => ("POST", "/v1/retrieve"),
+            Operation::RetrieveById => ("GET", "/v1/records/{id}"),
+            Operation::History => ("GET", "/v1/records/{id}/history"),
+            Operation::Supersede => ("POST", "/v1/records/{id}/supersede"),
+            Operation::Fork => ("POST", "/v1/records/{id}/fork"),
+            Operation::Retract => ("POST", "/v1/records/{id}/retract"),
+            Operation::Merge => ("POST", "/v1/merge"),
+            Operation::Contest => ("POST", "/v1/records/{id}/contest"),
+            Operation::Reinforce => ("POST", "/v1/records/{id}/reinforce"),
+            Operation::Penalize => ("POST", "/v1/records/{id}/penalize"),
+            Operation::GetMetrics => ("GET", "/v1/metrics"),
+            Operation::Status => ("GET", "/v1/status"),
+            Operation::Prometheus => ("GET", "/metrics"),
+            Operation::Consolidate => ("POST", "/v1/consolidate"),
+            Operation::Hook => ("POST", "/v1/hooks/{name}"),
+            Operation::LogConversation => ("POST", "/v1/conversations"),
+            Operation::SyncStatus => ("GET", "/v1/sync/status"),
+            Operation::SyncFetch => ("POST", "/v1/sync/fetch"),
+            Operation::SyncCheckpoint => ("POST", "/v1/sync/checkpoint"),
+            Operation::SearchFiles => ("POST", "/v1/search/files"),
+        }
+    }
+
+    /// The gRPC method (`mneme.v1.Memory/NAME`, or `mneme.v1.Hooks/*` for hooks), where
+    /// gRPC serves the operation at all.
+    pub const fn grpc(self) -> Option<&'static str> {
+        match self {
+            Operation::Status
+            | Operation::Prometheus
+            | Operation::Consolidate
+            | Operation::LogConversation
+            | Operation::SyncStatus
+            | Operation::SyncFetch
+            | Operation::SyncCheckpoint
+            | Operation::SearchFiles => None,
+            Operation::Hook => Some("Hooks/*"),
+            other => Some(other.name()),
+        }
+    }
+}

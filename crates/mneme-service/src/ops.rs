@@ -1,0 +1,261 @@
+//! `Ops`: the one door. Every operation a front end or an agent engine offers, with the
+//! caller's policy applied. The daemon's transports, the hook engine, consolidation and
+//! the scheduler call these (synchronously, on a blocking thread); none of them calls
+//! `MemoryService` directly.
+//!
+//! Policy: reads use the principal's read `Access` (a record outside it is "not found");
+//! writes need the record's sensitivity and scope to be within the principal's write
+//! policy (else "permission denied"). Actors are prefixed with the principal's name when
+//! keys are in use, so history says who really made a change.
+
+use std::sync::Arc;
+
+use crate::{
+    Actor, CheckpointResult, ChunkHit, ContestRequest, Conversation, ConversationInput, History, Hit, IngestOptions, MemoryService,
+    Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision, SalienceChange, SkillUse, SyncState,
+};
+use mneme_core::{MemoryRecord, Payload, RecordId, Sensitivity};
+
+use crate::Principal;
+use crate::{ServiceError, ServiceResult};
+
+#[derive(Debug, Clone)]
+pub struct Ops {
+    service: Arc<MemoryService>,
+    /// Whether principals are keyed (then actors are attributed to them).
+    keyed: bool,
+}
+
+impl Ops {
+    pub fn new(service: Arc<MemoryService>, keyed: bool) -> Self {
+        Ops { service, keyed }
+    }
+
+    fn actor(&self, p: &Principal, given: Option<String>) -> String {
+        match given.filter(|a| !a.trim().is_empty()) {
+            None => p.name.clone(),
+            Some(a) if !self.keyed || a == p.name || a.starts_with(&format!("{}/", p.name)) => a,
+            Some(a) => format!("{}/{a}", p.name),
+        }
+    }
+
+    fn who(&self, p: &Principal, actor: String, rationale: String) -> Actor {
+        Actor { actor: self.actor(p, Some(actor)), rationale }
+    }
+
+    /// The options with the principal's defaults filled in, after the write check.
+    pub fn write_options(&self, p: &Principal, mut options: IngestOptions) -> ServiceResult<IngestOptions> {
+        let scope = options.scope.clone().unwrap_or_else(|| p.default_write_scope());
+        p.check_write(options.sensitivity.unwrap_or(Sensitivity::Low), &scope)?;
+        options.scope = Some(scope);
+        options.actor = Some(self.actor(p, options.actor.take()));
+        Ok(options)
+    }
+
+    /// A record the principal can see and may change.
+    fn writable(&self, p: &Principal, id: &RecordId) -> ServiceResult<MemoryRecord> {
+        let record = self.service.get(id, &p.read)?;
+        p.check_write_record(&record)?;
+        Ok(record)
+    }
+
+    pub fn ingest(&self, p: &Principal, payload: Payload, options: IngestOptions) -> ServiceResult<MemoryRecord> {
+        let options = self.write_options(p, options)?;
+        self.service.ingest(payload, options)
+    }
+
+    pub fn ingest_outcome(&self, p: &Principal, request: OutcomeRequest, options: IngestOptions) -> ServiceResult<OutcomeResult> {
+        let target = self.writable(p, &request.target)?;
+        let mut options = options;
+        if options.scope.is_none() {
+            options.scope = Some(target.scope.clone());
+        }
+        // The outcome record is at least as sensitive as its target (the service raises it).
+        options.sensitivity = Some(options.sensitivity.unwrap_or(Sensitivity::Low).max(target.sensitivity));
+        let options = self.write_options(p, options)?;
+        self.service.ingest_outcome(request, options, &p.read)
+    }
+
+    /// One more use of a skill, counted in its competence record in place (audited).
+    pub fn record_skill_use(
+        &self,
+        p: &Principal,
+        skill: &RecordId,
+        used: &SkillUse,
+        actor: String,
+        rationale: String,
+    ) -> ServiceResult<MemoryRecord> {
+        self.writable(p, skill)?;
+        let who = Actor { actor: self.actor(p, Some(actor)), rationale };
+        self.service.record_skill_use(skill, used, who, &p.read)
+    }
+
+    pub fn retrieve(&self, p: &Principal, request: &RetrieveRequest) -> ServiceResult<Vec<Hit>> {
+        self.service.retrieve(request, &p.read)
+    }
+
+    pub fn get(&self, p: &Principal, id: &RecordId) -> ServiceResult<(MemoryRecord, f64)> {
+        let record = self.service.get(id, &p.read)?;
+        let salience = self.service.current_salience(&record);
+        Ok((record, salience))
+    }
+
+    /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
+    pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
+        self.service.find_facts(subject, predicate, scope, &p.read)
+    }
+
+    pub fn history(&self, p: &Principal, id: &RecordId) -> ServiceResult<History> {
+        self.service.history(id, &p.read)
+    }
+
+    fn check_change(&self, p: &Principal, source: &MemoryRecord, change: &Revision) -> ServiceResult<()> {
+        if let Some(s) = change.sensitivity {
+            p.check_write(s, &source.scope)?;
+        }
+        Ok(())
+    }
+
+    pub fn supersede(
+        &self,
+        p: &Principal,
+        id: &RecordId,
+        change: Revision,
+        actor: String,
+        rationale: String,
+    ) -> ServiceResult<MemoryRecord> {
+        let source = self.writable(p, id)?;
+        self.check_change(p, &source, &change)?;
+        self.service.supersede(id, change, self.who(p, actor, rationale), &p.read)
+    }
+
+    pub fn fork(&self, p: &Principal, id: &RecordId, change: Revision, actor: String, rationale: String) -> ServiceResult<MemoryRecord> {
+        let source = self.writable(p, id)?;
+        self.check_change(p, &source, &change)?;
+        self.service.fork(id, change, self.who(p, actor, rationale), &p.read)
+    }
+
+    pub fn merge(
+        &self,
+        p: &Principal,
+        ids: &[RecordId],
+        change: Revision,
+        actor: String,
+        rationale: String,
+    ) -> ServiceResult<MemoryRecord> {
+        if ids.len() < 2 {
+            return Err(ServiceError::invalid("ids", "merge needs at least two records"));
+        }
+        for id in ids {
+            let source = self.writable(p, id)?;
+            self.check_change(p, &source, &change)?;
+        }
+        self.service.merge(ids, change, self.who(p, actor, rationale), &p.read)
+    }
+
+    pub fn retract(&self, p: &Principal, id: &RecordId, actor: String, rationale: String) -> ServiceResult<MemoryRecord> {
+        self.writable(p, id)?;
+        self.service.retract(id, self.who(p, actor, rationale), &p.read)
+    }
+
+    pub fn contest(
+        &self,
+        p: &Principal,
+        id: &RecordId,
+        contest: ContestRequest,
+        actor: String,
+        rationale: String,
+    ) -> ServiceResult<MemoryRecord> {
+        self.writable(p, id)?;
+        self.service.contest(id, contest, self.who(p, actor, rationale), &p.read)
+    }
+
+    pub fn adjust(
+        &self,
+        p: &Principal,
+        id: &RecordId,
+        up: bool,
+        amount: Option<f64>,
+        actor: String,
+        rationale: String,
+    ) -> ServiceResult<SalienceChange> {
+        self.writable(p, id)?;
+        let who = Actor { actor: self.actor(p, Some(actor)), rationale };
+        Ok(if up { self.service.reinforce(id, amount, who, &p.read)? } else { self.service.penalize(id, amount, who, &p.read)? })
+    }
+
+    /// Store-wide counts: only for a principal whose reads are not narrowed.
+    pub fn metrics(&self, p: &Principal) -> ServiceResult<Metrics> {
+        p.require_full_read("the metrics")?;
+        self.service.metrics()
+    }
+
+    /// The service itself, for an unrestricted principal only: the owner's engines (the
+    /// scheduler, the file index) work on unlabeled agent data that has no per-record
+    /// policy to check, so only a principal that may read and write everything gets them.
+    pub fn owner_service(&self, p: &Principal) -> ServiceResult<&MemoryService> {
+        p.require_unrestricted("the owner's engines (scheduler, file index)")?;
+        Ok(&self.service)
+    }
+
+    /// The service clock's "now" (injected: tests run on a fixed clock).
+    pub fn now(&self) -> jiff::Timestamp {
+        self.service.now()
+    }
+
+    /// The configured request limits (no policy: they are not data).
+    pub fn limits(&self) -> mneme_core::Limits {
+        self.service.config().limits
+    }
+
+    /// The store file's path (for `/healthz`'s store id; no policy: not data).
+    pub fn store_path(&self) -> &std::path::Path {
+        self.service.store_path()
+    }
+
+    /// How embedding is doing (model, backlog). Store-wide, like metrics.
+    pub fn embedding_status(&self, p: &Principal) -> ServiceResult<Option<crate::EmbeddingStatus>> {
+        p.require_full_read("the embedding status")?;
+        self.service.embedding_status()
+    }
+
+    /// The decay sweep: prunes records whose salience fell below the threshold.
+    pub fn prune(&self, p: &Principal) -> ServiceResult<crate::PruneReport> {
+        p.require_unrestricted("the decay sweep")?;
+        self.service.prune(None, false, "mneme:maintenance")
+    }
+
+    /// A record's salience now (no policy: the caller already holds the record).
+    pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
+        self.service.current_salience(record)
+    }
+
+    // ---- the conversation log, sync and workspace search: owner principals only ----------
+    // These are not scoped or graded by sensitivity, so only an unrestricted principal may
+    // use them; the check lives here, not in each transport.
+
+    pub fn log_conversation(&self, p: &Principal, input: ConversationInput) -> ServiceResult<Conversation> {
+        p.require_unrestricted("the conversation log")?;
+        self.service.log_conversation(input)
+    }
+
+    pub fn sync_status(&self, p: &Principal) -> ServiceResult<SyncState> {
+        p.require_unrestricted("the conversation log")?;
+        self.service.sync_status()
+    }
+
+    pub fn sync_fetch(&self, p: &Principal, begin: i64, end: i64) -> ServiceResult<Vec<Conversation>> {
+        p.require_unrestricted("the conversation log")?;
+        self.service.sync_fetch(begin, end)
+    }
+
+    pub fn sync_checkpoint(&self, p: &Principal, end_id: i64, summary: &str) -> ServiceResult<CheckpointResult> {
+        p.require_unrestricted("the conversation log")?;
+        self.service.sync_checkpoint(end_id, summary)
+    }
+
+    pub fn search_files(&self, p: &Principal, query: &str, limit: usize) -> ServiceResult<Vec<ChunkHit>> {
+        p.require_unrestricted("workspace search")?;
+        self.service.search_files(query, limit)
+    }
+}

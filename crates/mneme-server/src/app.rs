@@ -13,6 +13,7 @@ use serde::Serialize;
 use mneme_service::Principal;
 
 use crate::auth::{Auth, Caller};
+use crate::op::Operation;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Registry;
 use mneme_agent::config::MnemeConfig;
@@ -95,8 +96,6 @@ impl Ingestor {
 
 /// Read-only operations: they wait at a fair (FIFO) gate sized to the read connections, so
 /// under load they are served in arrival order instead of racing for connections.
-const READ_METHODS: [&str; 5] = ["Retrieve", "RetrieveById", "History", "GetMetrics", "Status"];
-
 #[derive(Debug)]
 pub struct App {
     pub ops: Ops,
@@ -108,6 +107,7 @@ pub struct App {
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
     pub metrics: Registry,
+    pub passes: JobPasses,
     /// The agent's file workspace (scheduler, search index); its directory may not exist.
     pub workspace: mneme_workspace::WorkspaceSettings,
     pub config: MnemeConfig,
@@ -119,6 +119,36 @@ pub struct App {
     pub started_at: Timestamp,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+}
+
+/// Finished passes of each background job (`consolidation`, `scheduler`,
+/// `workspace_index`, `decay`), whatever a pass did. Tests await a pass with
+/// [`JobPasses::wait_for`] instead of sleeping and polling.
+#[derive(Debug)]
+pub struct JobPasses(tokio::sync::watch::Sender<std::collections::BTreeMap<&'static str, u64>>);
+
+impl Default for JobPasses {
+    fn default() -> Self {
+        JobPasses(tokio::sync::watch::Sender::new(Default::default()))
+    }
+}
+
+impl JobPasses {
+    /// One more finished pass of `job`.
+    pub fn done(&self, job: &'static str) {
+        self.0.send_modify(|m| *m.entry(job).or_default() += 1);
+    }
+
+    /// Finished passes of `job` so far.
+    pub fn count(&self, job: &str) -> u64 {
+        self.0.borrow().get(job).copied().unwrap_or(0)
+    }
+
+    /// Waits until `job` has finished at least `passes` passes.
+    pub async fn wait_for(&self, job: &str, passes: u64) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|m| m.get(job).copied().unwrap_or(0) >= passes).await;
+    }
 }
 
 /// `GET /v1/status` and `mneme status`.
@@ -148,7 +178,7 @@ impl App {
     pub async fn call<T, F>(
         self: &Arc<Self>,
         transport: &'static str,
-        method: &'static str,
+        operation: Operation,
         authorization: Option<&str>,
         op: F,
     ) -> ApiResult<T>
@@ -159,7 +189,7 @@ impl App {
         let start = Instant::now();
         let result = async {
             let principal = self.principal(authorization)?;
-            let _permit = if READ_METHODS.contains(&method) {
+            let _permit = if operation.is_read() {
                 Some(self.read_gate.acquire().await.map_err(|_| ApiError::Unavailable("shutting down".into()))?)
             } else {
                 None
@@ -170,7 +200,7 @@ impl App {
                 .map_err(|e| ApiError::Unavailable(format!("worker failed: {e}")))?
         }
         .await;
-        self.record(transport, method, &result, start);
+        self.record(transport, operation.name(), &result, start);
         result
     }
 
@@ -180,7 +210,7 @@ impl App {
     pub async fn ingest(
         self: &Arc<Self>,
         transport: &'static str,
-        method: &'static str,
+        operation: Operation,
         authorization: Option<&str>,
         decoded: ApiResult<(Payload, IngestOptions)>,
     ) -> ApiResult<MemoryRecord> {
@@ -192,7 +222,7 @@ impl App {
             self.ingestor.ingest(payload, options).await
         }
         .await;
-        self.record(transport, method, &result, start);
+        self.record(transport, operation.name(), &result, start);
         result
     }
 
@@ -250,6 +280,7 @@ impl App {
             tokio::spawn(async move {
                 let report = app.consolidator.run_cycle().await;
                 app.metrics.job("consolidation", report.errors.is_empty());
+                app.passes.done("consolidation");
             });
         }
         self.metrics.hook(name.as_str(), outcome.error.is_none());

@@ -160,6 +160,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         auth,
         consolidator,
         metrics: Registry::default(),
+        passes: Default::default(),
         workspace,
         body_read_timeout: config.server.body_read_timeout.get(),
         internal,
@@ -285,6 +286,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             async move {
                 let report = app.consolidator.run_cycle().await;
                 app.metrics.job("consolidation", report.errors.is_empty());
+                app.passes.done("consolidation");
             }
         }));
     }
@@ -302,6 +304,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     tracing::info!(task = %run.task, ok = run.ok, detail = %run.detail, "scheduled task ran");
                     app.metrics.job("scheduler", run.ok);
                 }
+                app.passes.done("scheduler");
             }
         }));
     }
@@ -326,6 +329,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     );
                     app.metrics.job("workspace_index", true);
                 }
+                app.passes.done("workspace_index");
             }
         }));
     }
@@ -339,6 +343,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     tracing::info!(pruned = report.pruned.len(), threshold = report.threshold, "decay sweep");
                     app.metrics.job("decay", true);
                 }
+                app.passes.done("decay");
             }
         }));
     }

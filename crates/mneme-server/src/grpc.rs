@@ -7,12 +7,14 @@ use mneme_core::{Payload, RecordId};
 use mneme_service::{ContestRequest, OutcomeKind, OutcomeRequest, RetrieveRequest};
 use tonic::{Request, Response, Status};
 
+use mneme_agent::hooks::{CompactingMessage, HookContext, HookEvent, HookInput, HookName, HookOutcome};
+use mneme_service::Principal;
+
 use crate::app::App;
 use crate::convert::{self as cv};
 use crate::error::{ApiError, ApiResult};
+use crate::op::Operation;
 use crate::pb;
-use mneme_agent::hooks::{CompactingMessage, HookContext, HookEvent, HookInput, HookName, HookOutcome};
-use mneme_service::Principal;
 
 #[derive(Debug, Clone)]
 pub struct GrpcApi {
@@ -24,7 +26,7 @@ fn authorization<T>(r: &Request<T>) -> Option<String> {
 }
 
 impl GrpcApi {
-    async fn run<Req, Resp, F>(&self, method: &'static str, request: Request<Req>, op: F) -> Result<Response<Resp>, Status>
+    async fn run<Req, Resp, F>(&self, operation: Operation, request: Request<Req>, op: F) -> Result<Response<Resp>, Status>
     where
         Req: Send + 'static,
         Resp: Send + 'static,
@@ -32,7 +34,7 @@ impl GrpcApi {
     {
         let auth = authorization(&request);
         let msg = request.into_inner();
-        self.app.call("grpc", method, auth.as_deref(), move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
+        self.app.call("grpc", operation, auth.as_deref(), move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
     }
 }
 
@@ -40,13 +42,13 @@ impl GrpcApi {
     /// The ingest RPCs: decode, then the app's ingest path (policy, then the group-commit writer).
     async fn ingest<Req>(
         &self,
-        method: &'static str,
+        operation: Operation,
         request: Request<Req>,
         decode: impl FnOnce(Req) -> ApiResult<(Payload, Option<pb::IngestOptions>)>,
     ) -> Result<Response<pb::RecordResponse>, Status> {
         let auth = authorization(&request);
         let decoded = decode(request.into_inner()).and_then(|(payload, options)| Ok((payload, cv::ingest_options(options)?)));
-        let record = self.app.ingest("grpc", method, auth.as_deref(), decoded).await?;
+        let record = self.app.ingest("grpc", operation, auth.as_deref(), decoded).await?;
         Ok(Response::new(record_response(&self.app, &record)))
     }
 }
@@ -66,20 +68,20 @@ fn ids(field: &str, list: &[String]) -> ApiResult<Vec<RecordId>> {
 #[tonic::async_trait]
 impl pb::memory_server::Memory for GrpcApi {
     async fn ingest_event(&self, request: Request<pb::IngestEventRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest("IngestEvent", request, |m| Ok((Payload::Event(cv::event(required("event", m.event)?)?), m.options))).await
+        self.ingest(Operation::IngestEvent, request, |m| Ok((Payload::Event(cv::event(required("event", m.event)?)?), m.options))).await
     }
 
     async fn ingest_tool_output(&self, request: Request<pb::IngestToolOutputRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest("IngestToolOutput", request, |m| Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)?), m.options)))
+        self.ingest(Operation::IngestToolOutput, request, |m| Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)?), m.options)))
             .await
     }
 
     async fn ingest_observation(&self, request: Request<pb::IngestObservationRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest("IngestObservation", request, |m| Ok((Payload::Semantic(cv::semantic(required("fact", m.fact)?)?), m.options))).await
+        self.ingest(Operation::IngestObservation, request, |m| Ok((Payload::Semantic(cv::semantic(required("fact", m.fact)?)?), m.options))).await
     }
 
     async fn ingest_outcome(&self, request: Request<pb::IngestOutcomeRequest>) -> Result<Response<pb::IngestOutcomeResponse>, Status> {
-        self.run("IngestOutcome", request, |app, p, m| {
+        self.run(Operation::IngestOutcome, request, |app, p, m| {
             let outcome = match pb::Outcome::try_from(m.outcome) {
                 Ok(pb::Outcome::Success) => OutcomeKind::Success,
                 Ok(pb::Outcome::Failure) => OutcomeKind::Failure,
@@ -105,11 +107,11 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn ingest_working_state(&self, request: Request<pb::IngestWorkingStateRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest("IngestWorkingState", request, |m| Ok((Payload::Working(cv::working(required("state", m.state)?)), m.options))).await
+        self.ingest(Operation::IngestWorkingState, request, |m| Ok((Payload::Working(cv::working(required("state", m.state)?)), m.options))).await
     }
 
     async fn retrieve(&self, request: Request<pb::RetrieveRequest>) -> Result<Response<pb::RetrieveResponse>, Status> {
-        self.run("Retrieve", request, |app, p, m| {
+        self.run(Operation::Retrieve, request, |app, p, m| {
             let request = RetrieveRequest {
                 query: m.query,
                 types: m.types.iter().map(|t| cv::memory_type("types", *t)).collect::<ApiResult<_>>()?,
@@ -128,7 +130,7 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn retrieve_by_id(&self, request: Request<pb::RetrieveByIdRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("RetrieveById", request, |app, p, m| {
+        self.run(Operation::RetrieveById, request, |app, p, m| {
             let (record, salience) = app.ops.get(p, &cv::id("id", &m.id)?)?;
             Ok(pb::RecordResponse { record: Some(cv::record(&record, salience)) })
         })
@@ -136,11 +138,11 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn history(&self, request: Request<pb::HistoryRequest>) -> Result<Response<pb::HistoryResponse>, Status> {
-        self.run("History", request, |app, p, m| Ok(cv::history(&app.ops.history(p, &cv::id("id", &m.id)?)?))).await
+        self.run(Operation::History, request, |app, p, m| Ok(cv::history(&app.ops.history(p, &cv::id("id", &m.id)?)?))).await
     }
 
     async fn supersede(&self, request: Request<pb::SupersedeRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("Supersede", request, |app, p, m| {
+        self.run(Operation::Supersede, request, |app, p, m| {
             let r = app.ops.supersede(p, &cv::id("id", &m.id)?, cv::revision(m.change)?, m.actor, m.rationale)?;
             Ok(record_response(app, &r))
         })
@@ -148,7 +150,7 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn fork(&self, request: Request<pb::ForkRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("Fork", request, |app, p, m| {
+        self.run(Operation::Fork, request, |app, p, m| {
             let r = app.ops.fork(p, &cv::id("id", &m.id)?, cv::revision(m.change)?, m.actor, m.rationale)?;
             Ok(record_response(app, &r))
         })
@@ -156,14 +158,14 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn retract(&self, request: Request<pb::RetractRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("Retract", request, |app, p, m| {
+        self.run(Operation::Retract, request, |app, p, m| {
             Ok(record_response(app, &app.ops.retract(p, &cv::id("id", &m.id)?, m.actor, m.rationale)?))
         })
         .await
     }
 
     async fn merge(&self, request: Request<pb::MergeRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("Merge", request, |app, p, m| {
+        self.run(Operation::Merge, request, |app, p, m| {
             let r = app.ops.merge(p, &ids("ids", &m.ids)?, cv::revision(m.change)?, m.actor, m.rationale)?;
             Ok(record_response(app, &r))
         })
@@ -171,7 +173,7 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn contest(&self, request: Request<pb::ContestRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.run("Contest", request, |app, p, m| {
+        self.run(Operation::Contest, request, |app, p, m| {
             let contest = ContestRequest { by: cv::opt_id("by", &m.by)?, claim: Some(m.claim).filter(|c| !c.is_empty()) };
             Ok(record_response(app, &app.ops.contest(p, &cv::id("id", &m.id)?, contest, m.actor, m.rationale)?))
         })
@@ -179,21 +181,21 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn reinforce(&self, request: Request<pb::AdjustRequest>) -> Result<Response<pb::SalienceChange>, Status> {
-        self.run("Reinforce", request, |app, p, m| {
+        self.run(Operation::Reinforce, request, |app, p, m| {
             Ok(cv::salience_change(&app.ops.adjust(p, &cv::id("id", &m.id)?, true, m.amount, m.actor, m.rationale)?))
         })
         .await
     }
 
     async fn penalize(&self, request: Request<pb::AdjustRequest>) -> Result<Response<pb::SalienceChange>, Status> {
-        self.run("Penalize", request, |app, p, m| {
+        self.run(Operation::Penalize, request, |app, p, m| {
             Ok(cv::salience_change(&app.ops.adjust(p, &cv::id("id", &m.id)?, false, m.amount, m.actor, m.rationale)?))
         })
         .await
     }
 
     async fn get_metrics(&self, request: Request<pb::GetMetricsRequest>) -> Result<Response<pb::Metrics>, Status> {
-        self.run("GetMetrics", request, |app, p, _m| {
+        self.run(Operation::GetMetrics, request, |app, p, _m| {
             let mut out = cv::metrics(&app.ops.metrics(p)?);
             out.last_consolidation = app.consolidator.last_report().and_then(|r| r.at).map(|t| t.to_string()).unwrap_or_default();
             out.uptime_seconds = app.started.elapsed().as_secs();

@@ -18,8 +18,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::error::{ApiError, ApiResult};
 use mneme_agent::hooks::{HookInput, HookName};
+
+use crate::error::{ApiError, ApiResult};
+use crate::op::Operation;
 
 /// An [`ApiError`] as an HTTP response.
 #[derive(Debug)]
@@ -304,36 +306,37 @@ async fn openapi() -> axum::Json<Value> {
 async fn prometheus(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, HttpError> {
     let auth = authorization(&headers);
     // Through `App::call` like every operation: authenticated, counted, a fault logged.
-    let text = app.call("http", "Prometheus", auth.as_deref(), |app, p| app.prometheus(p)).await?;
+    let text = app.call("http", Operation::Prometheus, auth.as_deref(), |app, p| app.prometheus(p)).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", "Status", auth.as_deref(), |app, p| Ok(json!(app.status(p)?))).await?))
+    Ok(axum::Json(app.call("http", Operation::Status, auth.as_deref(), |app, p| Ok(json!(app.status(p)?))).await?))
 }
 
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", "GetMetrics", auth.as_deref(), |app, p| Ok(json!(app.ops.metrics(p)?))).await?))
+    Ok(axum::Json(app.call("http", Operation::GetMetrics, auth.as_deref(), |app, p| Ok(json!(app.ops.metrics(p)?))).await?))
 }
 
 async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
     // Authenticate (and count) like any call, then run the async cycle.
     // It writes facts into any scope, so only for an unrestricted principal.
-    app.call("http", "Consolidate", auth.as_deref(), |_, p| Ok(p.require_unrestricted("consolidation")?)).await?;
+    app.call("http", Operation::Consolidate, auth.as_deref(), |_, p| Ok(p.require_unrestricted("consolidation")?)).await?;
     let report = app.consolidator.run_cycle().await;
     app.metrics.job("consolidation", report.errors.is_empty());
+    app.passes.done("consolidation");
     Ok(axum::Json(json!(report)))
 }
 
 macro_rules! handler {
-    ($name:ident, $method:literal, |$app:ident, $p:ident, $body:ident : $ty:ty| $e:expr) => {
+    ($name:ident, $op:expr, |$app:ident, $p:ident, $body:ident : $ty:ty| $e:expr) => {
         async fn $name(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
             let auth = authorization(&headers);
             let value = app
-                .call("http", $method, auth.as_deref(), move |$app, $p| {
+                .call("http", $op, auth.as_deref(), move |$app, $p| {
                     let $body: $ty = parse(&raw)?;
                     $e
                 })
@@ -341,11 +344,11 @@ macro_rules! handler {
             Ok(axum::Json(value))
         }
     };
-    ($name:ident, $method:literal, |$app:ident, $p:ident, $id:ident, $body:ident : $ty:ty| $e:expr) => {
+    ($name:ident, $op:expr, |$app:ident, $p:ident, $id:ident, $body:ident : $ty:ty| $e:expr) => {
         async fn $name(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>, Body(raw): Body) -> HttpResult {
             let auth = authorization(&headers);
             let value = app
-                .call("http", $method, auth.as_deref(), move |$app, $p| {
+                .call("http", $op, auth.as_deref(), move |$app, $p| {
                     let $id = id(&raw_id)?;
                     let $body: $ty = parse(&raw)?;
                     $e
@@ -384,22 +387,22 @@ fn default_search_limit() -> usize {
     10
 }
 
-handler!(log_conversation, "LogConversation", |app, p, body: mneme_service::ConversationInput| {
+handler!(log_conversation, Operation::LogConversation, |app, p, body: mneme_service::ConversationInput| {
     Ok(json!(app.ops.log_conversation(p, body)?))
 });
 
 async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", "SyncStatus", auth.as_deref(), |app, p| Ok(json!(app.ops.sync_status(p)?))).await?))
+    Ok(axum::Json(app.call("http", Operation::SyncStatus, auth.as_deref(), |app, p| Ok(json!(app.ops.sync_status(p)?))).await?))
 }
 
-handler!(sync_fetch, "SyncFetch", |app, p, body: FetchBody| Ok(json!(app.ops.sync_fetch(p, body.begin, body.end)?)));
+handler!(sync_fetch, Operation::SyncFetch, |app, p, body: FetchBody| Ok(json!(app.ops.sync_fetch(p, body.begin, body.end)?)));
 
-handler!(sync_checkpoint, "SyncCheckpoint", |app, p, body: CheckpointBody| {
+handler!(sync_checkpoint, Operation::SyncCheckpoint, |app, p, body: CheckpointBody| {
     Ok(json!(app.ops.sync_checkpoint(p, body.end_id, &body.summary)?))
 });
 
-handler!(search_files, "SearchFiles", |app, p, body: SearchFilesBody| {
+handler!(search_files, Operation::SearchFiles, |app, p, body: SearchFilesBody| {
     Ok(json!({ "hits": app.ops.search_files(p, &body.query, body.limit)? }))
 });
 
@@ -408,31 +411,31 @@ async fn ingest_with<T: DeserializeOwned>(
     app: Arc<App>,
     headers: HeaderMap,
     raw: Bytes,
-    method: &'static str,
+    operation: Operation,
     split: impl FnOnce(T) -> (Payload, OptionsBody),
 ) -> HttpResult {
     let auth = authorization(&headers);
     let decoded = parse::<T>(&raw).map(split).map(|(payload, options)| (payload, options.into()));
-    let record = app.ingest("http", method, auth.as_deref(), decoded).await?;
+    let record = app.ingest("http", operation, auth.as_deref(), decoded).await?;
     Ok(axum::Json(record_json(&app, &record)))
 }
 
 async fn ingest_event(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
-    ingest_with(app, headers, raw, "IngestEvent", |b: EventBody| (Payload::Event(b.event), b.options)).await
+    ingest_with(app, headers, raw, Operation::IngestEvent, |b: EventBody| (Payload::Event(b.event), b.options)).await
 }
 
 async fn ingest_tool_output(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
-    ingest_with(app, headers, raw, "IngestToolOutput", |b: ToolOutputBody| (Payload::ToolOutput(b.output), b.options)).await
+    ingest_with(app, headers, raw, Operation::IngestToolOutput, |b: ToolOutputBody| (Payload::ToolOutput(b.output), b.options)).await
 }
 
 async fn ingest_observation(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
-    ingest_with(app, headers, raw, "IngestObservation", |b: ObservationBody| (Payload::Semantic(b.fact), b.options)).await
+    ingest_with(app, headers, raw, Operation::IngestObservation, |b: ObservationBody| (Payload::Semantic(b.fact), b.options)).await
 }
 
 async fn ingest_working_state(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
-    ingest_with(app, headers, raw, "IngestWorkingState", |b: WorkingBody| (Payload::Working(b.state), b.options)).await
+    ingest_with(app, headers, raw, Operation::IngestWorkingState, |b: WorkingBody| (Payload::Working(b.state), b.options)).await
 }
-handler!(ingest_outcome, "IngestOutcome", |app, p, b: OutcomeBody| {
+handler!(ingest_outcome, Operation::IngestOutcome, |app, p, b: OutcomeBody| {
     let request = OutcomeRequest {
         target: b.target_id,
         outcome: b.outcome,
@@ -443,24 +446,24 @@ handler!(ingest_outcome, "IngestOutcome", |app, p, b: OutcomeBody| {
     };
     Ok(json!(app.ops.ingest_outcome(p, request, b.options.into())?))
 });
-handler!(retrieve, "Retrieve", |app, p, request: RetrieveRequest| Ok(json!({ "hits": app.ops.retrieve(p, &request)? })));
-handler!(supersede, "Supersede", |app, p, id, b: ReviseBody| {
+handler!(retrieve, Operation::Retrieve, |app, p, request: RetrieveRequest| Ok(json!({ "hits": app.ops.retrieve(p, &request)? })));
+handler!(supersede, Operation::Supersede, |app, p, id, b: ReviseBody| {
     Ok(record_json(app, &app.ops.supersede(p, &id, b.change.into(), b.actor, b.rationale)?))
 });
-handler!(fork, "Fork", |app, p, id, b: ReviseBody| Ok(record_json(app, &app.ops.fork(p, &id, b.change.into(), b.actor, b.rationale)?)));
-handler!(retract, "Retract", |app, p, id, b: WhoBody| Ok(record_json(app, &app.ops.retract(p, &id, b.actor, b.rationale)?)));
-handler!(contest, "Contest", |app, p, id, b: ContestBody| {
+handler!(fork, Operation::Fork, |app, p, id, b: ReviseBody| Ok(record_json(app, &app.ops.fork(p, &id, b.change.into(), b.actor, b.rationale)?)));
+handler!(retract, Operation::Retract, |app, p, id, b: WhoBody| Ok(record_json(app, &app.ops.retract(p, &id, b.actor, b.rationale)?)));
+handler!(contest, Operation::Contest, |app, p, id, b: ContestBody| {
     let contest = ContestRequest { by: b.by, claim: b.claim };
     Ok(record_json(app, &app.ops.contest(p, &id, contest, b.actor, b.rationale)?))
 });
-handler!(reinforce, "Reinforce", |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, true, b.amount, b.actor, b.rationale)?)));
-handler!(penalize, "Penalize", |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, false, b.amount, b.actor, b.rationale)?)));
-handler!(merge, "Merge", |app, p, b: MergeBody| Ok(record_json(app, &app.ops.merge(p, &b.ids, b.change.into(), b.actor, b.rationale)?)));
+handler!(reinforce, Operation::Reinforce, |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, true, b.amount, b.actor, b.rationale)?)));
+handler!(penalize, Operation::Penalize, |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, false, b.amount, b.actor, b.rationale)?)));
+handler!(merge, Operation::Merge, |app, p, b: MergeBody| Ok(record_json(app, &app.ops.merge(p, &b.ids, b.change.into(), b.actor, b.rationale)?)));
 
 async fn retrieve_by_id(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", "RetrieveById", auth.as_deref(), move |app, p| {
+        .call("http", Operation::RetrieveById, auth.as_deref(), move |app, p| {
             let (record, salience) = app.ops.get(p, &id(&raw_id)?)?;
             Ok(json!({ "record": record, "current_salience": salience }))
         })
@@ -470,7 +473,7 @@ async fn retrieve_by_id(State(app): State<Arc<App>>, headers: HeaderMap, Path(ra
 
 async fn history(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);
-    let value = app.call("http", "History", auth.as_deref(), move |app, p| Ok(json!(app.ops.history(p, &id(&raw_id)?)?))).await?;
+    let value = app.call("http", Operation::History, auth.as_deref(), move |app, p| Ok(json!(app.ops.history(p, &id(&raw_id)?)?))).await?;
     Ok(axum::Json(value))
 }
 

@@ -17,7 +17,7 @@ pub mod error;
 mod grpc;
 mod http;
 mod metrics;
-
+pub mod op;
 pub mod openapi;
 mod serve;
 

@@ -1,23 +1,14 @@
 //! The daemon's agent-side jobs: the workspace search index kept current (debounced) and
 //! the scheduler's catch-up after downtime.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use mneme_agent::scheduler::{self, NewTask};
 use mneme_service::{MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 
-use crate::{TestDaemon, test_config};
-
-/// Polls `check` until it holds or 20 s pass.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use crate::{TestDaemon, after_passes, skip, test_config};
 
 fn paths(daemon: &TestDaemon, query: &str) -> Vec<String> {
     daemon.daemon.app.ops.search_files(&daemon.daemon.app.internal, query, 10).expect("search").into_iter().map(|h| h.path).collect()
@@ -36,7 +27,8 @@ async fn the_daemon_reindexes_changed_and_deleted_files() {
     config.workspace.reindex_debounce_ms = 300;
     let daemon = TestDaemon::with(config).await;
 
-    eventually("the initial index", || paths(&daemon, "kubernetes") == ["reference/projects.md"]).await;
+    let app = &daemon.daemon.app;
+    after_passes(app, "workspace_index", "the initial index", async || paths(&daemon, "kubernetes") == ["reference/projects.md"]).await;
     let hit = daemon.daemon.app.ops.search_files(&daemon.daemon.app.internal, "kubernetes", 1).expect("search").remove(0);
     assert_eq!((hit.start_line, hit.end_line), (1, 5), "{hit:?}");
     assert!(hit.heading.starts_with("Projects"), "{hit:?}");
@@ -44,11 +36,14 @@ async fn the_daemon_reindexes_changed_and_deleted_files() {
 
     // An edit is picked up (after the file has been quiet for the debounce).
     std::fs::write(ws.path().join("reference/projects.md"), "# Projects\n\nPostgres upgrade done.\n").expect("edit");
-    eventually("the edit", || paths(&daemon, "postgres") == ["reference/projects.md"] && paths(&daemon, "kubernetes").is_empty()).await;
+    after_passes(app, "workspace_index", "the edit", async || {
+        paths(&daemon, "postgres") == ["reference/projects.md"] && paths(&daemon, "kubernetes").is_empty()
+    })
+    .await;
 
     // A deleted file leaves the index.
     std::fs::remove_file(ws.path().join("reference/projects.md")).expect("delete");
-    eventually("the deletion", || paths(&daemon, "postgres").is_empty()).await;
+    after_passes(app, "workspace_index", "the deletion", async || paths(&daemon, "postgres").is_empty()).await;
     daemon.stop().await;
 }
 
@@ -79,9 +74,13 @@ async fn the_daemon_runs_a_task_missed_during_downtime_once() {
     config.workspace.scheduler = true;
     let daemon = mneme_server::start(mneme_server::DaemonOptions::new(config, store)).await.expect("daemon starts");
     let service = daemon.app.ops.owner_service(&daemon.app.internal).expect("owner");
-    eventually("the catch-up run", || service.task_runs(Some("hourly-note"), 10).expect("runs").len() == 1).await;
-    // Five missed slots, one run; and it stays one (the next slot is an hour away).
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    let runs = || service.task_runs(Some("hourly-note"), 10).expect("runs").len();
+    after_passes(&daemon.app, "scheduler", "the catch-up run", async || runs() == 1).await;
+    // Five missed slots, one run; and it stays one over the next pass (the next slot is an
+    // hour away): Tokio's clock skips to the next tick instead of the test waiting 20 s.
+    let passes = daemon.app.passes.count("scheduler");
+    skip(Duration::from_secs(21)).await;
+    daemon.app.passes.wait_for("scheduler", passes + 1).await;
     assert_eq!(service.task_runs(Some("hourly-note"), 10).expect("runs").len(), 1);
     let inbox = service.pending_dispatches(10).expect("inbox");
     assert_eq!(inbox.iter().filter(|d| d.task == "hourly-note").count(), 1, "{inbox:?}");
@@ -164,16 +163,12 @@ async fn the_conversation_log_and_file_search_over_http_are_for_owners_only() {
     let (status, error) = d.post_auth("/v1/sync/fetch", serde_json::json!({ "begin": 1 }), admin).await;
     assert_eq!(status, 400, "{error}");
 
-    let start = Instant::now();
-    loop {
+    after_passes(&d.daemon.app, "workspace_index", "the file index", async || {
         let (status, found) = d.post_auth("/v1/search/files", serde_json::json!({ "query": "descaling" }), admin).await;
         assert_eq!(status, 200, "{found}");
-        if found["hits"][0]["path"] == "notes.md" {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "never indexed: {found}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        found["hits"][0]["path"] == "notes.md"
+    })
+    .await;
 
     // A principal with a narrower view may not read the unlabeled log or the files.
     let reader = Some("reader-key-0123456789abcdef");

@@ -27,11 +27,14 @@ struct Script {
     replies: Mutex<Vec<Reply>>,
     requests: Mutex<Vec<Value>>,
     count: AtomicUsize,
+    /// Signalled on every request (a permit is kept when nobody waits yet).
+    called: tokio::sync::Notify,
 }
 
 async fn chat(State(s): State<Arc<Script>>, Json(body): Json<Value>) -> Response {
     s.count.fetch_add(1, Ordering::SeqCst);
     s.requests.lock().await.push(body);
+    s.called.notify_one();
     let reply = {
         let mut r = s.replies.lock().await;
         if r.len() > 1 { r.remove(0) } else { r[0].clone() }
@@ -104,15 +107,15 @@ async fn failures_back_off_and_fall_back_to_regex() {
     assert_eq!(r["llm"], "backoff", "{r}");
     assert_eq!(script.count.load(Ordering::SeqCst), 1);
 
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    crate::skip(Duration::from_millis(450)).await;
     say(&d, "Loki uses object storage.").await;
     let r = cycle(&d).await;
     assert!(r["llm"].as_str().unwrap_or("").contains("HTTP 429"), "{r}");
     // Second failure: the backoff doubles (800 ms), so 450 ms later it still holds.
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    crate::skip(Duration::from_millis(450)).await;
     say(&d, "Tempo uses object storage.").await;
     assert_eq!(cycle(&d).await["llm"], "backoff");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    crate::skip(Duration::from_millis(400)).await;
     say(&d, "Mimir uses object storage.").await;
     let r = cycle(&d).await;
     assert!(r["llm"].as_str().unwrap_or("").contains("not JSON"), "{r}");
@@ -205,7 +208,7 @@ async fn the_backoff_doubles_up_to_ten_times_the_base() {
         waits.push(secs);
         // One LLM failure per cycle is a failed job run.
         assert!(r["errors"].as_array().is_some_and(|e| e.iter().any(|e| e.as_str().unwrap_or("").contains("HTTP 500"))), "{r}");
-        tokio::time::sleep(Duration::from_secs_f64(secs) + Duration::from_millis(30)).await;
+        crate::skip(Duration::from_secs_f64(secs) + Duration::from_millis(30)).await;
     }
     assert_eq!(waits, vec![0.1, 0.2, 0.4, 0.8, 1.0, 1.0], "base, 2×, 4×, 8×, then capped at 10×");
     assert_eq!(script.count.load(Ordering::SeqCst), 6);
@@ -337,12 +340,7 @@ async fn a_cycle_cancelled_while_waiting_on_the_llm_puts_its_messages_back() {
         async move { consolidator.run_cycle().await }
     });
     // Wait until the LLM has the request (the buffer is drained by then), then cancel.
-    for _ in 0..100 {
-        if script.count.load(Ordering::SeqCst) > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    tokio::time::timeout(Duration::from_secs(10), script.called.notified()).await.expect("the LLM got the request");
     assert_eq!((script.count.load(Ordering::SeqCst), consolidator.buffered()), (1, 0));
     running.abort();
     assert!(running.await.expect_err("cancelled").is_cancelled());

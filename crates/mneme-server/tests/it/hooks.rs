@@ -212,16 +212,11 @@ async fn full_hook_pipeline() {
     assert!(after > before || after >= 0.999, "{before} -> {after}");
     hook(&d, "gateway_stop", json!({})).await;
     // The flush runs in the background; the hook has already answered.
-    let start = std::time::Instant::now();
-    loop {
+    crate::after_passes(&d.daemon.app, "consolidation", "the flush", async || {
         let (_, status) = d.get("/v1/status").await;
-        if status["last_consolidation"]["messages"] == 3 {
-            assert_eq!(status["consolidation_buffered"], 0);
-            break;
-        }
-        assert!(start.elapsed() < std::time::Duration::from_secs(10), "{status}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        status["last_consolidation"]["messages"] == 3 && status["consolidation_buffered"] == 0
+    })
+    .await;
     d.stop().await;
 }
 
@@ -327,17 +322,12 @@ async fn every_hook_over_grpc() {
     // consolidated without any flush hook or explicit request.
     let ack = g.message_received(message("Kafka runs on port 9092.")).await.expect("MessageReceived").into_inner();
     let fact = ack.record_ids.get(1).expect("the regex fact").clone();
-    let waited = std::time::Instant::now();
-    loop {
-        // The cycle confirms (reinforces) the fact stored when the message arrived.
+    // The cycle confirms (reinforces) the fact stored when the message arrived.
+    crate::after_passes(&d.daemon.app, "consolidation", "the timer's cycle", async || {
         let (_, h) = d.get(&format!("/v1/records/{fact}/history")).await;
-        let audit = h["audit"].as_array().cloned().unwrap_or_default();
-        if audit.iter().any(|e| e["actor"] == "mneme:consolidator") {
-            break;
-        }
-        assert!(waited.elapsed() < std::time::Duration::from_secs(10), "{h}");
-        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-    }
+        h["audit"].as_array().is_some_and(|audit| audit.iter().any(|e| e["actor"] == "mneme:consolidator"))
+    })
+    .await;
     d.stop().await;
 }
 

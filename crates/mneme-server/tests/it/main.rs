@@ -7,6 +7,7 @@ mod auth;
 mod consolidation;
 mod hooks;
 mod limits;
+mod policy;
 mod protocol;
 
 use std::net::SocketAddr;
@@ -116,4 +117,28 @@ impl TestDaemon {
 /// `{"event": {...}}` for /v1/ingest/event.
 pub fn event_body(text: &str) -> Value {
     serde_json::json!({ "event": { "event_kind": "message", "text": text } })
+}
+
+/// Waits, pass by pass of the daemon's background `job` (`consolidation`, `scheduler`,
+/// `workspace_index`, `decay`), until `check` holds; fails after 20 s. Never sleeps: each
+/// round awaits the job's next finished pass.
+pub async fn after_passes(app: &mneme_server::app::App, job: &str, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let wait = async {
+        loop {
+            let seen = app.passes.count(job);
+            if check().await {
+                return;
+            }
+            app.passes.wait_for(job, seen + 1).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), wait).await.unwrap_or_else(|_| panic!("timed out waiting for: {what}"));
+}
+
+/// Moves Tokio's clock forward by `by` at once: the daemon's timers and backoffs see the
+/// time pass without the test waiting for it. (Tokio's clock stays ahead afterwards.)
+pub async fn skip(by: std::time::Duration) {
+    tokio::time::pause();
+    tokio::time::advance(by).await;
+    tokio::time::resume();
 }

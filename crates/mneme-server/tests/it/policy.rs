@@ -1,0 +1,313 @@
+//! The policy table: every `Operation` × {unrestricted, narrowed read, narrowed write, no
+//! key}, on HTTP and on gRPC (where gRPC serves the operation), against the outcome the
+//! policy promises. The request for each operation is built in one exhaustive `match`, so
+//! a new operation does not compile until it is in this table, and the expected outcome
+//! comes from one function per principal rather than from the handlers.
+//!
+//! Each case gets fresh target records, written by the daemon's own principal: a fact
+//! that is `high` and in scope `team-b`, so the narrowed reader cannot see it and the
+//! narrowed writer can see it but not change it.
+
+use mneme_core::{Payload, RecordId, Scope, SemanticPayload, Sensitivity};
+use mneme_server::op::Operation;
+use mneme_server::pb;
+use mneme_service::IngestOptions;
+use serde_json::{Value, json};
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+
+use crate::auth::principal;
+use crate::{TestDaemon, test_config};
+
+const ADMIN: &str = "policy-admin-0123456789abcdef";
+const READER: &str = "policy-reader-0123456789abcdef";
+const WRITER: &str = "policy-writer-0123456789abcdef";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    /// Reads and writes everything.
+    Unrestricted,
+    /// Reads only `low` records in `team-a` (and global ones); writes anything.
+    NarrowedRead,
+    /// Reads everything; writes only `low` records into `team-a`.
+    NarrowedWrite,
+    /// No Authorization header.
+    NoKey,
+}
+
+const EVERYONE: [Who; 4] = [Who::Unrestricted, Who::NarrowedRead, Who::NarrowedWrite, Who::NoKey];
+
+impl Who {
+    fn key(self) -> Option<&'static str> {
+        match self {
+            Who::Unrestricted => Some(ADMIN),
+            Who::NarrowedRead => Some(READER),
+            Who::NarrowedWrite => Some(WRITER),
+            Who::NoKey => None,
+        }
+    }
+}
+
+/// What the policy promises, as an HTTP status.
+fn expected(op: Operation, who: Who) -> u16 {
+    use Operation::*;
+    if who == Who::NoKey {
+        return 401;
+    }
+    let on_target = matches!(op, IngestOutcome | RetrieveById | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize);
+    let store_wide = matches!(op, GetMetrics | Status | Prometheus);
+    let owner_only = matches!(op, Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles);
+    let changes_target = on_target && !matches!(op, RetrieveById | History);
+    match who {
+        Who::Unrestricted => 200,
+        // A hidden record is "not found", for reads and writes alike.
+        Who::NarrowedRead if on_target => 404,
+        Who::NarrowedRead if store_wide || owner_only => 403,
+        Who::NarrowedRead => 200,
+        // Visible but outside the write policy.
+        Who::NarrowedWrite if changes_target || owner_only => 403,
+        Who::NarrowedWrite => 200,
+        Who::NoKey => 401,
+    }
+}
+
+fn grpc_code(status: u16) -> Code {
+    match status {
+        200 => Code::Ok,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::NotFound,
+        other => panic!("no gRPC code for {other}"),
+    }
+}
+
+/// Records a case acts on, written by the daemon's own principal.
+struct Targets {
+    one: RecordId,
+    two: RecordId,
+}
+
+fn targets(d: &TestDaemon) -> Targets {
+    let app = &d.daemon.app;
+    let fact = |object: &str| {
+        let payload =
+            Payload::Semantic(SemanticPayload { subject: "the gateway".into(), predicate: "runs on".into(), object: object.into(), valid_from: None, valid_to: None, evidence: Vec::new() });
+        let options = IngestOptions { sensitivity: Some(Sensitivity::High), scope: Some(Scope::parse("team-b").expect("scope")), ..Default::default() };
+        app.ops.ingest(&app.internal, payload, options).expect("target record").id
+    };
+    Targets { one: fact("port 8080"), two: fact("port 8081") }
+}
+
+fn who_body() -> Value {
+    json!({ "actor": "policy-test", "rationale": "the policy table" })
+}
+
+/// The HTTP request for `op`: method, path, body.
+fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
+    use Operation::*;
+    let id = t.one.to_string();
+    let (method, template) = op.http();
+    let path = template.replace("{id}", &id).replace("{name}", "message_received");
+    let body = match op {
+        IngestEvent => json!({ "event": { "event_kind": "message", "text": "policy table event" } }),
+        IngestToolOutput => json!({ "output": { "tool": "ls", "args": { "path": "." }, "result": "ok" } }),
+        IngestObservation => json!({ "fact": { "subject": "policy", "predicate": "is", "object": "checked" } }),
+        IngestWorkingState => json!({ "state": { "thread_id": "t1", "state": "checking the policy" } }),
+        IngestOutcome => json!({ "target_id": id, "outcome": "success" }),
+        Retrieve => json!({ "query": "gateway" }),
+        RetrieveById | History | GetMetrics | Status | Prometheus | SyncStatus => Value::Null,
+        Supersede | Fork => json!({ "change": { "summary": "the gateway moved" }, "actor": "policy-test", "rationale": "the policy table" }),
+        Retract | Reinforce | Penalize => who_body(),
+        Contest => json!({ "claim": "it runs on port 9090", "actor": "policy-test", "rationale": "the policy table" }),
+        Merge => json!({ "ids": [t.one.to_string(), t.two.to_string()], "actor": "policy-test", "rationale": "the policy table" }),
+        Consolidate => json!({}),
+        Hook => json!({ "content": "Checking the policy table.", "sessionId": "policy" }),
+        LogConversation => json!({ "channel": "cli", "content": "policy table" }),
+        SyncFetch => json!({ "begin": 1, "end": 1 }),
+        SyncCheckpoint => json!({ "end_id": 1, "summary": "policy table" }),
+        SearchFiles => json!({ "query": "policy" }),
+    };
+    (method, path, body)
+}
+
+async fn call_http(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> (u16, String) {
+    let (method, path, body) = http_request(op, t);
+    let mut request = match method {
+        "GET" => d.http.get(d.url(&path)),
+        _ => d.http.post(d.url(&path)).json(&body),
+    };
+    if let Some(key) = who.key() {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("HTTP request");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+fn authorized<T>(message: T, who: Who) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(key) = who.key() {
+        request.metadata_mut().insert("authorization", MetadataValue::try_from(format!("Bearer {key}")).expect("header"));
+    }
+    request
+}
+
+fn ok<T>(r: Result<T, tonic::Status>) -> Result<(), tonic::Status> {
+    r.map(|_| ())
+}
+
+/// The gRPC call for `op`; `None` when gRPC does not serve it.
+async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Option<Result<(), tonic::Status>> {
+    use Operation::*;
+    let mut m = d.memory().await;
+    let id = t.one.to_string();
+    let change = || Some(pb::RevisionChange { summary: Some("the gateway moved".into()), ..Default::default() });
+    let result = match op {
+        IngestEvent => ok(m
+            .ingest_event(authorized(
+                pb::IngestEventRequest {
+                    options: None,
+                    event: Some(pb::EventPayload { event_kind: "message".into(), text: "policy table event".into(), ..Default::default() }),
+                },
+                who,
+            ))
+            .await),
+        IngestToolOutput => ok(m
+            .ingest_tool_output(authorized(
+                pb::IngestToolOutputRequest { options: None, output: Some(pb::ToolOutputPayload { tool: "ls".into(), ..Default::default() }) },
+                who,
+            ))
+            .await),
+        IngestObservation => ok(m
+            .ingest_observation(authorized(
+                pb::IngestObservationRequest {
+                    options: None,
+                    fact: Some(pb::SemanticPayload { subject: "policy".into(), predicate: "is".into(), object: "checked".into(), ..Default::default() }),
+                },
+                who,
+            ))
+            .await),
+        IngestWorkingState => ok(m
+            .ingest_working_state(authorized(
+                pb::IngestWorkingStateRequest {
+                    options: None,
+                    state: Some(pb::WorkingPayload { thread_id: "t1".into(), state: "checking".into(), ..Default::default() }),
+                },
+                who,
+            ))
+            .await),
+        IngestOutcome => ok(m
+            .ingest_outcome(authorized(
+                pb::IngestOutcomeRequest { target_id: id, outcome: pb::Outcome::Success as i32, ..Default::default() },
+                who,
+            ))
+            .await),
+        Retrieve => ok(m.retrieve(authorized(pb::RetrieveRequest { query: "gateway".into(), ..Default::default() }, who)).await),
+        RetrieveById => ok(m.retrieve_by_id(authorized(pb::RetrieveByIdRequest { id }, who)).await),
+        History => ok(m.history(authorized(pb::HistoryRequest { id }, who)).await),
+        Supersede => ok(m
+            .supersede(authorized(pb::SupersedeRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() }, who))
+            .await),
+        Fork => {
+            ok(m.fork(authorized(pb::ForkRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() }, who)).await)
+        }
+        Retract => ok(m.retract(authorized(pb::RetractRequest { id, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
+        Merge => ok(m
+            .merge(authorized(
+                pb::MergeRequest { ids: vec![id, t.two.to_string()], change: None, actor: "policy-test".into(), rationale: "table".into() },
+                who,
+            ))
+            .await),
+        Contest => ok(m
+            .contest(authorized(
+                pb::ContestRequest { id, claim: "port 9090".into(), actor: "policy-test".into(), rationale: "table".into(), ..Default::default() },
+                who,
+            ))
+            .await),
+        Reinforce => ok(m.reinforce(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
+        Penalize => ok(m.penalize(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
+        GetMetrics => ok(m.get_metrics(authorized(pb::GetMetricsRequest {}, who)).await),
+        Hook => {
+            let mut h = d.hooks().await;
+            let event = pb::MessageEvent { content: "Checking the policy table.".into(), ..Default::default() };
+            ok(h.message_received(authorized(event, who)).await)
+        }
+        Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles => return None,
+    };
+    Some(result)
+}
+
+async fn policy_daemon() -> TestDaemon {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.keep());
+    let mut reader = principal("reader", READER);
+    reader.read_max_sensitivity = Sensitivity::Low;
+    reader.read_scopes = Some(vec!["team-a".into()]);
+    let mut writer = principal("writer", WRITER);
+    writer.write_max_sensitivity = Sensitivity::Low;
+    writer.write_scopes = Some(vec!["team-a".into()]);
+    config.principals = vec![principal("admin", ADMIN), reader, writer];
+    let d = TestDaemon::with(config).await;
+    // One conversation in the log, so the owner's sync fetch and checkpoint have a range.
+    let (status, logged) = d.post_auth("/v1/conversations", json!({ "channel": "cli", "content": "before the table" }), Some(ADMIN)).await;
+    assert_eq!(status, 200, "{logged}");
+    d
+}
+
+/// Every operation on HTTP. The unrestricted principal goes last, so a refused call's
+/// targets are untouched and the owner's checkpoint runs once.
+#[tokio::test]
+async fn every_operation_on_http_obeys_the_policy_table() {
+    let d = policy_daemon().await;
+    let mut failures = Vec::new();
+    for op in Operation::ALL {
+        for who in [Who::NoKey, Who::NarrowedRead, Who::NarrowedWrite, Who::Unrestricted] {
+            let t = targets(&d);
+            let want = expected(op, who);
+            let (got, body) = call_http(&d, op, &t, who).await;
+            if got != want {
+                failures.push(format!("HTTP {} as {who:?}: {got}, expected {want}: {body}", op.name()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), Operation::ALL.len() * EVERYONE.len(), failures.join("\n"));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn every_operation_on_grpc_obeys_the_policy_table() {
+    let d = policy_daemon().await;
+    let mut failures = Vec::new();
+    let mut served = 0;
+    for op in Operation::ALL {
+        for who in EVERYONE {
+            let t = targets(&d);
+            let Some(result) = call_grpc(&d, op, &t, who).await else {
+                assert!(op.grpc().is_none(), "{} is served over gRPC but not in this table", op.name());
+                continue;
+            };
+            assert!(op.grpc().is_some(), "{} answered over gRPC but says it is not served there", op.name());
+            served += 1;
+            let want = grpc_code(expected(op, who));
+            let got = result.err().map_or(Code::Ok, |s| s.code());
+            if got != want {
+                failures.push(format!("gRPC {} as {who:?}: {got:?}, expected {want:?}", op.name()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {served} cases:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(served, Operation::ALL.iter().filter(|op| op.grpc().is_some()).count() * EVERYONE.len());
+    d.stop().await;
+}
+
+/// Each operation's name is the OpenAPI document's `operationId` at its HTTP route.
+#[test]
+fn every_operation_is_in_the_openapi_document_at_its_route() {
+    let doc = mneme_server::openapi::document();
+    for op in Operation::ALL {
+        let (method, path) = op.http();
+        let entry = &doc["paths"][path][method.to_ascii_lowercase()];
+        assert_eq!(entry["operationId"], op.name(), "{method} {path}: {entry}");
+    }
+}

@@ -149,9 +149,6 @@ pub enum Command {
         #[arg(long, allow_negative_numbers = true)]
         threshold: Option<f64>,
     },
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(BenchCommand),
     /// Test aid: ingest COUNT events one transaction each, printing each id once committed.
     #[command(hide = true)]
     StressWrite {
@@ -597,103 +594,4 @@ pub struct AdjustArgs {
     pub actor: String,
     #[arg(long, default_value = "")]
     pub rationale: String,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Speak the retrieval-benchmark protocol (../shared/bench/README.md) on stdin/stdout.
-    Retrieval,
-    /// Workspace search at scale: index time, refresh cost, search latency, and the
-    /// `mneme search` / `mneme claude-hook session-start` processes.
-    Workspace {
-        #[arg(long, default_value_t = 1000)]
-        files: usize,
-        #[arg(long, default_value_t = 500)]
-        queries: usize,
-        /// Process runs per command.
-        #[arg(long, default_value_t = 100)]
-        runs: usize,
-    },
-    /// Ingest throughput and recall latency on synthetic records, beside raw SQLite.
-    Store {
-        /// Store sizes to measure, comma separated.
-        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
-        records: Vec<usize>,
-        /// Queries per size.
-        #[arg(long, default_value_t = 1000)]
-        queries: usize,
-        /// Records ingested one transaction each (the rest are batched).
-        #[arg(long, default_value_t = 2000)]
-        single: usize,
-    },
-    /// Retrieve latency for queries of frequent words (Zipf vocabulary, words in most
-    /// records), with and without the per-word cap `retrieval.max_term_matches`.
-    Lexical {
-        /// Store sizes to measure, comma separated.
-        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
-        records: Vec<usize>,
-        /// Queries per class and size.
-        #[arg(long, default_value_t = 200)]
-        queries: usize,
-        /// How many of them the uncapped retrieve also answers (it is slow on frequent words).
-        #[arg(long, default_value_t = 20)]
-        baseline: usize,
-        /// `retrieval.max_term_matches` of the capped retrieve.
-        #[arg(long, default_value_t = mneme_core::RankWeights::default().max_term_matches)]
-        cap: usize,
-    },
-    /// Embedding throughput (batched short texts) and single-query latency.
-    Embed {
-        /// Texts to embed.
-        #[arg(long, default_value_t = 2000)]
-        texts: usize,
-        /// Batch size.
-        #[arg(long, default_value_t = 32)]
-        batch: usize,
-        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
-        #[arg(long)]
-        model_dir: Option<PathBuf>,
-    },
-    /// The vector index at scale on synthetic vectors: build time, memory, ANN latency and
-    /// recall@10 against exact search; with --store, hybrid retrieve latency on a real store.
-    Vectors {
-        /// Vectors (and, with --store, records).
-        #[arg(long, default_value_t = 1_000_000)]
-        records: usize,
-        #[arg(long, default_value_t = 384)]
-        dim: usize,
-        #[arg(long, default_value_t = 200)]
-        queries: usize,
-        /// Candidates kept by the Hamming pass.
-        #[arg(long, default_value_t = 16_000)]
-        coarse: usize,
-        /// Candidates kept by the asymmetric pass for exact scoring.
-        #[arg(long, default_value_t = 2_000)]
-        rerank: usize,
-        /// Inverted-file lists (0 = about √n).
-        #[arg(long, default_value_t = 0)]
-        lists: usize,
-        /// Inverted-file lists scanned per query.
-        #[arg(long, default_value_t = 128)]
-        nprobe: usize,
-        /// Also build a real store with these records and vectors and time `retrieve`.
-        #[arg(long)]
-        store: bool,
-    },
-    /// The daemon under load: ingest RPC throughput and Retrieve latency with concurrent
-    /// clients, hook round trips, RSS; beside direct in-process calls on the same store.
-    Daemon {
-        /// Records in the store before the load starts.
-        #[arg(long, default_value_t = 100_000)]
-        records: usize,
-        /// Concurrent clients.
-        #[arg(long, default_value_t = 8)]
-        clients: usize,
-        /// Seconds of ingest load.
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-        /// Retrieve calls (spread over the clients) and hook round trips.
-        #[arg(long, default_value_t = 4000)]
-        queries: usize,
-    },
 }

@@ -20,8 +20,8 @@ use mneme_store::{SecretKey, StoreError, StoreOptions};
 use mneme_agent::MnemeConfig;
 
 use crate::cli::{
-    BenchCommand, Cli, Command, ConfigCommand, HookArgs, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs,
-    RevisionArgs, WhoArgs,
+    Cli, Command, ConfigCommand, HookArgs, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs, RevisionArgs,
+    WhoArgs,
 };
 use crate::render;
 
@@ -129,37 +129,6 @@ pub fn run(cli: Cli) -> Result<()> {
         return match Invocation::from_cli(&cli) {
             Ok(ctx) => crate::workspace::hook(&ctx, args),
             Err(e) => crate::workspace::hook_failed(args, &e),
-        };
-    }
-    if let Command::Bench(bench) = &cli.command {
-        return match bench {
-            BenchCommand::Retrieval => {
-                let invocation = Invocation::from_cli(&cli)?;
-                crate::bench::retrieval(&invocation.config, &invocation.data_dir)
-            }
-            BenchCommand::Workspace { files, queries, runs } => crate::bench_workspace::workspace(*files, *queries, *runs, cli.json),
-            BenchCommand::Store { records, queries, single } => crate::bench::store(records, *queries, *single, cli.json),
-            BenchCommand::Lexical { records, queries, baseline, cap } => {
-                crate::bench_lexical::lexical(records, *queries, *baseline, *cap, cli.json)
-            }
-            BenchCommand::Embed { texts, batch, model_dir } => {
-                let data_dir = match &cli.data_dir {
-                    Some(d) => d.clone(),
-                    None => default_data_dir()?,
-                };
-                crate::model::bench(model_dir.as_deref(), &data_dir, *texts, *batch, cli.json)
-            }
-            BenchCommand::Vectors { records, dim, queries, coarse, rerank, lists, nprobe, store } => crate::bench_vectors::vectors(
-                *records,
-                *dim,
-                *queries,
-                mneme_service::IndexParams { exact_below: 0, coarse: *coarse, rerank: *rerank, lists: *lists, nprobe: *nprobe },
-                *store,
-                cli.json,
-            ),
-            BenchCommand::Daemon { records, clients, seconds, queries } => {
-                crate::bench_daemon::daemon(*records, *clients, *seconds, *queries, cli.json)
-            }
         };
     }
     if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
@@ -300,7 +269,6 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Bench(_) => unreachable!("handled above"),
     }
 }
 

@@ -68,32 +68,6 @@ fn event_text_can_come_from_stdin() {
 }
 
 #[test]
-fn bench_retrieval_speaks_the_protocol() {
-    let m = Mneme::new();
-    let requests = [
-        r#"{"op":"hello","protocol":1}"#,
-        r#"{"op":"corpus","corpus_id":"c1","docs":[{"id":"D1:1","text":"Caroline: I went to the LGBTQ support group yesterday","ts":"2023-05-08T13:56:00","meta":{"speaker":"Caroline"}},{"id":"D1:2","text":"Melanie: I painted a sunrise","ts":"2023-05-08T13:57:00","meta":{"speaker":"Melanie"}}]}"#,
-        r#"{"op":"query","qid":"q1","corpus_id":"c1","query":"When did Caroline go to the support group?","k":10,"ts":null}"#,
-        r#"{"op":"query","qid":"q2","corpus_id":"nope","query":"x","k":10}"#,
-        r#"{"op":"drop","corpus_id":"c1"}"#,
-        r#"{"op":"end"}"#,
-    ];
-    let mut child = m.command().args(["bench", "retrieval"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
-    child.stdin.take().expect("stdin").write_all((requests.join("\n") + "\n").as_bytes()).expect("write");
-    let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success());
-    let replies: Vec<serde_json::Value> =
-        String::from_utf8(out.stdout).expect("utf-8").lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
-    assert_eq!(replies.len(), requests.len(), "exactly one reply per request");
-    assert_eq!(replies[0]["ok"], true);
-    assert_eq!(replies[1]["ok"], true);
-    assert_eq!(replies[2]["ids"][0], "D1:1");
-    assert_eq!(replies[3]["op"], "error");
-    assert_eq!(replies[3]["qid"], "q2");
-    assert_eq!(replies[5]["op"], "end");
-}
-
-#[test]
 fn a_closed_stdout_is_not_a_crash() {
     let m = Mneme::init();
     for i in 0..3 {

@@ -1,7 +1,7 @@
 //! End-to-end tests of the `mneme` binary in temp directories: the demo flow, `--json`,
 //! every class of bad input (each must leave the store unchanged), encryption from the
-//! environment, concurrent writers, crash consistency, the bench protocol, and the
-//! daemon as a process: serve, up/down/status, the supervisor, `mneme hook`, config.
+//! environment, concurrent writers, crash consistency, and the daemon as a process:
+//! serve, up/down/status, the supervisor, `mneme hook`, config.
 
 mod agent;
 mod bad_input;

@@ -1,6 +1,7 @@
 //! Habits checked on the source tree, so they stay true: every module says what it owns
 //! (a `//!` doc first), no test is ignored, and the binary prints through `outln!` (which
-//! reports a closed pipe instead of panicking), never a bare `println!`.
+//! reports a closed pipe instead of panicking), never a bare `println!`; so does the
+//! benchmark binary, `mneme-bench`.
 
 use std::path::{Path, PathBuf};
 
@@ -49,9 +50,11 @@ fn no_test_is_ignored() {
 }
 
 #[test]
-fn the_binary_prints_through_outln() {
+fn the_binaries_print_through_outln() {
     let mut files = Vec::new();
-    rust_files(&workspace_root().join("crates/mneme/src"), &mut files);
+    for binary in ["crates/mneme/src", "crates/mneme-bench/src"] {
+        rust_files(&workspace_root().join(binary), &mut files);
+    }
     let needle = ["print", "ln!("].concat();
     let bare: Vec<String> = files
         .into_iter()

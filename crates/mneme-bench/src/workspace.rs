@@ -1,4 +1,4 @@
-//! `mneme bench workspace`: search over the workspace files at scale. Builds a workspace of
+//! `mneme-bench workspace`: search over the workspace files at scale. Builds a workspace of
 //! synthetic Markdown files (headings, paragraphs of Zipf-distributed words, 1–25 KB each)
 //! in a temporary data directory, then measures:
 //! - the first full index (files/s, chunks);
@@ -20,11 +20,13 @@ use mneme_service::{ConversationInput, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 use serde_json::json;
 
-use crate::bench::{TextGen, summarize};
+use crate::synth::{TextGen, summarize};
 
 const DIRS: [&str; 5] = ["reference", "sessions", "archive", "memory", "users/owner"];
 
 pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> Result<()> {
+    // Before any work: without a `mneme` binary this benchmark cannot finish.
+    let exe = crate::mneme_exe()?;
     let dir = tempfile::tempdir().context("creating a temporary data directory")?;
     let data = dir.path();
     let ws = data.join("workspace");
@@ -86,7 +88,6 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
         })?;
     }
     drop(service);
-    let exe = std::env::current_exe()?;
     let process = |args: &[&str]| -> Result<(f64, f64)> {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs.max(1) {

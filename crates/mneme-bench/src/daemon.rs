@@ -1,4 +1,4 @@
-//! `mneme bench daemon`: a real `mneme serve` child process under load from this process.
+//! `mneme-bench daemon`: a real `mneme serve` child process under load from this process.
 //!
 //! 1. Prefill a store (events, plus facts, skills and working states for session_start).
 //! 2. Baseline, in this process on the same store: direct `MemoryService` ingest (one
@@ -20,9 +20,9 @@ use mneme_service::{Access, IngestOptions, MemoryService, RetrieveRequest, Servi
 use mneme_store::StoreOptions;
 use serde_json::json;
 
-use crate::bench::{TextGen, summarize};
+use crate::synth::{TextGen, summarize};
 
-pub(crate) fn rss_kib(pid: u32, field: &str) -> u64 {
+pub fn rss_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
@@ -30,7 +30,7 @@ pub(crate) fn rss_kib(pid: u32, field: &str) -> u64 {
 }
 
 /// User + system CPU seconds of a process so far.
-pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
@@ -149,6 +149,8 @@ fn concurrent_direct(dir: &Path, queries: &[String], clients: usize) -> Result<(
 }
 
 pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json_out: bool) -> Result<()> {
+    // Before any work: without a `mneme` binary this benchmark cannot finish.
+    let exe = crate::mneme_exe()?;
     let clients = clients.max(1);
     let dir = tempfile::tempdir()?;
     let mut textgen = TextGen::new(7);
@@ -160,7 +162,6 @@ pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json
     let (direct_p50, direct_p99, direct_ingest) = baseline(dir.path(), &query_texts, seconds, &mut textgen)?;
 
     eprintln!("== starting mneme serve");
-    let exe = std::env::current_exe()?;
     let mut child = std::process::Command::new(exe)
         .args(["--data-dir"])
         .arg(dir.path())

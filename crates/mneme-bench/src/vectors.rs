@@ -1,4 +1,4 @@
-//! `mneme bench vectors`: the vector index and hybrid retrieval at scale, on synthetic
+//! `mneme-bench vectors`: the vector index and hybrid retrieval at scale, on synthetic
 //! vectors (`mneme_service::vectors::synthetic`: topics → subtopics → points).
 //!
 //! 1. Index build time and memory from vectors in memory.
@@ -8,7 +8,7 @@
 //!    their vectors, then `retrieve` latency hybrid vs lexical-only in the same process,
 //!    and the time to rebuild the index from the store (what a daemon start costs).
 //!    The "model" there is a lookup table (`doc N` → vector N), so the figures exclude
-//!    query embedding (measured by `mneme bench embed`).
+//!    query embedding (measured by `mneme-bench embed`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,10 +21,10 @@ use mneme_service::{Access, IndexParams, IngestOptions, MemoryService, RetrieveR
 use mneme_store::StoreOptions;
 use serde_json::json;
 
-use crate::bench::{TextGen, summarize};
+use crate::synth::{TextGen, summarize};
 
 fn rss_mib() -> f64 {
-    crate::bench_daemon::rss_kib(std::process::id(), "VmRSS:") as f64 / 1024.0
+    crate::daemon::rss_kib(std::process::id(), "VmRSS:") as f64 / 1024.0
 }
 
 /// Vectors by position: `doc N` embeds to vector N, `query N` to query vector N.

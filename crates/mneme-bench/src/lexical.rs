@@ -1,4 +1,4 @@
-//! `mneme bench lexical`: retrieve latency for queries of frequent words, on stores with
+//! `mneme-bench lexical`: retrieve latency for queries of frequent words, on stores with
 //! a realistic vocabulary, with and without the per-word cap (`retrieval.max_term_matches`).
 //!
 //! Each store holds conversations (threads of 20 turns, so every record also has the
@@ -23,8 +23,8 @@ use mneme_service::{Access, IngestOptions, MemoryService, RetrieveRequest, Servi
 use mneme_store::{RecordFilter, Store, StoreOptions};
 use serde_json::{Value, json};
 
-use crate::bench::Rng;
-use crate::bench_daemon::cpu_seconds;
+use crate::daemon::cpu_seconds;
+use crate::synth::Rng;
 
 /// Words in most records, with the share of records that contain each.
 const NAMED: [(&str, f64); 8] = [

@@ -1,0 +1,129 @@
+//! The benchmark binary's grammar (clap derive): the global flags `mneme` takes (so a
+//! harness command such as `mneme-bench --set retrieval.dense_share=0.3 retrieval` reads
+//! the configuration the same way) and one subcommand per benchmark.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "mneme-bench", version, about = "mneme's benchmarks: figures for BENCHMARKS.md, and the retrieval-benchmark protocol")]
+pub struct Cli {
+    /// Data directory (its config.toml and installed model are read) [default: ~/.local/share/mneme].
+    #[arg(long, global = true, env = "MNEME_HOME", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Configuration file [default: DATA_DIR/config.toml].
+    #[arg(long, global = true, env = "MNEME_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Accepted for compatibility with `mneme`'s global flags; benchmarks use temporary,
+    /// unencrypted stores.
+    #[arg(long, global = true, env = "MNEME_ENCRYPTION_KEY_FILE", value_name = "FILE", hide = true)]
+    pub key_file: Option<PathBuf>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Override one configuration key, e.g. --set retrieval.dense_share=0.3 (repeatable).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Speak the retrieval-benchmark protocol (../shared/bench/README.md) on stdin/stdout.
+    Retrieval,
+    /// Workspace search at scale: index time, refresh cost, search latency, and the
+    /// `mneme search` / `mneme claude-hook session-start` processes.
+    Workspace {
+        #[arg(long, default_value_t = 1000)]
+        files: usize,
+        #[arg(long, default_value_t = 500)]
+        queries: usize,
+        /// Process runs per command.
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+    },
+    /// Ingest throughput and recall latency on synthetic records, beside raw SQLite.
+    Store {
+        /// Store sizes to measure, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+        records: Vec<usize>,
+        /// Queries per size.
+        #[arg(long, default_value_t = 1000)]
+        queries: usize,
+        /// Records ingested one transaction each (the rest are batched).
+        #[arg(long, default_value_t = 2000)]
+        single: usize,
+    },
+    /// Retrieve latency for queries of frequent words (Zipf vocabulary, words in most
+    /// records), with and without the per-word cap `retrieval.max_term_matches`.
+    Lexical {
+        /// Store sizes to measure, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+        records: Vec<usize>,
+        /// Queries per class and size.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// How many of them the uncapped retrieve also answers (it is slow on frequent words).
+        #[arg(long, default_value_t = 20)]
+        baseline: usize,
+        /// `retrieval.max_term_matches` of the capped retrieve.
+        #[arg(long, default_value_t = mneme_core::RankWeights::default().max_term_matches)]
+        cap: usize,
+    },
+    /// Embedding throughput (batched short texts) and single-query latency.
+    Embed {
+        /// Texts to embed.
+        #[arg(long, default_value_t = 2000)]
+        texts: usize,
+        /// Batch size.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
+    /// The vector index at scale on synthetic vectors: build time, memory, ANN latency and
+    /// recall@10 against exact search; with --store, hybrid retrieve latency on a real store.
+    Vectors {
+        /// Vectors (and, with --store, records).
+        #[arg(long, default_value_t = 1_000_000)]
+        records: usize,
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Candidates kept by the Hamming pass.
+        #[arg(long, default_value_t = 16_000)]
+        coarse: usize,
+        /// Candidates kept by the asymmetric pass for exact scoring.
+        #[arg(long, default_value_t = 2_000)]
+        rerank: usize,
+        /// Inverted-file lists (0 = about √n).
+        #[arg(long, default_value_t = 0)]
+        lists: usize,
+        /// Inverted-file lists scanned per query.
+        #[arg(long, default_value_t = 128)]
+        nprobe: usize,
+        /// Also build a real store with these records and vectors and time `retrieve`.
+        #[arg(long)]
+        store: bool,
+    },
+    /// The daemon under load: ingest RPC throughput and Retrieve latency with concurrent
+    /// clients, hook round trips, RSS; beside direct in-process calls on the same store.
+    Daemon {
+        /// Records in the store before the load starts.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Seconds of ingest load.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Retrieve calls (spread over the clients) and hook round trips.
+        #[arg(long, default_value_t = 4000)]
+        queries: usize,
+    },
+}

@@ -1,0 +1,55 @@
+//! `mneme-bench embed`: the local embedding model's throughput on batches of short texts
+//! and its single-query latency (the model `mneme model install` placed, or `--model-dir`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use mneme_embed::{DEFAULT_MODEL, Embedder, MiniLm, verify_model_dir};
+use serde_json::json;
+
+/// Batched throughput on short texts and single-query latency.
+pub fn embed(dir: Option<&Path>, data_dir: &Path, texts: usize, batch: usize, json: bool) -> Result<()> {
+    let dir = dir.map(Path::to_path_buf).unwrap_or_else(|| data_dir.join("models").join(DEFAULT_MODEL));
+    verify_model_dir(&dir)?;
+    let model = MiniLm::load(&dir, DEFAULT_MODEL)?;
+    let words = [
+        "memory",
+        "agent",
+        "caroline",
+        "painted",
+        "sunset",
+        "support",
+        "group",
+        "docker",
+        "wrapper",
+        "host",
+        "berlin",
+        "moved",
+        "week",
+        "yesterday",
+    ];
+    let sample: Vec<String> =
+        (0..texts).map(|i| (0..8 + i % 9).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect();
+    model.embed(&["warm up"])?;
+    let started = Instant::now();
+    for chunk in sample.chunks(batch.max(1)) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        std::hint::black_box(model.embed(&refs)?);
+    }
+    let per_s = texts as f64 / started.elapsed().as_secs_f64();
+    let mut single = Vec::new();
+    for t in sample.iter().take(200) {
+        let t0 = Instant::now();
+        std::hint::black_box(model.embed(&[t.as_str()])?);
+        single.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    let (p50, p99) = crate::synth::summarize(single);
+    let out = json!({ "texts": texts, "batch": batch, "texts_per_s": per_s, "single_query_p50_ms": p50, "single_query_p99_ms": p99 });
+    if json {
+        outln!("{out}");
+    } else {
+        outln!("{texts} short texts (8–16 words) in batches of {batch}: {per_s:.0} texts/s; one query: p50 {p50:.2} ms, p99 {p99:.2} ms");
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! `mneme-bench`: mneme's benchmarks, a binary of their own so `mneme` stays thin. This
+//! file parses arguments and dispatches; each benchmark is one module (`retrieval.rs`
+//! speaks the retrieval-benchmark protocol on stdin/stdout, the others print figures for
+//! BENCHMARKS.md). `daemon` and `workspace` run the real `mneme` binary found next to
+//! this one (`mneme_exe`).
+
+// The binary is where the process environment is read (`clippy.toml` forbids it in the
+// library crates, which take it as a parameter).
+#![allow(clippy::disallowed_methods)]
+
+/// `println!` that returns an error instead of panicking (e.g. on a closed pipe).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
+mod cli;
+mod daemon;
+mod embed;
+mod lexical;
+mod retrieval;
+mod store;
+mod synth;
+mod vectors;
+mod workspace;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow, bail};
+use clap::Parser;
+use jiff::Timestamp;
+use mneme_agent::MnemeConfig;
+use mneme_service::ServiceError;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `daemon` talks HTTP to the daemon through reqwest, which uses rustls with ring.
+    mneme_agent::init_tls();
+    let json = cli.json;
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // The exit codes `mneme` gives the same failures (6 for a bad configuration).
+            let code = err.downcast_ref::<ServiceError>().map_or(1, |e| e.kind().exit_code());
+            if json {
+                let body = serde_json::json!({ "error": format!("{err:#}"), "exit_code": code });
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{body}\n").as_bytes());
+            }
+            eprintln!("error: {err:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
+    match &cli.command {
+        Command::Retrieval => {
+            let data_dir = data_dir(&cli)?;
+            crate::retrieval::retrieval(&config(&cli, &data_dir)?, &data_dir)
+        }
+        Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
+        Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
+        Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
+        Command::Embed { texts, batch, model_dir } => crate::embed::embed(model_dir.as_deref(), &data_dir(&cli)?, *texts, *batch, json),
+        Command::Vectors { records, dim, queries, coarse, rerank, lists, nprobe, store } => crate::vectors::vectors(
+            *records,
+            *dim,
+            *queries,
+            mneme_service::IndexParams { exact_below: 0, coarse: *coarse, rerank: *rerank, lists: *lists, nprobe: *nprobe },
+            *store,
+            json,
+        ),
+        Command::Daemon { records, clients, seconds, queries } => crate::daemon::daemon(*records, *clients, *seconds, *queries, json),
+    }
+}
+
+/// `--data-dir`, `MNEME_HOME`, else `~/.local/share/mneme`, as `mneme` resolves it.
+fn data_dir(cli: &Cli) -> Result<PathBuf> {
+    match &cli.data_dir {
+        Some(d) => Ok(std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+        None => {
+            let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("neither --data-dir, MNEME_HOME nor HOME is set"))?;
+            Ok(PathBuf::from(home).join(".local/share/mneme"))
+        }
+    }
+}
+
+/// The layered configuration, as `mneme` builds it: defaults → file → `MNEME_*` env →
+/// `--set`.
+fn config(cli: &Cli, data_dir: &std::path::Path) -> Result<MnemeConfig> {
+    let config_path = cli.config.clone().unwrap_or_else(|| data_dir.join("config.toml"));
+    let sets = cli
+        .sets
+        .iter()
+        .map(|s| s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| anyhow!("--set expects KEY=VALUE"))?;
+    MnemeConfig::layered(Some(&config_path), cli.config.is_some(), std::env::vars(), &sets)
+        .map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))
+}
+
+/// The `mneme` binary beside this one (the same target directory), which `daemon` and
+/// `workspace` run as child processes.
+fn mneme_exe() -> Result<PathBuf> {
+    let me = std::env::current_exe().map_err(|e| anyhow!("cannot find the mneme-bench executable: {e}"))?;
+    let exe = me.with_file_name(format!("mneme{}", std::env::consts::EXE_SUFFIX));
+    if !exe.is_file() {
+        bail!(
+            "this benchmark runs the mneme binary, but there is none at {} (beside mneme-bench): build it with `cargo build --release -p mneme` (`cargo build -p mneme` for a debug mneme-bench)",
+            exe.display()
+        );
+    }
+    Ok(exe)
+}
+
+/// RFC 3339 with an offset, or a civil date / date-time taken as UTC (`mneme`'s rule for
+/// `--at`; here for the harness's document timestamps).
+fn parse_time(s: &str) -> Option<Timestamp> {
+    if let Ok(t) = s.parse::<Timestamp>() {
+        return Some(t);
+    }
+    if let Ok(dt) = s.parse::<jiff::civil::DateTime>() {
+        return dt.to_zoned(jiff::tz::TimeZone::UTC).ok().map(|z| z.timestamp());
+    }
+    s.parse::<jiff::civil::Date>().ok().and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok()).map(|z| z.timestamp())
+}

@@ -1,0 +1,132 @@
+//! `mneme-bench store`: ingest throughput and recall latency on synthetic records, beside
+//! raw SQLite inserts and FTS5 queries on the same data in the same process.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use mneme_core::{EventPayload, Payload, SystemClock};
+use mneme_service::{Access, IngestOptions, MemoryService, RetrieveRequest, ServiceConfig};
+use mneme_store::StoreOptions;
+use serde_json::json;
+
+use crate::synth::{TextGen, summarize};
+
+/// Measures mneme against raw SQLite at each size and prints a table (or JSON).
+pub fn store(sizes: &[usize], queries: usize, single: usize, json_out: bool) -> Result<()> {
+    let mut rows = Vec::new();
+    for &n in sizes {
+        eprintln!("== {n} records");
+        let dir = tempfile::tempdir()?;
+        let mut textgen = TextGen::new(42);
+        let texts: Vec<String> = (0..n).map(|_| textgen.sentence()).collect();
+        let query_texts: Vec<String> = (0..queries).map(|_| textgen.query()).collect();
+
+        // Raw SQLite: one row table + an FTS5 table, batches of 1000 per transaction.
+        let raw_path = dir.path().join("raw.db");
+        let raw = rusqlite::Connection::open(&raw_path)?;
+        raw.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
+             CREATE TABLE docs (id INTEGER PRIMARY KEY, body TEXT NOT NULL);
+             CREATE VIRTUAL TABLE docs_fts USING fts5(body, tokenize='porter unicode61');",
+        )?;
+        let started = Instant::now();
+        for chunk in texts.chunks(1000) {
+            let tx = raw.unchecked_transaction()?;
+            {
+                let mut a = tx.prepare_cached("INSERT INTO docs (body) VALUES (?1)")?;
+                let mut b = tx.prepare_cached("INSERT INTO docs_fts (rowid, body) VALUES (?1, ?2)")?;
+                for t in chunk {
+                    a.execute([t])?;
+                    b.execute(rusqlite::params![tx.last_insert_rowid(), t])?;
+                }
+            }
+            tx.commit()?;
+        }
+        let raw_rate = n as f64 / started.elapsed().as_secs_f64();
+        eprintln!("   raw sqlite+fts5 batched: {raw_rate:.0}/s");
+
+        // mneme: the first `single` records one transaction each, the rest batched by 1000.
+        let options = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+        let service = MemoryService::open(options, ServiceConfig::default(), Arc::new(SystemClock))?;
+        let payload = |t: &String| {
+            Payload::Event(EventPayload { event_kind: "message".into(), reference: None, sender: None, text: t.clone(), event_time: None })
+        };
+        let single = single.min(n);
+        let started = Instant::now();
+        for t in &texts[..single] {
+            service.ingest(payload(t), IngestOptions::default())?;
+        }
+        let single_rate = single as f64 / started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        for chunk in texts[single..].chunks(1000) {
+            service.ingest_batch(chunk.iter().map(|t| (payload(t), IngestOptions::default())).collect())?;
+        }
+        let batched_rate = (n - single) as f64 / started.elapsed().as_secs_f64();
+        eprintln!("   mneme one-by-one: {single_rate:.0}/s, batched: {batched_rate:.0}/s");
+
+        // Queries, interleaved so machine noise hits both equally.
+        let mut raw_ms = Vec::with_capacity(queries);
+        let mut mneme_ms = Vec::with_capacity(queries);
+        let mut stmt = raw.prepare("SELECT rowid FROM docs_fts WHERE docs_fts MATCH ?1 ORDER BY rank LIMIT 10")?;
+        for q in &query_texts {
+            let expr = mneme_core::query::fts5_expression(q).unwrap_or_default();
+            let t0 = Instant::now();
+            let ids: Vec<i64> = stmt.query_map([&expr], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            raw_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+            std::hint::black_box(ids);
+            let t0 = Instant::now();
+            let hits = service.retrieve(&RetrieveRequest { query: q.to_string(), limit: 10, ..Default::default() }, &Access::owner())?;
+            mneme_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+            std::hint::black_box(hits);
+        }
+        let mut empty_ms = Vec::new();
+        for _ in 0..queries.min(200) {
+            let t0 = Instant::now();
+            std::hint::black_box(service.retrieve(&RetrieveRequest { limit: 10, ..Default::default() }, &Access::owner())?);
+            empty_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+        let (raw_p50, raw_p99) = summarize(raw_ms);
+        let (m_p50, m_p99) = summarize(mneme_ms);
+        let (e_p50, e_p99) = summarize(empty_ms);
+        eprintln!(
+            "   recall p50 {m_p50:.3} ms p99 {m_p99:.3} ms; raw fts5 p50 {raw_p50:.3} ms p99 {raw_p99:.3} ms; empty query p50 {e_p50:.3} ms"
+        );
+        rows.push(json!({
+            "records": n,
+            "raw_insert_per_s": raw_rate,
+            "mneme_single_per_s": single_rate,
+            "mneme_batched_per_s": batched_rate,
+            "batched_vs_raw": batched_rate / raw_rate,
+            "recall_p50_ms": m_p50, "recall_p99_ms": m_p99,
+            "raw_fts5_p50_ms": raw_p50, "raw_fts5_p99_ms": raw_p99,
+            "empty_query_p50_ms": e_p50, "empty_query_p99_ms": e_p99,
+            "mneme_db_bytes": std::fs::metadata(dir.path().join("mneme.db")).map(|m| m.len()).unwrap_or(0),
+            "raw_db_bytes": std::fs::metadata(&raw_path).map(|m| m.len()).unwrap_or(0),
+        }));
+    }
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        outln!(
+            "| records | raw insert/s | mneme 1-by-1/s | mneme batched/s | batched÷raw | recall p50 | recall p99 | raw FTS5 p50 | raw FTS5 p99 | empty-query p50 |"
+        );
+        outln!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            outln!(
+                "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms |",
+                r["records"],
+                r["raw_insert_per_s"].as_f64().unwrap_or(0.0),
+                r["mneme_single_per_s"].as_f64().unwrap_or(0.0),
+                r["mneme_batched_per_s"].as_f64().unwrap_or(0.0),
+                r["batched_vs_raw"].as_f64().unwrap_or(0.0),
+                r["recall_p50_ms"].as_f64().unwrap_or(0.0),
+                r["recall_p99_ms"].as_f64().unwrap_or(0.0),
+                r["raw_fts5_p50_ms"].as_f64().unwrap_or(0.0),
+                r["raw_fts5_p99_ms"].as_f64().unwrap_or(0.0),
+                r["empty_query_p50_ms"].as_f64().unwrap_or(0.0),
+            );
+        }
+    }
+    Ok(())
+}

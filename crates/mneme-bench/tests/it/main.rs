@@ -1,0 +1,64 @@
+//! End-to-end tests of the `mneme-bench` binary: the retrieval-benchmark protocol on
+//! stdin/stdout (what `../shared/bench/locomo_retrieval.py` drives), and the benchmarks
+//! that run `mneme` refusing clearly when no `mneme` binary sits beside them.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+fn bench(data_dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mneme-bench"));
+    cmd.env("MNEME_HOME", data_dir).env_remove("MNEME_CONFIG").env_remove("MNEME_ENCRYPTION_KEY").stdin(Stdio::null());
+    cmd
+}
+
+#[test]
+fn retrieval_speaks_the_protocol() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let requests = [
+        r#"{"op":"hello","protocol":1}"#,
+        r#"{"op":"corpus","corpus_id":"c1","docs":[{"id":"D1:1","text":"Caroline: I went to the LGBTQ support group yesterday","ts":"2023-05-08T13:56:00","meta":{"speaker":"Caroline"}},{"id":"D1:2","text":"Melanie: I painted a sunrise","ts":"2023-05-08T13:57:00","meta":{"speaker":"Melanie"}}]}"#,
+        r#"{"op":"query","qid":"q1","corpus_id":"c1","query":"When did Caroline go to the support group?","k":10,"ts":null}"#,
+        r#"{"op":"query","qid":"q2","corpus_id":"nope","query":"x","k":10}"#,
+        r#"{"op":"drop","corpus_id":"c1"}"#,
+        r#"{"op":"end"}"#,
+    ];
+    let mut child = bench(dir.path()).arg("retrieval").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all((requests.join("\n") + "\n").as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let replies: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).expect("utf-8").lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(replies.len(), requests.len(), "exactly one reply per request");
+    assert_eq!(replies[0]["ok"], true);
+    assert_eq!(replies[0]["name"], format!("mneme {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(replies[1]["ok"], true);
+    assert_eq!(replies[2]["ids"][0], "D1:1");
+    assert_eq!(replies[3]["op"], "error");
+    assert_eq!(replies[3]["qid"], "q2");
+    assert_eq!(replies[5]["op"], "end");
+}
+
+#[test]
+fn retrieval_reads_the_global_flags_before_or_after_the_subcommand() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [&["--set", "retrieval.dense_share=2", "retrieval"], &["retrieval", "--set", "retrieval.dense_share=2"]] {
+        let out = bench(dir.path()).args(args).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {stderr}");
+        assert!(stderr.contains("dense_share"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_bench_that_runs_mneme_names_the_build_command_when_mneme_is_missing() {
+    let alone = tempfile::tempdir().expect("tempdir");
+    let exe = alone.path().join("mneme-bench");
+    std::fs::copy(env!("CARGO_BIN_EXE_mneme-bench"), &exe).expect("copy the binary");
+    let data = tempfile::tempdir().expect("tempdir");
+    for args in [&["workspace", "--files", "1", "--queries", "1", "--runs", "1"][..], &["daemon", "--records", "10"]] {
+        let out = Command::new(&exe).env("MNEME_HOME", data.path()).args(args).stdin(Stdio::null()).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("cargo build --release -p mneme"), "{stderr}");
+    }
+}

@@ -3,6 +3,9 @@
 //! files in `tests/snapshots/` (`UPDATE_SNAPSHOTS=1 cargo test -p mneme-workspace`
 //! rewrites them; review the diff).
 
+// Tests read their own switches (`UPDATE_SNAPSHOTS`).
+#![allow(clippy::disallowed_methods)]
+
 mod atomic;
 mod chunk;
 mod consolidate;

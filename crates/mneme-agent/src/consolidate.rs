@@ -181,54 +181,81 @@ impl Consolidator {
         let mut work: Vec<ScopeWork> = Vec::new();
         let mut llm: Vec<String> = Vec::new();
         for (scope, messages) in by_scope(requeue.batch.as_deref().unwrap_or_default()) {
-            let mut group = ScopeWork { scope, facts: Vec::new(), skills: Vec::new(), skill_sensitivity: Sensitivity::Low };
-            // 1. Regex facts (confidence 0.5), each at its message's sensitivity.
-            for m in &messages {
-                for t in patterns::extract(&m.content) {
-                    let fact = Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 };
-                    group.facts.push((fact, m.sensitivity));
-                }
-            }
-            report.regex_facts += group.facts.len();
-            // 2. LLM facts from the messages it may see, unless disabled or backing off;
-            //    they take the highest sensitivity among those messages.
-            let sendable: Vec<&BufferedMessage> = messages.iter().copied().filter(|m| m.sensitivity <= self.llm_max_sensitivity).collect();
-            let allowed = if self.llm.enabled() { self.llm.check_backoff() } else { Err(LlmError::Disabled) };
-            let status = match allowed {
-                Err(reason) => reason.to_string(),
-                Ok(()) if sendable.is_empty() => "skipped: every message is above consolidation.llm_max_sensitivity".into(),
-                Ok(()) => match self.call_llm_until(&sendable, deadline).await {
-                    Ok(extraction) => {
-                        let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
-                        for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
-                            report.llm_facts += 1;
-                            group.facts.push((f, sensitivity));
-                        }
-                        report.llm_skills += extraction.competence.len();
-                        group.skills = extraction.competence;
-                        group.skill_sensitivity = sensitivity;
-                        "ok".into()
-                    }
-                    Err(e) => {
-                        let wait = match self.llm.check_backoff() {
-                            Err(LlmError::Backoff { remaining }) => remaining,
-                            _ => std::time::Duration::ZERO,
-                        };
-                        tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
-                        report.errors.push(format!("LLM: {e}"));
-                        format!("failed: {e} (backing off {:.1} s)", wait.as_secs_f64())
-                    }
-                },
-            };
+            let (group, status) = self.extract(scope, &messages, deadline, &mut report).await;
             if !llm.contains(&status) {
                 llm.push(status);
             }
             work.push(group);
         }
         report.llm = llm.join("; ");
-        // 3. Ingest or revise, on a blocking thread. From here on the cycle completes even
-        //    if its caller is cancelled, so the messages are no longer requeued.
+        // From here on the cycle completes even if its caller is cancelled, so the
+        // messages are no longer requeued.
         requeue.batch = None;
+        let report = self.apply(work, report, one).await;
+        tracing::info!(
+            messages = report.messages,
+            regex_facts = report.regex_facts,
+            llm_facts = report.llm_facts,
+            llm = %report.llm,
+            errors = report.errors.len(),
+            "consolidation cycle complete"
+        );
+        self.finish(report)
+    }
+
+    /// One scope's facts and skills: regex facts from every message (confidence 0.5, each
+    /// at its message's sensitivity), and LLM facts from the messages it may see, unless
+    /// disabled or backing off (they take the highest sensitivity among those messages).
+    /// Returns the work and the LLM status for the report.
+    async fn extract(
+        &self,
+        scope: Scope,
+        messages: &[&BufferedMessage],
+        deadline: Option<tokio::time::Instant>,
+        report: &mut CycleReport,
+    ) -> (ScopeWork, String) {
+        let mut group = ScopeWork { scope, facts: Vec::new(), skills: Vec::new(), skill_sensitivity: Sensitivity::Low };
+        for m in messages {
+            for t in patterns::extract(&m.content) {
+                let fact = Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 };
+                group.facts.push((fact, m.sensitivity));
+            }
+        }
+        report.regex_facts += group.facts.len();
+        let sendable: Vec<&BufferedMessage> = messages.iter().copied().filter(|m| m.sensitivity <= self.llm_max_sensitivity).collect();
+        let allowed = if self.llm.enabled() { self.llm.check_backoff() } else { Err(LlmError::Disabled) };
+        let status = match allowed {
+            Err(reason) => reason.to_string(),
+            Ok(()) if sendable.is_empty() => "skipped: every message is above consolidation.llm_max_sensitivity".into(),
+            Ok(()) => match self.call_llm_until(&sendable, deadline).await {
+                Ok(extraction) => {
+                    let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
+                    for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
+                        report.llm_facts += 1;
+                        group.facts.push((f, sensitivity));
+                    }
+                    report.llm_skills += extraction.competence.len();
+                    group.skills = extraction.competence;
+                    group.skill_sensitivity = sensitivity;
+                    "ok".into()
+                }
+                Err(e) => {
+                    let wait = match self.llm.check_backoff() {
+                        Err(LlmError::Backoff { remaining }) => remaining,
+                        _ => std::time::Duration::ZERO,
+                    };
+                    tracing::warn!(error = %e, backoff_secs = wait.as_secs_f64(), "LLM consolidation failed; regex only until the backoff ends");
+                    report.errors.push(format!("LLM: {e}"));
+                    format!("failed: {e} (backing off {:.1} s)", wait.as_secs_f64())
+                }
+            },
+        };
+        (group, status)
+    }
+
+    /// Ingests or revises every fact and skill, on a blocking thread that owns the cycle
+    /// lock (`one`), so a cancelled caller still lets the writes finish under the lock.
+    async fn apply(self: &Arc<Self>, work: Vec<ScopeWork>, report: CycleReport, one: tokio::sync::OwnedMutexGuard<()>) -> CycleReport {
         let this = self.clone();
         let applied = tokio::task::spawn_blocking(move || {
             let _one = one;
@@ -248,21 +275,12 @@ impl Consolidator {
             report
         })
         .await;
-        let report = match applied {
+        match applied {
             Ok(r) => r,
             Err(e) => {
                 CycleReport { at: Some(self.ops.now()), llm: "aborted".into(), errors: vec![e.to_string()], ..CycleReport::default() }
             }
-        };
-        tracing::info!(
-            messages = report.messages,
-            regex_facts = report.regex_facts,
-            llm_facts = report.llm_facts,
-            llm = %report.llm,
-            errors = report.errors.len(),
-            "consolidation cycle complete"
-        );
-        self.finish(report)
+        }
     }
 
     fn finish(&self, report: CycleReport) -> CycleReport {

@@ -196,56 +196,66 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let jobs = spawn_jobs(app.clone(), rx.clone());
     tracing::info!(%grpc_addr, %http_addr, keys = app.auth.requires_keys(), "mneme daemon listening");
 
-    let task = {
-        let app = app.clone();
-        let mut rx = rx;
-        tokio::spawn(async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-            tracing::info!("shutting down: finishing in-flight requests");
-            let grace = app.config.server.shutdown_grace.get();
-            let servers = async {
-                let _ = grpc.await;
-                let _ = http.await;
-            };
-            if tokio::time::timeout(grace, servers).await.is_err() {
-                tracing::warn!(grace_secs = grace.as_secs_f64(), "requests still running after the grace period; closing anyway");
-            }
-            // The timers stop at their next tick; a run in progress (a consolidation cycle
-            // waiting on the LLM) gets the grace period to finish, then is cancelled (a
-            // cancelled cycle puts its messages back for the flush below).
-            let deadline = tokio::time::Instant::now() + grace;
-            for mut job in jobs {
-                if tokio::time::timeout_at(deadline, &mut job).await.is_err() {
-                    tracing::warn!("a background job was still running after the grace period; cancelling it");
-                    job.abort();
-                }
-            }
-            app.ingestor.stop().await;
-            let embedder = app.embedder.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(handle) = embedder {
-                // Waits for the batch in flight; its vectors are committed or found again.
-                let _ = tokio::task::spawn_blocking(move || handle.stop()).await;
-            }
-            if app.config.consolidation.enabled {
-                // Always through the cycle lock: this also waits for a cycle a flush hook
-                // started in the background.
-                tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
-                // The LLM gets one more grace period at most; regex facts are applied anyway.
-                let report = app.consolidator.run_cycle_until(Some(tokio::time::Instant::now() + grace)).await;
-                if report.messages > 0 {
-                    app.metrics.job("consolidation", report.errors.is_empty());
-                }
-            }
-            if let Some(path) = &daemon_file {
-                // Only remove our own file (a newer daemon may have replaced it).
-                if DaemonFile::read(path).is_some_and(|f| f.pid == std::process::id()) {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
-            tracing::info!("stopped");
-        })
-    };
+    let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs }, daemon_file));
     Ok(Daemon { app, shutdown, task })
+}
+
+/// What `start` runs and `shutdown` stops.
+struct Servers {
+    grpc: JoinHandle<()>,
+    http: JoinHandle<()>,
+    jobs: Vec<JoinHandle<()>>,
+}
+
+/// The ordered shutdown, once the signal comes: stop accepting and let in-flight requests
+/// finish (up to `server.shutdown_grace`) → the timers stop (a run in progress gets one
+/// more grace period) → the ingest writer drains → the embedder stops → a last
+/// consolidation cycle over the buffer → `daemon.json` removed.
+async fn shut_down(app: Arc<App>, mut rx: watch::Receiver<bool>, servers: Servers, daemon_file: Option<PathBuf>) {
+    let Servers { grpc, http, jobs } = servers;
+    let _ = rx.wait_for(|stop| *stop).await;
+    tracing::info!("shutting down: finishing in-flight requests");
+    let grace = app.config.server.shutdown_grace.get();
+    let servers = async {
+        let _ = grpc.await;
+        let _ = http.await;
+    };
+    if tokio::time::timeout(grace, servers).await.is_err() {
+        tracing::warn!(grace_secs = grace.as_secs_f64(), "requests still running after the grace period; closing anyway");
+    }
+    // The timers stop at their next tick; a run in progress (a consolidation cycle
+    // waiting on the LLM) gets the grace period to finish, then is cancelled (a
+    // cancelled cycle puts its messages back for the flush below).
+    let deadline = tokio::time::Instant::now() + grace;
+    for mut job in jobs {
+        if tokio::time::timeout_at(deadline, &mut job).await.is_err() {
+            tracing::warn!("a background job was still running after the grace period; cancelling it");
+            job.abort();
+        }
+    }
+    app.ingestor.stop().await;
+    let embedder = app.embedder.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(handle) = embedder {
+        // Waits for the batch in flight; its vectors are committed or found again.
+        let _ = tokio::task::spawn_blocking(move || handle.stop()).await;
+    }
+    if app.config.consolidation.enabled {
+        // Always through the cycle lock: this also waits for a cycle a flush hook
+        // started in the background.
+        tracing::info!(messages = app.consolidator.buffered(), "flushing the consolidation buffer");
+        // The LLM gets one more grace period at most; regex facts are applied anyway.
+        let report = app.consolidator.run_cycle_until(Some(tokio::time::Instant::now() + grace)).await;
+        if report.messages > 0 {
+            app.metrics.job("consolidation", report.errors.is_empty());
+        }
+    }
+    if let Some(path) = &daemon_file {
+        // Only remove our own file (a newer daemon may have replaced it).
+        if DaemonFile::read(path).is_some_and(|f| f.pid == std::process::id()) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    tracing::info!("stopped");
 }
 
 async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: watch::Receiver<bool>) -> Result<JoinHandle<()>, String> {

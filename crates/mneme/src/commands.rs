@@ -160,9 +160,9 @@ pub fn run(cli: Cli) -> Result<()> {
     let access = Access::owner();
     match cli.command {
         Command::Serve(_) => crate::daemon::serve(&ctx),
-        Command::Up(args) => crate::daemon::up(&ctx, &args),
-        Command::Supervise(args) => crate::daemon::supervise(&ctx, &args),
-        Command::Down { grace } => crate::daemon::down(&ctx, &grace),
+        Command::Up(args) => crate::supervise::up(&ctx, &args),
+        Command::Supervise(args) => crate::supervise::supervise(&ctx, &args),
+        Command::Down { grace } => crate::supervise::down(&ctx, &grace),
         Command::Status => crate::daemon::status(&ctx),
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
         Command::ClaudeHook(_) => unreachable!("claude-hook is answered before the store is opened"),

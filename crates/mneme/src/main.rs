@@ -24,6 +24,7 @@ mod commands;
 mod daemon;
 mod model;
 mod render;
+mod supervise;
 mod workspace;
 
 use std::process::ExitCode;

@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
-use mneme_core::{CompetencePayload, MemoryType, Payload, Performance, Scope, SemanticPayload, Sensitivity};
-use mneme_service::{ContestRequest, IngestOptions, RetrieveRequest, Revision};
+use mneme_core::{CompetencePayload, Payload, Performance, Scope, SemanticPayload, Sensitivity};
+use mneme_service::{ContestRequest, IngestOptions, Revision};
 use serde::{Deserialize, Serialize};
 
 use mneme_service::{Ops, Principal, ServiceResult};
@@ -358,21 +358,8 @@ impl Consolidator {
 
     fn ingest_skill(&self, skill: &Skill, sensitivity: Sensitivity, scope: &Scope) -> ServiceResult<()> {
         let p = &*self.principal;
-        let request = RetrieveRequest {
-            query: skill.skill.clone(),
-            types: vec![MemoryType::Competence],
-            max_sensitivity: Some(Sensitivity::Critical),
-            scopes: Some(vec![scope.clone()]),
-            limit: 20,
-            ..RetrieveRequest::default()
-        };
-        if let Some(hit) = self
-            .ops
-            .retrieve(p, &request)?
-            .into_iter()
-            .find(|h| h.record.scope == *scope && matches!(&h.record.payload, Some(Payload::Competence(c)) if c.skill == skill.skill))
-        {
-            self.ops.adjust(p, &hit.record.id, true, None, ACTOR.into(), "skill seen again in conversation".into())?;
+        if let Some(known) = self.ops.find_skills(p, &skill.skill, scope)?.first() {
+            self.ops.adjust(p, &known.id, true, None, ACTOR.into(), "skill seen again in conversation".into())?;
             return Ok(());
         }
         let payload = CompetencePayload {

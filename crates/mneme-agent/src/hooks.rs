@@ -613,19 +613,12 @@ impl Hooks {
         Ok(())
     }
 
-    /// The live competence record the tracker keeps for `tool`.
+    /// The live competence record the tracker keeps for `tool`, in the scope the caller's
+    /// records land in: an exact look-up by skill (`Ops::find_skills`).
     fn competence_record(&self, p: &Principal, tool: &str) -> ServiceResult<Option<(RecordId, CompetencePayload)>> {
-        let request = RetrieveRequest {
-            types: vec![MemoryType::Competence],
-            tags: vec!["source:competence-tracker".into(), format!("tool:{}", tag_value(tool))],
-            max_sensitivity: Some(Sensitivity::Critical),
-            limit: 20,
-            ..RetrieveRequest::default()
-        };
-        // The tag is cut to 48 characters: two long tool names can share it, the skill cannot.
         let skill = format!("skill:{tool}");
-        Ok(self.ops.retrieve(p, &request)?.into_iter().find_map(|h| match h.record.payload {
-            Some(Payload::Competence(c)) if c.skill == skill => Some((h.record.id, c)),
+        Ok(self.ops.find_skills(p, &skill, &p.default_write_scope())?.into_iter().find_map(|r| match r.payload {
+            Some(Payload::Competence(c)) => Some((r.id, c)),
             _ => None,
         }))
     }

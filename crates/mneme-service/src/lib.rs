@@ -416,6 +416,16 @@ impl MemoryService {
         Ok(self.reader()?.read(|tx| tx.facts_by_key(subject.trim(), predicate.trim(), scope, access.max_sensitivity))?)
     }
 
+    /// Live competence records for exactly this skill in exactly `scope`, as far as
+    /// `access` may read: the exact look-up behind the competence tracker and
+    /// consolidation's skills (not a ranked search with a limit).
+    pub fn find_skills(&self, skill: &str, scope: &mneme_core::Scope, access: &Access) -> ServiceResult<Vec<MemoryRecord>> {
+        if !access.covers_scope(scope) {
+            return Ok(Vec::new());
+        }
+        Ok(self.reader()?.read(|tx| tx.skills_by_name(skill.trim(), scope, access.max_sensitivity))?)
+    }
+
     /// Current salience of a record at the service clock's now.
     pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
         self.config.decay.salience_at(record.memory_type, &record.salience, self.now())

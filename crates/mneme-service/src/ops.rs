@@ -105,6 +105,11 @@ impl Ops {
         self.service.find_facts(subject, predicate, scope, &p.read)
     }
 
+    /// Live competence records for exactly `skill` in exactly `scope`, as far as `p` may read.
+    pub fn find_skills(&self, p: &Principal, skill: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
+        self.service.find_skills(skill, scope, &p.read)
+    }
+
     pub fn history(&self, p: &Principal, id: &RecordId) -> ServiceResult<History> {
         self.service.history(id, &p.read)
     }

@@ -29,10 +29,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration { version: 5, description: "conversation threads; full-text index with context and date columns", apply: v5 },
     Migration { version: 6, description: "facts by subject and predicate (exact look-up index)", apply: v6 },
+    Migration { version: 7, description: "competence records by skill (exact look-up index)", apply: v7 },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -262,6 +263,17 @@ fn v6(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             lower(json_extract(payload, '$.subject')),
             lower(json_extract(payload, '$.predicate'))
         ) WHERE memory_type = 'semantic';
+        "#,
+    )
+}
+
+/// The exact skill look-up of `lookup.rs`: competence records by skill name. Partial, like
+/// the fact key.
+fn v7(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        CREATE INDEX records_skill_key ON records (json_extract(payload, '$.skill'))
+            WHERE memory_type = 'competence';
         "#,
     )
 }

@@ -624,3 +624,44 @@ fn find_facts_is_exact_however_many_records_outrank_the_fact() {
     fx.service.retract(&wanted.id, who, &Access::owner()).expect("retract");
     assert!(fx.service.find_facts("Howard", "lives in", &Scope::global(), &Access::owner()).expect("find").is_empty());
 }
+
+/// The competence tracker and consolidation found a skill's record with a search limited
+/// to 20 hits: a record outranked by 20 others was missed and a second one created.
+#[test]
+fn find_skills_is_exact_however_many_records_outrank_the_skill() {
+    use mneme_core::{CompetencePayload, Payload, Performance, Scope, Sensitivity};
+    use mneme_service::{Access, Actor};
+    let fx = Fixture::new();
+    let skill = |name: &str, scope: &Scope, sensitivity: Sensitivity| {
+        let payload = Payload::Competence(CompetencePayload {
+            skill: name.into(),
+            triggers: vec![format!("{name} needed")],
+            steps: Vec::new(),
+            performance: Performance::default(),
+        });
+        let options = IngestOptions { scope: Some(scope.clone()), sensitivity: Some(sensitivity), ..Default::default() };
+        fx.service.ingest(payload, options).expect("skill")
+    };
+    let global = Scope::global();
+    let wanted = skill("skill:git+rebase", &global, Sensitivity::Low);
+    // 40 skills that share the words and are newer.
+    for i in 0..40 {
+        skill(&format!("skill:git+rebase git rebase {i}"), &global, Sensitivity::Low);
+    }
+    let ranked = fx
+        .service
+        .retrieve(&mneme_service::RetrieveRequest { query: "skill:git+rebase".into(), limit: 20, ..Default::default() }, &Access::owner())
+        .expect("retrieve");
+    assert!(ranked.iter().all(|h| h.record.id != wanted.id), "the test needs the skill outranked");
+    let found = fx.service.find_skills("skill:git+rebase", &global, &Access::owner()).expect("find");
+    assert_eq!(found.iter().map(|r| &r.id).collect::<Vec<_>>(), vec![&wanted.id]);
+    // Exact name (no case folding), exactly the scope, within access, never a tombstone.
+    assert!(fx.service.find_skills("skill:GIT+rebase", &global, &Access::owner()).expect("find").is_empty());
+    let team = Scope::parse("team:a").expect("scope");
+    let secret = skill("skill:git+rebase", &team, Sensitivity::High);
+    assert_eq!(fx.service.find_skills("skill:git+rebase", &team, &Access::owner()).expect("find")[0].id, secret.id);
+    let medium = Access { max_sensitivity: Sensitivity::Medium, scopes: None };
+    assert!(fx.service.find_skills("skill:git+rebase", &team, &medium).expect("find").is_empty());
+    fx.service.retract(&wanted.id, Actor { actor: "test".into(), rationale: "gone".into() }, &Access::owner()).expect("retract");
+    assert!(fx.service.find_skills("skill:git+rebase", &global, &Access::owner()).expect("find").is_empty());
+}

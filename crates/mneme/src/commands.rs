@@ -291,7 +291,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<crate::daemon::NotRunning>().is_some() {
         return 3;
     }
-    if let Some(e) = err.downcast_ref::<crate::daemon::RemoteError>() {
+    if let Some(e) = err.downcast_ref::<crate::client::RemoteError>() {
         return e.exit_code();
     }
     if let Some(e) = err.downcast_ref::<StoreError>() {

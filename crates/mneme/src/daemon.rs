@@ -13,10 +13,10 @@ use mneme_agent::config::LogFormat;
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_core::{Sensitivity, SystemClock};
 use mneme_server::{DaemonFile, DaemonOptions};
-use mneme_service::{Access, ErrorKind, Hit, Ops, Principal, RetrieveRequest};
-use serde::Deserialize;
+use mneme_service::{Access, Hit, Ops, Principal, RetrieveRequest};
 
 use crate::cli::{HookArgs, ServeArgs};
+use crate::client::DaemonClient;
 use crate::commands::Invocation;
 
 pub const DAEMON_FILE: &str = "daemon.json";
@@ -49,80 +49,14 @@ impl std::fmt::Display for NotRunning {
 
 impl std::error::Error for NotRunning {}
 
-/// An error answer from the daemon.
-#[derive(Debug)]
-pub struct RemoteError {
-    pub status: u16,
-    pub code: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "daemon: {} ({}, HTTP {})", self.message, self.code, self.status)
-    }
-}
-
-impl std::error::Error for RemoteError {}
-
-impl RemoteError {
-    pub fn exit_code(&self) -> u8 {
-        ErrorKind::from_code(&self.code).map_or(1, ErrorKind::exit_code)
-    }
-}
-
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
-}
-
-fn client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder().timeout(timeout).connect_timeout(Duration::from_millis(500)).build().unwrap_or_default()
-}
-
-/// `/healthz` at `addr`, if a mneme daemon answers there.
-pub(crate) async fn healthz(addr: &str) -> Option<serde_json::Value> {
-    let body: serde_json::Value =
-        client(Duration::from_secs(1)).get(format!("http://{addr}/healthz")).send().await.ok()?.json().await.ok()?;
-    (body["service"] == "mneme").then_some(body)
-}
-
 /// The daemon serving this data directory, if it is alive and answers.
 pub fn running_daemon(data_dir: &Path) -> Option<DaemonFile> {
     let file = DaemonFile::read(&data_dir.join(DAEMON_FILE))?;
     if !crate::supervise::pid_alive(file.pid) {
         return None;
     }
-    let health = runtime().ok()?.block_on(healthz(&file.http_addr))?;
-    (health["pid"].as_u64() == Some(u64::from(file.pid))).then_some(file)
-}
-
-/// Calls the daemon's HTTP API; the key comes from `MNEME_API_KEY`.
-async fn call(
-    daemon: &DaemonFile,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<&serde_json::Value>,
-    timeout: Duration,
-) -> Result<serde_json::Value> {
-    let mut request = client(timeout).request(method, format!("http://{}{path}", daemon.http_addr));
-    if let Ok(key) = std::env::var("MNEME_API_KEY") {
-        request = request.bearer_auth(key.trim());
-    }
-    if let Some(b) = body {
-        request = request.json(b);
-    }
-    let response = request.send().await.with_context(|| format!("cannot reach the daemon at {}", daemon.http_addr))?;
-    let status = response.status().as_u16();
-    let value: serde_json::Value = response.json().await.context("the daemon's answer is not JSON")?;
-    if status >= 400 {
-        return Err(RemoteError {
-            status,
-            code: value["error"]["code"].as_str().unwrap_or("unknown").into(),
-            message: value["error"]["message"].as_str().unwrap_or("unknown error").into(),
-        }
-        .into());
-    }
-    Ok(value)
+    let health = DaemonClient::new(&file.http_addr, None).ok()?.healthz()?;
+    (health.pid == Some(file.pid)).then_some(file)
 }
 
 // ---- serve ------------------------------------------------------------------------------
@@ -197,33 +131,32 @@ pub fn status(ctx: &Invocation) -> Result<()> {
         }
         return Err(NotRunning.into());
     };
-    let s = runtime()?.block_on(call(&d, reqwest::Method::GET, "/v1/status", None, Duration::from_secs(5)))?;
+    let status = DaemonClient::for_daemon(&d)?.status()?;
     if ctx.json {
-        outln!("{s}");
+        outln!("{}", status.json);
         return Ok(());
     }
-    outln!("mneme daemon: running (pid {}, version {})", s["pid"], s["version"].as_str().unwrap_or("?"));
-    outln!("  gRPC {}   HTTP {}", s["grpc_addr"].as_str().unwrap_or("?"), s["http_addr"].as_str().unwrap_or("?"));
-    let up = s["uptime_seconds"].as_u64().unwrap_or(0);
-    outln!("  uptime {}h {:02}m {:02}s (since {})", up / 3600, up / 60 % 60, up % 60, s["started_at"].as_str().unwrap_or("?"));
-    outln!("  store {}{}", s["store"].as_str().unwrap_or("?"), if s["encrypted"] == true { " (encrypted)" } else { "" });
-    let types: Vec<String> =
-        s["records_by_type"].as_object().map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect()).unwrap_or_default();
-    outln!("  records {} ({})", s["total_records"], types.join(" "));
-    let last = &s["last_consolidation"];
-    if last.is_null() {
-        outln!("  last consolidation: never ({} messages buffered)", s["consolidation_buffered"]);
-    } else {
-        outln!(
+    let s = status.view;
+    let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+    outln!("mneme daemon: running (pid {}, version {})", s.pid, or_unknown(&s.version));
+    outln!("  gRPC {}   HTTP {}", or_unknown(&s.grpc_addr), or_unknown(&s.http_addr));
+    let up = s.uptime_seconds;
+    outln!("  uptime {}h {:02}m {:02}s (since {})", up / 3600, up / 60 % 60, up % 60, or_unknown(&s.started_at));
+    outln!("  store {}{}", or_unknown(&s.store), if s.encrypted { " (encrypted)" } else { "" });
+    let types: Vec<String> = s.records_by_type.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    outln!("  records {} ({})", s.total_records, types.join(" "));
+    match &s.last_consolidation {
+        None => outln!("  last consolidation: never ({} messages buffered)", s.consolidation_buffered),
+        Some(last) => outln!(
             "  last consolidation: {} ({} messages, {} regex + {} LLM facts, LLM {})",
-            last["at"].as_str().unwrap_or("?"),
-            last["messages"],
-            last["regex_facts"],
-            last["llm_facts"],
-            last["llm"].as_str().unwrap_or("?")
-        );
+            or_unknown(&last.at),
+            last.messages,
+            last.regex_facts,
+            last.llm_facts,
+            or_unknown(&last.llm)
+        ),
     }
-    outln!("  errors in the last hour: {}", s["errors_last_hour"]);
+    outln!("  errors in the last hour: {}", s.errors_last_hour);
     Ok(())
 }
 
@@ -266,13 +199,10 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
     if !args.local
         && let Some(d) = running_daemon(&ctx.data_dir)
     {
-        let timeout = Duration::from_secs(10);
-        let path = format!("/v1/hooks/{}", name.as_str());
-        match runtime().and_then(|rt| rt.block_on(call(&d, reqwest::Method::POST, &path, Some(&value), timeout))) {
-            Ok(v) => match serde_json::from_value::<RemoteOutcome>(v) {
-                Ok(o) => return o.into_outcome(name),
-                Err(e) => tracing::debug!(error = %e, "unexpected hook answer; handling locally"),
-            },
+        match DaemonClient::for_daemon(&d).and_then(|client| client.hook(name, &value)) {
+            Ok(Some(answer)) => return answer.into_outcome(name),
+            // Not an outcome (a daemon of another version): handled here instead.
+            Ok(None) => {}
             Err(e) => eprintln!("mneme hook: daemon unavailable ({e:#}); handling locally"),
         }
     }
@@ -294,25 +224,8 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct RemoteOutcome {
-    context: Option<String>,
-    #[serde(default)]
-    record_ids: Vec<mneme_core::RecordId>,
-    error: Option<String>,
-}
-
-impl RemoteOutcome {
-    fn into_outcome(self, name: HookName) -> HookOutcome {
-        HookOutcome { hook: Some(name), context: self.context, record_ids: self.record_ids, error: self.error }
-    }
-}
-
 /// Recall through a running daemon; `None` when none runs.
 pub fn remote_recall(ctx: &Invocation, request: &RetrieveRequest) -> Result<Option<Vec<Hit>>> {
     let Some(d) = running_daemon(&ctx.data_dir) else { return Ok(None) };
-    let body = serde_json::to_value(request)?;
-    let v = runtime()?.block_on(call(&d, reqwest::Method::POST, "/v1/retrieve", Some(&body), Duration::from_secs(10)))?;
-    let hits: Vec<Hit> = serde_json::from_value(v["hits"].clone()).context("unexpected answer from the daemon")?;
-    Ok(Some(hits))
+    Ok(Some(DaemonClient::for_daemon(&d)?.retrieve(request)?))
 }

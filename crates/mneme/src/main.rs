@@ -20,6 +20,7 @@ macro_rules! outln {
 
 mod agent;
 mod cli;
+mod client;
 mod commands;
 mod daemon;
 mod model;

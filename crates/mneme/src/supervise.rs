@@ -18,8 +18,9 @@ use mneme_server::DaemonFile;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::ServeArgs;
+use crate::client::DaemonClient;
 use crate::commands::Invocation;
-use crate::daemon::{DAEMON_FILE, healthz, running_daemon, runtime, termination};
+use crate::daemon::{DAEMON_FILE, running_daemon, termination};
 
 pub const SUPERVISOR_FILE: &str = "supervisor.json";
 pub const LOG_FILE: &str = "mneme.log";
@@ -165,8 +166,8 @@ fn probe_port(addr: SocketAddr, http: bool) -> Result<Probe> {
     if TcpListener::bind(addr).is_ok() {
         return Ok(Probe::Free);
     }
-    if http && let Some(health) = runtime()?.block_on(healthz(&addr.to_string())) {
-        return Ok(Probe::Mneme { store_id: health["store_id"].as_str().unwrap_or_default().to_string() });
+    if http && let Some(health) = DaemonClient::new(&addr.to_string(), None)?.healthz() {
+        return Ok(Probe::Mneme { store_id: health.store_id.unwrap_or_default() });
     }
     Ok(Probe::Taken)
 }
@@ -236,13 +237,13 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     let store_id = mneme_server::store_id(&ctx.store_path());
     let http = match pick_port(ctx.config.server.http_addr, true, &store_id, &mut notes)? {
         Pick::Mneme(addr) => {
-            let body = runtime()?.block_on(healthz(&addr.to_string())).unwrap_or_default();
+            let health = DaemonClient::new(&addr.to_string(), None)?.healthz();
             let d = DaemonFile {
-                pid: body["pid"].as_u64().unwrap_or(0) as u32,
-                grpc_addr: body["grpc_addr"].as_str().unwrap_or("?").into(),
+                pid: health.as_ref().and_then(|h| h.pid).unwrap_or(0),
+                grpc_addr: health.as_ref().and_then(|h| h.grpc_addr.clone()).unwrap_or_else(|| "?".into()),
                 http_addr: addr.to_string(),
                 started_at: jiff::Timestamp::now(),
-                version: body["version"].as_str().unwrap_or("?").into(),
+                version: health.and_then(|h| h.version).unwrap_or_else(|| "?".into()),
             };
             return print_up(&report("reused", &d, None, vec![format!("a mneme daemon already answers on {addr}")]), ctx.json);
         }
@@ -308,7 +309,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     let path = ctx.data_dir.join(SUPERVISOR_FILE);
     let exe = std::env::current_exe()?;
     let mut budget = RestartBudget::default();
-    let rt = runtime()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let result = rt.block_on(async {
         loop {
             let mut command = tokio::process::Command::new(&exe);

@@ -91,7 +91,10 @@ fn damaged_foreign_and_newer_databases_are_refused_untouched() {
 
     // A store from a newer mneme.
     let newer = Mneme::init();
-    rusqlite::Connection::open(newer.db()).expect("open").pragma_update(None, "user_version", mneme_store::SCHEMA_VERSION + 1).expect("bump");
+    rusqlite::Connection::open(newer.db())
+        .expect("open")
+        .pragma_update(None, "user_version", mneme_store::SCHEMA_VERSION + 1)
+        .expect("bump");
     let before = read(&newer.db());
     let stderr = newer.fails(&["ingest", "event", "--text", "x"], 6);
     assert!(stderr.contains("newer mneme"), "{stderr}");

@@ -217,6 +217,10 @@ pub struct SessionStartConfig {
     pub format: ContextFormat,
     /// Reinforcement given to the injected records when the session ends successfully.
     pub reinforce_on_success: f64,
+    /// Also write every block to the workspace's `memory/membrane/context.md`, for hosts
+    /// that cannot inject context (the seed's fallback); a request's `writeContextFile`
+    /// overrides it.
+    pub context_file: bool,
 }
 
 impl Default for SessionStartConfig {
@@ -228,6 +232,7 @@ impl Default for SessionStartConfig {
             memory_types: vec![MemoryType::Semantic, MemoryType::Competence, MemoryType::Working],
             format: ContextFormat::Markdown,
             reinforce_on_success: 0.05,
+            context_file: false,
         }
     }
 }

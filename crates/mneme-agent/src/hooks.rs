@@ -139,6 +139,9 @@ pub struct HookEvent {
     pub query: Option<String>,
     /// session_start: `markdown` or `json`.
     pub format: Option<ContextFormat>,
+    /// session_start: also write the block to the workspace's `memory/membrane/context.md`
+    /// (for hosts that cannot inject context; default `hooks.session_start.context_file`).
+    pub write_context_file: Option<bool>,
 }
 
 impl HookEvent {
@@ -387,12 +390,32 @@ impl Hooks {
         make_room(&mut state.injected, |v| v.0);
         state.injected.insert(input.ctx.session(), (Instant::now(), ids.clone()));
         drop(state);
-        outcome.context = Some(match format {
+        let block = match format {
             ContextFormat::Markdown => format::markdown(&hits),
             ContextFormat::Json => format::json(&hits),
-        });
+        };
+        if input.event.write_context_file.unwrap_or(cfg.context_file) {
+            self.write_context_file(p, &block)?;
+        }
+        outcome.context = Some(block);
         outcome.record_ids = ids;
         Ok(())
+    }
+
+    /// The seed's fallback for hosts that cannot inject context (membrane §8): the block in
+    /// `<workspace>/memory/membrane/context.md`, written atomically, for the host's boot
+    /// context to pick up. Only into the configured workspace (never a path from the
+    /// request), and only for an unrestricted principal: the workspace is the owner's.
+    fn write_context_file(&self, p: &Principal, block: &str) -> ServiceResult<()> {
+        p.require_unrestricted("the workspace's context file")?;
+        let Some(j) = &self.journal else {
+            return Err(ServiceError::invalid("writeContextFile", "no workspace is configured for the context file"));
+        };
+        let dir = j.settings.dir.join(mneme_workspace::paths::MEMORY_DIR).join("membrane");
+        let path = dir.join("context.md");
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| mneme_workspace::atomic::write_atomic(&path, block.as_bytes()).map_err(std::io::Error::other))
+            .map_err(|e| ServiceError::Precondition(format!("cannot write {}: {e}", path.display())))
     }
 
     // ---- messages --------------------------------------------------------------------

@@ -356,7 +356,7 @@ pub fn document() -> Value {
         },
         "HookRequest": {
             "type": "object",
-            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format. Context: agentId, sessionKey, sessionId, channelId.",
+            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId.",
             "properties": { "event": { "type": "object" }, "ctx": { "type": "object" } }
         },
         "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": string(), "record_ids": strings(), "error": string() } }

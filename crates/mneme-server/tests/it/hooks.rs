@@ -352,3 +352,44 @@ async fn session_start_ranks_what_names_the_agent_or_channel_first() {
     }
     d.stop().await;
 }
+
+/// Hosts that cannot inject context get the block in the workspace's
+/// `memory/membrane/context.md` (membrane §8), by request or by configuration; only for
+/// the owner's principal, and only in the configured workspace.
+#[tokio::test]
+async fn session_start_can_write_the_block_to_the_context_file() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let mut c = crate::test_config();
+    c.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(c).await;
+    let file = ws.path().join("memory/membrane/context.md");
+    let fact = json!({ "fact": { "subject": "Gitea", "predicate": "runs on", "object": "port 3000" } });
+    assert_eq!(d.post("/v1/ingest/observation", fact).await.0, 200);
+
+    let plain = hook(&d, "session_start", json!({ "ctx": { "sessionId": "a" } })).await;
+    assert!(!file.exists(), "written without being asked");
+    let asked = hook(&d, "session_start", json!({ "event": { "writeContextFile": true }, "ctx": { "sessionId": "b" } })).await;
+    let written = std::fs::read_to_string(&file).expect("the context file");
+    assert_eq!(asked["context"].as_str(), Some(written.as_str()));
+    assert_eq!(plain["context"], asked["context"]);
+    assert!(written.contains("Gitea"), "{written}");
+    d.stop().await;
+
+    // By configuration; a narrowed principal is told why, and the file is untouched.
+    let mut c = crate::test_config();
+    c.workspace.dir = Some(ws.path().to_path_buf());
+    c.hooks.session_start.context_file = true;
+    let mut reader = crate::auth::principal("reader", "reader-key-0123456789abcdef");
+    reader.read_max_sensitivity = mneme_core::Sensitivity::Low;
+    c.principals = vec![crate::auth::principal("admin", "admin-key-0123456789abcdef"), reader];
+    let d = TestDaemon::with(c).await;
+    std::fs::remove_file(&file).expect("remove");
+    let (s, v) = d.post_auth("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "c" } }), Some("reader-key-0123456789abcdef")).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("context file")), "{v}");
+    assert!(!file.exists());
+    let (s, v) = d.post_auth("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "d" } }), Some("admin-key-0123456789abcdef")).await;
+    assert_eq!((s, v.get("error")), (200, None), "{v}");
+    assert!(file.exists(), "configured, but not written");
+    d.stop().await;
+}

@@ -376,6 +376,9 @@ pub struct HookArgs {
     /// Context window usage in percent (the `context` workspace hook).
     #[arg(long)]
     pub usage: Option<f64>,
+    /// Who wrote the prompt (the `prompt-submit` workspace hook) [default: workspace.primary_user].
+    #[arg(long)]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -387,6 +390,11 @@ pub struct ClaudeHookArgs {
     /// Context window usage in percent (the `context` hook).
     #[arg(long)]
     pub usage: Option<f64>,
+    /// Who wrote the prompt (prompt-submit): Claude Code's hook input names no user, so a
+    /// host shared by several people passes it, e.g. `--user "$USER"`
+    /// [default: workspace.primary_user].
+    #[arg(long)]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -118,7 +118,7 @@ pub fn run(cli: Cli) -> Result<()> {
     let claude;
     let workspace_hook = match &cli.command {
         Command::ClaudeHook(args) => {
-            claude = HookArgs { name: args.name.clone(), context_only: false, local: false, usage: args.usage };
+            claude = HookArgs { name: args.name.clone(), context_only: false, local: false, usage: args.usage, user: args.user.clone() };
             Some(&claude)
         }
         // The old spelling, kept for one release.

@@ -123,7 +123,8 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     let prompt = if args.name == "prompt-submit" { read_prompt() } else { None };
     // The store part (conversation log, dispatches, activity) is optional: without a store
     // the workspace files are still injected.
-    let agent = match agent_state(ctx, &s, prompt) {
+    let user = args.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| s.primary_user.clone());
+    let agent = match agent_state(ctx, prompt, user) {
         Ok(state) => state,
         Err(e) => {
             eprintln!("mneme claude-hook {}: conversation log unavailable: {e:#}", args.name);
@@ -159,7 +160,7 @@ struct AgentState {
 
 /// Logs the prompt (prompt-submit), notes the agent's activity and reads the unsummarized
 /// range. No store (never initialised): nothing to add.
-fn agent_state(ctx: &Invocation, s: &WorkspaceSettings, prompt: Option<String>) -> Result<AgentState> {
+fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String) -> Result<AgentState> {
     if !ctx.store_path().exists() {
         return Ok(AgentState::default());
     }
@@ -167,7 +168,7 @@ fn agent_state(ctx: &Invocation, s: &WorkspaceSettings, prompt: Option<String>) 
     if let Some(prompt) = prompt.filter(|p| !p.trim().is_empty()) {
         let input = mneme_service::ConversationInput {
             channel: "claude-code".into(),
-            user_id: Some(s.primary_user.clone()),
+            user_id: Some(user),
             direction: "in".into(),
             priority: None,
             content: prompt,

@@ -92,6 +92,20 @@ fn prompt_submit_logs_the_prompt_and_delivers_each_dispatch_once() {
     assert!(!hook(&m, "prompt-submit", r#"{"prompt":"and again"}"#).contains("standup"), "delivered once");
     // Not JSON on stdin: the hook still answers.
     assert_eq!(hook(&m, "prompt-submit", "not json"), "");
+
+    // A host shared by several people names the prompt's author.
+    let mut child = m
+        .command()
+        .args(["claude-hook", "prompt-submit", "--user", "dana"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().expect("stdin").write_all(br#"{"prompt":"from dana"}"#).expect("write stdin");
+    assert!(child.wait_with_output().expect("hook runs").status.success());
+    let log = m.json(&["sync", "fetch", "--begin", "1", "--end", "10"]);
+    let dana = log.as_array().expect("log").iter().find(|c| c["content"] == "from dana").expect("logged");
+    assert_eq!(dana["user_id"], "dana");
 }
 
 #[test]

@@ -13,9 +13,9 @@ use serde::Serialize;
 use mneme_service::Principal;
 
 use crate::auth::{Auth, Caller};
-use crate::op::Operation;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Registry;
+use crate::op::Operation;
 use mneme_agent::config::MnemeConfig;
 use mneme_agent::consolidate::{Consolidator, CycleReport};
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};

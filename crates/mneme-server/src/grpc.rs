@@ -72,12 +72,15 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn ingest_tool_output(&self, request: Request<pb::IngestToolOutputRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest(Operation::IngestToolOutput, request, |m| Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)?), m.options)))
-            .await
+        self.ingest(Operation::IngestToolOutput, request, |m| {
+            Ok((Payload::ToolOutput(cv::tool_output(required("output", m.output)?)?), m.options))
+        })
+        .await
     }
 
     async fn ingest_observation(&self, request: Request<pb::IngestObservationRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest(Operation::IngestObservation, request, |m| Ok((Payload::Semantic(cv::semantic(required("fact", m.fact)?)?), m.options))).await
+        self.ingest(Operation::IngestObservation, request, |m| Ok((Payload::Semantic(cv::semantic(required("fact", m.fact)?)?), m.options)))
+            .await
     }
 
     async fn ingest_outcome(&self, request: Request<pb::IngestOutcomeRequest>) -> Result<Response<pb::IngestOutcomeResponse>, Status> {
@@ -107,7 +110,8 @@ impl pb::memory_server::Memory for GrpcApi {
     }
 
     async fn ingest_working_state(&self, request: Request<pb::IngestWorkingStateRequest>) -> Result<Response<pb::RecordResponse>, Status> {
-        self.ingest(Operation::IngestWorkingState, request, |m| Ok((Payload::Working(cv::working(required("state", m.state)?)), m.options))).await
+        self.ingest(Operation::IngestWorkingState, request, |m| Ok((Payload::Working(cv::working(required("state", m.state)?)), m.options)))
+            .await
     }
 
     async fn retrieve(&self, request: Request<pb::RetrieveRequest>) -> Result<Response<pb::RetrieveResponse>, Status> {

@@ -450,15 +450,35 @@ handler!(retrieve, Operation::Retrieve, |app, p, request: RetrieveRequest| Ok(js
 handler!(supersede, Operation::Supersede, |app, p, id, b: ReviseBody| {
     Ok(record_json(app, &app.ops.supersede(p, &id, b.change.into(), b.actor, b.rationale)?))
 });
-handler!(fork, Operation::Fork, |app, p, id, b: ReviseBody| Ok(record_json(app, &app.ops.fork(p, &id, b.change.into(), b.actor, b.rationale)?)));
+handler!(fork, Operation::Fork, |app, p, id, b: ReviseBody| Ok(record_json(
+    app,
+    &app.ops.fork(p, &id, b.change.into(), b.actor, b.rationale)?
+)));
 handler!(retract, Operation::Retract, |app, p, id, b: WhoBody| Ok(record_json(app, &app.ops.retract(p, &id, b.actor, b.rationale)?)));
 handler!(contest, Operation::Contest, |app, p, id, b: ContestBody| {
     let contest = ContestRequest { by: b.by, claim: b.claim };
     Ok(record_json(app, &app.ops.contest(p, &id, contest, b.actor, b.rationale)?))
 });
-handler!(reinforce, Operation::Reinforce, |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, true, b.amount, b.actor, b.rationale)?)));
-handler!(penalize, Operation::Penalize, |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(p, &id, false, b.amount, b.actor, b.rationale)?)));
-handler!(merge, Operation::Merge, |app, p, b: MergeBody| Ok(record_json(app, &app.ops.merge(p, &b.ids, b.change.into(), b.actor, b.rationale)?)));
+handler!(reinforce, Operation::Reinforce, |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(
+    p,
+    &id,
+    true,
+    b.amount,
+    b.actor,
+    b.rationale
+)?)));
+handler!(penalize, Operation::Penalize, |app, p, id, b: AdjustBody| Ok(json!(app.ops.adjust(
+    p,
+    &id,
+    false,
+    b.amount,
+    b.actor,
+    b.rationale
+)?)));
+handler!(merge, Operation::Merge, |app, p, b: MergeBody| Ok(record_json(
+    app,
+    &app.ops.merge(p, &b.ids, b.change.into(), b.actor, b.rationale)?
+)));
 
 async fn retrieve_by_id(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);

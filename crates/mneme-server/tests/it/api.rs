@@ -423,9 +423,8 @@ async fn the_decay_sweep_prunes_faded_payloads_on_its_timer() {
     let id = ingested["record"]["id"].as_str().expect("id").to_string();
     // Thirty days on, an episode (half-life 3 days) is far below the prune threshold.
     clock.advance(jiff::SignedDuration::from_hours(24 * 30));
-    let record = async || -> serde_json::Value {
-        http.get(format!("{url}/v1/records/{id}")).send().await.expect("get").json().await.expect("json")
-    };
+    let record =
+        async || -> serde_json::Value { http.get(format!("{url}/v1/records/{id}")).send().await.expect("get").json().await.expect("json") };
     crate::after_passes(&daemon.app, "decay", "the sweep", async || !record().await["record"]["pruned_at"].is_null()).await;
     let r = record().await;
     assert!(r["record"]["payload"].is_null(), "{r}");

@@ -54,7 +54,8 @@ fn expected(op: Operation, who: Who) -> u16 {
     if who == Who::NoKey {
         return 401;
     }
-    let on_target = matches!(op, IngestOutcome | RetrieveById | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize);
+    let on_target =
+        matches!(op, IngestOutcome | RetrieveById | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize);
     let store_wide = matches!(op, GetMetrics | Status | Prometheus);
     let owner_only = matches!(op, Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles);
     let changes_target = on_target && !matches!(op, RetrieveById | History);
@@ -90,9 +91,19 @@ struct Targets {
 fn targets(d: &TestDaemon) -> Targets {
     let app = &d.daemon.app;
     let fact = |object: &str| {
-        let payload =
-            Payload::Semantic(SemanticPayload { subject: "the gateway".into(), predicate: "runs on".into(), object: object.into(), valid_from: None, valid_to: None, evidence: Vec::new() });
-        let options = IngestOptions { sensitivity: Some(Sensitivity::High), scope: Some(Scope::parse("team-b").expect("scope")), ..Default::default() };
+        let payload = Payload::Semantic(SemanticPayload {
+            subject: "the gateway".into(),
+            predicate: "runs on".into(),
+            object: object.into(),
+            valid_from: None,
+            valid_to: None,
+            evidence: Vec::new(),
+        });
+        let options = IngestOptions {
+            sensitivity: Some(Sensitivity::High),
+            scope: Some(Scope::parse("team-b").expect("scope")),
+            ..Default::default()
+        };
         app.ops.ingest(&app.internal, payload, options).expect("target record").id
     };
     Targets { one: fact("port 8080"), two: fact("port 8081") }
@@ -116,7 +127,9 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         IngestOutcome => json!({ "target_id": id, "outcome": "success" }),
         Retrieve => json!({ "query": "gateway" }),
         RetrieveById | History | GetMetrics | Status | Prometheus | SyncStatus => Value::Null,
-        Supersede | Fork => json!({ "change": { "summary": "the gateway moved" }, "actor": "policy-test", "rationale": "the policy table" }),
+        Supersede | Fork => {
+            json!({ "change": { "summary": "the gateway moved" }, "actor": "policy-test", "rationale": "the policy table" })
+        }
         Retract | Reinforce | Penalize => who_body(),
         Contest => json!({ "claim": "it runs on port 9090", "actor": "policy-test", "rationale": "the policy table" }),
         Merge => json!({ "ids": [t.one.to_string(), t.two.to_string()], "actor": "policy-test", "rationale": "the policy table" }),
@@ -174,7 +187,10 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             .await),
         IngestToolOutput => ok(m
             .ingest_tool_output(authorized(
-                pb::IngestToolOutputRequest { options: None, output: Some(pb::ToolOutputPayload { tool: "ls".into(), ..Default::default() }) },
+                pb::IngestToolOutputRequest {
+                    options: None,
+                    output: Some(pb::ToolOutputPayload { tool: "ls".into(), ..Default::default() }),
+                },
                 who,
             ))
             .await),
@@ -182,7 +198,12 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             .ingest_observation(authorized(
                 pb::IngestObservationRequest {
                     options: None,
-                    fact: Some(pb::SemanticPayload { subject: "policy".into(), predicate: "is".into(), object: "checked".into(), ..Default::default() }),
+                    fact: Some(pb::SemanticPayload {
+                        subject: "policy".into(),
+                        predicate: "is".into(),
+                        object: "checked".into(),
+                        ..Default::default()
+                    }),
                 },
                 who,
             ))
@@ -206,11 +227,14 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
         RetrieveById => ok(m.retrieve_by_id(authorized(pb::RetrieveByIdRequest { id }, who)).await),
         History => ok(m.history(authorized(pb::HistoryRequest { id }, who)).await),
         Supersede => ok(m
-            .supersede(authorized(pb::SupersedeRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() }, who))
+            .supersede(authorized(
+                pb::SupersedeRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() },
+                who,
+            ))
             .await),
-        Fork => {
-            ok(m.fork(authorized(pb::ForkRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() }, who)).await)
-        }
+        Fork => ok(m
+            .fork(authorized(pb::ForkRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() }, who))
+            .await),
         Retract => ok(m.retract(authorized(pb::RetractRequest { id, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
         Merge => ok(m
             .merge(authorized(
@@ -220,12 +244,22 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             .await),
         Contest => ok(m
             .contest(authorized(
-                pb::ContestRequest { id, claim: "port 9090".into(), actor: "policy-test".into(), rationale: "table".into(), ..Default::default() },
+                pb::ContestRequest {
+                    id,
+                    claim: "port 9090".into(),
+                    actor: "policy-test".into(),
+                    rationale: "table".into(),
+                    ..Default::default()
+                },
                 who,
             ))
             .await),
-        Reinforce => ok(m.reinforce(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
-        Penalize => ok(m.penalize(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
+        Reinforce => ok(m
+            .reinforce(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who))
+            .await),
+        Penalize => ok(m
+            .penalize(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who))
+            .await),
         GetMetrics => ok(m.get_metrics(authorized(pb::GetMetricsRequest {}, who)).await),
         Hook => {
             let mut h = d.hooks().await;

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use jiff::Timestamp;
 use mneme_core::{

@@ -16,7 +16,7 @@ mod install;
 use std::path::{Path, PathBuf};
 
 pub use choice::{Choice, EmbeddingConfig, EmbeddingProvider, IndexParams, choose, model_dir};
-pub use install::{ModelSource, install_model};
+pub use install::{ModelSource, extract_model_files, install_model};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};

@@ -3,6 +3,8 @@
 //! `MNEME_TEST_MODEL_DIR`, else the test suites' model cache (`mneme_testkit::model_dir`,
 //! installed on first use the way `mneme model install` does it).
 
+mod install;
+
 use std::path::PathBuf;
 
 use mneme_embed::{Embedder, MiniLm, cosine, verify_model_dir};

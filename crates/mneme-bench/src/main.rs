@@ -7,6 +7,9 @@
 // The binary is where the process environment is read (`clippy.toml` forbids it in the
 // library crates, which take it as a parameter).
 #![allow(clippy::disallowed_methods)]
+// Standard output goes through `outln!`, which reports a closed pipe as an error instead
+// of panicking as `println!` does.
+#![warn(clippy::print_stdout)]
 
 /// `println!` that returns an error instead of panicking (e.g. on a closed pipe).
 macro_rules! outln {

@@ -56,7 +56,7 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
             if ctx.json {
                 return print_json(&report);
             }
-            print!("{}", status::render_status(&report, &s.timezone));
+            out!("{}", status::render_status(&report, &s.timezone));
             Ok(())
         }
         WorkspaceCommand::Rotate { dir } => {

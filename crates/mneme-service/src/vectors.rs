@@ -181,53 +181,64 @@ impl VectorIndex {
         top.into_sorted().into_iter().map(|(s, slot)| (self.seqs[slot], s)).collect()
     }
 
-    /// Hamming scan of the sign sketches, asymmetric re-scoring of the closest, then
-    /// exact int8 scores for the best of those.
+    /// The inverted-file partition when it is built (`search_ivf`), else the sign-sketch
+    /// cascade (`search_sketch`).
     pub fn search_approximate(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
         let Some(q) = self.prepare(query) else { return Vec::new() };
-        if let Some(ivf) = &self.ivf {
-            // The probed lists' entries scored on int8 codes (query quantised too: the
-            // fastest dot), on two threads; the best `rerank` re-scored exactly.
-            let lists = ivf.probe(q, self.params.nprobe.max(1));
-            let (scale, codes) = mneme_store::quantize(q);
-            let keep = self.params.rerank.clamp(k, 1000.max(k));
-            let dim = self.dim;
-            let pass = |part: &[&crate::ivf::List]| {
-                let mut top = TopK::new(keep);
-                for list in part {
-                    for (i, (&slot, &s)) in list.slots.iter().zip(&list.scales).enumerate() {
-                        top.push(dot_i8(&list.codes[i * dim..(i + 1) * dim], &codes) as f32 * scale * s, slot as usize);
-                    }
-                }
-                top.into_sorted()
-            };
-            let total: usize = lists.iter().map(|l| l.slots.len()).sum();
-            // Split the lists into two halves of about equal entries.
-            let mut acc = 0;
-            let cut = lists.iter().position(|l| {
-                acc += l.slots.len();
-                acc * 2 >= total
-            });
-            let (a, b) = lists.split_at(cut.map_or(lists.len(), |c| c + 1));
-            let (first, second) = if total >= 8192 {
-                std::thread::scope(|s| {
-                    let h = s.spawn(|| pass(a));
-                    let second = pass(b);
-                    (h.join().unwrap_or_default(), second)
-                })
-            } else {
-                (pass(&lists), Vec::new())
-            };
-            let mut top = TopK::new(k);
-            for (_, slot) in first.into_iter().chain(second) {
-                top.push(self.score(q, slot), slot);
-            }
-            return top.into_sorted().into_iter().map(|(s, slot)| (self.seqs[slot], s)).collect();
+        match &self.ivf {
+            Some(ivf) => self.search_ivf(ivf, q, k),
+            None => self.search_sketch(q, k),
         }
+    }
+
+    /// The entries of the `nprobe` lists nearest the query, scored on int8 codes (the query
+    /// quantised too: the fastest dot) on two threads, then the best `rerank` of those
+    /// re-scored exactly.
+    fn search_ivf(&self, ivf: &crate::ivf::Ivf, q: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let lists = ivf.probe(q, self.params.nprobe.max(1));
+        let (scale, codes) = mneme_store::quantize(q);
+        let keep = self.params.rerank.clamp(k, 1000.max(k));
+        let dim = self.dim;
+        let pass = |part: &[&crate::ivf::List]| {
+            let mut top = TopK::new(keep);
+            for list in part {
+                for (i, (&slot, &s)) in list.slots.iter().zip(&list.scales).enumerate() {
+                    top.push(dot_i8(&list.codes[i * dim..(i + 1) * dim], &codes) as f32 * scale * s, slot as usize);
+                }
+            }
+            top.into_sorted()
+        };
+        let total: usize = lists.iter().map(|l| l.slots.len()).sum();
+        // Split the lists into two halves of about equal entries.
+        let mut acc = 0;
+        let cut = lists.iter().position(|l| {
+            acc += l.slots.len();
+            acc * 2 >= total
+        });
+        let (a, b) = lists.split_at(cut.map_or(lists.len(), |c| c + 1));
+        let (first, second) = if total >= 8192 {
+            std::thread::scope(|s| {
+                let h = s.spawn(|| pass(a));
+                let second = pass(b);
+                (h.join().unwrap_or_default(), second)
+            })
+        } else {
+            (pass(&lists), Vec::new())
+        };
+        let mut top = TopK::new(k);
+        for (_, slot) in first.into_iter().chain(second) {
+            top.push(self.score(q, slot), slot);
+        }
+        top.into_sorted().into_iter().map(|(s, slot)| (self.seqs[slot], s)).collect()
+    }
+
+    /// Hamming scan of the sign sketches, asymmetric re-scoring of the closest, then
+    /// exact int8 scores for the best of those.
+    fn search_sketch(&self, q: &[f32], k: usize) -> Vec<(i64, f32)> {
         let n = self.len();
         let rerank = self.params.rerank.max(k).min(n);
         let coarse = self.params.coarse.max(rerank).min(n);
-        let qbits = sketch(query.iter().map(|&x| x > 0.0), self.words);
+        let qbits = sketch(q.iter().map(|&x| x > 0.0), self.words);
         // Stage 1: distances per slot; two halves in parallel on large indexes.
         let mut dist = vec![0u16; n];
         let mut hist = vec![0u32; self.words * 64 + 1];
@@ -257,7 +268,7 @@ impl VectorIndex {
         }
         let mut at_cut = coarse.saturating_sub((seen - hist[cut]) as usize);
         // Stage 2: per sketch byte, the sum of the query's values over each bit pattern.
-        let table = byte_table(query);
+        let table = byte_table(q);
         let mut middle = TopK::new(rerank);
         for (slot, &d) in dist.iter().enumerate() {
             let d = d as usize;

@@ -306,7 +306,9 @@ pub fn document() -> Value {
             "required": ["id", "memory_type", "sensitivity", "scope", "tags", "summary", "payload", "confidence", "salience", "status", "lineage", "created_at", "updated_at", "event_time", "pruned_at"],
             "properties": {
                 "id": string(), "memory_type": memory_type, "sensitivity": sensitivity, "scope": string(), "tags": strings(), "summary": string(),
-                "payload": { "description": "null once a prune sweep dropped it", "nullable": true, "allOf": [reference("Payload")] },
+                // Inline, not `allOf` a reference: OpenAPI 3.0's `nullable` only applies to a
+                // `type` in the same schema object, so `nullable` beside `allOf` still refused null.
+                "payload": { "type": "object", "nullable": true, "required": ["kind"], "description": "The payload, tagged by `kind` (see Payload); null once a prune sweep dropped it", "properties": { "kind": enumeration(&["event", "tool_output", "semantic", "competence", "working", "plan_graph"]) } },
                 "confidence": { "type": "number" }, "salience": reference("Salience"),
                 "status": enumeration(&["active", "contested", "retracted", "superseded"]), "lineage": reference("Lineage"),
                 "created_at": time, "updated_at": time, "event_time": nullable_time, "pruned_at": nullable_time

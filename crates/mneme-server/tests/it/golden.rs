@@ -193,6 +193,8 @@ fn the_schema_checker_reports_what_the_document_forbids() {
     assert_eq!(broken(&|v| v["current_salience"] = json!("high")), [r#"$.current_salience: "high" is not of type "number""#]);
     assert_eq!(broken(&|v| v["record"]["created_at"] = json!("yesterday")), [r#"$.record.created_at: "yesterday" is not a "date-time""#]);
     assert_eq!(broken(&|v| v["record"]["event_time"] = Value::Null), Vec::<String>::new(), "nullable");
+    // A pruned record (its payload dropped by the decay sweep) conforms too.
+    assert_eq!(broken(&|v| v["record"]["payload"] = Value::Null), Vec::<String>::new(), "a pruned payload is null");
     assert_eq!(
         broken(&|v| v["record"]["lineage"]["timestamp"] = Value::Null),
         ["$.record.lineage.timestamp: null is not of type \"string\""]

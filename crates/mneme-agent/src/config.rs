@@ -18,6 +18,7 @@ pub use mneme_core::{Span, parse_duration};
 pub use mneme_embed::{EmbeddingConfig, EmbeddingProvider};
 use mneme_service::{AccessConfig, ServiceConfig};
 use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
 
 use crate::llm::{LlmSettings, Route};
 
@@ -562,4 +563,58 @@ fn set_path(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), String>
     }
     cur.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
+}
+
+impl MnemeConfig {
+    /// The configured keys' digests, in `principals` order, resolved now; or why the
+    /// daemon would refuse to start: a key that does not resolve (an unset `key_env`, an
+    /// unreadable `key_file`, a short key), or no principals while `loopback_only` is
+    /// false (listening beyond loopback needs keys). `mneme serve` and `mneme config
+    /// check` both ask this.
+    pub fn resolved_keys(&self, loopback_only: bool, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<[u8; 32]>, String> {
+        if self.principals.is_empty() && !loopback_only {
+            return Err("refusing to listen on a non-loopback address without API keys: configure [[principals]] \
+                        (see README, \"Security\")"
+                .into());
+        }
+        self.principals.iter().map(|p| p.key_digest(env)).collect()
+    }
+
+    /// Whether both listeners are on loopback addresses.
+    pub fn loopback_only(&self) -> bool {
+        self.server.grpc_addr.ip().is_loopback() && self.server.http_addr.ip().is_loopback()
+    }
+}
+
+impl PrincipalConfig {
+    /// The SHA-256 digest of this principal's key, resolved now: from `key_sha256`, the
+    /// variable `key_env` names (looked up through `env`: this crate never reads the
+    /// process environment) or `key_file`. The key itself is not kept.
+    pub fn key_digest(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<[u8; 32], String> {
+        let p = self;
+        let raw = if let Some(hex) = &p.key_sha256 {
+            let mut out = [0u8; 32];
+            for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
+                let s = std::str::from_utf8(chunk).map_err(|_| format!("principal {:?}: key_sha256 is not hex", p.name))?;
+                out[i] = u8::from_str_radix(s, 16).map_err(|_| format!("principal {:?}: key_sha256 is not hex", p.name))?;
+            }
+            return Ok(out);
+        } else if let Some(var) = &p.key_env {
+            env(var).ok_or_else(|| format!("principal {:?}: environment variable {var} (key_env) is not set", p.name))?
+        } else if let Some(path) = &p.key_file {
+            std::fs::read_to_string(path).map_err(|e| format!("principal {:?}: key_file {}: {e}", p.name, path.display()))?
+        } else {
+            return Err(format!("principal {:?} has no key", p.name));
+        };
+        let key = raw.trim();
+        if key.len() < 16 {
+            return Err(format!("principal {:?}: the key must be at least 16 characters", p.name));
+        }
+        Ok(sha2::Sha256::digest(key.as_bytes()).into())
+    }
+}
+
+/// Hex SHA-256 of a key, for `key_sha256` in the config (`mneme key hash`).
+pub fn hash_key(key: &str) -> String {
+    sha2::Sha256::digest(key.trim().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -13,7 +13,7 @@ use mneme_service::{Access, Principal};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, ApiResult};
-use mneme_agent::config::{MnemeConfig, PrincipalConfig};
+use mneme_agent::config::MnemeConfig;
 
 /// An authenticated caller: its [`Principal`] (the policy, checked in `Ops`) and its
 /// token bucket. Derefs to the principal.
@@ -73,18 +73,13 @@ impl Auth {
     pub fn from_config(config: &MnemeConfig, loopback_only: bool, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
         let rate = config.server.rate_limit_per_second;
         let burst = config.server.rate_limit_burst;
+        let digests = config.resolved_keys(loopback_only, env)?;
         if config.principals.is_empty() {
-            if !loopback_only {
-                return Err("refusing to listen on a non-loopback address without API keys: configure [[principals]] \
-                            (see README, \"Security\")"
-                    .into());
-            }
             let local = Caller::new(Principal::new("local", Access::owner(), Sensitivity::Critical, None), rate, burst);
             return Ok(Auth { keys: Vec::new(), local: Some(Arc::new(local)) });
         }
         let mut keys = Vec::new();
-        for p in &config.principals {
-            let digest = key_digest(p, env)?;
+        for (p, digest) in config.principals.iter().zip(digests) {
             let parse = |list: &Option<Vec<String>>| -> Result<Option<Vec<Scope>>, String> {
                 list.as_ref()
                     .map(|l| l.iter().map(|s| Scope::parse(s).map_err(|e| format!("principal {:?}: {e}", p.name))).collect())
@@ -126,29 +121,5 @@ impl Auth {
     }
 }
 
-fn key_digest(p: &PrincipalConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<[u8; 32], String> {
-    let raw = if let Some(hex) = &p.key_sha256 {
-        let mut out = [0u8; 32];
-        for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
-            let s = std::str::from_utf8(chunk).map_err(|_| format!("principal {:?}: key_sha256 is not hex", p.name))?;
-            out[i] = u8::from_str_radix(s, 16).map_err(|_| format!("principal {:?}: key_sha256 is not hex", p.name))?;
-        }
-        return Ok(out);
-    } else if let Some(var) = &p.key_env {
-        env(var).ok_or_else(|| format!("principal {:?}: environment variable {var} (key_env) is not set", p.name))?
-    } else if let Some(path) = &p.key_file {
-        std::fs::read_to_string(path).map_err(|e| format!("principal {:?}: key_file {}: {e}", p.name, path.display()))?
-    } else {
-        return Err(format!("principal {:?} has no key", p.name));
-    };
-    let key = raw.trim();
-    if key.len() < 16 {
-        return Err(format!("principal {:?}: the key must be at least 16 characters", p.name));
-    }
-    Ok(Sha256::digest(key.as_bytes()).into())
-}
-
-/// Hex SHA-256 of a key, for `key_sha256` in the config (`mneme key hash`).
-pub fn hash_key(key: &str) -> String {
-    Sha256::digest(key.trim().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
+/// Hex SHA-256 of a key (`mneme key hash`); kept here for the daemon's callers.
+pub use mneme_agent::config::hash_key;

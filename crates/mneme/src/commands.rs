@@ -138,8 +138,8 @@ pub fn run(cli: Cli) -> Result<()> {
         config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
         // What `serve` would refuse at start: keys that do not resolve (an unset key_env,
         // an unreadable key_file, a short key), or a non-loopback address without keys.
-        let loopback = config.server.grpc_addr.ip().is_loopback() && config.server.http_addr.ip().is_loopback();
-        mneme_server::auth::Auth::from_config(&config, loopback, &|name| std::env::var(name).ok())
+        config
+            .resolved_keys(config.loopback_only(), &|name| std::env::var(name).ok())
             .map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
         if cli.json {
             outln!("{}", serde_json::json!({ "ok": true, "file": file }));
@@ -153,7 +153,7 @@ pub fn run(cli: Cli) -> Result<()> {
         if key.trim().len() < 16 {
             return Err(input("the key must be at least 16 characters"));
         }
-        outln!("{}", mneme_server::auth::hash_key(&key));
+        outln!("{}", mneme_agent::config::hash_key(&key));
         return Ok(());
     }
     let ctx = Invocation::from_cli(&cli)?;

@@ -665,3 +665,44 @@ fn find_skills_is_exact_however_many_records_outrank_the_skill() {
     fx.service.retract(&wanted.id, Actor { actor: "test".into(), rationale: "gone".into() }, &Access::owner()).expect("retract");
     assert!(fx.service.find_skills("skill:git+rebase", &global, &Access::owner()).expect("find").is_empty());
 }
+
+/// The one error table: every kind has its own wire code that maps back to it, a client
+/// error is 4xx and a server fault 5xx, and the exit codes are the documented ones.
+#[test]
+fn every_error_kind_has_one_code_status_and_exit_code() {
+    let mut codes = std::collections::HashSet::new();
+    for kind in ErrorKind::ALL {
+        let m = kind.mapping();
+        assert!(codes.insert(m.code), "{} used twice", m.code);
+        assert_eq!(ErrorKind::from_code(m.code), Some(kind));
+        assert!((400..600).contains(&m.http_status), "{kind:?}");
+        assert_eq!(kind.is_server_fault(), m.http_status >= 500, "{kind:?}");
+        assert!((2..=7).contains(&m.exit_code), "{kind:?}");
+        assert!((1..=16).contains(&m.grpc_code), "{kind:?}");
+    }
+    assert_eq!(ErrorKind::from_code("no_such_code"), None);
+    let exits: Vec<(ErrorKind, u8)> = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::NotFound,
+        ErrorKind::FailedPrecondition,
+        ErrorKind::Busy,
+        ErrorKind::Storage,
+        ErrorKind::PermissionDenied,
+        ErrorKind::Unauthenticated,
+    ]
+    .into_iter()
+    .map(|k| (k, k.exit_code()))
+    .collect();
+    assert_eq!(
+        exits,
+        [
+            (ErrorKind::InvalidArgument, 2),
+            (ErrorKind::NotFound, 3),
+            (ErrorKind::FailedPrecondition, 4),
+            (ErrorKind::Busy, 5),
+            (ErrorKind::Storage, 6),
+            (ErrorKind::PermissionDenied, 7),
+            (ErrorKind::Unauthenticated, 7)
+        ]
+    );
+}

@@ -173,23 +173,26 @@ impl MemoryService {
     ) -> Option<EmbedderHandle> {
         self.semantic.as_ref()?;
         let stop = Arc::new(AtomicBool::new(false));
+        let passes = Arc::new((std::sync::Mutex::new(0u64), std::sync::Condvar::new()));
         let service = Arc::clone(self);
         let flag = Arc::clone(&stop);
+        let counted = Arc::clone(&passes);
         let thread = std::thread::Builder::new()
             .name("mneme-embedder".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
-                    match service.embed_pending(batch, false, &mut |_| {}) {
-                        Ok(_) => service.wait_for_work(&flag, Duration::from_secs(5)),
-                        Err(e) => {
-                            on_error(&e);
-                            service.wait_for_work(&flag, retry);
-                        }
+                    let result = service.embed_pending(batch, false, &mut |_| {});
+                    if let Err(e) = &result {
+                        on_error(e);
                     }
+                    let (count, changed) = &*counted;
+                    *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                    changed.notify_all();
+                    service.wait_for_work(&flag, if result.is_ok() { Duration::from_secs(5) } else { retry });
                 }
             })
             .ok()?;
-        Some(EmbedderHandle { stop, service: Arc::clone(self), thread: Some(thread) })
+        Some(EmbedderHandle { stop, service: Arc::clone(self), thread: Some(thread), passes })
     }
 
     /// The query's unit vector, or `None` (no model, or the model failed: then retrieval
@@ -254,9 +257,26 @@ pub struct EmbedderHandle {
     stop: Arc<AtomicBool>,
     service: Arc<MemoryService>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Finished passes over the queue, for callers that wait for the worker (tests)
+    /// instead of sleeping.
+    passes: Arc<(std::sync::Mutex<u64>, std::sync::Condvar)>,
 }
 
 impl EmbedderHandle {
+    /// Passes over the queue the worker has finished.
+    pub fn passes(&self) -> u64 {
+        *self.passes.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until the worker has finished more than `seen` passes, or `timeout` passes;
+    /// returns the count then.
+    pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
+        let (count, changed) = &*self.passes;
+        let guard = count.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = changed.wait_timeout_while(guard, timeout, |n| *n <= seen).unwrap_or_else(|p| p.into_inner());
+        *guard
+    }
+
     /// Signals the worker and waits for the batch in flight to finish.
     pub fn stop(mut self) {
         self.halt();

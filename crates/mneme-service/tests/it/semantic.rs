@@ -173,10 +173,15 @@ fn the_background_embedder_catches_up_with_new_records() {
     for i in 0..9 {
         service.ingest_event(crate::event(&format!("france trip day {i}")), Default::default()).expect("ingest");
     }
+    // Pass by pass of the worker (woken by each ingest), never sleeping.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while service.embedding_status().expect("status").expect("enabled").pending > 0 {
+    loop {
+        let seen = handle.passes();
+        if service.embedding_status().expect("status").expect("enabled").pending == 0 {
+            break;
+        }
         assert!(Instant::now() < deadline, "the worker did not catch up");
-        std::thread::sleep(Duration::from_millis(20));
+        handle.wait_past(seen, deadline.saturating_duration_since(Instant::now()));
     }
     handle.stop();
     assert_eq!(errors.load(Ordering::SeqCst), 0);

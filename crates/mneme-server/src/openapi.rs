@@ -72,6 +72,16 @@ fn amount() -> Value {
     json!({ "type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 1, "default": 0.1 })
 }
 
+/// A count: a non-negative integer.
+fn count() -> Value {
+    json!({ "type": "integer", "minimum": 0 })
+}
+
+/// Counts by name (records by type or status).
+fn counts() -> Value {
+    json!({ "type": "object", "additionalProperties": count() })
+}
+
 fn enumeration(values: &[&str]) -> Value {
     json!({ "type": "string", "enum": values })
 }
@@ -83,6 +93,7 @@ fn reference(name: &str) -> Value {
 pub fn document() -> Value {
     let sensitivity = enumeration(&["public", "low", "medium", "high", "critical"]);
     let memory_type = enumeration(&["episodic", "semantic", "competence", "working", "plan_graph"]);
+    let status = enumeration(&["active", "contested", "retracted", "superseded"]);
     let revision = |id: &str, summary: &str| op(id, summary, Some("ReviseRequest"), "RecordResponse", true);
     let mut paths = serde_json::Map::new();
     let mut add = |path: &str, method: &str, value: Value| {
@@ -111,14 +122,14 @@ pub fn document() -> Value {
             "Status",
             "Daemon status: pid, addresses, uptime, records by type, last consolidation, errors in the last hour. Store-wide counts: a principal whose reads are narrowed gets 403.",
             None,
-            "Object",
+            "DaemonStatus",
             false,
         ),
     );
     add(
         "/v1/metrics",
         "get",
-        op("GetMetrics", "Store metrics. Store-wide counts: a principal whose reads are narrowed gets 403.", None, "Object", false),
+        op("GetMetrics", "Store metrics. Store-wide counts: a principal whose reads are narrowed gets 403.", None, "Metrics", false),
     );
     add(
         "/v1/consolidate",
@@ -127,7 +138,7 @@ pub fn document() -> Value {
             "Consolidate",
             "Run a consolidation cycle now over the buffered messages. Only for an unrestricted principal (403 otherwise): it writes into any scope.",
             None,
-            "Object",
+            "CycleReport",
             false,
         ),
     );
@@ -149,7 +160,7 @@ pub fn document() -> Value {
             "IngestOutcome",
             "Record the outcome of using a record; reinforces or penalizes it.",
             Some("IngestOutcomeRequest"),
-            "Object",
+            "OutcomeResult",
             false,
         ),
     );
@@ -170,7 +181,7 @@ pub fn document() -> Value {
         op("Retrieve", "Ranked retrieval within the caller's policy.", Some("RetrieveRequest"), "RetrieveResponse", false),
     );
     add("/v1/records/{id}", "get", op("RetrieveById", "One record, tombstones included.", None, "RecordResponse", true));
-    add("/v1/records/{id}/history", "get", op("History", "Lineage, links and audit log of a record.", None, "Object", true));
+    add("/v1/records/{id}/history", "get", op("History", "Lineage, links and audit log of a record.", None, "History", true));
     add("/v1/records/{id}/supersede", "post", revision("Supersede", "Replace a record; the old one becomes a tombstone."));
     add("/v1/records/{id}/fork", "post", revision("Fork", "Create a variant; the original stays active."));
     add(
@@ -193,12 +204,18 @@ pub fn document() -> Value {
             false,
         ),
     );
-    add("/v1/sync/status", "get", op("SyncStatus", "Unsummarized count and id range, last checkpoint.", None, "Object", false));
+    add("/v1/sync/status", "get", op("SyncStatus", "Unsummarized count and id range, last checkpoint.", None, "SyncState", false));
     add("/v1/sync/fetch", "post", op("SyncFetch", "Conversations with ids begin..=end.", Some("SyncFetchRequest"), "Conversations", false));
     add(
         "/v1/sync/checkpoint",
         "post",
-        op("SyncCheckpoint", "Mark conversations up to end_id summarized (idempotent).", Some("SyncCheckpointRequest"), "Object", false),
+        op(
+            "SyncCheckpoint",
+            "Mark conversations up to end_id summarized (idempotent).",
+            Some("SyncCheckpointRequest"),
+            "CheckpointResult",
+            false,
+        ),
     );
     add(
         "/v1/search/files",
@@ -207,7 +224,7 @@ pub fn document() -> Value {
             "SearchFiles",
             "Search the workspace's Markdown files (file, lines, heading, snippet).",
             Some("SearchFilesRequest"),
-            "Object",
+            "FileHits",
             false,
         ),
     );
@@ -245,7 +262,96 @@ pub fn document() -> Value {
     });
     let time = json!({ "type": "string", "format": "date-time" });
     let nullable_time = json!({ "type": "string", "format": "date-time", "nullable": true });
-    let schemas = json!({
+    // The typed answers, in their own `json!` (one literal would exceed the macro's
+    // recursion limit); merged into the components below.
+    let answers = json!({
+        "CycleReport": {
+            "type": "object",
+            "required": ["at", "messages", "regex_facts", "llm_facts", "llm_skills", "reinforced", "superseded", "contested", "ingested", "llm", "errors"],
+            "properties": {
+                "at": nullable_time, "messages": count(), "regex_facts": count(), "llm_facts": count(), "llm_skills": count(),
+                "reinforced": count(), "superseded": count(), "contested": count(), "ingested": count(),
+                "llm": { "type": "string", "description": "ok, disabled, backoff, idle, skipped: ..., or failed: ..." }, "errors": strings()
+            }
+        },
+        "Metrics": {
+            "type": "object",
+            "required": ["path", "schema_version", "encrypted", "file_bytes", "total_records", "by_type", "live_by_type", "by_status", "pruned", "pinned", "audit_entries", "links"],
+            "properties": {
+                "path": string(), "schema_version": count(), "encrypted": { "type": "boolean" }, "file_bytes": count(), "total_records": count(),
+                "by_type": counts(), "live_by_type": counts(), "by_status": counts(), "pruned": count(), "pinned": count(), "audit_entries": count(), "links": count()
+            }
+        },
+        "EmbeddingStatus": {
+            "type": "object", "nullable": true,
+            "required": ["model", "dimension", "embedded", "pending", "indexed", "index_bytes", "search"],
+            "properties": {
+                "model": string(), "dimension": count(), "embedded": count(), "pending": count(), "indexed": count(), "index_bytes": count(),
+                "search": enumeration(&["exact", "approximate"])
+            }
+        },
+        "DaemonStatus": {
+            "type": "object",
+            "required": ["running", "pid", "version", "grpc_addr", "http_addr", "started_at", "uptime_seconds", "store", "encrypted", "total_records", "records_by_type", "live_records_by_type", "last_consolidation", "embedding", "consolidation_buffered", "errors_last_hour"],
+            "properties": {
+                "running": { "type": "boolean" }, "pid": count(), "version": string(), "grpc_addr": string(), "http_addr": string(),
+                "started_at": time, "uptime_seconds": count(), "store": string(), "encrypted": { "type": "boolean" }, "total_records": count(),
+                "records_by_type": counts(), "live_records_by_type": counts(),
+                "last_consolidation": { "type": "object", "nullable": true, "description": "A CycleReport; null before the first cycle." },
+                "embedding": reference("EmbeddingStatus"), "consolidation_buffered": count(), "errors_last_hour": count()
+            }
+        },
+        "OutcomeResult": {
+            "type": "object", "required": ["record", "target", "salience_before", "salience_after"],
+            "properties": { "record": reference("MemoryRecord"), "target": reference("MemoryRecord"), "salience_before": { "type": "number" }, "salience_after": { "type": "number" } }
+        },
+        "Brief": {
+            "type": "object", "required": ["id", "memory_type", "status", "summary", "operation", "parent_ids", "created_at", "pruned"],
+            "properties": {
+                "id": string(), "memory_type": memory_type.clone(), "status": status.clone(), "summary": string(), "operation": string(),
+                "parent_ids": strings(), "created_at": time, "pruned": { "type": "boolean" }
+            }
+        },
+        "History": {
+            "type": "object", "required": ["record", "current_salience", "ancestors", "descendants", "links", "audit", "hidden"],
+            "properties": {
+                "record": reference("MemoryRecord"), "current_salience": { "type": "number" },
+                "ancestors": { "type": "array", "items": reference("Brief") }, "descendants": { "type": "array", "items": reference("Brief") },
+                "links": { "type": "array", "items": {
+                    "type": "object", "required": ["from", "to", "kind", "at", "note"],
+                    "properties": { "from": string(), "to": string(), "kind": string(), "at": time, "note": string() }
+                } },
+                "audit": { "type": "array", "items": {
+                    "type": "object", "required": ["seq", "record_id", "at", "actor", "action", "rationale", "details"],
+                    "properties": { "seq": count(), "record_id": string(), "at": time, "actor": string(), "action": string(), "rationale": string(), "details": { "type": "object" } }
+                } },
+                "hidden": count()
+            }
+        },
+        "Checkpoint": {
+            "type": "object", "required": ["id", "end_id", "summary", "at"],
+            "properties": { "id": count(), "end_id": count(), "summary": string(), "at": time }
+        },
+        "SyncState": {
+            "type": "object", "required": ["unsummarized", "begin_id", "end_id", "last_checkpoint", "total"],
+            "properties": {
+                "unsummarized": count(), "begin_id": { "type": "integer", "nullable": true }, "end_id": { "type": "integer", "nullable": true },
+                "last_checkpoint": { "type": "object", "nullable": true, "description": "A Checkpoint; null before the first." }, "total": count()
+            }
+        },
+        "CheckpointResult": {
+            "type": "object", "required": ["checkpoint", "already_existed", "covered"],
+            "properties": { "checkpoint": reference("Checkpoint"), "already_existed": { "type": "boolean" }, "covered": count() }
+        },
+        "FileHits": {
+            "type": "object", "required": ["hits"],
+            "properties": { "hits": { "type": "array", "items": {
+                "type": "object", "required": ["path", "start_line", "end_line", "heading", "snippet", "score"],
+                "properties": { "path": string(), "start_line": count(), "end_line": count(), "heading": string(), "snippet": string(), "score": { "type": "number" } }
+            } } }
+        }
+    });
+    let mut schemas = json!({
         "Object": { "type": "object" },
         "Error": {
             "type": "object", "required": ["error"],
@@ -363,6 +469,9 @@ pub fn document() -> Value {
         },
         "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": string(), "record_ids": strings(), "error": string() } }
     });
+    if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), answers) {
+        all.extend(typed);
+    }
     json!({
         "openapi": "3.0.3",
         "info": {

@@ -114,7 +114,16 @@ impl std::fmt::Display for ServeError {
 impl std::error::Error for ServeError {}
 
 pub fn run(cli: Cli) -> Result<()> {
-    // A workspace hook never fails its caller, not even on a broken configuration.
+    match without_store(&cli) {
+        Some(done) => done,
+        None => with_store(cli),
+    }
+}
+
+/// The commands answered before any store or layered configuration is read: the Claude
+/// Code workspace hooks (which never fail their caller, not even on a broken
+/// configuration), `config check` and `key hash`. `None`: the command needs the store.
+fn without_store(cli: &Cli) -> Option<Result<()>> {
     let claude;
     let workspace_hook = match &cli.command {
         Command::ClaudeHook(args) => {
@@ -126,36 +135,48 @@ pub fn run(cli: Cli) -> Result<()> {
         _ => None,
     };
     if let Some(args) = workspace_hook {
-        return match Invocation::from_cli(&cli) {
+        return Some(match Invocation::from_cli(cli) {
             Ok(ctx) => crate::workspace::hook(&ctx, args),
             Err(e) => crate::workspace::hook_failed(args, &e),
-        };
+        });
     }
-    if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
-        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-        let config =
-            MnemeConfig::from_toml(&text, &file.display().to_string()).map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
-        config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
-        // What `serve` would refuse at start: keys that do not resolve (an unset key_env,
-        // an unreadable key_file, a short key), or a non-loopback address without keys.
-        config
-            .resolved_keys(config.loopback_only(), &|name| std::env::var(name).ok())
-            .map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
-        if cli.json {
-            outln!("{}", serde_json::json!({ "ok": true, "file": file }));
-        } else {
-            outln!("{}: ok", file.display());
-        }
-        return Ok(());
+    match &cli.command {
+        Command::Config(ConfigCommand::Check { file }) => Some(config_check(file, cli.json)),
+        Command::Key(KeyCommand::Hash) => Some(key_hash()),
+        _ => None,
     }
-    if let Command::Key(KeyCommand::Hash) = &cli.command {
-        let key = read_stdin()?;
-        if key.trim().len() < 16 {
-            return Err(input("the key must be at least 16 characters"));
-        }
-        outln!("{}", mneme_agent::config::hash_key(&key));
-        return Ok(());
+}
+
+/// `mneme config check FILE`: what `serve` would refuse at start, without starting.
+fn config_check(file: &std::path::Path, json: bool) -> Result<()> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let config = MnemeConfig::from_toml(&text, &file.display().to_string()).map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+    config.validate().map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+    // Keys that do not resolve (an unset key_env, an unreadable key_file, a short key), or
+    // a non-loopback address without keys.
+    config
+        .resolved_keys(config.loopback_only(), &|name| std::env::var(name).ok())
+        .map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
+    if json {
+        outln!("{}", serde_json::json!({ "ok": true, "file": file }));
+    } else {
+        outln!("{}: ok", file.display());
     }
+    Ok(())
+}
+
+/// `mneme key hash`: the key on stdin → its `key_sha256`.
+fn key_hash() -> Result<()> {
+    let key = read_stdin()?;
+    if key.trim().len() < 16 {
+        return Err(input("the key must be at least 16 characters"));
+    }
+    outln!("{}", mneme_agent::config::hash_key(&key));
+    Ok(())
+}
+
+/// Every other command: the layered configuration, then the command (most open the store).
+fn with_store(cli: Cli) -> Result<()> {
     let ctx = Invocation::from_cli(&cli)?;
     let access = Access::owner();
     match cli.command {
@@ -165,7 +186,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Down { grace } => crate::supervise::down(&ctx, &grace),
         Command::Status => crate::daemon::status(&ctx),
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
-        Command::ClaudeHook(_) => unreachable!("claude-hook is answered before the store is opened"),
+        Command::ClaudeHook(_) => unreachable!("answered by without_store"),
         Command::Config(ConfigCommand::Show) => {
             for name in mneme_agent::config::unknown_env(std::env::vars()) {
                 eprintln!("warning: {name} is not a variable mneme reads (a typo?); it was ignored");
@@ -178,7 +199,7 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) => unreachable!("handled above"),
+        Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) => unreachable!("answered by without_store"),
         Command::Model(ModelCommand::Install { from, force }) => crate::model::install(&ctx.data_dir, from.as_deref(), force, ctx.json),
         Command::Model(ModelCommand::Status) => crate::model::status(&ctx.data_dir, ctx.json),
         Command::Init => {

@@ -212,13 +212,13 @@ impl LlmClient {
             request = request.bearer_auth(key);
         }
         let response =
-            request.send().await.map_err(|e| if e.is_timeout() { LlmError::Timeout } else { LlmError::Transport(without_url(&e)) })?;
+            request.send().await.map_err(|e| if e.is_timeout() { LlmError::Timeout } else { LlmError::Transport(e.to_string()) })?;
         let status = response.status();
         if !status.is_success() {
             return Err(LlmError::Status(status.as_u16()));
         }
         let text =
-            response.text().await.map_err(|e| if e.is_timeout() { LlmError::Timeout } else { LlmError::Transport(without_url(&e)) })?;
+            response.text().await.map_err(|e| if e.is_timeout() { LlmError::Timeout } else { LlmError::Transport(e.to_string()) })?;
         let envelope: Value = serde_json::from_str(&text).map_err(|e| LlmError::BadResponse(format!("response is not JSON: {e}")))?;
         envelope
             .pointer("/choices/0/message/content")
@@ -226,11 +226,6 @@ impl LlmClient {
             .map(str::to_string)
             .ok_or_else(|| LlmError::BadResponse("response has no choices[0].message.content".into()))
     }
-}
-
-/// reqwest's message, which may carry the URL (never a key: keys go in a header).
-fn without_url(e: &reqwest::Error) -> String {
-    e.to_string()
 }
 
 /// The JSON value in a model's reply, however it was wrapped. Tried in order:
@@ -257,20 +252,14 @@ pub fn extract_json(raw: &str) -> Result<Value, String> {
     let mut from = 0;
     while let Some(offset) = body[from..].find(['{', '[']) {
         let start = from + offset;
-        match balanced_end(&body[start..]) {
-            Some(end) => {
-                if let Ok(v) = serde_json::from_str::<Value>(&body[start..start + end]) {
-                    return Ok(v);
-                }
-                from = start + 1;
-            }
-            None => {
-                if let Ok(v) = serde_json::from_str::<Value>(&repair_truncated(&body[start..])) {
-                    return Ok(v);
-                }
-                from = start + 1;
-            }
+        let candidate = match balanced_end(&body[start..]) {
+            Some(end) => std::borrow::Cow::Borrowed(&body[start..start + end]),
+            None => std::borrow::Cow::Owned(repair_truncated(&body[start..])),
+        };
+        if let Ok(v) = serde_json::from_str::<Value>(&candidate) {
+            return Ok(v);
         }
+        from = start + 1;
     }
     Err("model output is not JSON (tried the whole reply, fenced blocks, balanced braces and truncation repair)".into())
 }
@@ -295,67 +284,56 @@ fn fenced_open(s: &str) -> Option<&str> {
     Some(body.split("```").next().unwrap_or(body))
 }
 
-/// Byte length of the balanced value `s` starts with (`s` starts with `{` or `[`).
-fn balanced_end(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, c) in s.char_indices() {
-        if in_string {
+/// Where a JSON text stands after a prefix: inside a string (just after a backslash?),
+/// and the closers its open brackets need, innermost last.
+#[derive(Default)]
+struct Nesting {
+    in_string: bool,
+    escaped: bool,
+    open: Vec<char>,
+}
+
+impl Nesting {
+    /// Takes one more character; true when it closed the outermost bracket.
+    fn feed(&mut self, c: char) -> bool {
+        if self.in_string {
             match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
+                _ if self.escaped => self.escaped = false,
+                '\\' => self.escaped = true,
+                '"' => self.in_string = false,
                 _ => {}
             }
-            continue;
+            return false;
         }
         match c {
-            '"' => in_string = true,
-            '{' | '[' => depth += 1,
-            '}' | ']' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
+            '"' => self.in_string = true,
+            '{' => self.open.push('}'),
+            '[' => self.open.push(']'),
+            '}' | ']' => return self.open.pop().is_some() && self.open.is_empty(),
             _ => {}
         }
+        false
     }
-    None
+}
+
+/// Byte length of the balanced value `s` starts with (`s` starts with `{` or `[`).
+fn balanced_end(s: &str) -> Option<usize> {
+    let mut nesting = Nesting::default();
+    s.char_indices().find(|&(_, c)| nesting.feed(c)).map(|(i, c)| i + c.len_utf8())
 }
 
 /// Closes what a cut-off JSON text left open: a string, then any dangling `,`, `:` or
 /// key without a value, then the open brackets innermost first.
 pub fn repair_truncated(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
-    let mut stack: Vec<char> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut nesting = Nesting::default();
     for c in s.chars() {
         out.push(c);
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_string = true,
-            '{' => stack.push('}'),
-            '[' => stack.push(']'),
-            '}' | ']' => {
-                stack.pop();
-                if stack.is_empty() {
-                    return out;
-                }
-            }
-            _ => {}
+        if nesting.feed(c) {
+            return out;
         }
     }
+    let Nesting { in_string, escaped, open: mut stack } = nesting;
     if escaped {
         out.pop();
     }

@@ -18,8 +18,6 @@ pub const MAX_SPAN: Duration = Duration::from_secs(365 * 86400);
 pub struct Span(Duration);
 
 impl Span {
-    pub const ZERO: Span = Span(Duration::ZERO);
-
     pub const fn secs(secs: u64) -> Span {
         Span(Duration::from_secs(secs))
     }
@@ -34,19 +32,6 @@ impl Span {
 
     pub const fn is_zero(self) -> bool {
         self.0.is_zero()
-    }
-}
-
-impl From<Span> for Duration {
-    fn from(s: Span) -> Duration {
-        s.0
-    }
-}
-
-impl TryFrom<Duration> for Span {
-    type Error = String;
-    fn try_from(d: Duration) -> Result<Self, String> {
-        if d > MAX_SPAN { Err(format!("{d:?} is out of range (at most 365d)")) } else { Ok(Span(d)) }
     }
 }
 

@@ -120,6 +120,3 @@ impl Auth {
         self.local.is_none()
     }
 }
-
-/// Hex SHA-256 of a key (`mneme key hash`); kept here for the daemon's callers.
-pub use mneme_agent::config::hash_key;

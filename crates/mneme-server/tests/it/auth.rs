@@ -17,7 +17,7 @@ const TEAM: &str = "team-a-key-0123456789abcdef";
 pub fn principal(name: &str, key: &str) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
-        key_sha256: Some(mneme_server::auth::hash_key(key)),
+        key_sha256: Some(mneme_agent::config::hash_key(key)),
         key_env: None,
         key_file: None,
         read_max_sensitivity: Sensitivity::Critical,

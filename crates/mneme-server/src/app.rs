@@ -278,14 +278,21 @@ impl App {
             // In the background: the hook answers now, even when an LLM takes its time.
             let app = self.clone();
             tokio::spawn(async move {
-                let report = app.consolidator.run_cycle().await;
-                app.metrics.job("consolidation", report.errors.is_empty());
-                app.passes.done("consolidation");
+                app.consolidate().await;
             });
         }
         self.metrics.hook(name.as_str(), outcome.error.is_none());
         self.record::<()>(transport, name.as_str(), &Ok(()), start);
         Ok(outcome)
+    }
+
+    /// One consolidation cycle over the buffer, counted as a run (failed when it had
+    /// errors) and as a finished pass of the `consolidation` job.
+    pub async fn consolidate(self: &Arc<Self>) -> CycleReport {
+        let report = self.consolidator.run_cycle().await;
+        self.metrics.job("consolidation", report.errors.is_empty());
+        self.passes.done("consolidation");
+        report
     }
 
     /// The hook's authenticated (and admitted) caller; a refusal is counted as the

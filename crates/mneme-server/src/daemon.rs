@@ -294,9 +294,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until(every, rx.clone(), move || {
             let app = app.clone();
             async move {
-                let report = app.consolidator.run_cycle().await;
-                app.metrics.job("consolidation", report.errors.is_empty());
-                app.passes.done("consolidation");
+                app.consolidate().await;
             }
         }));
     }

@@ -325,9 +325,7 @@ async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpRes
     // Authenticate (and count) like any call, then run the async cycle.
     // It writes facts into any scope, so only for an unrestricted principal.
     app.call("http", Operation::Consolidate, auth.as_deref(), |_, p| Ok(p.require_unrestricted("consolidation")?)).await?;
-    let report = app.consolidator.run_cycle().await;
-    app.metrics.job("consolidation", report.errors.is_empty());
-    app.passes.done("consolidation");
+    let report = app.consolidate().await;
     Ok(axum::Json(json!(report)))
 }
 

@@ -216,6 +216,8 @@ pub struct SessionStartConfig {
     pub min_salience: f64,
     pub memory_types: Vec<MemoryType>,
     pub format: ContextFormat,
+    /// The most characters the block's facts take (the user's first). Default 4000.
+    pub max_chars: usize,
     /// Reinforcement given to the injected records when the session ends successfully.
     pub reinforce_on_success: f64,
     /// Also write every block to the workspace's `memory/membrane/context.md`, for hosts
@@ -231,6 +233,7 @@ impl Default for SessionStartConfig {
             max_records: 20,
             min_salience: 0.3,
             memory_types: vec![MemoryType::Semantic, MemoryType::Competence, MemoryType::Working],
+            max_chars: 4000,
             format: ContextFormat::Markdown,
             reinforce_on_success: 0.05,
             context_file: false,

@@ -22,7 +22,6 @@ use mneme_service::{Ops, Principal, ServiceResult};
 use crate::config::ConsolidationConfig;
 use crate::hooks::{BufferedMessage, find_fact};
 use crate::llm::{Chat, LlmClient, LlmError, extract_json};
-use crate::patterns;
 
 pub const ACTOR: &str = "mneme:consolidator";
 
@@ -215,8 +214,8 @@ impl Consolidator {
         report: &mut CycleReport,
     ) -> (ScopeWork, String) {
         let mut group = ScopeWork { scope, facts: Vec::new(), skills: Vec::new(), skill_sensitivity: Sensitivity::Low };
-        for m in messages {
-            for t in patterns::extract(&m.content) {
+        for m in messages.iter().filter(|m| m.role == "user") {
+            for t in crate::hooks::general_facts(&m.content) {
                 let fact = Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 };
                 group.facts.push((fact, m.sensitivity));
             }

@@ -62,6 +62,15 @@ pub fn markdown(hits: &[Hit]) -> String {
     out.join("\n")
 }
 
+/// The JSON block with the live facts under `facts` (subject, slot, value, since).
+pub fn json_with_facts(facts: &[crate::truth::LiveFact], hits: &[Hit]) -> String {
+    let mut value: serde_json::Value = serde_json::from_str(&json(hits)).unwrap_or_else(|_| json!({}));
+    if !facts.is_empty() && value.is_object() {
+        value["facts"] = json!(facts);
+    }
+    value.to_string()
+}
+
 pub fn json(hits: &[Hit]) -> String {
     let mut map = BTreeMap::new();
     for (t, list) in groups(hits) {

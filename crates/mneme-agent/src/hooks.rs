@@ -385,14 +385,47 @@ impl Hooks {
                 }
             }
         }
-        let ids: Vec<RecordId> = hits.iter().map(|h| h.record.id.clone()).collect();
+        // What is true now: the user's live facts, always, first; then what the task
+        // and salience chose, less what the facts already state, the assistant's own
+        // messages, and messages that still carry a value the user has since changed.
+        let max_sensitivity = p.read.max_sensitivity;
+        let facts = if cfg.memory_types.contains(&MemoryType::Semantic) {
+            crate::truth::live_facts(&self.ops, p, max_sensitivity, self.ops.limits().max_limit)?
+        } else {
+            Vec::new()
+        };
+        let stale = crate::truth::stale_values(&self.ops, p, max_sensitivity, &facts)?;
+        let mut shown: Vec<crate::truth::LiveFact> = facts.iter().filter(|f| f.about_user).cloned().collect();
+        hits.retain(|h| {
+            if shown.iter().any(|f| f.id == h.record.id) {
+                return false;
+            }
+            if let Some(f) = facts.iter().find(|f| f.id == h.record.id) {
+                shown.push(f.clone());
+                return false;
+            }
+            if h.record.memory_type == MemoryType::Semantic {
+                // A fact that is no longer the latest of its slot.
+                return false;
+            }
+            !h.record.tags.iter().any(|t| t == "role:assistant") && !crate::truth::mentions_any(&h.record.summary, &stale)
+        });
+        let ids: Vec<RecordId> = shown.iter().map(|f| f.id.clone()).chain(hits.iter().map(|h| h.record.id.clone())).collect();
         let mut state = self.state();
         make_room(&mut state.injected, |v| v.0);
         state.injected.insert(input.ctx.session(), (Instant::now(), ids.clone()));
         drop(state);
         let block = match format {
-            ContextFormat::Markdown => format::markdown(&hits),
-            ContextFormat::Json => format::json(&hits),
+            ContextFormat::Markdown => {
+                let facts = crate::truth::facts_markdown(&shown, cfg.max_chars);
+                let rest = format::markdown(&hits);
+                match (facts.is_empty(), rest.is_empty()) {
+                    (true, _) => rest,
+                    (false, true) => format!("## What is true now\n\n{facts}"),
+                    (false, false) => format!("## What is true now\n\n{facts}\n{rest}"),
+                }
+            }
+            ContextFormat::Json => format::json_with_facts(&shown, &hits),
         };
         if input.event.write_context_file.unwrap_or(cfg.context_file) {
             self.write_context_file(p, &block)?;
@@ -474,11 +507,20 @@ impl Hooks {
                 tracing::warn!(error = %e, "the message was remembered but not added to the conversation log");
             }
         }
-        if self.config.regex_extraction {
-            for t in patterns::extract(content) {
-                if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
-                    out.record_ids.push(id);
+        // Facts come from the user's words only: the assistant's suggestions are not facts.
+        if self.config.regex_extraction && role == "user" {
+            let claims = mneme_core::truth::extract(content);
+            if claims.is_empty() {
+                for t in general_facts(content) {
+                    if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
+                        out.record_ids.push(id);
+                    }
                 }
+            } else {
+                let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
+                let source = crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope };
+                let applied = crate::truth::Reconciler { ops: &self.ops, principal: p }.apply(&claims, &source);
+                out.record_ids.extend(applied.record_ids);
             }
         }
         buffer.push(BufferedMessage { role: role.into(), content: content.into(), timestamp, sensitivity, scope: record.scope });
@@ -725,6 +767,16 @@ impl Hooks {
         }
         Ok(())
     }
+}
+
+/// Third-person statements about things ("Docker requires the sg wrapper"), from the
+/// seed's regex patterns: for a user message that states nothing about a person
+/// ([`mneme_core::truth::extract`] found no claim) and asks nothing.
+pub fn general_facts(content: &str) -> Vec<patterns::Triple> {
+    if content.contains('?') || !mneme_core::truth::extract(content).is_empty() {
+        return Vec::new();
+    }
+    patterns::extract(content)
 }
 
 /// A live fact found by [`find_fact`]: its id, payload and sensitivity.

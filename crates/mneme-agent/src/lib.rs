@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod llm;
 pub mod patterns;
 pub mod scheduler;
+pub mod truth;
 
 pub use config::{ConfigError, MnemeConfig};
 

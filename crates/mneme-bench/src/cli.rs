@@ -33,6 +33,10 @@ pub struct Cli {
 pub enum Command {
     /// Speak the retrieval-benchmark protocol (../shared/bench/README.md) on stdin/stdout.
     Retrieval,
+    /// Speak the current-truth benchmark's protocol (../shared/bench/truth/README.md) on
+    /// stdin/stdout: the hooks, consolidation, recall and session context on a fresh
+    /// store per conversation.
+    Truth,
     /// Workspace search at scale: index time, refresh cost, search latency, and the
     /// `mneme search` / `mneme claude-hook session-start` processes.
     Workspace {

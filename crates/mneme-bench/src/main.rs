@@ -26,6 +26,7 @@ mod lexical;
 mod retrieval;
 mod store;
 mod synth;
+mod truth;
 mod vectors;
 mod workspace;
 
@@ -66,6 +67,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Retrieval => {
             let data_dir = data_dir(&cli)?;
             crate::retrieval::retrieval(&config(&cli, &data_dir)?, &data_dir)
+        }
+        Command::Truth => {
+            let data_dir = data_dir(&cli)?;
+            crate::truth::truth(&config(&cli, &data_dir)?)
         }
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),

@@ -17,6 +17,7 @@ pub mod query;
 pub mod record;
 pub mod revision;
 pub mod scoring;
+pub mod truth;
 pub mod validate;
 
 pub use clock::{Clock, FixedClock, SystemClock};

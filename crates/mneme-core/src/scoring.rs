@@ -76,6 +76,14 @@ pub struct RankWeights {
     pub mmr_lambda: f64,
     /// Hits scoring below this are dropped. Default 0.
     pub min_score: f64,
+    /// Added to the score of a live fact whose slot the query asks about ("where does
+    /// the user live?" → the `lives in` fact; `mneme_core::truth`). Default 1; 0 turns
+    /// it off.
+    pub slot_boost: f64,
+    /// For a question about the present (no past-tense words), the newer of equally
+    /// relevant records wins: `present_boost · relevance · newness`, newness being the
+    /// record's rank by time among the candidates (newest 1, oldest 0). Default 0.3.
+    pub present_boost: f64,
 }
 
 impl Default for RankWeights {
@@ -96,6 +104,8 @@ impl Default for RankWeights {
             evergreen: TypeSet::of(&[MemoryType::Semantic, MemoryType::Competence]),
             mmr_lambda: 1.0,
             min_score: 0.0,
+            slot_boost: 1.0,
+            present_boost: 0.3,
         }
     }
 }
@@ -136,6 +146,8 @@ impl RankWeights {
             ("retrieval.date_weight", self.date_weight),
             ("retrieval.speaker_boost", self.speaker_boost),
             ("retrieval.neighbour_share", self.neighbour_share),
+            ("retrieval.slot_boost", self.slot_boost),
+            ("retrieval.present_boost", self.present_boost),
         ] {
             if !(v.is_finite() && (0.0..=10.0).contains(&v)) {
                 return Err(CoreError::invalid(key, format!("{v} (must be a number between 0 and 10)")));
@@ -199,6 +211,29 @@ pub struct ScoreParts {
     pub neighbour: Option<f64>,
     pub salience: f64,
     pub recency: f64,
+    /// The slot boost applied (a live fact of the slot the query asks about).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<f64>,
+    /// The present-tense bonus applied (`present_boost · relevance · newness`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub present: Option<f64>,
+}
+
+impl ScoreParts {
+    /// The formula that produced `score`, with this hit's numbers, for `--explain`.
+    pub fn formula(&self, w: &RankWeights) -> String {
+        let mut f = format!("{:.2}·salience {:.3} + {:.2}·recency {:.3}", w.salience, self.salience, w.recency, self.recency);
+        if let Some(r) = self.relevance {
+            f = format!("{:.2}·relevance {r:.3} + {f}", w.relevance);
+        }
+        if let Some(s) = self.slot {
+            f.push_str(&format!(" + slot {s:.2}"));
+        }
+        if let Some(p) = self.present {
+            f.push_str(&format!(" + present {p:.3}"));
+        }
+        format!("score {:.4} = {f}", self.score)
+    }
 }
 
 /// A set of memory types, written as a list of names in the configuration.

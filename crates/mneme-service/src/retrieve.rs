@@ -62,6 +62,28 @@ impl MemoryService {
     }
 
     /// The request's filters, narrowed to what `access` allows.
+    /// Live facts (`slot:<id>` tags, written by the conversation extractor) of the
+    /// slots `query` asks about (`mneme_core::truth::question_slots`), within `filter`,
+    /// with their boost: the full `slot_boost` for facts about the user (`about:user`),
+    /// half for facts about others.
+    fn slot_candidates(&self, tx: &ReadTx<'_>, query: &str, filter: &RecordFilter, n: usize) -> ServiceResult<HashMap<i64, f64>> {
+        let mut out = HashMap::new();
+        if self.config.retrieval.slot_boost <= 0.0 || !(filter.types.is_empty() || filter.types.contains(&MemoryType::Semantic)) {
+            return Ok(out);
+        }
+        for slot in mneme_core::truth::question_slots(query) {
+            let mut f = filter.clone();
+            f.types = vec![MemoryType::Semantic];
+            f.tags.push(format!("slot:{slot}"));
+            let boost = self.config.retrieval.slot_boost;
+            // Facts about others ("the user's sister lives in Rome") get half the boost.
+            out.extend(tx.salience_candidates(MemoryType::Semantic, &f, n)?.into_iter().map(|c| (c.seq, boost / 2.0)));
+            f.tags.push("about:user".into());
+            out.extend(tx.salience_candidates(MemoryType::Semantic, &f, n)?.into_iter().map(|c| (c.seq, boost)));
+        }
+        Ok(out)
+    }
+
     fn effective_filter(&self, request: &RetrieveRequest, access: &Access) -> RecordFilter {
         let asked = request.max_sensitivity.unwrap_or(self.config.access.default_max_sensitivity);
         let scopes = match (&access.scopes, &request.scopes) {
@@ -105,6 +127,12 @@ impl MemoryService {
         for c in lexical {
             candidates.insert(c.seq, (c, None));
         }
+        // Live facts of the slots the query asks about join the candidates however few
+        // words they share with it ("where does the user live?" → "Ana lives in Porto").
+        let slot_seqs = self.slot_candidates(tx, query.text, filter, pool)?;
+        for c in tx.candidates_by_seq(&slot_seqs.keys().copied().collect::<Vec<_>>(), filter)? {
+            candidates.entry(c.seq).or_insert((c, None));
+        }
         let best_bm25 = candidates.values().filter_map(|(c, _)| c.bm25).fold(0.0f64, f64::max);
         // Dense part: min-max normalised over the nearest neighbours.
         let mut dense_range = None;
@@ -144,7 +172,8 @@ impl MemoryService {
                 });
                 let speaker = named.contains(&c.seq).then_some(weights.speaker_boost);
                 let relevance = weights.fuse(lexical, dense) + speaker.unwrap_or(0.0);
-                (c.seq, (c, Relevance { relevance, bm25, lexical, cosine, dense, speaker, neighbour: None }))
+                let slot = slot_seqs.get(&c.seq).copied().filter(|b| *b > 0.0);
+                (c.seq, (c, Relevance { relevance, bm25, lexical, cosine, dense, speaker, neighbour: None, slot, newness: None }))
             })
             .collect();
         // Normalise to the best candidate, then let each record inherit a share of its
@@ -155,6 +184,17 @@ impl MemoryService {
         }
         if weights.neighbour_share > 0.0 {
             self.inherit_from_neighbours(tx, &mut parts, filter, limit)?;
+        }
+        if weights.present_boost > 0.0 && about_the_present(query.text) {
+            // Newness: each candidate's rank by time, newest 1, oldest 0.
+            let mut by_time: Vec<(jiff::Timestamp, i64)> = parts.values().map(|(c, _)| (c.sort_time, c.seq)).collect();
+            by_time.sort();
+            let n = by_time.len().saturating_sub(1).max(1) as f64;
+            for (rank, (_, seq)) in by_time.into_iter().enumerate() {
+                if let Some((_, r)) = parts.get_mut(&seq) {
+                    r.newness = Some(rank as f64 / n);
+                }
+            }
         }
         let mut scored: Vec<(Candidate, ScoreParts)> =
             parts.into_values().filter_map(|(c, relevance)| self.score(c, Some(relevance), min_salience, now)).collect();
@@ -194,8 +234,17 @@ impl MemoryService {
         }
         let newcomers: Vec<i64> = inherited.keys().filter(|s| !parts.contains_key(s)).copied().collect();
         for c in tx.candidates_by_seq(&newcomers, filter)? {
-            let relevance =
-                Relevance { relevance: 0.0, bm25: None, lexical: 0.0, cosine: None, dense: None, speaker: None, neighbour: None };
+            let relevance = Relevance {
+                relevance: 0.0,
+                bm25: None,
+                lexical: 0.0,
+                cosine: None,
+                dense: None,
+                speaker: None,
+                neighbour: None,
+                slot: None,
+                newness: None,
+            };
             parts.insert(c.seq, (c, relevance));
         }
         for (seq, (_, r)) in parts.iter_mut() {
@@ -290,7 +339,9 @@ impl MemoryService {
             return None;
         }
         let recency = weights.recency_of(c.memory_type, c.salience.pinned, c.sort_time, now);
-        let score = weights.blend(relevance.map(|r| r.relevance), salience, recency);
+        let slot = relevance.and_then(|r| r.slot);
+        let present = relevance.and_then(|r| r.newness.map(|n| weights.present_boost * r.relevance * n));
+        let score = weights.blend(relevance.map(|r| r.relevance), salience, recency) + slot.unwrap_or(0.0) + present.unwrap_or(0.0);
         Some((
             c,
             ScoreParts {
@@ -304,6 +355,8 @@ impl MemoryService {
                 neighbour: relevance.and_then(|r| r.neighbour),
                 salience,
                 recency,
+                slot,
+                present,
             },
         ))
     }
@@ -319,6 +372,10 @@ struct Relevance {
     dense: Option<f64>,
     speaker: Option<f64>,
     neighbour: Option<f64>,
+    /// The slot boost, for a live fact of a slot the query asks about.
+    slot: Option<f64>,
+    /// The candidate's rank by time (newest 1), for a question about the present.
+    newness: Option<f64>,
 }
 
 /// A text query in its three forms.
@@ -329,6 +386,33 @@ struct Query<'a> {
     tokens: &'a [String],
     /// The query's embedding, when a model is attached.
     vector: Option<&'a [f32]>,
+}
+
+/// A question about the present: no past-tense or "before" words ("where did they live
+/// before?" asks about the past; "where does the user live?" about now).
+fn about_the_present(query: &str) -> bool {
+    const PAST: &[&str] = &[
+        "was",
+        "were",
+        "did",
+        "had",
+        "used",
+        "before",
+        "previously",
+        "originally",
+        "earlier",
+        "ago",
+        "formerly",
+        "former",
+        "war",
+        "waren",
+        "hatte",
+        "früher",
+        "vorher",
+        "damals",
+        "zuerst",
+    ];
+    !words(query).any(|w| PAST.contains(&w.as_str()))
 }
 
 /// Lowercased alphanumeric words.

@@ -4,3 +4,4 @@
 mod config;
 mod llm;
 mod parsers;
+mod truth;

@@ -1,0 +1,363 @@
+//! What is true now: claims from what the user says, reconciled into one live fact per
+//! single-valued slot (with lineage), and the context block built from those facts.
+//!
+//! [`Reconciler::apply`] takes the claims of one message ([`mneme_core::truth::extract`])
+//! and revises the store: a new value of a single-valued slot supersedes the old fact
+//! (the rationale names both), a negation retracts it, a multi-valued slot gains or
+//! loses one value, the same value again reinforces, and a bare correction ("actually
+//! it's Rui, not Ruy") supersedes whichever of the speaker's facts holds the old value.
+//! Facts about the speaker get the speaker's name as subject and the tag `about:user`;
+//! facts about others ("my sister", "Bruno") are theirs, with "my" resolved to the
+//! speaker. Every fact carries `slot:<id>` (what retrieval's slot boost looks up), its
+//! date (`valid_from`) and the message it came from (`evidence`).
+//!
+//! [`context_block`] states the live facts, the user's first, grouped by subject, in a
+//! fixed order, within a size budget; then the records the task descriptor retrieves,
+//! leaving out the assistant's own messages and any message that still carries a value
+//! the user has since changed.
+
+use std::collections::{BTreeMap, HashSet};
+
+use jiff::Timestamp;
+use mneme_core::truth::{self, Claim, Op, SlotDef, SlotKind};
+use mneme_core::{MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, Status};
+use mneme_service::{IngestOptions, Ops, Principal, RetrieveRequest, Revision, ServiceResult};
+use serde::Serialize;
+
+pub const ACTOR: &str = "mneme:truth";
+/// The tag of facts about the person speaking (the user), as opposed to third parties.
+pub const ABOUT_USER: &str = "about:user";
+
+/// What applying one message's claims did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Applied {
+    pub ingested: usize,
+    pub superseded: usize,
+    pub retracted: usize,
+    pub reinforced: usize,
+    /// Claims that changed nothing (a negation of a value that is not live, a correction
+    /// of a value no fact holds).
+    pub ignored: usize,
+    pub record_ids: Vec<RecordId>,
+}
+
+/// Where and how a message's facts are written.
+#[derive(Debug, Clone)]
+pub struct Source<'a> {
+    /// The speaker's name (the user); `None` writes "user".
+    pub speaker: Option<&'a str>,
+    pub at: Timestamp,
+    /// The message record the claims came from.
+    pub message: Option<&'a RecordId>,
+    pub sensitivity: Sensitivity,
+    pub scope: &'a Scope,
+}
+
+#[derive(Debug)]
+pub struct Reconciler<'a> {
+    pub ops: &'a Ops,
+    pub principal: &'a Principal,
+}
+
+impl Reconciler<'_> {
+    /// Applies the claims in order. A claim that fails is logged and skipped; the rest
+    /// still apply (the message itself is already stored).
+    pub fn apply(&self, claims: &[Claim], src: &Source<'_>) -> Applied {
+        let mut out = Applied::default();
+        for claim in claims {
+            if let Err(e) = self.apply_one(claim, src, &mut out) {
+                tracing::warn!(error = %e, value = %claim.value, slot = ?claim.slot, "a fact from the conversation was not applied");
+            }
+        }
+        out
+    }
+
+    fn subject(&self, claim: &Claim, src: &Source<'_>) -> String {
+        let speaker = src.speaker.filter(|s| !s.trim().is_empty()).unwrap_or("user");
+        match &claim.other {
+            None => speaker.to_string(),
+            Some(other) => {
+                let lower = other.to_lowercase();
+                for p in ["my ", "our ", "mein ", "meine ", "unser ", "unsere "] {
+                    if let Some(rest) = lower.strip_prefix(p) {
+                        return format!("{speaker}'s {rest}");
+                    }
+                }
+                other.clone()
+            }
+        }
+    }
+
+    fn apply_one(&self, claim: &Claim, src: &Source<'_>, out: &mut Applied) -> ServiceResult<()> {
+        let subject = self.subject(claim, src);
+        let def = match claim.slot.and_then(truth::slot) {
+            Some(d) => d,
+            None => match self.slot_holding(&subject, claim.old.as_deref(), src.scope)? {
+                Some(d) => d,
+                None => {
+                    out.ignored += 1;
+                    return Ok(());
+                }
+            },
+        };
+        let live = self.ops.find_facts(self.principal, &subject, def.predicate, src.scope)?;
+        let same = |r: &MemoryRecord, v: &str| fact_of(r).is_some_and(|f| truth::normalize_value(&f.object) == truth::normalize_value(v));
+        match (claim.op, def.kind) {
+            (Op::Set, SlotKind::Single) | (Op::Add, SlotKind::Single) => {
+                if let Some(r) = live.iter().find(|r| same(r, &claim.value)) {
+                    self.ops.adjust(
+                        self.principal,
+                        &r.id,
+                        true,
+                        None,
+                        ACTOR.into(),
+                        format!("stated again: {}", one_line(&claim.clause)),
+                    )?;
+                    out.reinforced += 1;
+                    // Any other live value of the slot is stale now.
+                    for other in live.iter().filter(|o| o.id != r.id) {
+                        self.retract(other, &format!("{} is {} now", def.label, claim.value), out)?;
+                    }
+                    return Ok(());
+                }
+                match live.last() {
+                    Some(old) => {
+                        let before = fact_of(old).map(|f| f.object.clone()).unwrap_or_default();
+                        let change = Revision {
+                            payload: Some(Payload::Semantic(self.payload(&subject, def, &claim.value, src))),
+                            sensitivity: Some(old.sensitivity.max(src.sensitivity)),
+                            confidence: Some(0.8),
+                            ..Revision::default()
+                        };
+                        let why = format!("{} changed: {before:?} → {:?} (\"{}\")", def.label, claim.value, one_line(&claim.clause));
+                        let new = self.ops.supersede(self.principal, &old.id, change, ACTOR.into(), why)?;
+                        out.superseded += 1;
+                        out.record_ids.push(new.id);
+                        for other in live.iter().filter(|o| o.id != old.id) {
+                            self.retract(other, &format!("{} is {} now", def.label, claim.value), out)?;
+                        }
+                    }
+                    None => self.ingest(&subject, def, claim, src, out)?,
+                }
+            }
+            (Op::Add, SlotKind::Multi) | (Op::Set, SlotKind::Multi) => match live.iter().find(|r| same(r, &claim.value)) {
+                Some(r) => {
+                    self.ops.adjust(
+                        self.principal,
+                        &r.id,
+                        true,
+                        None,
+                        ACTOR.into(),
+                        format!("stated again: {}", one_line(&claim.clause)),
+                    )?;
+                    out.reinforced += 1;
+                }
+                None => self.ingest(&subject, def, claim, src, out)?,
+            },
+            (Op::Negate | Op::Remove, _) => match live.iter().find(|r| same(r, &claim.value)) {
+                Some(r) => self.retract(r, &format!("no longer true: \"{}\"", one_line(&claim.clause)), out)?,
+                None => out.ignored += 1,
+            },
+        }
+        Ok(())
+    }
+
+    /// The slot of the subject's live fact whose value is `old` (for a bare correction).
+    fn slot_holding(&self, subject: &str, old: Option<&str>, scope: &Scope) -> ServiceResult<Option<&'static SlotDef>> {
+        let Some(old) = old.map(truth::normalize_value) else { return Ok(None) };
+        for def in truth::SLOTS {
+            let live = self.ops.find_facts(self.principal, subject, def.predicate, scope)?;
+            if live.iter().any(|r| fact_of(r).is_some_and(|f| truth::normalize_value(&f.object) == old)) {
+                return Ok(Some(def));
+            }
+        }
+        Ok(None)
+    }
+
+    fn payload(&self, subject: &str, def: &SlotDef, value: &str, src: &Source<'_>) -> SemanticPayload {
+        SemanticPayload {
+            subject: subject.to_string(),
+            predicate: def.predicate.to_string(),
+            object: value.to_string(),
+            valid_from: Some(src.at),
+            valid_to: None,
+            evidence: src.message.map(|m| vec![m.to_string()]).unwrap_or_default(),
+        }
+    }
+
+    fn ingest(&self, subject: &str, def: &SlotDef, claim: &Claim, src: &Source<'_>, out: &mut Applied) -> ServiceResult<()> {
+        let mut tags = vec!["source:conversation".to_string(), format!("slot:{}", def.id)];
+        if claim.other.is_none() {
+            tags.push(ABOUT_USER.into());
+        }
+        let options = IngestOptions {
+            sensitivity: Some(src.sensitivity),
+            scope: Some(src.scope.clone()),
+            tags,
+            confidence: Some(0.8),
+            actor: Some(ACTOR.into()),
+            rationale: Some(format!("stated: \"{}\"", one_line(&claim.clause))),
+            ..IngestOptions::default()
+        };
+        let record = self.ops.ingest(self.principal, Payload::Semantic(self.payload(subject, def, &claim.value, src)), options)?;
+        out.ingested += 1;
+        out.record_ids.push(record.id);
+        Ok(())
+    }
+
+    fn retract(&self, r: &MemoryRecord, why: &str, out: &mut Applied) -> ServiceResult<()> {
+        self.ops.retract(self.principal, &r.id, ACTOR.into(), why.to_string())?;
+        out.retracted += 1;
+        Ok(())
+    }
+}
+
+fn fact_of(r: &MemoryRecord) -> Option<&SemanticPayload> {
+    match &r.payload {
+        Some(Payload::Semantic(f)) => Some(f),
+        _ => None,
+    }
+}
+
+fn one_line(s: &str) -> String {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() > 160 { format!("{}…", s.chars().take(159).collect::<String>()) } else { s }
+}
+
+/// One live fact as the context block states it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveFact {
+    pub id: RecordId,
+    pub subject: String,
+    pub slot: Option<String>,
+    pub predicate: String,
+    pub value: String,
+    pub since: Option<Timestamp>,
+    pub about_user: bool,
+}
+
+/// The live facts `p` may read (every semantic record the extractor or consolidation
+/// wrote that is active), in the block's order: the user's facts first, by subject,
+/// then slot order, then time; at most one value per single-valued slot and subject
+/// (the latest, should two ever be live).
+pub fn live_facts(ops: &Ops, p: &Principal, max_sensitivity: Sensitivity, limit: usize) -> ServiceResult<Vec<LiveFact>> {
+    let request = RetrieveRequest {
+        types: vec![MemoryType::Semantic],
+        max_sensitivity: Some(max_sensitivity),
+        limit: limit.clamp(1, ops.limits().max_limit),
+        ..RetrieveRequest::default()
+    };
+    let mut facts: Vec<LiveFact> = ops
+        .retrieve(p, &request)?
+        .into_iter()
+        .filter(|h| h.record.status == Status::Active)
+        .filter_map(|h| {
+            let f = fact_of(&h.record)?.clone();
+            let slot = h.record.tags.iter().find_map(|t| t.strip_prefix("slot:")).map(str::to_string);
+            Some(LiveFact {
+                id: h.record.id.clone(),
+                about_user: h.record.tags.iter().any(|t| t == ABOUT_USER),
+                since: f.valid_from.or(Some(h.record.created_at)),
+                subject: f.subject,
+                slot,
+                predicate: f.predicate,
+                value: f.object,
+            })
+        })
+        .collect();
+    let order = |f: &LiveFact| f.slot.as_deref().and_then(|s| truth::SLOTS.iter().position(|d| d.id == s)).unwrap_or(usize::MAX);
+    facts.sort_by(|a, b| {
+        b.about_user
+            .cmp(&a.about_user)
+            .then_with(|| a.subject.to_lowercase().cmp(&b.subject.to_lowercase()))
+            .then_with(|| order(a).cmp(&order(b)))
+            .then_with(|| a.predicate.cmp(&b.predicate))
+            .then_with(|| a.since.cmp(&b.since))
+            .then_with(|| a.id.as_str().cmp(b.id.as_str()))
+    });
+    // One value per single-valued slot and subject: the latest.
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut kept: Vec<LiveFact> = Vec::new();
+    for f in facts.into_iter().rev() {
+        let single = f.slot.as_deref().and_then(truth::slot).is_some_and(|d| d.kind == SlotKind::Single);
+        if single && !seen.insert((f.subject.to_lowercase(), f.predicate.to_lowercase())) {
+            continue;
+        }
+        kept.push(f);
+    }
+    kept.reverse();
+    Ok(kept)
+}
+
+/// The facts as Markdown lines grouped by subject, within `budget` characters.
+pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
+    let mut groups: BTreeMap<(bool, String), Vec<&LiveFact>> = BTreeMap::new();
+    let mut order: Vec<(bool, String)> = Vec::new();
+    for f in facts {
+        let key = (!f.about_user, f.subject.clone());
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(f);
+    }
+    let mut out = String::new();
+    for key in order {
+        let list = &groups[&key];
+        let heading = if key.0 { format!("### {}\n", key.1) } else { format!("### {} (the user)\n", key.1) };
+        let mut section = heading;
+        // Multi-valued slots on one line: "hobbies: climbing, pottery".
+        let mut lines: Vec<(String, Vec<String>, Option<Timestamp>)> = Vec::new();
+        for f in list {
+            let label = f.slot.as_deref().and_then(truth::slot).map_or(f.predicate.clone(), |d| d.label.to_string());
+            match lines.iter_mut().find(|(l, _, _)| *l == label) {
+                Some((_, values, since)) => {
+                    values.push(f.value.clone());
+                    *since = (*since).max(f.since);
+                }
+                None => lines.push((label, vec![f.value.clone()], f.since)),
+            }
+        }
+        for (label, values, since) in lines {
+            let date = since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
+            section.push_str(&format!("- {label}: {}{date}\n", values.join(", ")));
+        }
+        if out.len() + section.len() > budget {
+            break;
+        }
+        out.push_str(&section);
+    }
+    out
+}
+
+/// Values the user once stated and has since changed or withdrawn (superseded or
+/// retracted facts about the user), normalised: a message carrying one is stale.
+pub fn stale_values(ops: &Ops, p: &Principal, max_sensitivity: Sensitivity, live: &[LiveFact]) -> ServiceResult<HashSet<String>> {
+    let request = RetrieveRequest {
+        types: vec![MemoryType::Semantic],
+        tags: vec![ABOUT_USER.into()],
+        max_sensitivity: Some(max_sensitivity),
+        include_tombstones: true,
+        limit: ops.limits().max_limit,
+        ..RetrieveRequest::default()
+    };
+    let current: HashSet<String> = live.iter().map(|f| truth::normalize_value(&f.value)).collect();
+    Ok(ops
+        .retrieve(p, &request)?
+        .into_iter()
+        .filter(|h| h.record.status != Status::Active)
+        .filter_map(|h| fact_of(&h.record).map(|f| truth::normalize_value(&f.object)))
+        .filter(|v| !current.contains(v))
+        .collect())
+}
+
+/// Does `text` mention one of `values` as whole words?
+pub fn mentions_any(text: &str, values: &HashSet<String>) -> bool {
+    let lower = text.to_lowercase();
+    values.iter().any(|v| {
+        lower.match_indices(v.as_str()).any(|(i, _)| {
+            let before = lower[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            let after = lower[i + v.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+            before && after
+        })
+    })
+}

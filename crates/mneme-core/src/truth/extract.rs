@@ -1,0 +1,1199 @@
+//! The extractor: utterance → sentences → clauses → stemmed tokens → claims.
+
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde::{Deserialize, Serialize};
+
+use super::lexicon::{CHANGES, JOB_HEADS, NEGATIONS, RELATIONS, SLOTS, Shape, SlotDef, SlotKind};
+
+/// What an utterance does to a slot's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// The value of a single-valued slot, replacing any other (`old` when named).
+    Set,
+    /// One more value of a multi-valued slot.
+    Add,
+    /// One value of a multi-valued slot is no longer true.
+    Remove,
+    /// The value of a single-valued slot is no longer true; no new value was given.
+    Negate,
+}
+
+/// One fact an utterance states.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Claim {
+    /// `None`: the speaker. `Some("my sister")`, `Some("Bruno")`: someone else.
+    pub other: Option<String>,
+    /// The slot; `None` for a bare correction ("actually it's X, not Y"), whose slot is
+    /// the one that holds `old`.
+    pub slot: Option<&'static str>,
+    pub value: String,
+    pub op: Op,
+    /// The value this one replaces, when the utterance names it.
+    pub old: Option<String>,
+    /// The clause the claim came from.
+    pub clause: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lang {
+    En,
+    De,
+}
+
+#[derive(Debug, Clone)]
+struct Tok {
+    text: String,
+    lower: String,
+    stem: String,
+    cap: bool,
+}
+
+/// A slot's cues, nouns and gazetteer, stemmed or split once per language.
+struct Compiled {
+    cues: Vec<Vec<String>>,
+    nouns: Vec<Vec<String>>,
+    question: Vec<Vec<String>>,
+}
+
+struct Lexicon {
+    en: Vec<Compiled>,
+    de: Vec<Compiled>,
+    negations: [Vec<Vec<String>>; 2],
+    changes: [Vec<String>; 2],
+    /// Gazetteer entries per slot: (lower-case words, canonical value or None).
+    gazetteers: Vec<Vec<(Vec<String>, Option<String>)>>,
+}
+
+fn stemmer(lang: Lang) -> Stemmer {
+    Stemmer::create(match lang {
+        Lang::En => Algorithm::English,
+        Lang::De => Algorithm::German,
+    })
+}
+
+fn stem_phrase(s: &Stemmer, phrase: &str) -> Vec<String> {
+    phrase.split_whitespace().map(|w| s.stem(&w.to_lowercase()).into_owned()).collect()
+}
+
+static LEXICON: LazyLock<Lexicon> = LazyLock::new(|| {
+    let compile = |lang: Lang| {
+        let s = stemmer(lang);
+        SLOTS
+            .iter()
+            .map(|d| Compiled {
+                cues: d.cues.iter().map(|c| stem_phrase(&s, c)).collect(),
+                nouns: d.nouns.iter().map(|c| stem_phrase(&s, c)).collect(),
+                question: d.question.iter().map(|c| stem_phrase(&s, c)).collect(),
+            })
+            .collect()
+    };
+    let (en, de) = (stemmer(Lang::En), stemmer(Lang::De));
+    Lexicon {
+        en: compile(Lang::En),
+        de: compile(Lang::De),
+        negations: [NEGATIONS.iter().map(|n| stem_phrase(&en, n)).collect(), NEGATIONS.iter().map(|n| stem_phrase(&de, n)).collect()],
+        changes: [CHANGES.iter().map(|c| en.stem(c).into_owned()).collect(), CHANGES.iter().map(|c| de.stem(c).into_owned()).collect()],
+        gazetteers: SLOTS
+            .iter()
+            .map(|d| {
+                d.gazetteer
+                    .iter()
+                    .map(|e| match e.split_once('=') {
+                        Some((alias, canonical)) => (words(alias), Some(canonical.to_string())),
+                        None => (words(e), None),
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+});
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+const GERMAN_MARKERS: &[&str] = &[
+    "ich", "wir", "mein", "meine", "meinen", "unser", "unsere", "bin", "sind", "nicht", "mehr", "jetzt", "heißt", "und", "wohne",
+    "arbeite", "habe", "seit", "auf", "nach", "bei", "ist", "von", "mich", "mir", "gegen", "als",
+];
+
+const FIRST_PERSON: &[&str] = &["i", "we", "me", "us", "ich", "wir", "mich", "mir", "uns"];
+const POSSESSIVE: &[&str] = &["my", "our", "mein", "meine", "meinen", "meiner", "meinem", "unser", "unsere", "unseren", "unserem"];
+const GENERIC_SUBJECTS: &[&str] = &["everyone", "everybody", "nobody", "people", "everything", "all", "it", "call", "please"];
+const PROJECT_WORDS: &[&str] =
+    &["project", "app", "codebase", "backend", "service", "site", "product", "stack", "system", "api", "team", "projekt"];
+/// Clause-initial capitalised words that are not names.
+const NOT_NAMES: &[&str] = &[
+    "honestly",
+    "besides",
+    "nothing",
+    "everything",
+    "sadly",
+    "actually",
+    "turns",
+    "big",
+    "quick",
+    "oh",
+    "morning",
+    "please",
+    "call",
+    "everyone",
+    "nobody",
+    "these",
+    "our",
+    "my",
+    "the",
+    "in",
+    "if",
+    "so",
+    "well",
+    "also",
+    "finally",
+    "anyway",
+    "sorry",
+    "just",
+    "btw",
+    "by",
+    "since",
+    "now",
+    "today",
+    "yesterday",
+    "last",
+    "this",
+    "then",
+    "and",
+    "but",
+    "it",
+    "i",
+    "we",
+    "hey",
+    "hi",
+    "hello",
+    "good",
+    "great",
+    "yes",
+    "no",
+    "ok",
+    "okay",
+    "update",
+    "news",
+    "fun",
+    "fact",
+    "guess",
+    "what",
+    "lately",
+    "recently",
+    "luckily",
+    "unfortunately",
+    "plus",
+    "after",
+    "before",
+    "from",
+    "at",
+    "on",
+    "for",
+    "und",
+    "aber",
+    "seit",
+    "jetzt",
+    "mein",
+    "meine",
+    "unser",
+    "unsere",
+    "ich",
+    "wir",
+    "das",
+    "die",
+    "der",
+    "übrigens",
+    "kurzes",
+    "kurz",
+    "ach",
+    "leider",
+    "endlich",
+    "also",
+    "ja",
+    "nein",
+    "a",
+    "an",
+    "there",
+    "here",
+    "only",
+    "mostly",
+    "heute",
+    "gestern",
+    "inzwischen",
+    "mittlerweile",
+    "neuerdings",
+    "seitdem",
+    "new",
+    "another",
+    "some",
+    "one",
+];
+const HYPOTHETICAL: &[&str] = &[
+    "if",
+    "would",
+    "might",
+    "maybe",
+    "perhaps",
+    "should",
+    "could",
+    "wish",
+    "hope",
+    "considering",
+    "thinking",
+    "plan",
+    "planning",
+    "want",
+    "wanna",
+    "wenn",
+    "falls",
+    "würde",
+    "würden",
+    "vielleicht",
+    "überlege",
+    "möchte",
+    "sollte",
+    "könnte",
+    "will",
+    "going",
+    "tempted",
+    "someday",
+    "eventually",
+    "dream",
+    "wondering",
+];
+const INTERROGATIVE: &[&str] = &[
+    "should", "would", "could", "can", "do", "does", "did", "is", "are", "what", "how", "which", "who", "where", "why", "when", "soll",
+    "sollte", "kann", "ist", "was", "wie", "wo", "welche", "welcher", "warum", "wann",
+];
+/// Words skipped between a cue and its value.
+const SKIP: &[&str] = &[
+    "is",
+    "am",
+    "are",
+    "was",
+    "be",
+    "been",
+    "to",
+    "at",
+    "in",
+    "on",
+    "for",
+    "by",
+    "as",
+    "called",
+    "named",
+    "heißt",
+    "ist",
+    "bei",
+    "nach",
+    "auf",
+    "the",
+    "a",
+    "an",
+    "now",
+    "just",
+    "really",
+    "actually",
+    "mostly",
+    "currently",
+    "new",
+    "jetzt",
+    "mainly",
+    "mostly",
+    "hauptsächlich",
+    "all",
+    "it",
+    "its",
+    "it's",
+    "of",
+    "with",
+    "me",
+    "my",
+    "our",
+    "i",
+    "we",
+    "that",
+    "up",
+    "into",
+    "out",
+    "called",
+    "der",
+    "die",
+    "das",
+    "ein",
+    "eine",
+    "einen",
+    "zu",
+    "zum",
+    "zur",
+    "gerade",
+    "officially",
+    "finally",
+    "also",
+    "too",
+    "been",
+    "got",
+    "get",
+    "pretty",
+    "quite",
+    "very",
+    "so",
+    "being",
+    "an",
+    "some",
+    "doing",
+    "gone",
+    "went",
+    "do",
+    "does",
+    "did",
+    "have",
+    "has",
+    "had",
+    "also",
+    "now",
+    "fully",
+    "totally",
+    "completely",
+    "still",
+];
+/// Words that end a value.
+const STOP: &[&str] = &[
+    "with",
+    "for",
+    "at",
+    "since",
+    "because",
+    "so",
+    "but",
+    "now",
+    "recently",
+    "again",
+    "too",
+    "as",
+    "well",
+    "already",
+    "these",
+    "this",
+    "last",
+    "next",
+    "ago",
+    "mostly",
+    "almost",
+    "exclusively",
+    "honestly",
+    "really",
+    "the",
+    "and",
+    "or",
+    "in",
+    "on",
+    "from",
+    "to",
+    "over",
+    "after",
+    "before",
+    "when",
+    "which",
+    "who",
+    "where",
+    "by",
+    "is",
+    "was",
+    "are",
+    "were",
+    "has",
+    "have",
+    "had",
+    "will",
+    "just",
+    "though",
+    "anyway",
+    "anymore",
+    "then",
+    "there",
+    "here",
+    "not",
+    "no",
+    "of",
+    "jetzt",
+    "seit",
+    "und",
+    "aber",
+    "mit",
+    "für",
+    "als",
+    "nicht",
+    "mehr",
+    "schon",
+    "wieder",
+    "heute",
+    "umgezogen",
+    "umgestiegen",
+    "gewechselt",
+    "month",
+    "week",
+    "year",
+    "today",
+    "yesterday",
+    "lately",
+    "apparently",
+    "i",
+    "we",
+    "my",
+    "our",
+    "that",
+    "it",
+    "never",
+    "always",
+    "me",
+    "you",
+    "they",
+    "he",
+    "she",
+    "a",
+    "an",
+    "once",
+    "every",
+    "some",
+    "all",
+    "days",
+    "weekends",
+    "hooked",
+    "nowadays",
+    "currently",
+    "full-time",
+    "part-time",
+    "instead",
+    "except",
+];
+const LIST_JOINERS: &[&str] = &[",", "and", "&", "und", "plus", "or", "oder"];
+
+fn is_word(t: &Tok, words: &[&str]) -> bool {
+    words.contains(&t.lower.as_str())
+}
+
+/// The utterance's claims, in the order it states them. `speaker_is_user`: false for
+/// the assistant's own turns, which state no facts about anyone.
+pub fn extract(text: &str) -> Vec<Claim> {
+    let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}', '\u{201e}'], "\"");
+    let lang = language(&text);
+    let stem = stemmer(lang);
+    let mut clauses: Vec<Clause> = Vec::new();
+    for sentence in sentences(&text) {
+        if sentence.contains('?') {
+            continue;
+        }
+        let mut first = true;
+        for clause in split_clauses(sentence) {
+            let toks = tokenize(clause, &stem);
+            if toks.is_empty() {
+                continue;
+            }
+            // "If I moved to X, …": the whole sentence is hypothetical.
+            let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also"]));
+            if first && lead.is_some_and(|t| is_word(t, &["if", "wenn", "falls", "suppose", "imagine", "unless"])) {
+                break;
+            }
+            first = false;
+            if toks.iter().any(|t| is_word(t, HYPOTHETICAL)) || is_question(&toks) {
+                continue;
+            }
+            clauses.push(Clause { text: clause.trim().to_string(), toks });
+        }
+    }
+    claims(&clauses, lang)
+}
+
+struct Clause {
+    text: String,
+    toks: Vec<Tok>,
+}
+
+fn is_question(toks: &[Tok]) -> bool {
+    let lead = toks.iter().find(|t| !is_word(t, &["so", "and", "but", "oh", "also", "und"]));
+    // "Is X …", "Should I …": an inverted verb or a question word first. "Do" is
+    // also an imperative-free statement opener in no common phrasing.
+    lead.is_some_and(|t| is_word(t, INTERROGATIVE) && t.cap)
+}
+
+fn language(text: &str) -> Lang {
+    let lower = text.to_lowercase();
+    let n = lower.split(|c: char| !c.is_alphanumeric() && c != 'ß').filter(|w| GERMAN_MARKERS.contains(w)).count();
+    let umlaut = lower.contains(['ä', 'ö', 'ü', 'ß']);
+    if n >= 2 || (n >= 1 && umlaut) { Lang::De } else { Lang::En }
+}
+
+/// Sentences end at `.`, `!` or `?` followed by whitespace or the end (so "Fly.io" and
+/// "3.5" stay whole); the terminator stays with its sentence.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (i, &(at, c)) in chars.iter().enumerate() {
+        let next_blank = chars.get(i + 1).is_none_or(|(_, n)| n.is_whitespace());
+        if matches!(c, '.' | '!' | '?' | '\n') && next_blank {
+            let end = at + c.len_utf8();
+            if !text[start..end].trim().is_empty() {
+                out.push(&text[start..end]);
+            }
+            start = end;
+        }
+    }
+    if !text[start..].trim().is_empty() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// Clauses: split on `;`, `:`, dashes, and on a comma that starts a new statement
+/// (", so", ", I …", ", it's …").
+fn split_clauses(sentence: &str) -> Vec<&str> {
+    const OPENERS: &[&str] = &[
+        "i",
+        "i'm",
+        "i've",
+        "i'd",
+        "we",
+        "we're",
+        "we've",
+        "ich",
+        "wir",
+        "so",
+        "but",
+        "aber",
+        "sadly",
+        "only",
+        "mostly",
+        "it's",
+        "it",
+        "they",
+        "call",
+        "which",
+        "now",
+        "and",
+        "everyone",
+        "nobody",
+        "everything",
+        "leider",
+        "jetzt",
+        "please",
+        "though",
+        "while",
+        "whereas",
+        "since",
+        "because",
+        "da",
+        "weil",
+        "sondern",
+    ];
+    let mut parts = Vec::new();
+    for piece in sentence.split([';', ':', '—', '–']) {
+        let mut start = 0;
+        let bytes = piece.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b',' {
+                let rest = piece[i + 1..].trim_start();
+                let word: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '\'')
+                    .collect::<String>()
+                    .replace('\u{2019}', "'")
+                    .to_lowercase();
+                if OPENERS.contains(&word.as_str()) {
+                    parts.push(&piece[start..i]);
+                    start = i + 1;
+                }
+            }
+            i += 1;
+        }
+        parts.push(&piece[start..]);
+    }
+    parts.into_iter().filter(|p| p.chars().any(char::is_alphanumeric)).collect()
+}
+
+/// Words (with their inner `.`, `+`, `#`, `'`, `-`: "Fly.io", "C++", "don't"), contractions
+/// expanded ("I'm" → I am, "don't" → do not) and commas kept as tokens (lists).
+fn tokenize(clause: &str, stem: &Stemmer) -> Vec<Tok> {
+    let mut out = Vec::new();
+    let push = |out: &mut Vec<Tok>, w: &str| {
+        if w.is_empty() {
+            return;
+        }
+        let lower = w.to_lowercase();
+        let cap = w.chars().next().is_some_and(char::is_uppercase) || w.chars().skip(1).any(char::is_uppercase);
+        out.push(Tok { text: w.to_string(), stem: stem.stem(&lower).into_owned(), lower, cap });
+    };
+    for raw in clause.split_whitespace() {
+        let trailing_comma = raw.trim_end_matches(['.', '!', '"', ')']).ends_with(',');
+        let w = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '+' || c == '#'));
+        let w = if w.ends_with('+') || w.ends_with('#') { w } else { w.trim_end_matches(['+', '#']) };
+        let lower = w.to_lowercase();
+        let split =
+            |suffix: &str, expansion: &str| lower.strip_suffix(suffix).filter(|b| !b.is_empty()).map(|b| (b.len(), expansion.to_string()));
+        let contraction = if lower == "can't" || lower == "won't" {
+            Some((2, "not".to_string()))
+        } else {
+            split("n't", "not")
+                .or_else(|| split("'m", "am"))
+                .or_else(|| split("'re", "are"))
+                .or_else(|| split("'ve", "have"))
+                .or_else(|| split("'ll", "will"))
+                .or_else(|| split("'d", "would"))
+                .or_else(|| {
+                    ["it's", "that's", "he's", "she's", "there's", "what's", "here's", "who's", "everything's"]
+                        .contains(&lower.as_str())
+                        .then(|| (lower.len() - 2, "is".to_string()))
+                })
+        };
+        match contraction {
+            Some((n, expansion)) => {
+                push(&mut out, &w[..n]);
+                push(&mut out, &expansion);
+            }
+            None => match lower.strip_suffix("'s").or_else(|| lower.strip_suffix("s'")) {
+                // "Tiago's dog": the possessor, marked by a following "'s" token.
+                Some(base) if !base.is_empty() => {
+                    push(&mut out, &w[..base.len()]);
+                    push(&mut out, "'s");
+                }
+                _ => push(&mut out, w),
+            },
+        }
+        if trailing_comma {
+            push(&mut out, ",");
+        }
+    }
+    out
+}
+
+/// Where a phrase (stems) occurs in the tokens: the index after its last word.
+fn find_phrase(toks: &[Tok], phrase: &[String]) -> Option<(usize, usize)> {
+    if phrase.is_empty() || phrase.len() > toks.len() {
+        return None;
+    }
+    (0..=toks.len() - phrase.len()).find(|&i| phrase.iter().enumerate().all(|(k, p)| toks[i + k].stem == *p)).map(|i| (i, i + phrase.len()))
+}
+
+/// Gazetteer values of a slot in the clause: (start, end, text as written, canonical).
+fn gazetteer_hits(toks: &[Tok], slot: usize) -> Vec<(usize, usize, String, String)> {
+    let entries = &LEXICON.gazetteers[slot];
+    let mut hits = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let best = entries
+            .iter()
+            .filter(|(w, _)| i + w.len() <= toks.len() && w.iter().enumerate().all(|(k, word)| toks[i + k].lower == *word))
+            .max_by_key(|(w, _)| w.len());
+        match best {
+            // One-letter languages ("C", "R", "V", "D") only when written as capitals.
+            Some((w, _)) if w.len() == 1 && w[0].chars().count() == 1 && !toks[i].text.chars().all(char::is_uppercase) => i += 1,
+            // Place names are written with a capital ("split up" is not Split).
+            Some(_) if SLOTS[slot].id == "city" && !toks[i].cap => i += 1,
+            Some((w, canonical)) => {
+                let text = toks[i..i + w.len()].iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
+                let canonical = canonical.clone().unwrap_or_else(|| w.join(" "));
+                hits.push((i, i + w.len(), text, canonical));
+                i += w.len();
+            }
+            None => i += 1,
+        }
+    }
+    hits
+}
+
+/// Who the clause is about: `Ok(None)` the speaker, `Ok(Some(name))` someone else,
+/// `Err(())` no one the extractor can tell (an impersonal statement).
+fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
+    // "my sister", "a friend of mine", "Tiago's", "Bruno": someone else, if they come
+    // before the first-person words.
+    for (i, t) in toks.iter().enumerate() {
+        if is_word(t, FIRST_PERSON) {
+            return Ok(None);
+        }
+        if is_word(t, POSSESSIVE) {
+            let noun = toks.get(i + 1);
+            if let Some(n) = noun.filter(|n| is_word(n, RELATIONS)) {
+                let mut who = format!("{} {}", t.text.to_lowercase(), n.lower);
+                if toks.get(i + 2).is_some_and(|x| x.lower == "'s") {
+                    who.push_str("'s");
+                }
+                return Ok(Some(who));
+            }
+            return Ok(None);
+        }
+        if t.lower == "a" && toks.get(i + 1).is_some_and(|n| is_word(n, RELATIONS)) {
+            return Ok(Some(format!("a {}", toks[i + 1].lower)));
+        }
+        if is_word(t, GENERIC_SUBJECTS) {
+            return Ok(None);
+        }
+        if t.cap && !is_word(t, NOT_NAMES) {
+            // A name that is itself a typed value ("Postgres was cheaper") is the value,
+            // not a person.
+            let typed = SLOTS.iter().position(|s| std::ptr::eq(s, slot)).is_some_and(|k| gazetteer_hits(&toks[i..i + 1], k).len() == 1);
+            if typed {
+                return Ok(None);
+            }
+            let mut end = i + 1;
+            while end < toks.len() && toks[end].cap && !is_word(&toks[end], NOT_NAMES) {
+                end += 1;
+            }
+            let name = toks[i..end].iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
+            // "{Name} is no longer my manager": the name is the value of the user's slot.
+            if toks[end..].iter().any(|x| is_word(x, POSSESSIVE) || is_word(x, FIRST_PERSON)) {
+                return Ok(None);
+            }
+            return Ok(Some(name));
+        }
+        if slot.project && PROJECT_WORDS.contains(&t.lower.as_str()) {
+            return Ok(None);
+        }
+    }
+    Err(())
+}
+
+/// How strongly the clause states each slot, with the position its value follows.
+fn score(toks: &[Tok], lang: Lang, k: usize) -> (f64, Option<usize>) {
+    let compiled = match lang {
+        Lang::En => &LEXICON.en[k],
+        Lang::De => &LEXICON.de[k],
+    };
+    let mut s = 0.0;
+    let mut anchor = None;
+    for cue in &compiled.cues {
+        if let Some((_, end)) = find_phrase(toks, cue) {
+            let w = if cue.len() > 1 { 2.0 } else { 1.5 };
+            if w > s {
+                s = w;
+                anchor = Some(end);
+            }
+        }
+    }
+    // "my manager", "our dog", "mein Chef": the slot named after a possessive.
+    for noun in &compiled.nouns {
+        if let Some((start, end)) = find_phrase(toks, noun) {
+            let possessed = (start >= 1 && is_word(&toks[start - 1], POSSESSIVE))
+                || (start >= 2 && is_word(&toks[start - 2], POSSESSIVE))
+                || (start >= 3 && is_word(&toks[start - 3], POSSESSIVE));
+            if possessed && s < 2.5 {
+                s = 2.5;
+                anchor = Some(end);
+            }
+        }
+    }
+    // The slot's noun without a possessive ("we adopted a puppy").
+    if s > 0.0 && s < 2.5 && compiled.nouns.iter().any(|n| find_phrase(toks, n).is_some()) {
+        s += 0.5;
+    }
+    let typed =
+        (!LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(toks, k).is_empty()) || (SLOTS[k].id == "diet" && diet(toks).is_some());
+    if typed {
+        s += 1.5;
+        let ci = lang as usize;
+        // A change ("we switched …", "we're off AWS now") or a state of the speaker
+        // ("I'm keto now", "plant-based all the way now").
+        if toks.iter().any(|t| LEXICON.changes[ci].contains(&t.stem)) || negated(toks, lang).is_some() {
+            s += 1.0;
+        } else if toks.iter().any(|t| is_word(t, &["now", "anymore", "jetzt", "mittlerweile", "inzwischen", "again", "wieder"]))
+            || (toks.iter().any(|t| is_word(t, FIRST_PERSON))
+                && toks.iter().any(|t| is_word(t, &["am", "are", "bin", "sind", "follow", "ernähre"])))
+        {
+            s += 0.5;
+        }
+    }
+    (s, anchor)
+}
+
+/// The end of a negating verb after which an old name follows: "left", "quit", "no longer at".
+fn negated_at(toks: &[Tok]) -> Option<usize> {
+    toks.iter().position(|t| is_word(t, &["left", "quit", "verlassen"])).or_else(|| {
+        toks.windows(2).position(|w| w[0].lower == "no" && w[1].lower == "longer").map(|i| {
+            // "no longer at X": the preposition too.
+            if toks.get(i + 2).is_some_and(|t| is_word(t, &["at", "with", "in", "on", "bei"])) { i + 2 } else { i + 1 }
+        })
+    })
+}
+
+fn negated(toks: &[Tok], lang: Lang) -> Option<usize> {
+    let list = &LEXICON.negations[lang as usize];
+    let mut best: Option<usize> = None;
+    for n in list {
+        if let Some((start, _)) = find_phrase(toks, n) {
+            best = Some(best.map_or(start, |b| b.min(start)));
+        }
+    }
+    // "not … anymore", "don't … anymore", "kein … mehr": the words apart.
+    let has = |w: &[&str]| toks.iter().position(|t| is_word(t, w));
+    if let (Some(a), Some(_)) = (has(&["not", "nicht", "kein", "keine", "keinen", "never"]), has(&["anymore", "longer", "mehr"])) {
+        best = Some(best.map_or(a, |b| b.min(a)));
+    }
+    if best.is_none()
+        && let Some(a) = has(&["not", "nicht", "nobody", "no"])
+    {
+        best = Some(a);
+    }
+    best
+}
+
+/// A value after `from` (the name or noun phrase of the slot's shape).
+fn value_after(toks: &[Tok], from: usize, def: &SlotDef) -> Option<(usize, usize)> {
+    let mut i = from;
+    while i < toks.len() && (is_word(&toks[i], SKIP) || toks[i].text == ",") {
+        // Only skip a capitalised SKIP word when it is a function word ("The").
+        i += 1;
+    }
+    let start = i;
+    match def.shape {
+        Shape::Name => {
+            let mut end = start;
+            while end < toks.len() && (toks[end].cap || toks[end].text.chars().any(|c| c.is_ascii_digit())) && toks[end].lower != "i" {
+                end += 1;
+                // "Stark & Sons", "Bank of Tallinn".
+                if end + 1 < toks.len() && is_word(&toks[end], &["&", "of", "de", "van", "von", "y"]) && toks[end + 1].cap {
+                    end += 1;
+                }
+            }
+            (end > start && end - start <= 4).then_some((start, end))
+        }
+        Shape::Phrase => {
+            let mut end = start;
+            while end < toks.len() && end - start < 4 && !is_word(&toks[end], STOP) && toks[end].text != "," && toks[end].lower != "'s" {
+                end += 1;
+            }
+            (end > start).then_some((start, end))
+        }
+    }
+}
+
+fn span(toks: &[Tok], (a, b): (usize, usize)) -> String {
+    toks[a..b].iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ")
+}
+
+/// Job titles: up to three words ending in a job noun ("QA lead", "staff engineer").
+fn job_titles(toks: &[Tok]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        let head = JOB_HEADS.contains(&t.lower.as_str())
+            || JOB_HEADS.iter().any(|h| h.len() > 5 && t.lower.ends_with(h) && t.lower.len() > h.len() + 3);
+        if !head || toks.get(i + 1).is_some_and(|n| n.lower == "'s") {
+            continue;
+        }
+        // Not "my manager" (the manager slot), "the developer of …".
+        if i >= 1 && (is_word(&toks[i - 1], POSSESSIVE) || toks[i - 1].lower == "'s") {
+            continue;
+        }
+        let mut start = i;
+        while start > 0
+            && i - start < 2
+            && !is_word(&toks[start - 1], STOP)
+            && !is_word(&toks[start - 1], SKIP)
+            && !is_word(&toks[start - 1], POSSESSIVE)
+            && toks[start - 1].text != ","
+            && !is_word(&toks[start - 1], &["made", "promoted", "title", "role", "position", "became", "als", "bin"])
+        {
+            start -= 1;
+        }
+        out.push((start, i + 1));
+    }
+    out
+}
+
+/// The values of `def` in the clause: typed values from the gazetteer, else job titles,
+/// else the name or phrase after the cue.
+fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(usize, usize, String)> {
+    if def.id == "diet"
+        && let Some(v) = diet(toks)
+    {
+        return vec![(0, 0, v)];
+    }
+    let hits = gazetteer_hits(toks, k);
+    if !hits.is_empty() {
+        return hits
+            .into_iter()
+            .map(|(a, b, text, canonical)| {
+                let v = if def.shape == Shape::Phrase && def.id == "diet" { canonical } else { text };
+                (a, b, v)
+            })
+            .collect();
+    }
+    if def.id == "job_title" {
+        return job_titles(toks).into_iter().map(|r| (r.0, r.1, span(toks, r))).collect();
+    }
+    let Some(from) = anchor else {
+        // A carried slot: any name in the clause (not the speaker's words).
+        if def.shape == Shape::Name {
+            let mut i = 0;
+            while i < toks.len() {
+                if toks[i].cap && !is_word(&toks[i], NOT_NAMES) {
+                    return value_after(toks, i, def).map(|r| (r.0, r.1, span(toks, r))).into_iter().collect();
+                }
+                i += 1;
+            }
+            return Vec::new();
+        }
+        return value_after(toks, 0, def).map(|r| (r.0, r.1, span(toks, r))).into_iter().collect();
+    };
+    let mut out = Vec::new();
+    // "I left Umbrella Corp and now work at …", "I'm no longer at Initech": the old value
+    // right after the negation.
+    if def.shape == Shape::Name
+        && let Some(n) = negated_at(toks)
+        && n < from
+        && let Some(r) = value_after(toks, n + 1, def).filter(|r| r.1 <= from)
+    {
+        out.push((r.0, r.1, span(toks, r)));
+    }
+    let mut at = from;
+    while let Some(r) = value_after(toks, at, def) {
+        out.push((r.0, r.1, span(toks, r)));
+        // A list ("climbing, pottery and chess") for multi-valued slots.
+        if def.kind != SlotKind::Multi || !toks.get(r.1).is_some_and(|t| is_word(t, LIST_JOINERS)) {
+            break;
+        }
+        at = r.1 + 1;
+        while at < toks.len() && is_word(&toks[at], LIST_JOINERS) {
+            at += 1;
+        }
+    }
+    if out.iter().all(|(_, b, _)| *b <= from) && def.shape == Shape::Name {
+        // "adopted a puppy, Mango": the first name after the cue.
+        if let Some(i) = (from..toks.len()).find(|&i| toks[i].cap && !is_word(&toks[i], NOT_NAMES))
+            && let Some(r) = value_after(toks, i, def)
+        {
+            out.push((r.0, r.1, span(toks, r)));
+        }
+    }
+    if out.is_empty() && def.shape == Shape::Name {
+        // "{Name} is no longer my manager": the name before the cue.
+        let before: Vec<usize> = (0..from.min(toks.len())).filter(|&i| toks[i].cap && !is_word(&toks[i], NOT_NAMES)).collect();
+        if let Some(&i) = before.first()
+            && let Some(r) = value_after(toks, i, def)
+        {
+            out.push((r.0, r.1, span(toks, r)));
+        }
+    }
+    out
+}
+
+/// Diets stated without the diet's name: "I don't eat meat" (vegetarian), "I eat
+/// everything" / "eating meat again" (omnivore), "plant-based" (vegan).
+fn diet(toks: &[Tok]) -> Option<String> {
+    let has = |w: &str| toks.iter().position(|t| t.lower == w);
+    let meat = has("meat").or(has("fleisch"));
+    let not = toks.iter().position(|t| is_word(t, &["not", "no", "kein", "keine", "nicht", "without", "cut"]));
+    if let Some(m) = meat {
+        if toks.iter().any(|t| is_word(t, &["again", "wieder"])) {
+            return Some("omnivore".into());
+        }
+        if not.is_some_and(|n| n < m) {
+            return Some("vegetarian".into());
+        }
+    }
+    if (has("eat").is_some() || has("esse").is_some()) && toks.iter().any(|t| is_word(t, &["everything", "anything", "alles"])) {
+        return Some("omnivore".into());
+    }
+    None
+}
+
+/// Bare corrections: "actually it's X, not Y", "X, not Y", "nicht Y, sondern X".
+fn correction(text: &str) -> Option<(String, String)> {
+    let t = text.trim().trim_end_matches(['.', '!']);
+    let clean = |s: &str| {
+        let s = s.trim().trim_matches(|c: char| c == '"' || c == ',');
+        let lower = s.to_lowercase();
+        let mut s = s;
+        for p in ["actually it's ", "actually it is ", "actually, it's ", "actually ", "it's ", "it is ", "es ist ", "eigentlich "] {
+            if lower.starts_with(p) {
+                s = &s[p.len()..];
+                break;
+            }
+        }
+        s.trim().to_string()
+    };
+    if let Some((new, old)) = t.split_once(", not ") {
+        let (new, old) = (clean(new), clean(old));
+        return (!new.is_empty() && !old.is_empty() && new.split_whitespace().count() <= 4 && old.split_whitespace().count() <= 4)
+            .then_some((new, old));
+    }
+    if let Some(rest) = t.strip_prefix("nicht ").or_else(|| t.strip_prefix("Nicht "))
+        && let Some((old, new)) = rest.split_once(", sondern ")
+    {
+        return Some((clean(new), clean(old)));
+    }
+    None
+}
+
+fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
+    // Pass 1: each clause's best slots.
+    let mut found: Vec<Vec<(usize, f64, Option<usize>)>> = Vec::new();
+    for c in clauses {
+        let mut slots: Vec<(usize, f64, Option<usize>)> =
+            (0..SLOTS.len()).map(|k| (k, score(&c.toks, lang, k))).filter(|(_, (s, _))| *s >= 2.0).map(|(k, (s, a))| (k, s, a)).collect();
+        slots.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        found.push(slots);
+    }
+    let mut out = Vec::new();
+    for (ci, c) in clauses.iter().enumerate() {
+        if let Some((new, old)) = correction(&c.text) {
+            let slot = (0..SLOTS.len()).find(|&k| !LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(&c.toks, k).is_empty());
+            out.push(Claim {
+                other: None,
+                slot: slot.map(|k| SLOTS[k].id),
+                value: new,
+                op: Op::Set,
+                old: Some(old),
+                clause: c.text.clone(),
+            });
+            continue;
+        }
+        let mut slots = found[ci].clone();
+        let carried = slots.is_empty();
+        if carried {
+            // A neighbour's slot: the previous clause's, else the next one's.
+            let near = (0..ci).rev().chain(ci + 1..clauses.len()).find_map(|j| found[j].first().copied());
+            match near {
+                Some((k, s, _)) => slots.push((k, s, None)),
+                None => continue,
+            }
+        }
+        let mut used: Vec<(usize, usize)> = Vec::new();
+        for (k, _, anchor) in slots {
+            let def = &SLOTS[k];
+            let speaker_speaks = clauses.iter().any(|x| x.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE)));
+            let other = match subject(&c.toks, def) {
+                Ok(o) => o,
+                // No subject in the clause ("…, so plant-based all the way now"): the
+                // speaker's, when the utterance is in the first person.
+                Err(()) if carried || def.project || speaker_speaks => None,
+                Err(()) => continue,
+            };
+            // A carried clause does not restate a value this utterance already set
+            // ("I'm doing keto, so low carb for me").
+            if carried
+                && negated(&c.toks, lang).is_none()
+                && out.iter().any(|o: &Claim| o.slot == Some(def.id) && o.other.is_none() && matches!(o.op, Op::Set))
+            {
+                continue;
+            }
+            if carried && other.is_some() {
+                // "sadly Biscuit passed away": a carried clause is about the slot's values.
+                if negated(&c.toks, lang).is_none() {
+                    continue;
+                }
+            }
+            let other = if carried { None } else { other };
+            let vals: Vec<(usize, usize, String)> = values(&c.toks, k, def, anchor)
+                .into_iter()
+                .filter(|(a, b, _)| a == b || !used.iter().any(|(x, y)| a < y && x < b))
+                .filter(|(_, _, v)| !v.is_empty() && !is_pronoun(v))
+                .collect();
+            if vals.is_empty() {
+                continue;
+            }
+            for (a, b, _) in &vals {
+                if a != b {
+                    used.push((*a, *b));
+                }
+            }
+            let neg = if def.id == "diet" && diet(&c.toks).is_some() { None } else { negated(&c.toks, lang) };
+            for claim in ops(c, def, &vals, neg, other) {
+                let seen = out.iter().any(|o| o.slot == claim.slot && o.other == claim.other && o.op == claim.op && o.value == claim.value);
+                if !seen {
+                    out.push(claim);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn is_pronoun(v: &str) -> bool {
+    ["i", "me", "it", "we", "you", "he", "she", "they", "ich", "wir", "es"].contains(&v.to_lowercase().as_str())
+}
+
+/// Claims from one clause's values of one slot: which value is the old one ("from X to
+/// Y", "left X and now work at Y", "X has overtaken Y"), and whether the clause negates.
+fn ops(c: &Clause, def: &SlotDef, vals: &[(usize, usize, String)], neg: Option<usize>, other: Option<String>) -> Vec<Claim> {
+    let claim = |value: &str, op: Op, old: Option<String>| Claim {
+        other: other.clone(),
+        slot: Some(def.id),
+        value: value.to_string(),
+        op,
+        old,
+        clause: c.text.clone(),
+    };
+    let toks = &c.toks;
+    let before = |a: usize, words: &[&str]| (a >= 1 && is_word(&toks[a - 1], words)) || (a >= 2 && is_word(&toks[a - 2], words));
+    const OLD_MARKS: &[&str] =
+        &["from", "off", "von", "left", "on", "up", "not", "over", "overtaken", "replaced", "instead", "quit", "ditched", "dropped"];
+    let is_old = |a: usize, b: usize| {
+        a != b
+            && (before(a, OLD_MARKS)
+                || neg
+                    .is_some_and(|n| n < a && !toks[n..a].iter().any(|t| is_word(t, &["now", "jetzt", "and", "but", "so", "und", "aber"]))))
+    };
+    if vals.len() >= 2 && def.kind == SlotKind::Single {
+        let old = vals.iter().find(|(a, b, _)| is_old(*a, *b)).or_else(|| {
+            // "X has overtaken Y": the second is the old one.
+            toks.iter().any(|t| is_word(t, &["overtaken", "replaced", "beaten", "over"])).then(|| &vals[1])
+        });
+        let old = old.or(vals.first()).map(|v| v.2.clone());
+        let new = vals.iter().rev().find(|v| Some(&v.2) != old.as_ref()).map(|v| v.2.clone());
+        return match new {
+            Some(new) => vec![claim(&new, Op::Set, old)],
+            None => Vec::new(),
+        };
+    }
+    vals.iter()
+        .map(|(a, b, v)| {
+            // Negated: the value follows the negation ("I don't live in X anymore"), or is
+            // the one value and comes before it ("Rocket passed away", "X is no longer my
+            // manager").
+            let negative = neg.is_some() && (is_old(*a, *b) || *a == *b || (vals.len() == 1 && neg.is_some_and(|n| n >= *b)));
+            match (def.kind, negative) {
+                (SlotKind::Single, false) => claim(v, Op::Set, None),
+                (SlotKind::Single, true) => claim(v, Op::Negate, None),
+                (SlotKind::Multi, false) => claim(v, Op::Add, None),
+                (SlotKind::Multi, true) => claim(v, Op::Remove, None),
+            }
+        })
+        .collect()
+}
+
+/// The slots a question asks about, best first (empty when it names none).
+pub fn question_slots(question: &str) -> Vec<&'static str> {
+    let lang = language(question);
+    let stem = stemmer(lang);
+    let toks = tokenize(question, &stem);
+    let compiled = match lang {
+        Lang::En => &LEXICON.en,
+        Lang::De => &LEXICON.de,
+    };
+    let mut scored: Vec<(usize, f64)> = SLOTS
+        .iter()
+        .enumerate()
+        .map(|(k, _)| {
+            let c = &compiled[k];
+            let mut s = c.question.iter().filter(|q| find_phrase(&toks, q).is_some()).map(|q| q.len() as f64).sum::<f64>();
+            if c.nouns.iter().any(|n| find_phrase(&toks, n).is_some()) {
+                s += 1.0;
+            }
+            if !LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(&toks, k).is_empty() {
+                s += 0.5;
+            }
+            (k, s)
+        })
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let best = scored.first().map_or(0.0, |b| b.1);
+    scored.into_iter().filter(|(_, s)| *s >= best).map(|(k, _)| SLOTS[k].id).collect()
+}

@@ -1,0 +1,42 @@
+//! What a person says about themselves, as facts that can be reconciled over time.
+//!
+//! [`extract`] reads one utterance and returns [`Claim`]s: a slot (where the user lives,
+//! works, their manager, diet, …; [`lexicon::SLOTS`]), a value and what the utterance
+//! does to it (states it, adds or removes one of several, says it is no longer true, or
+//! corrects an earlier value). First and second person are resolved: "I", "my", "we",
+//! "ich", "mein", "wir" are the speaker; "my sister" and "Bruno" are someone else and
+//! their claims are theirs. Questions, hypotheticals and plans are not facts.
+//!
+//! The method: sentences and clauses are split on punctuation and connectives; each
+//! clause's words are stemmed (Snowball, English or German, chosen per utterance), so
+//! a cue such as "move to" also matches "moving to" and "moved to"; slots are scored by
+//! the cues and possessive nouns ("my manager") they contain and by typed values from
+//! the gazetteers; the value is the typed value, or the name or noun phrase after the
+//! cue. A clause with a value but no cue of its own ("…; it's Daniel now") takes the
+//! slot of its neighbour in the same utterance. [`question_slots`] maps a question to
+//! the slots it asks about with the same stems.
+//!
+//! Pure: no I/O; deterministic.
+
+mod extract;
+pub mod lexicon;
+
+pub use extract::{Claim, Op, extract, question_slots};
+pub use lexicon::{SLOTS, SlotDef, SlotKind, slot};
+
+/// A value as compared between statements: lower case, inner whitespace collapsed,
+/// aliases mapped to their canonical form ("PostgreSQL" and "postgres" are one value).
+pub fn normalize_value(value: &str) -> String {
+    let lower = value.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let lower = lower.trim_matches(|c: char| c == '.' || c == ',' || c == '!' || c == '"' || c == '\'').to_string();
+    for s in SLOTS {
+        for entry in s.gazetteer {
+            if let Some((alias, canonical)) = entry.split_once('=')
+                && alias == lower
+            {
+                return canonical.to_string();
+            }
+        }
+    }
+    lower
+}

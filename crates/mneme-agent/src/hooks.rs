@@ -24,7 +24,7 @@ use mneme_core::{
     CompetencePayload, EventPayload, MemoryType, Payload, Performance, RecordId, SemanticPayload, Sensitivity, ToolOutputPayload,
     WorkingPayload, one_line,
 };
-use mneme_service::{IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, SkillUse};
+use mneme_service::{Hit, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, SkillUse};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -395,22 +395,22 @@ impl Hooks {
             Vec::new()
         };
         let stale = crate::truth::stale_values(&self.ops, p, max_sensitivity, &facts)?;
-        let mut shown: Vec<crate::truth::LiveFact> = facts.iter().filter(|f| f.about_user).cloned().collect();
+        let user_facts: Vec<crate::truth::LiveFact> = facts.iter().filter(|f| f.about_user).cloned().collect();
         hits.retain(|h| {
-            if shown.iter().any(|f| f.id == h.record.id) {
+            if user_facts.iter().any(|f| f.id == h.record.id) {
                 return false;
             }
-            if let Some(f) = facts.iter().find(|f| f.id == h.record.id) {
-                shown.push(f.clone());
-                return false;
-            }
-            if h.record.memory_type == MemoryType::Semantic {
-                // A fact that is no longer the latest of its slot.
+            if h.record.memory_type == MemoryType::Semantic && !facts.iter().any(|f| f.id == h.record.id) {
+                // A second live value of a single-valued slot: only the latest is stated.
                 return false;
             }
             !h.record.tags.iter().any(|t| t == "role:assistant") && !crate::truth::mentions_any(&h.record.summary, &stale)
         });
-        let ids: Vec<RecordId> = shown.iter().map(|f| f.id.clone()).chain(hits.iter().map(|h| h.record.id.clone())).collect();
+        // The other facts chosen (about third parties, or things) join the user's in the
+        // Markdown block's fact section.
+        let mut shown = user_facts.clone();
+        shown.extend(facts.iter().filter(|f| !f.about_user && hits.iter().any(|h| h.record.id == f.id)).cloned());
+        let ids: Vec<RecordId> = user_facts.iter().map(|f| f.id.clone()).chain(hits.iter().map(|h| h.record.id.clone())).collect();
         let mut state = self.state();
         make_room(&mut state.injected, |v| v.0);
         state.injected.insert(input.ctx.session(), (Instant::now(), ids.clone()));
@@ -418,14 +418,15 @@ impl Hooks {
         let block = match format {
             ContextFormat::Markdown => {
                 let facts = crate::truth::facts_markdown(&shown, cfg.max_chars);
-                let rest = format::markdown(&hits);
+                let others: Vec<Hit> = hits.iter().filter(|h| h.record.memory_type != MemoryType::Semantic).cloned().collect();
+                let rest = format::markdown(&others);
                 match (facts.is_empty(), rest.is_empty()) {
                     (true, _) => rest,
                     (false, true) => format!("## What is true now\n\n{facts}"),
                     (false, false) => format!("## What is true now\n\n{facts}\n{rest}"),
                 }
             }
-            ContextFormat::Json => format::json_with_facts(&shown, &hits),
+            ContextFormat::Json => format::json_with_facts(&user_facts, &hits),
         };
         if input.event.write_context_file.unwrap_or(cfg.context_file) {
             self.write_context_file(p, &block)?;

@@ -301,7 +301,16 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
         groups.entry(key).or_default().push(f);
     }
     let mut out = String::new();
-    for key in order {
+    // Facts outside the slots ("Nginx uses TLS 1.3") read as sentences, after the people.
+    let (people, things): (Vec<_>, Vec<_>) = order.into_iter().partition(|k| groups[k].iter().any(|f| f.about_user || f.slot.is_some()));
+    let mut general = String::new();
+    for key in &things {
+        for f in &groups[key] {
+            let date = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
+            general.push_str(&format!("- {} {} {}{date}\n", f.subject, f.predicate, f.value));
+        }
+    }
+    for key in people {
         let list = &groups[&key];
         let heading = if key.0 { format!("### {}\n", key.1) } else { format!("### {} (the user)\n", key.1) };
         let mut section = heading;
@@ -325,6 +334,10 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
             break;
         }
         out.push_str(&section);
+    }
+    if !general.is_empty() && out.len() + general.len() + 20 <= budget {
+        out.push_str("### Known facts\n");
+        out.push_str(&general);
     }
     out
 }

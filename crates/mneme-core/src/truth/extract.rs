@@ -795,7 +795,10 @@ fn score(toks: &[Tok], lang: Lang, k: usize) -> (f64, Option<usize>) {
     }
     let typed =
         (!LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(toks, k).is_empty()) || (SLOTS[k].id == "diet" && diet(toks).is_some());
-    if typed {
+    // A typed value alone ("Golf uses the shared cache") says nothing about the speaker:
+    // without a cue it needs the speaker's words ("we", "my") or their project's.
+    let mine = toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE) || (SLOTS[k].project && is_word(t, PROJECT_WORDS)));
+    if typed && (s > 0.0 || mine) {
         s += 1.5;
         let ci = lang as usize;
         // A change ("we switched …", "we're off AWS now") or a state of the speaker
@@ -974,7 +977,8 @@ fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(
     if out.is_empty() && def.shape == Shape::Name {
         // "{Name} is no longer my manager": the name before the cue.
         let before: Vec<usize> = (0..from.min(toks.len())).filter(|&i| toks[i].cap && !is_word(&toks[i], NOT_NAMES)).collect();
-        if let Some(&i) = before.first()
+        let mine = |i: usize| toks[i..].iter().any(|t| is_word(t, POSSESSIVE) || is_word(t, FIRST_PERSON));
+        if let Some(&i) = before.first().filter(|&&i| mine(i))
             && let Some(r) = value_after(toks, i, def)
         {
             out.push((r.0, r.1, span(toks, r)));

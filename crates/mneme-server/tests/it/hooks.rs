@@ -195,12 +195,15 @@ async fn full_hook_pipeline() {
     // A new session now gets the context block, grouped by type.
     let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": "sess-2" } })).await;
     let context = start["context"].as_str().expect("context");
-    assert!(context.starts_with("## mneme Memory Context"), "{context}");
-    assert!(context.contains("### Semantic Knowledge") && context.contains("Docker requires the sg wrapper on this host"), "{context}");
+    // Facts first, as sentences when they are about things; then the other memories.
+    assert!(context.starts_with("## What is true now"), "{context}");
+    assert!(context.contains("### Known facts\n- Docker requires the sg wrapper on this host"), "{context}");
+    assert!(context.contains("## mneme Memory Context"), "{context}");
     assert!(context.contains("### Competence / Skills") && context.contains("skill:exec — 3/5 success"), "{context}");
     assert!(context.contains("### Working State"), "{context}");
     let injected = start["record_ids"].as_array().expect("ids").len();
-    assert!(injected >= 4, "{start}");
+    // The fact, the skill and the snapshot (the assistant's "Postgres runs on…" is no fact).
+    assert!(injected >= 3, "{start}");
     let json_ctx = hook(&d, "session_start", json!({ "event": { "format": "json" }, "ctx": { "sessionId": "sess-2" } })).await;
     let parsed: Value = serde_json::from_str(json_ctx["context"].as_str().expect("context")).expect("JSON context");
     assert!(parsed["semantic"].as_array().is_some_and(|a| !a.is_empty()));

@@ -184,6 +184,26 @@ pub struct HooksConfig {
     pub regex_extraction: bool,
     pub session_start: SessionStartConfig,
     pub competence: CompetenceConfig,
+    pub auto_recall: AutoRecallConfig,
+}
+
+/// `[hooks.auto_recall]`: the memories relevant to a prompt, injected by Claude Code's
+/// `prompt-submit` hook (`mneme claude-hook prompt-submit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoRecallConfig {
+    pub enabled: bool,
+    /// The most memories injected per prompt. Default 3.
+    pub limit: usize,
+    /// Only memories whose relevance (normalised to the best match, 0–1) reaches this.
+    /// Default 0.5.
+    pub min_relevance: f64,
+}
+
+impl Default for AutoRecallConfig {
+    fn default() -> Self {
+        AutoRecallConfig { enabled: true, limit: 3, min_relevance: 0.5 }
+    }
 }
 
 impl Default for HooksConfig {
@@ -196,6 +216,7 @@ impl Default for HooksConfig {
             regex_extraction: true,
             session_start: SessionStartConfig::default(),
             competence: CompetenceConfig::default(),
+            auto_recall: AutoRecallConfig::default(),
         }
     }
 }

@@ -343,6 +343,37 @@ impl Hooks {
         outcome
     }
 
+    /// Auto-recall: the few memories relevant to a prompt, as a Markdown block with their
+    /// dates (`None` when nothing reaches `[hooks.auto_recall]`'s bar or it is off). Live
+    /// facts of the slot the prompt asks about come first (retrieval's slot boost); the
+    /// assistant's own messages are never recalled as memories.
+    pub fn recall_for_prompt(&self, p: &Principal, prompt: &str) -> ServiceResult<Option<String>> {
+        let cfg = &self.config.auto_recall;
+        if !cfg.enabled || cfg.limit == 0 || prompt.trim().is_empty() {
+            return Ok(None);
+        }
+        let max = self.ops.limits().max_query_bytes;
+        let mut query = String::new();
+        for c in prompt.chars() {
+            if query.len() + c.len_utf8() > max {
+                break;
+            }
+            query.push(c);
+        }
+        let request = RetrieveRequest { query, limit: cfg.limit * 3, ..RetrieveRequest::default() };
+        let lines: Vec<String> = self
+            .ops
+            .retrieve(p, &request)?
+            .into_iter()
+            .filter(|h| h.score.slot.is_some() || h.score.relevance.unwrap_or(0.0) >= cfg.min_relevance)
+            .filter(|h| !h.record.tags.iter().any(|t| t == "role:assistant"))
+            .filter(|h| !matches!(&h.record.payload, Some(Payload::Event(e)) if e.text.trim() == prompt.trim()))
+            .take(cfg.limit)
+            .map(|h| format!("- {}", crate::truth::dated_line(&h.record)))
+            .collect();
+        Ok((!lines.is_empty()).then(|| format!("## Relevant memories\n\n{}\n", lines.join("\n"))))
+    }
+
     /// The records injected at the start of `session`.
     pub fn injected(&self, session: &str) -> Vec<RecordId> {
         self.state().injected.get(session).map(|(_, ids)| ids.clone()).unwrap_or_default()

@@ -224,6 +224,19 @@ fn one_line(s: &str) -> String {
     if s.chars().count() > 160 { format!("{}…", s.chars().take(159).collect::<String>()) } else { s }
 }
 
+/// A record as one line with its date: "Ana lives in Porto (since 2024-06-07)", "[2024-06-07]
+/// Ana: I moved to Porto."
+pub fn dated_line(r: &MemoryRecord) -> String {
+    let day = |t: Timestamp| t.strftime("%Y-%m-%d").to_string();
+    match &r.payload {
+        Some(Payload::Semantic(f)) => {
+            format!("{} {} {} (since {})", f.subject, f.predicate, f.object, day(f.valid_from.unwrap_or(r.created_at)))
+        }
+        Some(Payload::Event(e)) => format!("[{}] {}", day(e.event_time.unwrap_or(r.created_at)), r.summary),
+        _ => format!("[{}] {}", day(r.updated_at), r.summary),
+    }
+}
+
 /// One live fact as the context block states it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LiveFact {

@@ -124,7 +124,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     // The store part (conversation log, dispatches, activity) is optional: without a store
     // the workspace files are still injected.
     let user = args.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| s.primary_user.clone());
-    let agent = match agent_state(ctx, prompt, user) {
+    let agent = match agent_state(ctx, prompt, user, args.name == "session-start") {
         Ok(state) => state,
         Err(e) => {
             eprintln!("mneme claude-hook {}: conversation log unavailable: {e:#}", args.name);
@@ -135,6 +135,9 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         "session-start" => Some(mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?).filter(|c| !c.trim().is_empty()),
         _ => mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()),
     };
+    // The store's part: what is true now (session-start), the memories relevant to the
+    // prompt (prompt-submit, `[hooks.auto_recall]`).
+    let memory = agent.memory.clone();
     // Dispatches are taken (marked delivered) last, once nothing else can fail.
     let dispatches = match &agent.service {
         Some(service) => match service.take_dispatches(20) {
@@ -146,7 +149,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         },
         None => Vec::new(),
     };
-    let parts: Vec<String> = base.into_iter().chain(dispatches).collect();
+    let parts: Vec<String> = base.into_iter().chain(memory).chain(dispatches).collect();
     Ok((event, (!parts.is_empty()).then(|| parts.join("\n\n"))))
 }
 
@@ -155,29 +158,52 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
 struct AgentState {
     unsummarized: Option<mneme_workspace::context::UnsummarizedInfo>,
     /// The open store, for taking the dispatches at the end.
-    service: Option<mneme_service::MemoryService>,
+    service: Option<std::sync::Arc<mneme_service::MemoryService>>,
+    /// The store's context block (session-start) or auto-recall (prompt-submit).
+    memory: Option<String>,
 }
 
 /// Logs the prompt (prompt-submit), notes the agent's activity and reads the unsummarized
 /// range. No store (never initialised): nothing to add.
-fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String) -> Result<AgentState> {
+fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String, session_start: bool) -> Result<AgentState> {
     if !ctx.store_path().exists() {
         return Ok(AgentState::default());
     }
-    let service = ctx.open(false)?;
-    if let Some(prompt) = prompt.filter(|p| !p.trim().is_empty()) {
-        let input = mneme_service::ConversationInput {
-            channel: "claude-code".into(),
-            user_id: Some(user),
-            direction: "in".into(),
-            priority: None,
-            content: prompt,
-            at: None,
-        };
-        // A prompt that is all <private> is not logged; that is not a hook failure.
-        if let Err(e) = service.log_conversation(input) {
-            eprintln!("mneme claude-hook prompt-submit: prompt not logged: {e}");
+    let service = std::sync::Arc::new(ctx.open(false)?);
+    let ops = mneme_service::Ops::new(service.clone(), false);
+    let owner = mneme_service::Principal::internal("claude-code", mneme_service::Access::owner(), mneme_core::Sensitivity::Critical);
+    let hooks = mneme_agent::hooks::Hooks::new(ops, ctx.config.hooks.clone());
+    let hook_ctx = mneme_agent::hooks::HookContext {
+        session_id: Some("claude-code".into()),
+        channel_id: Some("claude-code".into()),
+        ..Default::default()
+    };
+    let mut memory = None;
+    match prompt.filter(|p| !p.trim().is_empty()) {
+        Some(prompt) => {
+            // Recall first (the prompt itself is not a memory yet), then remember the
+            // prompt: stored, logged for memory sync, and the user's facts reconciled.
+            match hooks.recall_for_prompt(&owner, &prompt) {
+                Ok(recalled) => memory = recalled,
+                Err(e) => eprintln!("mneme claude-hook prompt-submit: no auto-recall: {e}"),
+            }
+            let event = mneme_agent::hooks::HookEvent { content: Some(prompt), from: Some(user), ..Default::default() };
+            let input = mneme_agent::hooks::HookInput { event, ctx: hook_ctx };
+            let outcome = hooks.handle(&owner, mneme_agent::hooks::HookName::MessageReceived, input, &mut Vec::new());
+            // A prompt that is all <private> is not remembered; that is not a hook failure.
+            if let Some(e) = outcome.error {
+                eprintln!("mneme claude-hook prompt-submit: prompt not remembered: {e}");
+            }
         }
+        None if session_start => {
+            let input = mneme_agent::hooks::HookInput { event: Default::default(), ctx: hook_ctx };
+            let outcome = hooks.handle(&owner, mneme_agent::hooks::HookName::SessionStart, input, &mut Vec::new());
+            match outcome.error {
+                Some(e) => eprintln!("mneme claude-hook session-start: no memory context: {e}"),
+                None => memory = outcome.context.filter(|c| !c.trim().is_empty()),
+            }
+        }
+        None => {}
     }
     service.touch_activity()?;
     let state = service.sync_status()?;
@@ -185,7 +211,7 @@ fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String) -> Result
         (Some(begin_id), Some(end_id)) => Some(mneme_workspace::context::UnsummarizedInfo { count: state.unsummarized, begin_id, end_id }),
         _ => None,
     };
-    Ok(AgentState { unsummarized, service: Some(service) })
+    Ok(AgentState { unsummarized, service: Some(service), memory })
 }
 
 /// The `prompt` of a UserPromptSubmit event on stdin (Claude Code sends JSON), if any.

@@ -73,6 +73,30 @@ fn sync_counts_fetches_and_checkpoints_and_a_crashed_sync_refetches_the_same_ran
     assert!(!hook(&m, "session-start", "{}").contains("[Action Required]"));
 }
 
+/// Claude Code's hooks consult the store: what the user says in prompts becomes facts,
+/// reconciled over time; session-start injects what is true now, prompt-submit the few
+/// memories relevant to the prompt (with their dates), unless `[hooks.auto_recall]` is off.
+#[test]
+fn claude_code_hooks_remember_the_user_and_inject_what_is_true_now() {
+    let m = workspace();
+    hook(&m, "prompt-submit", r#"{"prompt":"I live in Lisbon and I work at Acme."}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"Quick update: we moved to Munich last month."}"#);
+    let start = hook(&m, "session-start", r#"{"session_id":"s2"}"#);
+    assert!(start.contains("## What is true now") && start.contains("### owner (the user)"), "{start}");
+    assert!(start.contains("- lives in: Munich (since ") && start.contains("- works at: Acme"), "{start}");
+    assert!(!start.contains("Lisbon"), "the old city is not stated: {start}");
+    let recalled = hook(&m, "prompt-submit", r#"{"prompt":"Which city do I live in again?"}"#);
+    assert!(recalled.contains("## Relevant memories\n\n- owner lives in Munich (since "), "{recalled}");
+    // The history keeps the old value: superseded, not deleted.
+    let facts = m.json(&["recall", "Lisbon", "--include-tombstones", "--type", "semantic"]);
+    let lisbon = facts.as_array().expect("hits").iter().find(|h| h["record"]["payload"]["object"] == "Lisbon").expect("old fact");
+    assert_eq!(lisbon["record"]["status"], "superseded", "{lisbon}");
+
+    std::fs::write(m.dir.path().join("config.toml"), "[hooks.auto_recall]\nenabled = false\n").expect("config");
+    let off = hook(&m, "prompt-submit", r#"{"prompt":"Which city do I live in again?"}"#);
+    assert!(!off.contains("Relevant memories"), "{off}");
+}
+
 #[test]
 fn prompt_submit_logs_the_prompt_and_delivers_each_dispatch_once() {
     let m = workspace();

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
-use mneme_core::{CompetencePayload, Payload, Performance, Scope, SemanticPayload, Sensitivity};
+use mneme_core::{CompetencePayload, MemoryRecord, Payload, Performance, RecordId, Scope, SemanticPayload, Sensitivity};
 use mneme_service::{ContestRequest, IngestOptions, Revision};
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +47,15 @@ Rules:
 - Subject-Predicate-Object format for facts (e.g., "Docker" "requires" "sg wrapper on this system")
 - Skill names use colon-separated namespaces (e.g., "skill:docker+exec", "skill:git+rebase")
 - Do NOT extract noise: greetings, pleasantries, meta-discussion, or vague statements
-- Prefer specific, actionable knowledge over generic observations"#;
+- Prefer specific, actionable knowledge over generic observations
+
+Each conversation line starts with its date and its speaker. "I", "my", "we" in a user's line mean that user: use their name as the subject. What the assistant suggests is not a fact. Questions, plans and hypotheticals are not facts.
+
+"Known facts" lists what memory holds now, each with an id. Decide for each fact the conversation touches, in "memory":
+  { "memory": [ { "event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "F1", "subject": "string", "predicate": "string", "object": "string", "reason": "string" } ] }
+- ADD: a new fact (no id). UPDATE: a known fact's value changed (its id and the new object; e.g. the user moved). DELETE: a known fact is no longer true (its id). NONE: nothing changes.
+- For facts about a person prefer these predicates: {PREDICATES}.
+- The latest statement wins: when the user changed something, the known fact is UPDATEd, not kept beside the new one."#;
 
 /// What the LLM returns, after validation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -55,6 +63,34 @@ pub struct Extraction {
     pub facts: Vec<Fact>,
     pub competence: Vec<Skill>,
     pub corrections: Vec<Correction>,
+    /// Decisions about known and new facts (mem0-style).
+    pub memory: Vec<Decision>,
+}
+
+/// One decision of the model about a fact: add a new one, update or delete a known one
+/// (by the id the prompt gave it), or leave it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub event: DecisionKind,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub subject: String,
+    #[serde(default)]
+    pub predicate: String,
+    #[serde(default)]
+    pub object: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DecisionKind {
+    Add,
+    Update,
+    Delete,
+    None,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,6 +131,10 @@ pub struct CycleReport {
     pub superseded: usize,
     pub contested: usize,
     pub ingested: usize,
+    /// Known facts the model said are no longer true.
+    pub retracted: usize,
+    /// Decisions not applied because a newer statement holds the slot (the latest wins).
+    pub kept_newer: usize,
     /// `ok`, `disabled` (no endpoint), `backoff` (skipped), or the failure.
     pub llm: String,
     pub errors: Vec<String>,
@@ -110,6 +150,8 @@ pub struct Consolidator {
     min_confidence: f64,
     llm_max_sensitivity: Sensitivity,
     buffer: Mutex<VecDeque<BufferedMessage>>,
+    /// The users' names seen in buffered messages (facts about them are `about:user`).
+    speakers: Mutex<std::collections::BTreeSet<String>>,
     last: Mutex<Option<CycleReport>>,
     /// One cycle at a time (the timer, a flush and an explicit request may coincide).
     /// Owned by the blocking apply step too, so a cancelled cycle still holds it until its
@@ -129,6 +171,7 @@ impl Consolidator {
             min_confidence: config.min_confidence,
             llm_max_sensitivity: config.llm_max_sensitivity,
             buffer: Mutex::new(VecDeque::new()),
+            speakers: Mutex::new(Default::default()),
             last: Mutex::new(None),
             running: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -136,6 +179,15 @@ impl Consolidator {
 
     /// Adds messages; beyond twice the batch size the oldest are dropped.
     pub fn buffer(&self, messages: Vec<BufferedMessage>) {
+        {
+            let mut speakers = self.speakers.lock().unwrap_or_else(|p| p.into_inner());
+            // Bounded: the names of the people the agent serves, not of every message.
+            for name in messages.iter().filter_map(|m| m.sender.clone()) {
+                if speakers.len() < 1000 {
+                    speakers.insert(name);
+                }
+            }
+        }
         let mut buf = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
         buf.extend(messages);
         self.cap(&mut buf);
@@ -213,7 +265,14 @@ impl Consolidator {
         deadline: Option<tokio::time::Instant>,
         report: &mut CycleReport,
     ) -> (ScopeWork, String) {
-        let mut group = ScopeWork { scope, facts: Vec::new(), skills: Vec::new(), skill_sensitivity: Sensitivity::Low };
+        let mut group = ScopeWork {
+            scope,
+            facts: Vec::new(),
+            decisions: Vec::new(),
+            known: Vec::new(),
+            skills: Vec::new(),
+            skill_sensitivity: Sensitivity::Low,
+        };
         for m in messages.iter().filter(|m| m.role == "user") {
             for t in crate::hooks::general_facts(&m.content) {
                 let fact = Fact { subject: t.subject, predicate: t.predicate, object: t.object, confidence: 0.5 };
@@ -226,9 +285,15 @@ impl Consolidator {
         let status = match allowed {
             Err(reason) => reason.to_string(),
             Ok(()) if sendable.is_empty() => "skipped: every message is above consolidation.llm_max_sensitivity".into(),
-            Ok(()) => match self.call_llm_until(&sendable, deadline).await {
-                Ok(extraction) => {
+            Ok(()) => match self.call_llm_until(&sendable, &group.scope, deadline).await {
+                Ok((extraction, known)) => {
                     let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
+                    group.known = known;
+                    for d in extraction.memory {
+                        report.llm_facts += usize::from(d.event != DecisionKind::None);
+                        let at = decision_time(&d, &sendable);
+                        group.decisions.push((d, at, sensitivity));
+                    }
                     for f in extraction.facts.into_iter().filter(|f| f.confidence >= self.min_confidence) {
                         report.llm_facts += 1;
                         group.facts.push((f, sensitivity));
@@ -261,8 +326,13 @@ impl Consolidator {
             let mut report = report;
             for group in work {
                 for (fact, sensitivity) in group.facts {
-                    if let Err(e) = this.ingest_or_revise(&fact, sensitivity, &group.scope, &mut report) {
+                    if let Err(e) = this.ingest_or_revise(&fact, sensitivity, &group.scope, None, &mut report) {
                         report.errors.push(format!("{} {} {}: {e}", fact.subject, fact.predicate, fact.object));
+                    }
+                }
+                for (decision, at, sensitivity) in group.decisions {
+                    if let Err(e) = this.decide(&decision, at, sensitivity, &group.scope, &group.known, &mut report) {
+                        report.errors.push(format!("{:?} {}: {e}", decision.event, decision.id.as_deref().unwrap_or(&decision.object)));
                     }
                 }
                 for skill in group.skills {
@@ -287,27 +357,161 @@ impl Consolidator {
         report
     }
 
-    async fn call_llm_until(&self, batch: &[&BufferedMessage], deadline: Option<tokio::time::Instant>) -> Result<Extraction, LlmError> {
+    async fn call_llm_until(
+        &self,
+        batch: &[&BufferedMessage],
+        scope: &Scope,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<(Extraction, Vec<RecordId>), LlmError> {
         match deadline {
-            None => self.call_llm(batch).await,
-            Some(at) => tokio::time::timeout_at(at, self.call_llm(batch)).await.unwrap_or(Err(LlmError::Timeout)),
+            None => self.call_llm(batch, scope).await,
+            Some(at) => tokio::time::timeout_at(at, self.call_llm(batch, scope)).await.unwrap_or(Err(LlmError::Timeout)),
         }
     }
 
-    async fn call_llm(&self, batch: &[&BufferedMessage]) -> Result<Extraction, LlmError> {
-        let snippet = batch.iter().map(|m| format!("[{}]: {}", m.role, m.content)).collect::<Vec<_>>().join("\n\n");
-        let value = self.llm.chat_json(&Chat::new(SYSTEM_PROMPT, &snippet)).await?;
-        extraction_from(value).map_err(|e| {
+    /// Asks the model about `batch`, showing it the live facts about the speakers and the
+    /// subjects the batch names (`F1`, `F2`, … in the prompt; their record ids returned in
+    /// that order).
+    async fn call_llm(&self, batch: &[&BufferedMessage], scope: &Scope) -> Result<(Extraction, Vec<RecordId>), LlmError> {
+        let known = self.known_facts(batch, scope);
+        let mut prompt = String::new();
+        if !known.is_empty() {
+            prompt.push_str("Known facts:\n");
+            for (i, f) in known.iter().enumerate() {
+                let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
+                prompt.push_str(&format!("F{}: {} {} {}{since}\n", i + 1, f.subject, f.predicate, f.value));
+            }
+            prompt.push('\n');
+        }
+        prompt.push_str("Conversation:\n");
+        for m in batch {
+            let who = match (&m.sender, m.role.as_str()) {
+                (Some(name), role) => format!("{name} ({role})"),
+                (None, role) => role.to_string(),
+            };
+            prompt.push_str(&format!("[{}] {who}: {}\n", m.timestamp.strftime("%Y-%m-%d %H:%M"), m.content));
+        }
+        let predicates = mneme_core::truth::SLOTS.iter().map(|s| format!("\"{}\"", s.predicate)).collect::<Vec<_>>().join(", ");
+        let system = SYSTEM_PROMPT.replace("{PREDICATES}", &predicates);
+        let value = self.llm.chat_json(&Chat::new(&system, &prompt)).await?;
+        let extraction = extraction_from(value).map_err(|e| {
             self.llm.failed();
             LlmError::BadResponse(e)
-        })
+        })?;
+        Ok((extraction, known.into_iter().map(|f| f.id).collect()))
+    }
+
+    /// Live facts about the batch's speakers and about subjects its messages name.
+    fn known_facts(&self, batch: &[&BufferedMessage], scope: &Scope) -> Vec<crate::truth::LiveFact> {
+        let p = &*self.principal;
+        let facts = match crate::truth::live_facts(&self.ops, p, self.llm_max_sensitivity, self.ops.limits().max_limit) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(error = %e, "known facts not read; the model sees the conversation only");
+                return Vec::new();
+            }
+        };
+        let text: String = batch.iter().map(|m| m.content.to_lowercase()).collect::<Vec<_>>().join("\n");
+        let speakers: Vec<String> = batch.iter().filter_map(|m| m.sender.as_ref().map(|s| s.to_lowercase())).collect();
+        let _ = scope;
+        facts
+            .into_iter()
+            .filter(|f| speakers.contains(&f.subject.to_lowercase()) || text.contains(&f.subject.to_lowercase()))
+            .take(KNOWN_FACTS_SHOWN)
+            .collect()
+    }
+
+    /// Applies one decision of the model. The latest statement wins: a decision speaks for
+    /// the time of the message it is about (`at`), and a known fact stated after that is
+    /// kept (`kept_newer`).
+    fn decide(
+        &self,
+        d: &Decision,
+        at: Timestamp,
+        sensitivity: Sensitivity,
+        scope: &Scope,
+        known: &[RecordId],
+        report: &mut CycleReport,
+    ) -> ServiceResult<()> {
+        let p = &*self.principal;
+        let target = || -> ServiceResult<MemoryRecord> {
+            let id = d.id.as_deref().unwrap_or("");
+            let n: usize = id.trim_start_matches(['F', 'f']).parse().unwrap_or(0);
+            let record = n.checked_sub(1).and_then(|i| known.get(i)).ok_or_else(|| {
+                mneme_service::ServiceError::invalid("memory.id", format!("{id:?} is not one of the known facts F1..F{}", known.len()))
+            })?;
+            Ok(self.ops.get(p, record)?.0)
+        };
+        let newer = |r: &MemoryRecord| match &r.payload {
+            Some(Payload::Semantic(f)) => f.valid_from.unwrap_or(r.created_at) > at,
+            _ => false,
+        };
+        match d.event {
+            DecisionKind::None => Ok(()),
+            DecisionKind::Add => {
+                let fact = Fact { subject: d.subject.clone(), predicate: d.predicate.clone(), object: d.object.clone(), confidence: 0.8 };
+                self.ingest_or_revise(&fact, sensitivity, scope, Some(at), report)
+            }
+            DecisionKind::Update | DecisionKind::Delete => {
+                let old = target()?;
+                if old.status != mneme_core::Status::Active {
+                    // Revised since the prompt was built (a newer message reconciled it).
+                    report.kept_newer += 1;
+                    return Ok(());
+                }
+                if newer(&old) {
+                    report.kept_newer += 1;
+                    return Ok(());
+                }
+                let Some(Payload::Semantic(f)) = &old.payload else { return Ok(()) };
+                let why = if d.reason.trim().is_empty() { "the conversation says so".to_string() } else { one_line(&d.reason, 500) };
+                if d.event == DecisionKind::Delete {
+                    self.ops.retract(p, &old.id, ACTOR.into(), format!("no longer true (LLM): {why}"))?;
+                    report.retracted += 1;
+                    return Ok(());
+                }
+                if d.object.trim().is_empty() {
+                    return Err(mneme_service::ServiceError::invalid("memory.object", "UPDATE needs the new value"));
+                }
+                let payload = SemanticPayload { object: d.object.trim().to_string(), valid_from: Some(at), ..f.clone() };
+                let change = Revision {
+                    payload: Some(Payload::Semantic(payload)),
+                    sensitivity: Some(old.sensitivity.max(sensitivity)),
+                    ..Revision::default()
+                };
+                self.ops.supersede(
+                    p,
+                    &old.id,
+                    change,
+                    ACTOR.into(),
+                    format!("updated: {:?} → {:?} (LLM: {why})", f.object, d.object.trim()),
+                )?;
+                report.superseded += 1;
+                Ok(())
+            }
+        }
     }
 
     /// The seed's ingest-or-revise, within `scope`. A revision is at least as sensitive
     /// as the fact it replaces and as the messages it came from.
-    fn ingest_or_revise(&self, fact: &Fact, sensitivity: Sensitivity, scope: &Scope, report: &mut CycleReport) -> ServiceResult<()> {
+    fn ingest_or_revise(
+        &self,
+        fact: &Fact,
+        sensitivity: Sensitivity,
+        scope: &Scope,
+        at: Option<Timestamp>,
+        report: &mut CycleReport,
+    ) -> ServiceResult<()> {
         let p = &*self.principal;
         let existing = find_fact(&self.ops, p, &fact.subject, &fact.predicate, scope)?;
+        // The latest statement wins: a known value stated after the message this fact
+        // comes from stays.
+        if let Some(at) = at
+            && existing.iter().any(|f| f.fact.valid_from.is_some_and(|v| v > at) && !f.fact.object.eq_ignore_ascii_case(&fact.object))
+        {
+            report.kept_newer += 1;
+            return Ok(());
+        }
         if let Some(same) = existing.iter().find(|f| f.fact.object.eq_ignore_ascii_case(&fact.object)) {
             self.ops.adjust(p, &same.id, true, None, ACTOR.into(), "confirmed by consolidation".into())?;
             report.reinforced += 1;
@@ -317,7 +521,7 @@ impl Consolidator {
             subject: fact.subject.clone(),
             predicate: fact.predicate.clone(),
             object: fact.object.clone(),
-            valid_from: None,
+            valid_from: at,
             valid_to: None,
             evidence: Vec::new(),
         };
@@ -350,9 +554,21 @@ impl Consolidator {
             }
             return Ok(());
         }
-        self.ops.ingest(p, Payload::Semantic(payload), self.options(sensitivity, scope, fact.confidence))?;
+        let mut options = self.options(sensitivity, scope, fact.confidence);
+        if let Some(slot) = mneme_core::truth::SLOTS.iter().find(|s| s.predicate.eq_ignore_ascii_case(fact.predicate.trim())) {
+            options.tags.push(format!("slot:{}", slot.id));
+            if self.is_speaker(&fact.subject) {
+                options.tags.push(crate::truth::ABOUT_USER.into());
+            }
+        }
+        self.ops.ingest(p, Payload::Semantic(payload), options)?;
         report.ingested += 1;
         Ok(())
+    }
+
+    /// Is `subject` someone who spoke in recent batches (a user, as opposed to a third party)?
+    fn is_speaker(&self, subject: &str) -> bool {
+        self.speakers.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|s| s.eq_ignore_ascii_case(subject))
     }
 
     fn ingest_skill(&self, skill: &Skill, sensitivity: Sensitivity, scope: &Scope) -> ServiceResult<()> {
@@ -385,10 +601,32 @@ impl Consolidator {
     }
 }
 
+/// How many known facts the prompt shows at most.
+const KNOWN_FACTS_SHOWN: usize = 50;
+
+/// The time a decision speaks for: the latest message of the batch that names its value
+/// (or, for a DELETE, its id's fact is judged against), else the batch's last message.
+fn decision_time(d: &Decision, batch: &[&BufferedMessage]) -> Timestamp {
+    let value = d.object.trim().to_lowercase();
+    let last = batch.iter().map(|m| m.timestamp).max().unwrap_or(Timestamp::UNIX_EPOCH);
+    if value.is_empty() {
+        return last;
+    }
+    batch.iter().filter(|m| m.content.to_lowercase().contains(&value)).map(|m| m.timestamp).max().unwrap_or(last)
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() > max { format!("{}…", s.chars().take(max - 1).collect::<String>()) } else { s }
+}
+
 /// One scope's share of a cycle: facts with their sensitivity, and LLM skills.
 struct ScopeWork {
     scope: Scope,
     facts: Vec<(Fact, Sensitivity)>,
+    /// The model's decisions, each with the time it speaks for and the known facts' ids.
+    decisions: Vec<(Decision, Timestamp, Sensitivity)>,
+    known: Vec<RecordId>,
     skills: Vec<Skill>,
     skill_sensitivity: Sensitivity,
 }
@@ -456,8 +694,25 @@ pub fn extraction_from(value: serde_json::Value) -> Result<Extraction, String> {
         .filter(|s| text_ok(&s.skill, 200) && s.steps.len() <= 50)
         .collect();
     let corrections = list("corrections").into_iter().filter_map(|v| serde_json::from_value::<Correction>(v).ok()).collect();
-    if !obj.contains_key("facts") && !obj.contains_key("competence") && !obj.contains_key("corrections") {
-        return Err("model output has none of facts, competence, corrections".into());
+    let memory = list("memory")
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<Decision>(v).ok())
+        .filter(|d| match d.event {
+            // A new fact needs all three parts; a change names the known fact.
+            DecisionKind::Add => text_ok(&d.subject, 200) && text_ok(&d.predicate, 100) && text_ok(&d.object, 500),
+            DecisionKind::Update => d.id.is_some() && text_ok(&d.object, 500),
+            DecisionKind::Delete => d.id.is_some(),
+            DecisionKind::None => true,
+        })
+        .map(|d| Decision {
+            subject: d.subject.trim().into(),
+            predicate: d.predicate.trim().to_lowercase(),
+            object: d.object.trim().into(),
+            ..d
+        })
+        .collect();
+    if !["facts", "competence", "corrections", "memory"].iter().any(|k| obj.contains_key(*k)) {
+        return Err("model output has none of facts, competence, corrections, memory".into());
     }
-    Ok(Extraction { facts, competence, corrections })
+    Ok(Extraction { facts, competence, corrections, memory })
 }

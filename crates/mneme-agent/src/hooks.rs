@@ -194,6 +194,8 @@ pub struct HookOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BufferedMessage {
     pub role: String,
+    /// Who said it (the user's name, when the host gives one).
+    pub sender: Option<String>,
     pub content: String,
     pub timestamp: Timestamp,
     pub sensitivity: Sensitivity,
@@ -555,7 +557,8 @@ impl Hooks {
                 out.record_ids.extend(applied.record_ids);
             }
         }
-        buffer.push(BufferedMessage { role: role.into(), content: content.into(), timestamp, sensitivity, scope: record.scope });
+        let sender = if role == "user" { input.event.from.clone().or_else(|| input.event.sender.clone()) } else { None };
+        buffer.push(BufferedMessage { role: role.into(), sender, content: content.into(), timestamp, sensitivity, scope: record.scope });
         Ok(())
     }
 

@@ -325,6 +325,8 @@ pub fn hit(h: &Hit) -> pb::Hit {
             lexical: h.score.lexical.unwrap_or(0.0),
             cosine: h.score.cosine,
             dense: h.score.dense,
+            slot: h.score.slot,
+            present: h.score.present,
         }),
     }
 }

@@ -395,7 +395,7 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
     for query in ["where does Howard live", "docker wrapper for staging"] {
         outln!("\nrecall {query:?}:");
         let hits = service.retrieve(&RetrieveRequest { query: query.into(), limit: 3, ..Default::default() }, access)?;
-        render::hits(&hits, true, false)?;
+        render::hits(&hits, Some(&ctx.config.retrieval), false)?;
     }
     outln!("\nhistory of {}:", new.id);
     render::history(&service.history(&new.id, access)?, false)?;
@@ -492,7 +492,7 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
     if !args.local
         && let Some(hits) = crate::daemon::remote_recall(ctx, &request)?
     {
-        return render::hits(&hits, args.explain, ctx.json);
+        return render::hits(&hits, args.explain.then_some(&ctx.config.retrieval), ctx.json);
     }
     let (service, lexical_only) = ctx.open_semantic()?;
     if let Some(why) = lexical_only
@@ -501,7 +501,7 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
         eprintln!("lexical-only retrieval: {why}");
     }
     let hits = service.retrieve(&request, access)?;
-    render::hits(&hits, args.explain, ctx.json)
+    render::hits(&hits, args.explain.then_some(&ctx.config.retrieval), ctx.json)
 }
 
 fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {

@@ -143,7 +143,10 @@ pub fn history(h: &History, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn hits(hits: &[Hit], explain: bool, json: bool) -> Result<()> {
+/// Ranked hits, each with its date (the event's time, a fact's `valid_from`, else when it
+/// was written); `explain` adds each hit's score parts and the formula with the weights
+/// that produced it.
+pub fn hits(hits: &[Hit], explain: Option<&mneme_core::RankWeights>, json: bool) -> Result<()> {
     if json {
         return print_json(&hits);
     }
@@ -154,22 +157,29 @@ pub fn hits(hits: &[Hit], explain: bool, json: bool) -> Result<()> {
     for (rank, hit) in hits.iter().enumerate() {
         let r = &hit.record;
         let marker = if r.is_tombstone() || r.status != mneme_core::Status::Active { format!(" ({})", r.status) } else { String::new() };
-        outln!("{:>2}. {} [{}{}] {}", rank + 1, r.id, r.memory_type, marker, r.summary);
-        if explain {
+        let date = match &r.payload {
+            Some(mneme_core::Payload::Event(e)) => e.event_time,
+            Some(mneme_core::Payload::Semantic(f)) => f.valid_from,
+            _ => None,
+        }
+        .unwrap_or(r.created_at)
+        .strftime("%Y-%m-%d");
+        outln!("{:>2}. {} [{}{}] {date} {}", rank + 1, r.id, r.memory_type, marker, r.summary);
+        if let Some(weights) = explain {
             let s = &hit.score;
             let num = |v: Option<f64>| {
                 v.map_or("-".to_string(), |v| if v != 0.0 && v.abs() < 0.01 { format!("{v:.1e}") } else { format!("{v:.3}") })
             };
+            outln!("    {}", s.formula(weights));
             outln!(
-                "    score {:.4} = relevance {} [lexical {} (bm25 {}) · dense {} (cosine {})] · salience {:.3} · recency {:.3}",
-                s.score,
+                "    relevance {} [lexical {} (bm25 {}) · dense {} (cosine {}) · speaker {} · neighbour {}]",
                 num(s.relevance),
                 num(s.lexical),
                 num(s.bm25),
                 num(s.dense),
                 num(s.cosine),
-                s.salience,
-                s.recency
+                num(s.speaker),
+                num(s.neighbour)
             );
         }
     }

@@ -126,7 +126,8 @@ async fn failures_back_off_and_fall_back_to_regex() {
     let first = script.requests.lock().await[0].clone();
     assert!(first["messages"][0]["content"].as_str().unwrap_or("").starts_with("You are a memory consolidation engine"));
     assert_eq!(first["response_format"]["type"], "json_object");
-    assert!(first["messages"][1]["content"].as_str().unwrap_or("").contains("[user]: Gitea runs on port 3000."));
+    // Each line carries its date and speaker.
+    assert!(first["messages"][1]["content"].as_str().unwrap_or("").contains("] user: Gitea runs on port 3000."), "{first}");
     d.stop().await;
 }
 
@@ -367,4 +368,61 @@ fn extraction_parsing_validates_the_schema() {
     assert!(parse_extraction("[]").is_err());
     assert!(parse_extraction("{\"answer\": 42}").is_err());
     assert!(parse_extraction("nope").is_err());
+}
+
+async fn say_as(d: &TestDaemon, who: &str, text: &str, at: &str) {
+    let event = json!({ "content": text, "from": who, "timestamp": at, "sessionId": "s" });
+    let (s, v) = d.post("/v1/hooks/message_received", event).await;
+    assert_eq!(s, 200, "{v}");
+}
+
+/// The live value of `who`'s slot: the objects of the active facts with this predicate.
+async fn live(d: &TestDaemon, who: &str, predicate: &str) -> Vec<String> {
+    let (_, hits) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "limit": 50 })).await;
+    hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| &h["record"]["payload"])
+        .filter(|p| p["subject"] == who && p["predicate"] == predicate)
+        .map(|p| p["object"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// With an LLM the model sees speaker names, dates and the live facts about the speakers
+/// (by id), and decides ADD / UPDATE / DELETE / NONE; decisions are validated, and the
+/// latest statement wins over a decision about an older message.
+#[tokio::test]
+async fn the_model_decides_on_known_facts_and_the_latest_statement_wins() {
+    let update = json!({ "memory": [
+        { "event": "UPDATE", "id": "F1", "object": "Berlin", "reason": "ana moved" },
+        { "event": "DELETE", "id": "F9", "reason": "no such fact" },
+        { "event": "SHRUG" },
+    ] });
+    let stale = json!({ "memory": [{ "event": "ADD", "subject": "ana", "predicate": "lives in", "object": "Madrid" }] });
+    let (endpoint, script) = llm(vec![Reply::Content(update.to_string()), Reply::Content(stale.to_string())]).await;
+    let d = daemon(&endpoint).await;
+
+    say_as(&d, "ana", "I live in Lisbon.", "2026-01-05T10:00:00Z").await;
+    assert_eq!(live(&d, "ana", "lives in").await, ["Lisbon"], "the hook reconciled the user's own words");
+    say_as(&d, "ana", "The movers came today, it was chaos.", "2026-02-01T10:00:00Z").await;
+    let r = cycle(&d).await;
+    let prompt = script.requests.lock().await[0]["messages"][1]["content"].as_str().unwrap_or("").to_string();
+    assert!(prompt.contains("F1: ana lives in Lisbon (since 2026-01-05)"), "{prompt}");
+    assert!(prompt.contains("[2026-02-01 10:00] ana (user): The movers came today"), "{prompt}");
+    let system = script.requests.lock().await[0]["messages"][0]["content"].as_str().unwrap_or("").to_string();
+    assert!(system.contains("\"lives in\"") && system.contains("UPDATE"), "{system}");
+    assert_eq!(r["superseded"], 1, "{r}");
+    assert!(r["errors"].to_string().contains("F9"), "an unknown id is refused by name: {r}");
+    assert_eq!(live(&d, "ana", "lives in").await, ["Berlin"]);
+
+    // A message about Madrid, then ana's own newer statement: the model's decision about
+    // the older message does not undo it.
+    say_as(&d, "ana", "Madrid was lovely in spring.", "2026-03-01T10:00:00Z").await;
+    say_as(&d, "ana", "I live in Porto now.", "2026-03-02T10:00:00Z").await;
+    assert_eq!(live(&d, "ana", "lives in").await, ["Porto"]);
+    let r = cycle(&d).await;
+    assert_eq!(r["kept_newer"], 1, "{r}");
+    assert_eq!(live(&d, "ana", "lives in").await, ["Porto"]);
+    d.stop().await;
 }

@@ -111,8 +111,11 @@ fn changes_negations_and_corrections() {
         ("I left Hooli and now work at Nakatomi.", &["employer Set Nakatomi (was Hooli)"]),
         ("I'm at Globex, mostly on internal tools.", &["employer Set Globex"]),
         ("I'm with Yara now; Jonas and I split up in the spring.", &["partner Set Yara", "partner Negate Jonas"]),
+        ("Rui is no longer my manager; it's Ines now.", &["manager Set Ines (was Rui)"]),
         ("Sorry, I got that wrong earlier: product manager, not DevOps engineer.", &["? Set product manager (was DevOps engineer)"]),
-        ("We're off AWS now; Azure was cheaper.", &["cloud Negate AWS", "cloud Set Azure"]),
+        // A negation and a new value of one slot in one utterance are one change.
+        ("We're off AWS now; Azure was cheaper.", &["cloud Set Azure (was AWS)"]),
+        ("I'm no longer at Acme; I joined Globex two weeks ago.", &["employer Set Globex (was Acme)"]),
         ("We adopted a puppy, Mango; sadly Rocket passed away in the winter.", &["pet Set Mango", "pet Negate Rocket"]),
         ("I started eating meat again, so I eat everything now.", &["diet Set omnivore"]),
         ("Jonas and I split up.", &["partner Negate Jonas"]),
@@ -121,7 +124,8 @@ fn changes_negations_and_corrections() {
         ("If I moved to Madrid, would my rent go up a lot?", &[]),
         ("We're thinking about moving to Oslo next year.", &[]),
         ("Wir sind nach München umgezogen.", &["city Set München"]),
-        ("I don't live in Lisbon anymore, I'm in Munich now.", &["city Negate Lisbon", "city Set Munich"]),
+        ("I don't live in Lisbon anymore, I'm in Munich now.", &["city Set Munich (was Lisbon)"]),
+        ("I joined a gym.", &[]),
         // Statements about things are not about the speaker (a typed value alone is not a cue).
         ("Golf uses the shared cache.", &[]),
         ("India uses the shared cache.", &[]),

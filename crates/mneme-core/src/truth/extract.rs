@@ -761,7 +761,7 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
 }
 
 /// How strongly the clause states each slot, with the position its value follows.
-fn score(toks: &[Tok], lang: Lang, k: usize) -> (f64, Option<usize>) {
+fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Option<usize>) {
     let compiled = match lang {
         Lang::En => &LEXICON.en[k],
         Lang::De => &LEXICON.de[k],
@@ -770,7 +770,10 @@ fn score(toks: &[Tok], lang: Lang, k: usize) -> (f64, Option<usize>) {
     let mut anchor = None;
     for cue in &compiled.cues {
         if let Some((_, end)) = find_phrase(toks, cue) {
-            let w = if cue.len() > 1 { 2.0 } else { 1.5 };
+            // A phrase is strong evidence; one word is, when a value of the slot's shape
+            // follows it ("I joined Globex", not "I joined a gym").
+            let named = SLOTS[k].shape == Shape::Name && value_after(toks, end, &SLOTS[k]).is_some_and(|(a, _)| a <= end + 2);
+            let w = if cue.len() > 1 || named { 2.0 } else { 1.5 };
             if w > s {
                 s = w;
                 anchor = Some(end);
@@ -797,7 +800,7 @@ fn score(toks: &[Tok], lang: Lang, k: usize) -> (f64, Option<usize>) {
         (!LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(toks, k).is_empty()) || (SLOTS[k].id == "diet" && diet(toks).is_some());
     // A typed value alone ("Golf uses the shared cache") says nothing about the speaker:
     // without a cue it needs the speaker's words ("we", "my") or their project's.
-    let mine = toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE) || (SLOTS[k].project && is_word(t, PROJECT_WORDS)));
+    let mine = speaker_speaks || toks.iter().any(|t| SLOTS[k].project && is_word(t, PROJECT_WORDS));
     if typed && (s > 0.0 || mine) {
         s += 1.5;
         let ci = lang as usize;
@@ -1036,11 +1039,15 @@ fn correction(text: &str) -> Option<(String, String)> {
 }
 
 fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
-    // Pass 1: each clause's best slots.
+    // Pass 1: each clause's best slots. Is the utterance in the first person at all?
+    let speaker_speaks = clauses.iter().any(|x| x.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE)));
     let mut found: Vec<Vec<(usize, f64, Option<usize>)>> = Vec::new();
     for c in clauses {
-        let mut slots: Vec<(usize, f64, Option<usize>)> =
-            (0..SLOTS.len()).map(|k| (k, score(&c.toks, lang, k))).filter(|(_, (s, _))| *s >= 2.0).map(|(k, (s, a))| (k, s, a)).collect();
+        let mut slots: Vec<(usize, f64, Option<usize>)> = (0..SLOTS.len())
+            .map(|k| (k, score(&c.toks, lang, k, speaker_speaks)))
+            .filter(|(_, (s, _))| *s >= 2.0)
+            .map(|(k, (s, a))| (k, s, a))
+            .collect();
         slots.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         found.push(slots);
     }
@@ -1071,7 +1078,6 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
         let mut used: Vec<(usize, usize)> = Vec::new();
         for (k, _, anchor) in slots {
             let def = &SLOTS[k];
-            let speaker_speaks = clauses.iter().any(|x| x.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE)));
             let other = match subject(&c.toks, def) {
                 Ok(o) => o,
                 // No subject in the clause ("…, so plant-based all the way now"): the
@@ -1109,6 +1115,16 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
             }
             let neg = if def.id == "diet" && diet(&c.toks).is_some() { None } else { negated(&c.toks, lang) };
             for claim in ops(c, def, &vals, neg, other) {
+                // "I'm no longer at Acme; I joined Globex": one change, Acme → Globex.
+                if claim.op == Op::Set
+                    && let Some(i) = out
+                        .iter()
+                        .position(|o| o.slot == claim.slot && o.other == claim.other && o.op == Op::Negate && o.value != claim.value)
+                {
+                    let negated = out.remove(i);
+                    out.push(Claim { old: claim.old.clone().or(Some(negated.value)), ..claim });
+                    continue;
+                }
                 let seen = out.iter().any(|o| o.slot == claim.slot && o.other == claim.other && o.op == claim.op && o.value == claim.value);
                 if !seen {
                     out.push(claim);

@@ -10,6 +10,7 @@ mod hooks;
 mod limits;
 mod policy;
 mod protocol;
+mod truth;
 
 use std::net::SocketAddr;
 

@@ -48,12 +48,16 @@ struct Tok {
     text: String,
     lower: String,
     stem: String,
+    /// Capitalisation assumed, not written (an all-lower-case message: "i live in tartu").
+    lowered: bool,
     cap: bool,
 }
 
 /// A slot's cues, nouns and gazetteer, stemmed or split once per language.
 struct Compiled {
     cues: Vec<Vec<String>>,
+    /// Cues written `+word` count only beside one of the slot's nouns ("a cat called Miso").
+    needs_noun: Vec<bool>,
     nouns: Vec<Vec<String>>,
     question: Vec<Vec<String>>,
 }
@@ -84,7 +88,8 @@ static LEXICON: LazyLock<Lexicon> = LazyLock::new(|| {
         SLOTS
             .iter()
             .map(|d| Compiled {
-                cues: d.cues.iter().map(|c| stem_phrase(&s, c)).collect(),
+                cues: d.cues.iter().map(|c| stem_phrase(&s, c.trim_start_matches('+'))).collect(),
+                needs_noun: d.cues.iter().map(|c| c.starts_with('+')).collect(),
                 nouns: d.nouns.iter().map(|c| stem_phrase(&s, c)).collect(),
                 question: d.question.iter().map(|c| stem_phrase(&s, c)).collect(),
             })
@@ -123,8 +128,29 @@ const GERMAN_MARKERS: &[&str] = &[
 const FIRST_PERSON: &[&str] = &["i", "we", "me", "us", "ich", "wir", "mich", "mir", "uns"];
 const POSSESSIVE: &[&str] = &["my", "our", "mein", "meine", "meinen", "meiner", "meinem", "unser", "unsere", "unseren", "unserem"];
 const GENERIC_SUBJECTS: &[&str] = &["everyone", "everybody", "nobody", "people", "everything", "all", "it", "call", "please"];
-const PROJECT_WORDS: &[&str] =
-    &["project", "app", "codebase", "backend", "service", "site", "product", "stack", "system", "api", "team", "projekt"];
+const PROJECT_WORDS: &[&str] = &[
+    "project",
+    "app",
+    "codebase",
+    "backend",
+    "service",
+    "site",
+    "product",
+    "stack",
+    "system",
+    "api",
+    "team",
+    "projekt",
+    "infra",
+    "infrastructure",
+    "servers",
+    "server",
+    "website",
+    "apps",
+    "backend",
+    "frontend",
+    "repo",
+];
 /// Clause-initial capitalised words that are not names.
 const NOT_NAMES: &[&str] = &[
     "honestly",
@@ -266,6 +292,14 @@ const HYPOTHETICAL: &[&str] = &[
     "eventually",
     "dream",
     "wondering",
+    "evaluating",
+    "debating",
+    "whether",
+    "comparing",
+    "pretend",
+    "imagine",
+    "parallel",
+    "hypothetically",
 ];
 const INTERROGATIVE: &[&str] = &[
     "should", "would", "could", "can", "do", "does", "did", "is", "are", "what", "how", "which", "who", "where", "why", "when", "soll",
@@ -273,6 +307,11 @@ const INTERROGATIVE: &[&str] = &[
 ];
 /// Words skipped between a cue and its value.
 const SKIP: &[&str] = &[
+    "but",
+    "and",
+    "so",
+    "aber",
+    "und",
     "is",
     "am",
     "are",
@@ -485,6 +524,7 @@ pub fn extract(text: &str) -> Vec<Claim> {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}', '\u{201e}'], "\"");
     let lang = language(&text);
     let stem = stemmer(lang);
+    let lower_case = !text.chars().any(char::is_uppercase);
     let mut clauses: Vec<Clause> = Vec::new();
     for sentence in sentences(&text) {
         if sentence.contains('?') {
@@ -492,7 +532,10 @@ pub fn extract(text: &str) -> Vec<Claim> {
         }
         let mut first = true;
         for clause in split_clauses(sentence) {
-            let toks = tokenize(clause, &stem);
+            let mut toks = tokenize(&clause, &stem);
+            if lower_case {
+                assume_capitals(&mut toks);
+            }
             if toks.is_empty() {
                 continue;
             }
@@ -554,9 +597,14 @@ fn sentences(text: &str) -> Vec<&str> {
 
 /// Clauses: split on `;`, `:`, dashes, and on a comma that starts a new statement
 /// (", so", ", I …", ", it's …").
-fn split_clauses(sentence: &str) -> Vec<&str> {
+fn split_clauses(sentence: &str) -> Vec<String> {
     const OPENERS: &[&str] = &[
         "i",
+        "don't",
+        "they're",
+        "she's",
+        "he's",
+        "no",
         "i'm",
         "i've",
         "i'd",
@@ -594,6 +642,7 @@ fn split_clauses(sentence: &str) -> Vec<&str> {
         "sondern",
     ];
     let mut parts = Vec::new();
+    let sentence = sentence.replace(" but ", ", but ").replace(" aber ", ", aber ");
     for piece in sentence.split([';', ':', '—', '–']) {
         let mut start = 0;
         let bytes = piece.as_bytes();
@@ -608,13 +657,13 @@ fn split_clauses(sentence: &str) -> Vec<&str> {
                     .replace('\u{2019}', "'")
                     .to_lowercase();
                 if OPENERS.contains(&word.as_str()) {
-                    parts.push(&piece[start..i]);
+                    parts.push(piece[start..i].to_string());
                     start = i + 1;
                 }
             }
             i += 1;
         }
-        parts.push(&piece[start..]);
+        parts.push(piece[start..].to_string());
     }
     parts.into_iter().filter(|p| p.chars().any(char::is_alphanumeric)).collect()
 }
@@ -629,9 +678,13 @@ fn tokenize(clause: &str, stem: &Stemmer) -> Vec<Tok> {
         }
         let lower = w.to_lowercase();
         let cap = w.chars().next().is_some_and(char::is_uppercase) || w.chars().skip(1).any(char::is_uppercase);
-        out.push(Tok { text: w.to_string(), stem: stem.stem(&lower).into_owned(), lower, cap });
+        out.push(Tok { text: w.to_string(), stem: stem.stem(&lower).into_owned(), lower, cap, lowered: false });
     };
     for raw in clause.split_whitespace() {
+        if raw == "&" {
+            push(&mut out, "&");
+            continue;
+        }
         let trailing_comma = raw.trim_end_matches(['.', '!', '"', ')']).ends_with(',');
         let w = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '+' || c == '#'));
         let w = if w.ends_with('+') || w.ends_with('#') { w } else { w.trim_end_matches(['+', '#']) };
@@ -671,16 +724,109 @@ fn tokenize(clause: &str, stem: &Stemmer) -> Vec<Tok> {
             push(&mut out, ",");
         }
     }
+    // "My flat's in Utrecht", "my role's product designer": "'s" before a preposition,
+    // an article or a lower-case word that is not a noun of the possessor is "is".
+    for i in 0..out.len() {
+        if out[i].lower == "'s"
+            && out.get(i + 1).is_some_and(|n| {
+                is_word(n, &["in", "at", "on", "a", "an", "the", "now", "not", "still", "all", "from", "with"])
+                    || (!n.cap && is_word(n, JOB_WORDS_AFTER_IS))
+            })
+        {
+            out[i] = Tok { text: "is".into(), lower: "is".into(), stem: "is".into(), cap: false, lowered: false };
+        }
+    }
     out
 }
+
+/// Words that follow "X's" as "X is" rather than a possession ("my role's product designer").
+const JOB_WORDS_AFTER_IS: &[&str] = &["product", "senior", "junior", "lead", "head", "chief", "staff", "principal"];
+
+/// An all-lower-case message: names are written without capitals, so any word that is
+/// not a function word may be one (one word at a time).
+fn assume_capitals(toks: &mut [Tok]) {
+    for t in toks.iter_mut() {
+        let function = is_word(t, STOP)
+            || is_word(t, SKIP)
+            || is_word(t, FIRST_PERSON)
+            || is_word(t, POSSESSIVE)
+            || is_word(t, NOT_NAMES)
+            || is_word(t, RELATIONS)
+            || is_word(t, HYPOTHETICAL)
+            || is_lexicon_word(t)
+            || is_word(t, CASUAL)
+            || t.text == ",";
+        if !t.cap && !function && t.text.chars().next().is_some_and(char::is_alphabetic) {
+            t.cap = true;
+            t.lowered = true;
+        }
+    }
+}
+
+/// Chat words that are never values.
+const CASUAL: &[&str] =
+    &["btw", "lol", "tbh", "pls", "please", "haha", "ok", "okay", "yeah", "yep", "though", "anyway", "don't", "ask", "fyi", "imo"];
 
 /// Where a phrase (stems) occurs in the tokens: the index after its last word.
 fn find_phrase(toks: &[Tok], phrase: &[String]) -> Option<(usize, usize)> {
     if phrase.is_empty() || phrase.len() > toks.len() {
         return None;
     }
-    (0..=toks.len() - phrase.len()).find(|&i| phrase.iter().enumerate().all(|(k, p)| toks[i + k].stem == *p)).map(|i| (i, i + phrase.len()))
+    // Up to two filler words may stand between a phrase's words: "arbeite nicht mehr bei",
+    // "am not a", "berichte jetzt an".
+    for i in 0..toks.len() {
+        if toks[i].stem != phrase[0] {
+            continue;
+        }
+        let mut at = i + 1;
+        let mut ok = true;
+        for p in &phrase[1..] {
+            let mut gap = 0;
+            while at < toks.len() && toks[at].stem != *p && gap < 2 && is_word(&toks[at], FILLERS) {
+                at += 1;
+                gap += 1;
+            }
+            if at < toks.len() && toks[at].stem == *p {
+                at += 1;
+            } else {
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            return Some((i, at));
+        }
+    }
+    None
 }
+
+/// Words that may stand inside a cue phrase.
+const FILLERS: &[&str] = &[
+    "not",
+    "no",
+    "longer",
+    "now",
+    "still",
+    "really",
+    "just",
+    "also",
+    "currently",
+    "finally",
+    "mostly",
+    "mainly",
+    "nicht",
+    "mehr",
+    "jetzt",
+    "noch",
+    "auch",
+    "schon",
+    "inzwischen",
+    "mittlerweile",
+    "hauptsächlich",
+    "never",
+    "already",
+    "officially",
+];
 
 /// Gazetteer values of a slot in the clause: (start, end, text as written, canonical).
 fn gazetteer_hits(toks: &[Tok], slot: usize) -> Vec<(usize, usize, String, String)> {
@@ -714,13 +860,70 @@ fn gazetteer_hits(toks: &[Tok], slot: usize) -> Vec<(usize, usize, String, Strin
 fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
     // "my sister", "a friend of mine", "Tiago's", "Bruno": someone else, if they come
     // before the first-person words.
+    // A name after the clause's verb is its object ("Got hired by Tessellate"), not its
+    // subject.
+    let mut after_verb = false;
     for (i, t) in toks.iter().enumerate() {
         if is_word(t, FIRST_PERSON) {
             return Ok(None);
         }
+        if i == 0 && t.cap && looks_like_a_verb(t) {
+            after_verb = true;
+            continue;
+        }
         if is_word(t, POSSESSIVE) {
             let noun = toks.get(i + 1);
-            if let Some(n) = noun.filter(|n| is_word(n, RELATIONS)) {
+            // "my partner works at X": the partner does; "my partner is X", "my cat Pixel",
+            // "my partner Sofia and I": the speaker's slot.
+            if noun.is_some_and(|n| is_word(n, PROJECT_WORDS)) {
+                // "our app runs on X", "our team uses X": the speaker's project.
+                return Ok(None);
+            }
+            // "my title changed to …", "my database is …": a thing of the speaker's.
+            let thing = |n: &Tok| {
+                SLOTS
+                    .iter()
+                    .filter(|d| !PERSON_SLOTS.contains(&d.id))
+                    .any(|d| d.nouns.iter().any(|x| x.split_whitespace().next() == Some(n.lower.as_str())))
+            };
+            if noun.is_some_and(thing) {
+                return Ok(None);
+            }
+            if let Some(n) = noun.filter(|n| !is_word(n, RELATIONS) && !is_word(n, FIRST_PERSON)) {
+                // The possessed phrase: adjectives, then the longest slot noun here
+                // ("favourite food"), else one word.
+                let mut i = i;
+                while toks.get(i + 2).is_some() && is_word(&toks[i + 1], ADJECTIVES) {
+                    i += 1;
+                }
+                let end = SLOTS
+                    .iter()
+                    .flat_map(|d| d.nouns)
+                    .map(|noun| noun.split_whitespace().collect::<Vec<_>>())
+                    .filter(|w| w.iter().enumerate().all(|(k, word)| toks.get(i + 1 + k).is_some_and(|t| t.lower == *word)))
+                    .map(|w| i + 1 + w.len())
+                    .max()
+                    .unwrap_or(i + 2);
+                let next = toks.get(end);
+                let verb = next.is_some_and(|x| {
+                    !x.cap
+                        && !is_word(x, COPULAS)
+                        && !is_word(
+                            x,
+                            &["of", "for", "at", "in", "from", "with", "on", "to", "now", "just", "really", "still", "von", "bei", "jetzt"],
+                        )
+                        && x.text != ","
+                        && x.lower != "'s"
+                });
+                if verb && !toks[end..].iter().any(|x| is_word(x, FIRST_PERSON)) {
+                    let phrase = toks[i + 1..end].iter().map(|t| t.lower.as_str()).collect::<Vec<_>>().join(" ");
+                    return Ok(Some(format!("{} {phrase}", t.text.to_lowercase())));
+                }
+                if !is_word(n, RELATIONS) && !n.lower.ends_with("-in-law") {
+                    return Ok(None);
+                }
+            }
+            if let Some(n) = noun.filter(|n| is_word(n, RELATIONS) || n.lower.ends_with("-in-law")) {
                 let mut who = format!("{} {}", t.text.to_lowercase(), n.lower);
                 if toks.get(i + 2).is_some_and(|x| x.lower == "'s") {
                     who.push_str("'s");
@@ -735,7 +938,21 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
         if is_word(t, GENERIC_SUBJECTS) {
             return Ok(None);
         }
-        if t.cap && !is_word(t, NOT_NAMES) {
+        if i == 0
+            && is_word(t, &["he", "she", "they", "him", "her", "them", "er", "sie"])
+            && !toks.iter().any(|x| is_word(x, FIRST_PERSON) || is_word(x, POSSESSIVE))
+        {
+            // Someone named before ("my grandmother …, so she's …"): not the speaker.
+            return Ok(Some(t.lower.clone()));
+        }
+        if is_word(t, &["you", "your", "du", "dein"]) {
+            // Addressed to the assistant ("pretend you're a chef from Lyon").
+            return Ok(Some("you".into()));
+        }
+        if !t.cap && !is_word(t, NOT_NAMES) && !is_word(t, SKIP) && !is_word(t, ADJECTIVES) && t.text != "," {
+            after_verb = true;
+        }
+        if t.cap && !is_word(t, NOT_NAMES) && !is_lexicon_word(t) && !after_verb {
             // A name that is itself a typed value ("Postgres was cheaper") is the value,
             // not a person.
             let typed = SLOTS.iter().position(|s| std::ptr::eq(s, slot)).is_some_and(|k| gazetteer_hits(&toks[i..i + 1], k).len() == 1);
@@ -743,7 +960,7 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
                 return Ok(None);
             }
             let mut end = i + 1;
-            while end < toks.len() && toks[end].cap && !is_word(&toks[end], NOT_NAMES) {
+            while end < toks.len() && toks[end].cap && !is_word(&toks[end], NOT_NAMES) && !is_lexicon_word(&toks[end]) {
                 end += 1;
             }
             let name = toks[i..end].iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
@@ -760,6 +977,47 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
     Err(())
 }
 
+/// Slots whose nouns name a person or an animal, who may do things themselves ("my
+/// partner works at …").
+const PERSON_SLOTS: &[&str] = &["partner", "manager", "pet"];
+
+/// Adjectives between a possessive and its noun ("my new boss", "our current database").
+const ADJECTIVES: &[&str] = &[
+    "new",
+    "old",
+    "current",
+    "direct",
+    "main",
+    "former",
+    "latest",
+    "first",
+    "second",
+    "little",
+    "big",
+    "lovely",
+    "beloved",
+    "real",
+    "actual",
+    "day-to-day",
+    "neuer",
+    "neue",
+    "neues",
+    "alter",
+    "alte",
+    "jetziger",
+    "jetzige",
+];
+
+const COPULAS: &[&str] = &["is", "was", "am", "are", "heißt", "ist", "called", "named", "namens", "and", "und"];
+
+/// A word of the lexicon (a cue or a slot's noun): not a name even when capitalised
+/// ("Home is Bergen", "Native Tagalog speaker").
+fn is_lexicon_word(t: &Tok) -> bool {
+    static WORDS: LazyLock<std::collections::HashSet<&'static str>> =
+        LazyLock::new(|| SLOTS.iter().flat_map(|s| s.cues.iter().chain(s.nouns).flat_map(|c| c.split_whitespace())).collect());
+    WORDS.contains(t.lower.as_str())
+}
+
 /// How strongly the clause states each slot, with the position its value follows.
 fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Option<usize>) {
     let compiled = match lang {
@@ -768,7 +1026,11 @@ fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Opti
     };
     let mut s = 0.0;
     let mut anchor = None;
-    for cue in &compiled.cues {
+    let has_noun = compiled.nouns.iter().any(|n| find_phrase(toks, n).is_some());
+    for (cue, needs_noun) in compiled.cues.iter().zip(&compiled.needs_noun) {
+        if *needs_noun && !has_noun {
+            continue;
+        }
         if let Some((_, end)) = find_phrase(toks, cue) {
             // A phrase is strong evidence; one word is, when a value of the slot's shape
             // follows it ("I joined Globex", not "I joined a gym").
@@ -796,12 +1058,14 @@ fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Opti
     if s > 0.0 && s < 2.5 && compiled.nouns.iter().any(|n| find_phrase(toks, n).is_some()) {
         s += 0.5;
     }
-    let typed =
-        (!LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(toks, k).is_empty()) || (SLOTS[k].id == "diet" && diet(toks).is_some());
+    let typed = (!LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(toks, k).is_empty())
+        || (SLOTS[k].id == "diet" && diet(toks).is_some())
+        || (SLOTS[k].id == "job_title" && !job_titles(toks).is_empty());
     // A typed value alone ("Golf uses the shared cache") says nothing about the speaker:
     // without a cue it needs the speaker's words ("we", "my") or their project's.
     let mine = speaker_speaks || toks.iter().any(|t| SLOTS[k].project && is_word(t, PROJECT_WORDS));
-    if typed && (s > 0.0 || mine) {
+    // A city needs a cue ("my flight to Krakow got delayed" is no move).
+    if typed && (s > 0.0 || (mine && SLOTS[k].id != "city")) {
         s += 1.5;
         let ci = lang as usize;
         // A change ("we switched …", "we're off AWS now") or a state of the speaker
@@ -809,7 +1073,8 @@ fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Opti
         if toks.iter().any(|t| LEXICON.changes[ci].contains(&t.stem)) || negated(toks, lang).is_some() {
             s += 1.0;
         } else if toks.iter().any(|t| is_word(t, &["now", "anymore", "jetzt", "mittlerweile", "inzwischen", "again", "wieder"]))
-            || (toks.iter().any(|t| is_word(t, FIRST_PERSON))
+            || (SLOTS[k].id != "city"
+                && toks.iter().any(|t| is_word(t, FIRST_PERSON))
                 && toks.iter().any(|t| is_word(t, &["am", "are", "bin", "sind", "follow", "ernähre"])))
         {
             s += 0.5;
@@ -860,7 +1125,11 @@ fn value_after(toks: &[Tok], from: usize, def: &SlotDef) -> Option<(usize, usize
     match def.shape {
         Shape::Name => {
             let mut end = start;
-            while end < toks.len() && (toks[end].cap || toks[end].text.chars().any(|c| c.is_ascii_digit())) && toks[end].lower != "i" {
+            while end < toks.len()
+                && (toks[end].cap || toks[end].text.chars().any(|c| c.is_ascii_digit()))
+                && toks[end].lower != "i"
+                && !(end > start && (toks[end].lowered || is_word(&toks[end], CASUAL)))
+            {
                 end += 1;
                 // "Stark & Sons", "Bank of Tallinn".
                 if end + 1 < toks.len() && is_word(&toks[end], &["&", "of", "de", "van", "von", "y"]) && toks[end + 1].cap {
@@ -921,6 +1190,23 @@ fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(
         return vec![(0, 0, v)];
     }
     let hits = gazetteer_hits(toks, k);
+    if !hits.is_empty() && def.kind == SlotKind::Multi && def.shape == Shape::Phrase && anchor.is_some() {
+        // "My hobbies are woodworking, fermentation and trail running": the list after
+        // the cue, known or not.
+        let mut out: Vec<(usize, usize, String)> = hits.iter().map(|(a, b, text, _)| (*a, *b, text.clone())).collect();
+        let mut at = anchor.unwrap_or(0);
+        while let Some(r) = value_after(toks, at, def) {
+            if !out.iter().any(|(a, b, _)| r.0 < *b && *a < r.1) {
+                out.push((r.0, r.1, span(toks, r)));
+            }
+            if !toks.get(r.1).is_some_and(|t| is_word(t, LIST_JOINERS)) {
+                break;
+            }
+            at = r.1 + 1;
+        }
+        out.sort();
+        return out;
+    }
     if !hits.is_empty() {
         return hits
             .into_iter()
@@ -960,7 +1246,22 @@ fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(
     let mut at = from;
     while let Some(r) = value_after(toks, at, def) {
         out.push((r.0, r.1, span(toks, r)));
-        // A list ("climbing, pottery and chess") for multi-valued slots.
+        // A list ("climbing, pottery and chess") for multi-valued slots; for names, the
+        // next name after a word that marks a change ("to Mireille", "statt an Sabine").
+        let next_name = def.shape == Shape::Name
+            && def.kind == SlotKind::Single
+            && (r.1 + 1..toks.len().min(r.1 + 4))
+                .any(|i| toks[i].cap && is_word(&toks[i - 1], &["to", "for", "statt", "instead", "nicht", "an", "auf", "nach", "zu"]));
+        if next_name {
+            at = r.1;
+            while at < toks.len() && !(toks[at].cap && at > r.1 && !is_word(&toks[at], NOT_NAMES)) {
+                at += 1;
+            }
+            if value_after(toks, at, def).is_some_and(|n| n.0 == at) {
+                continue;
+            }
+            break;
+        }
         if def.kind != SlotKind::Multi || !toks.get(r.1).is_some_and(|t| is_word(t, LIST_JOINERS)) {
             break;
         }
@@ -1004,7 +1305,7 @@ fn diet(toks: &[Tok]) -> Option<String> {
             return Some("vegetarian".into());
         }
     }
-    if (has("eat").is_some() || has("esse").is_some()) && toks.iter().any(|t| is_word(t, &["everything", "anything", "alles"])) {
+    if toks.iter().any(|t| t.stem == "eat" || t.lower == "esse") && toks.iter().any(|t| is_word(t, &["everything", "anything", "alles"])) {
         return Some("omnivore".into());
     }
     None
@@ -1017,9 +1318,42 @@ fn correction(text: &str) -> Option<(String, String)> {
         let s = s.trim().trim_matches(|c: char| c == '"' || c == ',');
         let lower = s.to_lowercase();
         let mut s = s;
-        for p in ["actually it's ", "actually it is ", "actually, it's ", "actually ", "it's ", "it is ", "es ist ", "eigentlich "] {
-            if lower.starts_with(p) {
-                s = &s[p.len()..];
+        // Leading interjections: "sorry, I meant …", "oops, it's …", "correction — …".
+        let mut lower = lower;
+        loop {
+            let before = s.len();
+            for p in [
+                "actually it's ",
+                "actually it is ",
+                "actually, it's ",
+                "actually, ",
+                "actually ",
+                "it's ",
+                "it is ",
+                "es ist ",
+                "eigentlich ",
+                "sorry, ",
+                "sorry ",
+                "oops, ",
+                "oops ",
+                "i meant ",
+                "i mean ",
+                "correction: ",
+                "correction ",
+                "no, ",
+                "wait, ",
+                "my bad, ",
+                "ich meinte ",
+                "sorry, ich meinte ",
+                "pardon, ",
+            ] {
+                if lower.starts_with(p) {
+                    s = s[p.len()..].trim_start();
+                    lower = s.to_lowercase();
+                    break;
+                }
+            }
+            if s.len() == before {
                 break;
             }
         }
@@ -1027,6 +1361,15 @@ fn correction(text: &str) -> Option<(String, String)> {
     };
     if let Some((new, old)) = t.split_once(", not ") {
         let (new, old) = (clean(new), clean(old));
+        let trivial = |x: &str| {
+            let x = x.to_lowercase();
+            x.len() < 2
+                || ["hmm", "um", "uh", "sure", "really", "quite", "so", "yet", "now", "that", "this", "me", "ok", "okay", "yes", "no"]
+                    .contains(&x.as_str())
+        };
+        if trivial(&new) || trivial(&old) {
+            return None;
+        }
         return (!new.is_empty() && !old.is_empty() && new.split_whitespace().count() <= 4 && old.split_whitespace().count() <= 4)
             .then_some((new, old));
     }
@@ -1040,7 +1383,11 @@ fn correction(text: &str) -> Option<(String, String)> {
 
 fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
     // Pass 1: each clause's best slots. Is the utterance in the first person at all?
-    let speaker_speaks = clauses.iter().any(|x| x.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE)));
+    // ("Migrated off X onto Y" drops its "I": a clause that starts with a verb counts.)
+    let speaker_speaks = clauses.iter().any(|x| {
+        x.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE))
+            || x.toks.first().is_some_and(|t| t.cap && looks_like_a_verb(t))
+    });
     let mut found: Vec<Vec<(usize, f64, Option<usize>)>> = Vec::new();
     for c in clauses {
         let mut slots: Vec<(usize, f64, Option<usize>)> = (0..SLOTS.len())
@@ -1054,19 +1401,25 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
     let mut out = Vec::new();
     for (ci, c) in clauses.iter().enumerate() {
         if let Some((new, old)) = correction(&c.text) {
-            let slot = (0..SLOTS.len()).find(|&k| !LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(&c.toks, k).is_empty());
-            out.push(Claim {
-                other: None,
-                slot: slot.map(|k| SLOTS[k].id),
-                value: new,
-                op: Op::Set,
-                old: Some(old),
-                clause: c.text.clone(),
-            });
+            // "my manager is Aurelio, not Aurelia": the new part states the slot itself.
+            let stated = if new.split_whitespace().count() > 1 { extract(&new).into_iter().find(|x| x.op == Op::Set) } else { None };
+            let (slot, value) = match stated {
+                Some(x) => (x.slot, x.value),
+                None => {
+                    let k = (0..SLOTS.len()).find(|&k| !LEXICON.gazetteers[k].is_empty() && !gazetteer_hits(&c.toks, k).is_empty());
+                    (k.map(|k| SLOTS[k].id), new)
+                }
+            };
+            out.push(Claim { other: None, slot, value, op: Op::Set, old: Some(old), clause: c.text.clone() });
             continue;
         }
         let mut slots = found[ci].clone();
         let carried = slots.is_empty();
+        // A clause about something of its own ("my skip-level is Dana") takes no slot from
+        // its neighbour.
+        if carried && c.toks.iter().any(|t| is_word(t, POSSESSIVE)) {
+            continue;
+        }
         if carried {
             // A neighbour's slot: the previous clause's, else the next one's.
             let near = (0..ci).rev().chain(ci + 1..clauses.len()).find_map(|j| found[j].first().copied());
@@ -1082,7 +1435,7 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 Ok(o) => o,
                 // No subject in the clause ("…, so plant-based all the way now"): the
                 // speaker's, when the utterance is in the first person.
-                Err(()) if carried || def.project || speaker_speaks => None,
+                Err(()) if carried || def.project || speaker_speaks || !starts_impersonal(&c.toks) => None,
                 Err(()) => continue,
             };
             // A carried clause does not restate a value this utterance already set
@@ -1100,6 +1453,10 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 }
             }
             let other = if carried { None } else { other };
+            // "My partner works at X": the partner is the subject, not the partner slot's value.
+            if other.as_deref().and_then(|o| o.split_whitespace().last()).is_some_and(|w| def.nouns.contains(&w)) {
+                continue;
+            }
             let vals: Vec<(usize, usize, String)> = values(&c.toks, k, def, anchor)
                 .into_iter()
                 .filter(|(a, b, _)| a == b || !used.iter().any(|(x, y)| a < y && x < b))
@@ -1135,6 +1492,33 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
     out
 }
 
+/// A capitalised word at the start of a clause that is a verb, not a name: "Got hired",
+/// "Been living", "Working as", "Migrated off".
+fn looks_like_a_verb(t: &Tok) -> bool {
+    const VERBS: &[&str] = &[
+        "got", "been", "had", "have", "has", "did", "was", "were", "went", "gave", "took", "made", "became", "quit", "left", "joined",
+        "moved", "started", "finally", "just", "still", "no", "not", "never", "bin", "habe", "hatte", "wurde", "bin", "war", "gehe",
+        "spreche", "wohne", "arbeite", "esse", "spiele",
+    ];
+    is_word(t, VERBS) || ((t.lower.ends_with("ing") || t.lower.ends_with("ed")) && t.stem != t.lower && t.lower.len() > 4)
+}
+
+/// A clause that starts with an article or "it"/"there" ("The trams in Graz were packed")
+/// is about something; one that starts with a verb ("Got promoted to staff engineer",
+/// "Been living in Aarhus") drops its "I".
+fn starts_impersonal(toks: &[Tok]) -> bool {
+    toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "also", "btw", "just", "finally", "und"])).is_none_or(|t| {
+        (t.cap && !t.lowered && !is_lexicon_word(t) && !looks_like_a_verb(t))
+            || is_word(
+                t,
+                &[
+                    "the", "a", "an", "this", "that", "these", "those", "it", "there", "das", "die", "der", "ein", "eine", "es", "someone",
+                    "somebody",
+                ],
+            )
+    })
+}
+
 fn is_pronoun(v: &str) -> bool {
     ["i", "me", "it", "we", "you", "he", "she", "they", "ich", "wir", "es"].contains(&v.to_lowercase().as_str())
 }
@@ -1152,8 +1536,25 @@ fn ops(c: &Clause, def: &SlotDef, vals: &[(usize, usize, String)], neg: Option<u
     };
     let toks = &c.toks;
     let before = |a: usize, words: &[&str]| (a >= 1 && is_word(&toks[a - 1], words)) || (a >= 2 && is_word(&toks[a - 2], words));
-    const OLD_MARKS: &[&str] =
-        &["from", "off", "von", "left", "on", "up", "not", "over", "overtaken", "replaced", "instead", "quit", "ditched", "dropped"];
+    const OLD_MARKS: &[&str] = &[
+        "from",
+        "off",
+        "von",
+        "left",
+        "on",
+        "up",
+        "not",
+        "over",
+        "overtaken",
+        "replaced",
+        "instead",
+        "quit",
+        "ditched",
+        "dropped",
+        "statt",
+        "anstatt",
+        "nicht",
+    ];
     let is_old = |a: usize, b: usize| {
         a != b
             && (before(a, OLD_MARKS)
@@ -1165,7 +1566,16 @@ fn ops(c: &Clause, def: &SlotDef, vals: &[(usize, usize, String)], neg: Option<u
             // "X has overtaken Y": the second is the old one.
             toks.iter().any(|t| is_word(t, &["overtaken", "replaced", "beaten", "over"])).then(|| &vals[1])
         });
-        let old = old.or(vals.first()).map(|v| v.2.clone());
+        // Without a word that marks the old value, two values are a change only beside a
+        // verb of change ("we switched MySQL for Postgres"); else the first is the value
+        // ("I live in Munich with Jonas").
+        let changing = toks
+            .iter()
+            .any(|t| is_word(t, &["switched", "switch", "moved", "migrated", "changed", "swapped", "umgestiegen", "gewechselt"]));
+        let old = old.or(if changing { vals.first() } else { None }).map(|v| v.2.clone());
+        if old.is_none() {
+            return vec![claim(&vals[0].2, if neg.is_some_and(|n| n < vals[0].0) { Op::Negate } else { Op::Set }, None)];
+        }
         let new = vals.iter().rev().find(|v| Some(&v.2) != old.as_ref()).map(|v| v.2.clone());
         return match new {
             Some(new) => vec![claim(&new, Op::Set, old)],

@@ -37,6 +37,9 @@ pub enum Command {
     /// stdin/stdout: the hooks, consolidation, recall and session context on a fresh
     /// store per conversation.
     Truth,
+    /// The conversational fact extractor on each line of stdin: one JSON line of claims
+    /// per input line (for inspecting what a phrasing yields).
+    Extract,
     /// Workspace search at scale: index time, refresh cost, search latency, and the
     /// `mneme search` / `mneme claude-hook session-start` processes.
     Workspace {

@@ -68,6 +68,14 @@ fn run(cli: Cli) -> Result<()> {
             let data_dir = data_dir(&cli)?;
             crate::retrieval::retrieval(&config(&cli, &data_dir)?, &data_dir)
         }
+        Command::Extract => {
+            use std::io::BufRead as _;
+            for line in std::io::stdin().lock().lines() {
+                let line = line?;
+                outln!("{}", serde_json::json!({ "text": line, "claims": mneme_core::truth::extract(&line) }));
+            }
+            Ok(())
+        }
         Command::Truth => {
             let data_dir = data_dir(&cli)?;
             crate::truth::truth(&config(&cli, &data_dir)?)

@@ -531,7 +531,11 @@ pub fn extract(text: &str) -> Vec<Claim> {
             continue;
         }
         let mut first = true;
-        for clause in split_clauses(sentence) {
+        // A correction is one statement however it punctuates ("Scratch what I said, X was
+        // wrong, it's Y").
+        let whole = [sentence.trim().to_string()];
+        let parts = if correction(sentence).is_some() { whole.to_vec() } else { split_clauses(sentence) };
+        for clause in parts {
             let mut toks = tokenize(&clause, &stem);
             if lower_case {
                 assume_capitals(&mut toks);
@@ -545,7 +549,13 @@ pub fn extract(text: &str) -> Vec<Claim> {
                 break;
             }
             first = false;
-            if toks.iter().any(|t| is_word(t, HYPOTHETICAL)) || is_question(&toks) {
+            // "I could eat X every single day", "I'd pick X any time": habits, not hypotheses.
+            let habit = toks.windows(2).any(|w| w[0].lower == "every" && is_word(&w[1], &["day", "single", "week", "morning"]))
+                || toks.iter().any(|t| is_word(t, &["anytime", "daily"]))
+                || toks.windows(2).any(|w| w[0].lower == "any" && w[1].lower == "time");
+            let rather = toks.iter().any(|t| t.lower == "rather");
+            let hypothetical = toks.iter().any(|t| is_word(t, HYPOTHETICAL) && !((habit || rather) && is_word(t, &["could", "would"])));
+            if hypothetical || is_question(&toks) {
                 continue;
             }
             clauses.push(Clause { text: clause.trim().to_string(), toks });
@@ -600,6 +610,7 @@ fn sentences(text: &str) -> Vec<&str> {
 fn split_clauses(sentence: &str) -> Vec<String> {
     const OPENERS: &[&str] = &[
         "i",
+        "after",
         "don't",
         "they're",
         "she's",
@@ -826,6 +837,14 @@ const FILLERS: &[&str] = &[
     "never",
     "already",
     "officially",
+    "is",
+    "are",
+    "am",
+    "was",
+    "nun",
+    "gerade",
+    "seit",
+    "kurzem",
 ];
 
 /// Gazetteer values of a slot in the clause: (start, end, text as written, canonical).
@@ -905,8 +924,13 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
                     .max()
                     .unwrap_or(i + 2);
                 let next = toks.get(end);
+                // A finite verb: "works", "moved", "left", "says" (a noun such as "job"
+                // in "my day job" is not one).
                 let verb = next.is_some_and(|x| {
                     !x.cap
+                        && (is_word(x, IRREGULAR_PAST)
+                            || (x.lower.len() > 3 && x.lower.ends_with('s') && !x.lower.ends_with("ss"))
+                            || x.lower.ends_with("ed"))
                         && !is_word(x, COPULAS)
                         && !is_word(
                             x,
@@ -945,7 +969,7 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
             // Someone named before ("my grandmother …, so she's …"): not the speaker.
             return Ok(Some(t.lower.clone()));
         }
-        if is_word(t, &["you", "your", "du", "dein"]) {
+        if is_word(t, &["you", "your", "du", "dein"]) && !toks.iter().any(|x| is_word(x, &["me", "my", "mich", "mir", "mein"])) {
             // Addressed to the assistant ("pretend you're a chef from Lyon").
             return Ok(Some("you".into()));
         }
@@ -976,6 +1000,12 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
     }
     Err(())
 }
+
+/// Past forms that do not end in "-ed".
+const IRREGULAR_PAST: &[&str] = &[
+    "left", "took", "went", "got", "made", "came", "ran", "ate", "said", "told", "found", "met", "quit", "became", "began", "bought",
+    "sold", "fell", "gave", "had", "kept", "knew", "lost", "paid", "put", "saw", "sent", "spent", "won", "wrote",
+];
 
 /// Slots whose nouns name a person or an animal, who may do things themselves ("my
 /// partner works at …").
@@ -1045,9 +1075,20 @@ fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Opti
     // "my manager", "our dog", "mein Chef": the slot named after a possessive.
     for noun in &compiled.nouns {
         if let Some((start, end)) = find_phrase(toks, noun) {
-            let possessed = (start >= 1 && is_word(&toks[start - 1], POSSESSIVE))
-                || (start >= 2 && is_word(&toks[start - 2], POSSESSIVE))
-                || (start >= 3 && is_word(&toks[start - 3], POSSESSIVE));
+            let owns = |w: &Tok| is_word(w, POSSESSIVE);
+            // "I have a new boss", "we got a puppy": possession by the speaker too.
+            let have = |at: usize| {
+                toks[..at].iter().any(|t| is_word(t, FIRST_PERSON))
+                    && (1..=3).any(|k| {
+                        at >= k
+                            && is_word(&toks[at - k], &["have", "got", "habe", "haben"])
+                            && toks[at - k + 1..at].iter().all(|t| is_word(t, &["a", "an", "new", "ein", "eine", "einen", "neuen", "neue"]))
+                    })
+            };
+            let possessed = (start >= 1 && owns(&toks[start - 1]))
+                || (start >= 2 && owns(&toks[start - 2]))
+                || (start >= 3 && owns(&toks[start - 3]))
+                || have(start);
             if possessed && s < 2.5 {
                 s = 2.5;
                 anchor = Some(end);
@@ -1072,10 +1113,11 @@ fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Opti
         // ("I'm keto now", "plant-based all the way now").
         if toks.iter().any(|t| LEXICON.changes[ci].contains(&t.stem)) || negated(toks, lang).is_some() {
             s += 1.0;
-        } else if toks.iter().any(|t| is_word(t, &["now", "anymore", "jetzt", "mittlerweile", "inzwischen", "again", "wieder"]))
+        } else if toks.iter().any(|t| is_word(t, &["now", "anymore", "jetzt", "mittlerweile", "inzwischen", "again", "wieder", "nowadays"]))
+            || toks.windows(2).any(|w| w[0].lower == "these" && w[1].lower == "days")
             || (SLOTS[k].id != "city"
-                && toks.iter().any(|t| is_word(t, FIRST_PERSON))
-                && toks.iter().any(|t| is_word(t, &["am", "are", "bin", "sind", "follow", "ernähre"])))
+                && toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE))
+                && toks.iter().any(|t| is_word(t, &["am", "are", "is", "be", "bin", "sind", "ist", "follow", "ernähre"])))
         {
             s += 0.5;
         }
@@ -1085,7 +1127,7 @@ fn score(toks: &[Tok], lang: Lang, k: usize, speaker_speaks: bool) -> (f64, Opti
 
 /// The end of a negating verb after which an old name follows: "left", "quit", "no longer at".
 fn negated_at(toks: &[Tok]) -> Option<usize> {
-    toks.iter().position(|t| is_word(t, &["left", "quit", "verlassen"])).or_else(|| {
+    toks.iter().position(|t| is_word(t, &["left", "quit", "verlassen", "dropped", "ditched", "lost", "losing"])).or_else(|| {
         toks.windows(2).position(|w| w[0].lower == "no" && w[1].lower == "longer").map(|i| {
             // "no longer at X": the preposition too.
             if toks.get(i + 2).is_some_and(|t| is_word(t, &["at", "with", "in", "on", "bei"])) { i + 2 } else { i + 1 }
@@ -1156,9 +1198,12 @@ fn span(toks: &[Tok], (a, b): (usize, usize)) -> String {
 fn job_titles(toks: &[Tok]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     for (i, t) in toks.iter().enumerate() {
-        let head = JOB_HEADS.contains(&t.lower.as_str())
-            || JOB_HEADS.iter().any(|h| h.len() > 5 && t.lower.ends_with(h) && t.lower.len() > h.len() + 3);
-        if !head || toks.get(i + 1).is_some_and(|n| n.lower == "'s") {
+        let is_head = |t: &Tok| {
+            JOB_HEADS.contains(&t.lower.as_str())
+                || JOB_HEADS.iter().any(|h| h.len() > 5 && t.lower.ends_with(h) && t.lower.len() > h.len() + 3)
+        };
+        // "principal engineer": the compound's last noun is the head.
+        if !is_head(t) || toks.get(i + 1).is_some_and(|n| n.lower == "'s" || is_head(n)) {
             continue;
         }
         // Not "my manager" (the manager slot), "the developer of …".
@@ -1243,6 +1288,18 @@ fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(
     {
         out.push((r.0, r.1, span(toks, r)));
     }
+    // "… Domino, after losing Ziggy": a name right after a negation, after the value.
+    if def.shape == Shape::Name
+        && let Some(n) = toks
+            .iter()
+            .enumerate()
+            .skip(from)
+            .position(|(_, t)| is_word(t, &["losing", "lost", "left", "quit", "without", "after"]))
+            .map(|p| p + from)
+        && let Some(r) = value_after(toks, n + 1, def).filter(|r| r.0 <= n + 2)
+    {
+        out.push((r.0, r.1, span(toks, r)));
+    }
     let mut at = from;
     while let Some(r) = value_after(toks, at, def) {
         out.push((r.0, r.1, span(toks, r)));
@@ -1250,8 +1307,9 @@ fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(
         // next name after a word that marks a change ("to Mireille", "statt an Sabine").
         let next_name = def.shape == Shape::Name
             && def.kind == SlotKind::Single
-            && (r.1 + 1..toks.len().min(r.1 + 4))
-                .any(|i| toks[i].cap && is_word(&toks[i - 1], &["to", "for", "statt", "instead", "nicht", "an", "auf", "nach", "zu"]));
+            && (r.1 + 1..toks.len().min(r.1 + 4)).any(|i| {
+                toks[i].cap && is_word(&toks[i - 1], &["to", "for", "statt", "instead", "nicht", "an", "auf", "nach", "zu", "than", "als"])
+            });
         if next_name {
             at = r.1;
             while at < toks.len() && !(toks[at].cap && at > r.1 && !is_word(&toks[at], NOT_NAMES)) {
@@ -1281,7 +1339,7 @@ fn values(toks: &[Tok], k: usize, def: &SlotDef, anchor: Option<usize>) -> Vec<(
     if out.is_empty() && def.shape == Shape::Name {
         // "{Name} is no longer my manager": the name before the cue.
         let before: Vec<usize> = (0..from.min(toks.len())).filter(|&i| toks[i].cap && !is_word(&toks[i], NOT_NAMES)).collect();
-        let mine = |i: usize| toks[i..].iter().any(|t| is_word(t, POSSESSIVE) || is_word(t, FIRST_PERSON));
+        let mine = |_: usize| toks.iter().any(|t| is_word(t, POSSESSIVE) || is_word(t, FIRST_PERSON));
         if let Some(&i) = before.first().filter(|&&i| mine(i))
             && let Some(r) = value_after(toks, i, def)
         {
@@ -1373,6 +1431,21 @@ fn correction(text: &str) -> Option<(String, String)> {
         return (!new.is_empty() && !old.is_empty() && new.split_whitespace().count() <= 4 && old.split_whitespace().count() <= 4)
             .then_some((new, old));
     }
+    let lower = t.to_lowercase();
+    if let Some(at) = lower.find("i meant ")
+        && let Some(when) = lower[at..].find(" when i said ").map(|w| w + at)
+    {
+        let (new, old) = (clean(&t[at + 8..when]), clean(&t[when + 13..]));
+        return (!new.is_empty() && !old.is_empty()).then_some((new, old));
+    }
+    if let Some(w) = lower.find(" was wrong, it's ").or_else(|| lower.find(" was wrong, it is ")) {
+        let head = &t[..w];
+        let old = head.rsplit(',').next().unwrap_or(head);
+        let tail = &t[w..];
+        let new = tail.split_once("it's ").or_else(|| tail.split_once("it is ")).map(|(_, n)| n).unwrap_or("");
+        let (new, old) = (clean(new), clean(old));
+        return (!new.is_empty() && !old.is_empty() && old.split_whitespace().count() <= 4).then_some((new, old));
+    }
     if let Some(rest) = t.strip_prefix("nicht ").or_else(|| t.strip_prefix("Nicht "))
         && let Some((old, new)) = rest.split_once(", sondern ")
     {
@@ -1447,8 +1520,10 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 continue;
             }
             if carried && other.is_some() {
-                // "sadly Biscuit passed away": a carried clause is about the slot's values.
-                if negated(&c.toks, lang).is_none() {
+                // "sadly Biscuit passed away": a carried clause is about the slot's values;
+                // so is a bare name ("I have a new boss: Bogdan").
+                let bare = c.toks.iter().all(|t| t.cap || t.text == "," || is_word(t, &["and", "und", "&"]));
+                if negated(&c.toks, lang).is_none() && !bare {
                     continue;
                 }
             }
@@ -1554,6 +1629,7 @@ fn ops(c: &Clause, def: &SlotDef, vals: &[(usize, usize, String)], neg: Option<u
         "statt",
         "anstatt",
         "nicht",
+        "than",
     ];
     let is_old = |a: usize, b: usize| {
         a != b

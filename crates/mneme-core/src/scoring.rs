@@ -82,7 +82,7 @@ pub struct RankWeights {
     pub slot_boost: f64,
     /// For a question about the present (no past-tense words), the newer of equally
     /// relevant records wins: `present_boost · relevance · newness`, newness being the
-    /// record's rank by time among the candidates (newest 1, oldest 0). Default 0.3.
+    /// record's rank by time among the candidates (newest 1, oldest 0). Default 0.1.
     pub present_boost: f64,
 }
 
@@ -105,7 +105,7 @@ impl Default for RankWeights {
             mmr_lambda: 1.0,
             min_score: 0.0,
             slot_boost: 1.0,
-            present_boost: 0.3,
+            present_boost: 0.1,
         }
     }
 }

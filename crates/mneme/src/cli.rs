@@ -41,6 +41,13 @@ pub enum Command {
     },
     /// Is the daemon running? pid, ports, uptime, records by type, last consolidation, errors.
     Status,
+    /// Run a benchmark: hands the arguments to `mneme-bench`, the benchmarks binary next to
+    /// this one (`mneme bench truth`, `mneme bench retrieval`, `mneme bench --help`).
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Send a memory hook event (JSON on stdin) to the daemon, or handle it here if none runs.
     Hook(HookArgs),
     /// Claude Code's hooks for the file workspace (JSON on stdout; never fails its caller).

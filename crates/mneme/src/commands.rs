@@ -141,10 +141,44 @@ fn without_store(cli: &Cli) -> Option<Result<()>> {
         });
     }
     match &cli.command {
+        Command::Bench { args } => Some(bench(cli, args)),
         Command::Config(ConfigCommand::Check { file }) => Some(config_check(file, cli.json)),
         Command::Key(KeyCommand::Hash) => Some(key_hash()),
         _ => None,
     }
+}
+
+/// `mneme bench ARGS`: runs `mneme-bench` from this binary's directory with the global
+/// options given to `mneme` (data dir, config, `--set`, `--json`) and ARGS, and exits
+/// with its status.
+fn bench(cli: &Cli, args: &[String]) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let bench = exe.with_file_name(format!("mneme-bench{}", std::env::consts::EXE_SUFFIX));
+    if !bench.exists() {
+        return Err(anyhow::Error::new(ServiceError::Precondition(format!(
+            "mneme bench runs the benchmarks binary {}, which is not there; build it with `cargo build --release -p mneme-bench`",
+            bench.display()
+        ))));
+    }
+    let mut command = std::process::Command::new(&bench);
+    if let Some(d) = &cli.data_dir {
+        command.arg("--data-dir").arg(d);
+    }
+    if let Some(c) = &cli.config {
+        command.arg("--config").arg(c);
+    }
+    for s in &cli.sets {
+        command.arg("--set").arg(s);
+    }
+    if cli.json {
+        command.arg("--json");
+    }
+    command.args(args);
+    let status = command.status().with_context(|| format!("cannot run {}", bench.display()))?;
+    if !status.success() {
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    Ok(())
 }
 
 /// `mneme config check FILE`: what `serve` would refuse at start, without starting.
@@ -199,7 +233,7 @@ fn with_store(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) => unreachable!("answered by without_store"),
+        Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) | Command::Bench { .. } => unreachable!("answered by without_store"),
         Command::Model(ModelCommand::Install { from, force }) => crate::model::install(&ctx.data_dir, from.as_deref(), force, ctx.json),
         Command::Model(ModelCommand::Status) => crate::model::status(&ctx.data_dir, ctx.json),
         Command::Init => {

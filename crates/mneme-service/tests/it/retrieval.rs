@@ -2,7 +2,7 @@ use jiff::{SignedDuration, Timestamp};
 use mneme_core::{MemoryType, RankWeights, Scope, Sensitivity};
 use mneme_service::{Access, IngestOptions, RetrieveRequest, ServiceConfig};
 
-use mneme_core::Payload;
+use mneme_core::{Clock as _, Payload};
 
 use crate::{Fixture, event, fact, owner, who};
 
@@ -390,4 +390,49 @@ fn below_the_cap_ranking_is_unchanged() {
         fx.service.retrieve(&request, &owner()).expect("retrieve").into_iter().map(|h| (h.record.summary, h.score.bm25)).collect()
     };
     assert_eq!(scores(&capped), scores(&uncapped));
+}
+
+/// For a question about the present, the newer of two statements with the same words wins;
+/// a question about the past gets no such term; a live fact of the slot a question asks
+/// about comes first however few words it shares with it, and a superseded one never does.
+#[test]
+fn the_present_favours_the_newer_statement_and_slot_facts_come_first() {
+    let fx = Fixture::new();
+    let said = |text: &str, days_ago: i64| {
+        let mut e = event(text);
+        e.event_time = Some(fx.clock.now() - SignedDuration::from_hours(24 * days_ago));
+        fx.service.ingest_event(e, IngestOptions::default()).expect("ingest").summary
+    };
+    // The older statement is the shorter one: BM25 favours it on the shared words.
+    let old = said("we live in Lisbon", 90);
+    let new = said("we live in Munich now with the kids", 2);
+    let ask =
+        |q: &str| fx.service.retrieve(&RetrieveRequest { query: q.into(), limit: 5, ..Default::default() }, &owner()).expect("retrieve");
+    let now = ask("where do we live");
+    assert_eq!(now[0].record.summary, new, "{:?}", ids(&now));
+    assert!(now[0].score.present.is_some_and(|p| p > 0.0));
+    let before = ask("where did we live before");
+    assert!(before.iter().all(|h| h.score.present.is_none()), "no present term for the past");
+    let mut off = ServiceConfig::default();
+    off.retrieval.present_boost = 0.0;
+    let fx0 = Fixture::with_config(off);
+    let mut e = event("we live in Lisbon");
+    e.event_time = Some(fx0.clock.now() - SignedDuration::from_hours(24 * 90));
+    fx0.service.ingest_event(e, IngestOptions::default()).expect("ingest");
+    let mut e = event("we live in Munich now with the kids");
+    e.event_time = Some(fx0.clock.now() - SignedDuration::from_hours(48));
+    fx0.service.ingest_event(e, IngestOptions::default()).expect("ingest");
+    let hits =
+        fx0.service.retrieve(&RetrieveRequest { query: "where do we live".into(), limit: 5, ..Default::default() }, &owner()).expect("r");
+    assert_eq!(hits[0].record.summary, old, "without the term BM25 alone prefers the shorter, older statement");
+
+    // A slot fact: tagged by the conversation extractor; its words barely overlap the question.
+    let tagged = |_: &str| IngestOptions { tags: vec!["slot:city".into(), "about:user".into()], ..Default::default() };
+    let lisbon = fx.service.ingest_observation(fact("Dana", "lives in", "Lisbon"), tagged("Lisbon")).expect("fact");
+    let change = mneme_service::Revision { payload: Some(Payload::Semantic(fact("Dana", "lives in", "Munich"))), ..Default::default() };
+    fx.service.supersede(&lisbon.id, change, who("moved"), &owner()).expect("supersede");
+    let hits = ask("Which city is Dana's home these days?");
+    assert_eq!(hits[0].record.summary, "Dana lives in Munich", "{:?}", ids(&hits));
+    assert_eq!(hits[0].score.slot, Some(1.0));
+    assert!(!hits.iter().any(|h| h.record.summary == "Dana lives in Lisbon"), "superseded facts are not retrieved");
 }

@@ -259,6 +259,43 @@ const NOT_NAMES: &[&str] = &[
     "another",
     "some",
     "one",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "montag",
+    "dienstag",
+    "mittwoch",
+    "donnerstag",
+    "freitag",
+    "samstag",
+    "sonntag",
+    "januar",
+    "februar",
+    "märz",
+    "juni",
+    "juli",
+    "oktober",
+    "dezember",
+    "christmas",
+    "easter",
+    "weihnachten",
+    "ostern",
 ];
 const HYPOTHETICAL: &[&str] = &[
     "if",
@@ -845,6 +882,9 @@ const FILLERS: &[&str] = &[
     "gerade",
     "seit",
     "kurzem",
+    "ich",
+    "wir",
+    "du",
 ];
 
 /// Gazetteer values of a slot in the clause: (start, end, text as written, canonical).
@@ -1166,6 +1206,10 @@ fn value_after(toks: &[Tok], from: usize, def: &SlotDef) -> Option<(usize, usize
     let start = i;
     match def.shape {
         Shape::Name => {
+            // Days, months and sentence words are not names ("on Friday").
+            if toks.get(start).is_some_and(|t| is_word(t, NOT_NAMES) && t.lower != "i") {
+                return None;
+            }
             let mut end = start;
             while end < toks.len()
                 && (toks[end].cap || toks[end].text.chars().any(|c| c.is_ascii_digit()))

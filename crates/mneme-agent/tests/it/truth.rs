@@ -148,6 +148,8 @@ fn changes_negations_and_corrections() {
         ("Echo uses the shared cache.", &[]),
         ("Docker requires the sg wrapper on this host.", &[]),
         ("Gitea runs on port 3000.", &[]),
+        ("Postgres runs on port 5432. Remember that the deploy is on Friday.", &[]),
+        ("Zed is always open on my laptop.", &["editor Set Zed"]),
     ];
     let mut wrong = Vec::new();
     for (text, want) in cases {

@@ -1017,12 +1017,10 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
             after_verb = true;
         }
         if t.cap && !is_word(t, NOT_NAMES) && !is_lexicon_word(t) && !after_verb {
-            // A name that is itself a typed value ("Postgres was cheaper") is the value,
-            // not a person.
-            let typed = SLOTS.iter().position(|s| std::ptr::eq(s, slot)).is_some_and(|k| gazetteer_hits(&toks[i..i + 1], k).len() == 1);
-            if typed {
-                return Ok(None);
-            }
+            // A typed value first ("Postgres runs on port 5432") is what the clause is
+            // about, unless the speaker's words follow ("Zed is my editor"); the claims
+            // then drop it (a value is not its own subject).
+            let _ = slot;
             let mut end = i + 1;
             while end < toks.len() && toks[end].cap && !is_word(&toks[end], NOT_NAMES) && !is_lexicon_word(&toks[end]) {
                 end += 1;
@@ -1563,7 +1561,10 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
             {
                 continue;
             }
-            if carried && other.is_some() {
+            // "…; Azure was cheaper": a carried clause that starts with one of the slot's
+            // typed values is about that value.
+            let typed_subject = other.as_deref().is_some_and(|o| gazetteer_hits(&c.toks, k).iter().any(|h| h.2 == o));
+            if carried && other.is_some() && !typed_subject {
                 // "sadly Biscuit passed away": a carried clause is about the slot's values;
                 // so is a bare name ("I have a new boss: Bogdan").
                 let bare = c.toks.iter().all(|t| t.cap || t.text == "," || is_word(t, &["and", "und", "&"]));
@@ -1581,6 +1582,8 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 .filter(|(a, b, _)| a == b || !used.iter().any(|(x, y)| a < y && x < b))
                 .filter(|(_, _, v)| !v.is_empty() && !is_pronoun(v))
                 .collect();
+            // A value is not its own subject ("Postgres runs on port 5432").
+            let vals: Vec<(usize, usize, String)> = vals.into_iter().filter(|(_, _, v)| other.as_deref() != Some(v.as_str())).collect();
             if vals.is_empty() {
                 continue;
             }

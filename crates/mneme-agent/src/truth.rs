@@ -11,7 +11,7 @@
 //! speaker. Every fact carries `slot:<id>` (what retrieval's slot boost looks up), its
 //! date (`valid_from`) and the message it came from (`evidence`).
 //!
-//! [`context_block`] states the live facts, the user's first, grouped by subject, in a
+//! [`live_facts`] and [`facts_markdown`] state the live facts, the user's first, grouped by subject, in a
 //! fixed order, within a size budget; then the records the task descriptor retrieves,
 //! leaving out the assistant's own messages and any message that still carries a value
 //! the user has since changed.

@@ -642,6 +642,10 @@ pub struct MemoryRecord {
     pub updated_at: Timestamp,
     pub event_time: Option<Timestamp>,
     pub pruned_at: Option<Timestamp>,
+    /// Set when the record's content was erased (`forget`): the tombstone keeps its id,
+    /// type, times, status and a hash of what was erased.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forgotten_at: Option<Timestamp>,
 }
 
 impl MemoryRecord {
@@ -720,10 +724,12 @@ pub enum AuditAction {
     Penalize,
     Outcome,
     Prune,
+    /// The record's content was erased (`forget`): the one exception to immutability.
+    Forget,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 13] = [
+    pub const ALL: [AuditAction; 14] = [
         AuditAction::Create,
         AuditAction::Supersede,
         AuditAction::SupersededBy,
@@ -737,6 +743,7 @@ impl AuditAction {
         AuditAction::Penalize,
         AuditAction::Outcome,
         AuditAction::Prune,
+        AuditAction::Forget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -754,6 +761,7 @@ impl AuditAction {
             AuditAction::Penalize => "penalize",
             AuditAction::Outcome => "outcome",
             AuditAction::Prune => "prune",
+            AuditAction::Forget => "forget",
         }
     }
 }

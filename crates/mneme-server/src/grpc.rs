@@ -168,6 +168,40 @@ impl pb::memory_server::Memory for GrpcApi {
         .await
     }
 
+    async fn forget(&self, request: Request<pb::ForgetRequest>) -> Result<Response<pb::ForgetResponse>, Status> {
+        self.run(Operation::Forget, request, |app, p, m| {
+            let request = mneme_service::ForgetRequest {
+                ids: ids("ids", &m.ids)?,
+                query: m.query,
+                subject: m.subject,
+                dry_run: m.dry_run,
+                reason: m.reason,
+                actor: m.actor,
+                limit: 100,
+            };
+            let r = app.ops.forget(p, request)?;
+            Ok(pb::ForgetResponse {
+                dry_run: r.dry_run,
+                records: r
+                    .records
+                    .into_iter()
+                    .map(|i| pb::ForgottenRecord {
+                        id: i.id.to_string(),
+                        memory_type: i.memory_type,
+                        summary: i.summary,
+                        because: i.because,
+                    })
+                    .collect(),
+                conversation_entries: r.conversation_entries as u64,
+                redacted_mentions: r.redacted_mentions as u64,
+                workspace_chunks: r.workspace_chunks as u64,
+                workspace_files: r.workspace_files,
+                wal_truncated: r.wal_truncated,
+            })
+        })
+        .await
+    }
+
     async fn merge(&self, request: Request<pb::MergeRequest>) -> Result<Response<pb::RecordResponse>, Status> {
         self.run(Operation::Merge, request, |app, p, m| {
             let r = app.ops.merge(p, &ids("ids", &m.ids)?, cv::revision(m.change)?, m.actor, m.rationale)?;

@@ -275,6 +275,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sync/fetch", post(sync_fetch))
         .route("/v1/sync/checkpoint", post(sync_checkpoint))
         .route("/v1/search/files", post(search_files))
+        .route("/v1/forget", post(forget))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -398,6 +399,42 @@ handler!(sync_fetch, Operation::SyncFetch, |app, p, body: FetchBody| Ok(json!(ap
 
 handler!(sync_checkpoint, Operation::SyncCheckpoint, |app, p, body: CheckpointBody| {
     Ok(json!(app.ops.sync_checkpoint(p, body.end_id, &body.summary)?))
+});
+
+/// `POST /v1/forget`: what to erase (ids, a query, a subject), why, and whether to only plan.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForgetBody {
+    #[serde(default)]
+    ids: Vec<String>,
+    #[serde(default)]
+    query: Option<String>,
+    #[serde(default)]
+    subject: Option<String>,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+handler!(forget, Operation::Forget, |app, p, body: ForgetBody| {
+    let ids = body
+        .ids
+        .iter()
+        .map(|i| mneme_core::RecordId::parse(i).map_err(|e| mneme_service::ServiceError::invalid("ids", e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let request = mneme_service::ForgetRequest {
+        ids,
+        query: body.query,
+        subject: body.subject,
+        dry_run: body.dry_run,
+        reason: body.reason,
+        actor: body.actor.unwrap_or_default(),
+        limit: 100,
+    };
+    Ok(json!(app.ops.forget(p, request)?))
 });
 
 handler!(search_files, Operation::SearchFiles, |app, p, body: SearchFilesBody| {

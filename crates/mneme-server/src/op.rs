@@ -34,10 +34,11 @@ pub enum Operation {
     SyncFetch,
     SyncCheckpoint,
     SearchFiles,
+    Forget,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 25] = [
+    pub const ALL: [Operation; 26] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -63,6 +64,7 @@ impl Operation {
         Operation::SyncFetch,
         Operation::SyncCheckpoint,
         Operation::SearchFiles,
+        Operation::Forget,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -93,6 +95,7 @@ impl Operation {
             Operation::SyncFetch => "SyncFetch",
             Operation::SyncCheckpoint => "SyncCheckpoint",
             Operation::SearchFiles => "SearchFiles",
+            Operation::Forget => "Forget",
         }
     }
 
@@ -141,6 +144,7 @@ impl Operation {
             Operation::SyncFetch => ("POST", "/v1/sync/fetch"),
             Operation::SyncCheckpoint => ("POST", "/v1/sync/checkpoint"),
             Operation::SearchFiles => ("POST", "/v1/search/files"),
+            Operation::Forget => ("POST", "/v1/forget"),
         }
     }
 

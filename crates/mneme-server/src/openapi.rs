@@ -229,6 +229,17 @@ pub fn document() -> Value {
         ),
     );
     add(
+        "/v1/forget",
+        "post",
+        op(
+            "Forget",
+            "Erase records for good (owner principals): their text everywhere it is stored; tombstones keep id, type, times and a content hash. dry_run returns the plan.",
+            Some("ForgetRequest"),
+            "ForgetReport",
+            false,
+        ),
+    );
+    add(
         "/v1/hooks/{name}",
         "post",
         json!({
@@ -343,6 +354,17 @@ pub fn document() -> Value {
         "CheckpointResult": {
             "type": "object", "required": ["checkpoint", "already_existed", "covered"],
             "properties": { "checkpoint": reference("Checkpoint"), "already_existed": { "type": "boolean" }, "covered": count() }
+        },
+        "ForgetReport": {
+            "type": "object",
+            "required": ["dry_run", "records", "conversation_entries", "redacted_mentions", "workspace_chunks", "workspace_files", "wal_truncated"],
+            "properties": {
+                "dry_run": { "type": "boolean" },
+                "records": { "type": "array", "items": { "type": "object", "required": ["id", "memory_type", "summary", "because"],
+                    "properties": { "id": string(), "memory_type": string(), "summary": string(), "because": enumeration(&["chosen", "derived", "lineage"]) } } },
+                "conversation_entries": count(), "redacted_mentions": count(), "workspace_chunks": count(),
+                "workspace_files": strings(), "wal_truncated": { "type": "boolean" }
+            }
         },
         "FileHits": {
             "type": "object", "required": ["hits"],
@@ -471,6 +493,20 @@ pub fn document() -> Value {
         "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": string(), "record_ids": strings(), "error": string() } }
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), answers) {
+        all.extend(typed);
+    }
+    // Another map for the same reason.
+    let forget = json!({
+        "ForgetRequest": {
+            "type": "object", "additionalProperties": false,
+            "description": "At least one of ids, query, subject. A real run needs a reason.",
+            "properties": {
+                "ids": strings(), "query": string(), "subject": string(), "reason": string(),
+                "dry_run": { "type": "boolean", "default": false }, "actor": string()
+            }
+        },
+    });
+    if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), forget) {
         all.extend(typed);
     }
     json!({

@@ -11,6 +11,7 @@
 mod agent;
 mod config;
 mod error;
+mod forget;
 mod ivf;
 mod ops;
 mod policy;
@@ -35,6 +36,7 @@ use serde_json::json;
 pub use agent::{CheckpointResult, ConversationInput, MAX_FETCH};
 pub use config::{AccessConfig, ServiceConfig};
 pub use error::{ErrorKind, ServiceError, ServiceResult};
+pub use forget::{ForgetItem, ForgetReport, ForgetRequest};
 pub use mneme_store::{Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, SyncState, TaskRow, TaskRun};
 pub use ops::Ops;
 pub use policy::Principal;

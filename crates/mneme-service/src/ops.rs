@@ -225,6 +225,15 @@ impl Ops {
     }
 
     /// The decay sweep: prunes records whose salience fell below the threshold.
+    /// Erases records for good (`MemoryService::forget`): only an unrestricted principal
+    /// (the owner) may, since it reaches the conversation log and every scope. The actor
+    /// is the principal's.
+    pub fn forget(&self, p: &Principal, mut request: crate::ForgetRequest) -> ServiceResult<crate::ForgetReport> {
+        p.require_unrestricted("forget")?;
+        request.actor = self.actor(p, Some(request.actor.clone()).filter(|a| !a.trim().is_empty()));
+        self.service.forget(&request, &p.read)
+    }
+
     pub fn prune(&self, p: &Principal) -> ServiceResult<crate::PruneReport> {
         p.require_unrestricted("the decay sweep")?;
         self.service.prune(None, false, "mneme:maintenance")

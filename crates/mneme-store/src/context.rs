@@ -91,6 +91,15 @@ pub(crate) fn join_thread(conn: &Connection, seq: i64, thread: Option<&str>) -> 
 /// Rewrites the index rows of `seqs` (own text, context, date).
 pub(crate) fn write_rows(conn: &Connection, seqs: &BTreeSet<i64>) -> rusqlite::Result<()> {
     for &seq in seqs {
+        // (Before schema v8, during the v5 migration, the column does not exist yet.)
+        let forgotten: bool = match conn.prepare_cached("SELECT forgotten_at IS NOT NULL FROM records WHERE seq = ?1") {
+            Ok(mut stmt) => stmt.query_row([seq], |r| r.get(0)).optional()?.unwrap_or(false),
+            Err(_) => false,
+        };
+        if forgotten {
+            conn.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1")?.execute([seq])?;
+            continue;
+        }
         let Some((text, date, sensitivity)) = own_text(conn, seq)? else { continue };
         let (before, after) = neighbours(conn, seq, WINDOW)?;
         let mut ctx = Vec::with_capacity(before.len() + after.len());

@@ -246,6 +246,9 @@ impl Store {
         // or power loss can lose the last transactions (never corrupt the file).
         conn.pragma_update(None, "synchronous", "NORMAL").ctx(&path)?;
         conn.pragma_update(None, "foreign_keys", true).ctx(&path)?;
+        // Freed pages are zeroed, so erased text (forget) and old index segments do not
+        // linger in the file's free pages.
+        conn.pragma_update(None, "secure_delete", true).ctx(&path)?;
         // 64 MiB of page cache (SQLite's default is 2 MiB): records, indexes and the FTS
         // segments being merged stay in memory during bulk ingest.
         conn.pragma_update(None, "cache_size", -65_536).ctx(&path)?;
@@ -281,6 +284,22 @@ impl Store {
         wtx.flush_context()?;
         tx.commit().ctx(&self.path)?;
         Ok(value)
+    }
+
+    /// After an erasure (forget): rewrites the full-text indexes without the deleted rows'
+    /// postings (FTS5 `optimize`; freed pages are zeroed by `secure_delete`), then moves
+    /// the WAL into the database and truncates it, so erased text is gone from every file
+    /// and not only from queries. Readers that hold an old snapshot can keep the WAL from
+    /// being truncated: then it says so (`false`).
+    pub fn scrub(&mut self) -> StoreResult<bool> {
+        self.conn
+            .execute_batch(
+                "INSERT INTO records_fts (records_fts) VALUES ('optimize'); \
+                 INSERT INTO workspace_chunks (workspace_chunks) VALUES ('optimize');",
+            )
+            .ctx(&self.path)?;
+        let busy: i64 = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0)).ctx(&self.path)?;
+        Ok(busy == 0)
     }
 
     /// Runs `f` in one read transaction: a consistent snapshot.

@@ -7,7 +7,7 @@
 //! `records_skill_key` (v7); the queries' expressions are written exactly as the
 //! indexes' so that SQLite's planner uses them.
 
-use mneme_core::{MemoryRecord, Scope, Sensitivity};
+use mneme_core::{MemoryRecord, RecordId, Scope, Sensitivity};
 
 use crate::error::StoreResult;
 use crate::rows::ReadTx;
@@ -48,6 +48,51 @@ impl ReadTx<'_> {
                AND status IN ('active', 'contested') AND pruned_at IS NULL \
              ORDER BY seq",
             rusqlite::params![skill, scope.as_str(), max_sensitivity.level()],
+            |r| r.get::<_, i64>(0),
+        )?;
+        self.get_many(&seqs)
+    }
+
+    /// Every semantic record whose subject is `subject` or starts with `subject's` (their
+    /// sister, their manager), ASCII case-insensitively, not yet forgotten: what "forget
+    /// this person" covers among facts (superseded and retracted ones too).
+    pub fn facts_about(&self, subject: &str) -> StoreResult<Vec<MemoryRecord>> {
+        let seqs = self.query_all(
+            "SELECT seq FROM records WHERE memory_type = 'semantic' AND forgotten_at IS NULL \
+               AND (lower(json_extract(payload, '$.subject')) = lower(?1) \
+                    OR lower(json_extract(payload, '$.subject')) LIKE lower(?1) || '''s %') \
+             ORDER BY seq",
+            rusqlite::params![subject],
+            |r| r.get::<_, i64>(0),
+        )?;
+        self.get_many(&seqs)
+    }
+
+    /// Every event whose sender is `sender`, case-insensitively, not yet forgotten.
+    pub fn events_from(&self, sender: &str) -> StoreResult<Vec<MemoryRecord>> {
+        let seqs = self.query_all(
+            "SELECT seq FROM records WHERE memory_type = 'episodic' AND forgotten_at IS NULL \
+               AND lower(json_extract(payload, '$.sender')) = lower(?1) ORDER BY seq",
+            rusqlite::params![sender],
+            |r| r.get::<_, i64>(0),
+        )?;
+        self.get_many(&seqs)
+    }
+
+    /// `id`, the facts whose evidence names it, and every record in their lineage
+    /// (ancestors and descendants), not yet forgotten.
+    pub fn derived_and_lineage(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
+        let seqs = self.query_all(
+            "WITH RECURSIVE start(seq) AS ( \
+                 SELECT seq FROM records WHERE id = ?1 \
+                 UNION SELECT r.seq FROM records r, json_each(r.payload, '$.evidence') e \
+                   WHERE r.memory_type = 'semantic' AND e.value = ?1 \
+             ), chain(seq) AS ( \
+                 SELECT seq FROM start \
+                 UNION SELECT p.parent_seq FROM record_parents p JOIN chain c ON p.child_seq = c.seq \
+                 UNION SELECT p.child_seq FROM record_parents p JOIN chain c ON p.parent_seq = c.seq \
+             ) SELECT seq FROM chain JOIN records USING (seq) WHERE forgotten_at IS NULL ORDER BY seq",
+            rusqlite::params![id.as_str()],
             |r| r.get::<_, i64>(0),
         )?;
         self.get_many(&seqs)

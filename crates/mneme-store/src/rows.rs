@@ -24,7 +24,7 @@ use crate::error::{SqlContext, StoreError, StoreResult};
 
 pub(crate) const RECORD_COLUMNS: &str = "seq, id, memory_type, sensitivity, scope, tags, summary, payload, confidence, \
      salience_base, reinforced_at, pinned, status, lineage_op, parent_ids, lineage_actor, lineage_rationale, \
-     lineage_at, created_at, updated_at, event_time, pruned_at";
+     lineage_at, created_at, updated_at, event_time, pruned_at, forgotten_at";
 
 /// Record and audit counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -259,6 +259,7 @@ impl<'a> WriteTx<'a> {
             updated_at: now,
             event_time: new.event_time,
             pruned_at: None,
+            forgotten_at: None,
         };
         let payload_json = serde_json::to_string(&new.payload).map_err(|e| decode(self.path, e))?;
         let tags_json = serde_json::to_string(&record.tags).map_err(|e| decode(self.path, e))?;
@@ -400,6 +401,111 @@ impl<'a> WriteTx<'a> {
         self.reindex(self.seq_of(id)?)
     }
 
+    /// Erases a record's content: the payload, the summary (a fixed marker instead), the
+    /// tags, its full-text row (and its text in its neighbours' context rows, rewritten at
+    /// flush), its vectors, and the text of its audit entries and lineage rationale. The
+    /// row stays as a tombstone (retracted, pruned, `forgotten_at`, `content_hash`) so
+    /// lineage holds. Returns the texts that were erased, for the caller to scrub from the
+    /// conversation log and elsewhere. The caller appends the audit entry of the erasure.
+    pub fn forget(&self, id: &RecordId, now: Timestamp) -> StoreResult<Vec<String>> {
+        let record = self.require(id)?;
+        let seq = self.seq_of(id)?;
+        let mut texts = Vec::new();
+        match &record.payload {
+            // A fact's value is what rationales quote ("changed: \"Lisbon\" → …"); its
+            // subject and predicate name other things too ("dana", "lives in").
+            Some(Payload::Semantic(f)) => texts.push(f.object.clone()),
+            Some(p) => texts.extend(p.search_text().lines().map(str::to_string).filter(|t| t.trim().len() >= 4)),
+            None => {}
+        }
+        if record.forgotten_at.is_none() && !record.summary.trim().is_empty() {
+            texts.push(record.summary.clone());
+        }
+        use sha2::Digest as _;
+        let mut hash = sha2::Sha256::new();
+        hash.update(record.payload.as_ref().map(|p| serde_json::to_string(p).unwrap_or_default()).unwrap_or_default());
+        hash.update(record.summary.as_bytes());
+        let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let marker = format!("forgotten {} record", record.memory_type);
+        // The neighbours' context held this text: mark them before the record stops being live.
+        self.neighbours_changed(seq)?;
+        self.update(
+            id,
+            "UPDATE records SET payload = NULL, summary = ?3, tags = '[]', status = 'retracted', \
+             pruned_at = coalesce(pruned_at, ?2), forgotten_at = ?2, updated_at = ?2, \
+             content_hash = coalesce(content_hash, ?4), lineage_rationale = '[forgotten]' WHERE id = ?1",
+            params![id.as_str(), now.as_millisecond(), marker, digest],
+        )?;
+        let exec = |sql: &str| self.conn.prepare_cached(sql).ctx(self.path)?.execute([seq]).ctx(self.path);
+        exec("DELETE FROM record_tags WHERE record_seq = ?1")?;
+        exec("DELETE FROM record_vectors WHERE record_seq = ?1")?;
+        exec("DELETE FROM records_fts WHERE rowid = ?1")?;
+        exec("UPDATE audit SET rationale = '[forgotten]', details = '{}' WHERE record_seq = ?1")?;
+        Ok(texts)
+    }
+
+    /// Replaces the text of audit entries and lineage rationales that quote `text` (a
+    /// revision's rationale names the old and new values) with `[forgotten]`.
+    pub fn redact_mentions(&self, text: &str) -> StoreResult<usize> {
+        if text.trim().len() < 3 {
+            return Ok(0);
+        }
+        let like = format!("%{}%", text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let a = self
+            .conn
+            .prepare_cached(
+                "UPDATE audit SET rationale = '[forgotten]', details = '{}' \
+                 WHERE (rationale LIKE ?1 ESCAPE '\\' OR details LIKE ?1 ESCAPE '\\') AND rationale <> '[forgotten]' AND action <> 'forget'",
+            )
+            .ctx(self.path)?
+            .execute([&like])
+            .ctx(self.path)?;
+        let b = self
+            .conn
+            .prepare_cached("UPDATE records SET lineage_rationale = '[forgotten]' WHERE lineage_rationale LIKE ?1 ESCAPE '\\'")
+            .ctx(self.path)?
+            .execute([&like])
+            .ctx(self.path)?;
+        Ok(a + b)
+    }
+
+    /// Replaces every conversation-log entry that contains `text` with `[forgotten]`
+    /// (who, when, channel and direction stay). Returns how many.
+    pub fn redact_conversations(&self, text: &str) -> StoreResult<usize> {
+        if text.trim().len() < 3 {
+            return Ok(0);
+        }
+        self.conn
+            .prepare_cached(
+                "UPDATE conversations SET content = '[forgotten]' WHERE instr(lower(content), lower(?1)) > 0 AND content <> '[forgotten]'",
+            )
+            .ctx(self.path)?
+            .execute([text])
+            .ctx(self.path)
+    }
+
+    /// Drops the workspace search chunks that contain `text` and returns their files (the
+    /// files themselves are the agent's: the caller reports them).
+    pub fn drop_chunks_with(&self, text: &str) -> StoreResult<Vec<String>> {
+        if text.trim().len() < 3 {
+            return Ok(Vec::new());
+        }
+        let paths: Vec<String> = self
+            .conn
+            .prepare_cached("SELECT DISTINCT path FROM workspace_chunks WHERE instr(lower(text), lower(?1)) > 0")
+            .ctx(self.path)?
+            .query_map([text], |r| r.get(0))
+            .ctx(self.path)?
+            .collect::<rusqlite::Result<_>>()
+            .ctx(self.path)?;
+        self.conn
+            .prepare_cached("DELETE FROM workspace_chunks WHERE instr(lower(text), lower(?1)) > 0")
+            .ctx(self.path)?
+            .execute([text])
+            .ctx(self.path)?;
+        Ok(paths)
+    }
+
     /// Marks a record's full-text row (its text changed) and its neighbours' (whose context
     /// held the old text) for rewriting at `flush_context`.
     fn reindex(&self, seq: i64) -> StoreResult<()> {
@@ -535,6 +641,7 @@ struct RawRecord {
     updated_at: i64,
     event_time: Option<i64>,
     pruned_at: Option<i64>,
+    forgotten_at: Option<i64>,
 }
 
 impl RawRecord {
@@ -561,6 +668,7 @@ impl RawRecord {
             updated_at: r.get(19)?,
             event_time: r.get(20)?,
             pruned_at: r.get(21)?,
+            forgotten_at: r.get(22)?,
         })
     }
 
@@ -594,6 +702,7 @@ impl RawRecord {
             updated_at: ts(self.updated_at, path)?,
             event_time: self.event_time.map(|t| ts(t, path)).transpose()?,
             pruned_at: self.pruned_at.map(|t| ts(t, path)).transpose()?,
+            forgotten_at: self.forgotten_at.map(|t| ts(t, path)).transpose()?,
         })
     }
 }

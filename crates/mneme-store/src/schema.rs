@@ -30,10 +30,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 5, description: "conversation threads; full-text index with context and date columns", apply: v5 },
     Migration { version: 6, description: "facts by subject and predicate (exact look-up index)", apply: v6 },
     Migration { version: 7, description: "competence records by skill (exact look-up index)", apply: v7 },
+    Migration { version: 8, description: "forgetting: erased records, redaction of audit text and the conversation log", apply: v8 },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -274,6 +275,31 @@ fn v7(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         r#"
         CREATE INDEX records_skill_key ON records (json_extract(payload, '$.skill'))
             WHERE memory_type = 'competence';
+        "#,
+    )
+}
+
+/// Forgetting (`forget`): a record's content can be erased, the one exception to
+/// immutability. `forgotten_at` marks the tombstone and `content_hash` keeps a SHA-256 of
+/// what was erased. The audit log and the conversation log stay append-only except for one
+/// update each: replacing their text with `[forgotten]` (who, when and what happened stay).
+fn v8(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        ALTER TABLE records ADD COLUMN forgotten_at INTEGER;
+        ALTER TABLE records ADD COLUMN content_hash TEXT;
+        DROP TRIGGER audit_no_update;
+        CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+            WHEN NOT (NEW.rationale = '[forgotten]' AND NEW.details = '{}' AND NEW.seq = OLD.seq
+                      AND NEW.record_seq = OLD.record_seq AND NEW.at = OLD.at AND NEW.actor = OLD.actor
+                      AND NEW.action = OLD.action)
+            BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+        DROP TRIGGER conversations_no_update;
+        CREATE TRIGGER conversations_no_update BEFORE UPDATE ON conversations
+            WHEN NOT (NEW.content = '[forgotten]' AND NEW.id = OLD.id AND NEW.at = OLD.at
+                      AND NEW.channel = OLD.channel AND NEW.direction = OLD.direction
+                      AND NEW.priority = OLD.priority AND NEW.user_id IS OLD.user_id)
+            BEGIN SELECT RAISE(ABORT, 'the conversation log is append-only'); END;
         "#,
     )
 }

@@ -120,6 +120,35 @@ pub enum Command {
         #[command(flatten)]
         who: WhoArgs,
     },
+    /// Erase records for good: their text everywhere it is stored (payload, summary, search
+    /// index, neighbours' context, vectors, audit text, conversation log, workspace search),
+    /// leaving a tombstone with the id, type, times and a content hash. Facts extracted from
+    /// a forgotten message and their older and newer values go with it. A query or subject
+    /// shows what it matches and asks first (or pass --yes).
+    ///
+    /// Examples: `mneme forget 01J…`, `mneme forget --query "Musterstrasse 5" --reason "user asked"`,
+    /// `mneme forget --subject Dana --yes --reason "account deleted"`.
+    Forget {
+        /// Record ids.
+        ids: Vec<String>,
+        /// Forget the records whose text matches these words.
+        #[arg(long)]
+        query: Option<String>,
+        /// Forget a person: facts about them ("Dana", "Dana's sister") and the messages they sent.
+        #[arg(long)]
+        subject: Option<String>,
+        /// Why (goes into the audit entry; do not repeat what is forgotten).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+        /// Show what would be erased and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, default_value = "cli")]
+        actor: String,
+    },
     /// Combine records of one type into a new one; the sources become tombstones.
     Merge {
         #[arg(required = true, num_args = 2..)]

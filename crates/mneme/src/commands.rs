@@ -284,6 +284,30 @@ fn with_store(cli: Cli) -> Result<()> {
             let id = parse_id(&id)?;
             render::status_change(&ctx.open(false)?.retract(&id, actor(who), &access)?, ctx.json)
         }
+        Command::Forget { ids, query, subject, reason, yes, dry_run, actor } => {
+            let ids = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>>>()?;
+            let service = ctx.open(false)?;
+            let mut request = mneme_service::ForgetRequest { ids, query, subject, dry_run: true, reason, actor, limit: 100 };
+            // A query or a subject is shown first; ids are exact.
+            let ask = !yes && (request.query.is_some() || request.subject.is_some());
+            if dry_run || ask {
+                let plan = service.forget(&request, &access)?;
+                if dry_run || plan.records.is_empty() {
+                    return render::forget(&plan, ctx.json);
+                }
+                render::forget(&plan, false)?;
+                if !confirm(&format!("erase these {} records for good?", plan.records.len()))? {
+                    anyhow::bail!(ServiceError::Precondition(
+                        "nothing was forgotten (not confirmed; pass --yes to skip the question)".into()
+                    ));
+                }
+            }
+            request.dry_run = false;
+            if request.reason.trim().is_empty() {
+                request.reason = "forgotten on request".into();
+            }
+            render::forget(&service.forget(&request, &access)?, ctx.json)
+        }
         Command::Contest { id, by, claim, who } => {
             let (id, by) = (parse_id(&id)?, by.as_deref().map(parse_id).transpose()?);
             let record = ctx.open(false)?.contest(&id, ContestRequest { by, claim }, actor(who), &access)?;
@@ -639,6 +663,20 @@ impl RevisionInput {
         }
         Ok(Revision { payload, summary: self.summary, tags: self.tags, sensitivity: self.sensitivity, confidence: self.confidence })
     }
+}
+
+/// Asks on the terminal; without one (a script), the answer is no.
+fn confirm(question: &str) -> Result<bool> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    if !std::io::stdin().is_terminal() {
+        eprintln!("{question} (not asked: stdin is not a terminal; pass --yes)");
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 fn actor(who: WhoArgs) -> Actor {

@@ -218,3 +218,34 @@ pub fn prune(r: &PruneReport, json: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// What `forget` erased (or, in a dry run, would erase).
+pub fn forget(r: &mneme_service::ForgetReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    if r.records.is_empty() {
+        eprintln!("nothing matches: nothing to forget");
+        return Ok(());
+    }
+    let verb = if r.dry_run { "would erase" } else { "erased" };
+    outln!("{verb} {} records:", r.records.len());
+    for item in &r.records {
+        outln!("  {} [{}] ({}) {}", item.id, item.memory_type, item.because, item.summary);
+    }
+    if !r.dry_run {
+        outln!(
+            "conversation-log entries redacted: {}; audit texts redacted: {}; workspace search chunks dropped: {}",
+            r.conversation_entries,
+            r.redacted_mentions,
+            r.workspace_chunks
+        );
+        for f in &r.workspace_files {
+            outln!("  still in the workspace file {f}: edit it to remove the text");
+        }
+        if !r.wal_truncated {
+            outln!("the write-ahead log could not be truncated yet (a reader is busy); the next checkpoint finishes it");
+        }
+    }
+    Ok(())
+}

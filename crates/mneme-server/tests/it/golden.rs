@@ -148,6 +148,8 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("SyncFetch", "/v1/sync/fetch", json!({ "begin": 1, "end": end })).await;
     g.post("SyncCheckpoint", "/v1/sync/checkpoint", json!({ "end_id": end, "summary": "Ada: deploy on Friday." })).await;
     g.post("SearchFiles", "/v1/search/files", json!({ "query": "kubernetes", "limit": 3 })).await;
+    // The plan of a forget (a dry run: the other answers stay as they are).
+    g.post("Forget", "/v1/forget", json!({ "ids": [event.to_string()], "dry_run": true })).await;
 
     // ---- the daemon -------------------------------------------------------------------
     g.check("Consolidate", "POST", "/v1/consolidate", None).await;

@@ -57,7 +57,7 @@ fn expected(op: Operation, who: Who) -> u16 {
     let on_target =
         matches!(op, IngestOutcome | RetrieveById | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize);
     let store_wide = matches!(op, GetMetrics | Status | Prometheus);
-    let owner_only = matches!(op, Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles);
+    let owner_only = matches!(op, Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles | Forget);
     let changes_target = on_target && !matches!(op, RetrieveById | History);
     match who {
         Who::Unrestricted => 200,
@@ -139,6 +139,7 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         SyncFetch => json!({ "begin": 1, "end": 1 }),
         SyncCheckpoint => json!({ "end_id": 1, "summary": "policy table" }),
         SearchFiles => json!({ "query": "policy" }),
+        Forget => json!({ "ids": [id], "reason": "the policy table" }),
     };
     (method, path, body)
 }
@@ -236,6 +237,9 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             .fork(authorized(pb::ForkRequest { id, change: change(), actor: "policy-test".into(), rationale: "table".into() }, who))
             .await),
         Retract => ok(m.retract(authorized(pb::RetractRequest { id, actor: "policy-test".into(), rationale: "table".into() }, who)).await),
+        Forget => ok(m
+            .forget(authorized(pb::ForgetRequest { ids: vec![id], reason: "the policy table".into(), ..Default::default() }, who))
+            .await),
         Merge => ok(m
             .merge(authorized(
                 pb::MergeRequest { ids: vec![id, t.two.to_string()], change: None, actor: "policy-test".into(), rationale: "table".into() },

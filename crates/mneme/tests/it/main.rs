@@ -8,6 +8,7 @@ mod bad_input;
 mod daemon;
 mod durability;
 mod flows;
+mod forget;
 mod tidy;
 mod workspace;
 

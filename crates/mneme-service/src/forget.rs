@@ -1,0 +1,208 @@
+//! Forgetting: erasing what a record says, everywhere it lives, for good.
+//!
+//! What is chosen: records by id, by query (lexical matches), by subject (facts about a
+//! person, "their sister" too, and the messages they sent). Each chosen record brings the
+//! facts extracted from it (their `evidence` names it) and the whole lineage of those facts
+//! (the older and newer values of the same fact). A dry run returns the plan and changes
+//! nothing.
+//!
+//! What is erased, in one transaction: the payload, summary and tags (the row stays as a
+//! retracted tombstone with its id, type, times and a SHA-256 of the content, so lineage
+//! holds); its full-text row and its text in the context rows of its thread neighbours;
+//! its vectors on disk; the text of its audit entries and lineage rationale, and of any
+//! other audit entry or rationale quoting it; conversation-log entries holding it; and the
+//! workspace search chunks holding it (the files are the agent's: they are listed). Each
+//! erased record gets a `forget` audit entry (who, why). Then the full-text indexes are
+//! rewritten without the deleted postings and the WAL is checkpointed and truncated, with
+//! `secure_delete` zeroing freed pages, so the bytes are gone from the data directory.
+
+use jiff::Timestamp;
+use mneme_core::{AuditAction, MemoryRecord, RecordId};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::{Access, MemoryService, RetrieveRequest, ServiceError, ServiceResult};
+
+/// A message's text as the conversation log holds it: the summary "sender: text" without
+/// its sender.
+fn message_body(text: &str) -> String {
+    match text.split_once(": ") {
+        Some((sender, body)) if !sender.contains(' ') && !body.is_empty() => body.to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// What to forget.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForgetRequest {
+    pub ids: Vec<RecordId>,
+    /// Records whose text matches these words.
+    pub query: Option<String>,
+    /// A person: facts about them (and "their …") and the messages they sent.
+    pub subject: Option<String>,
+    /// Plan only: what would be erased.
+    pub dry_run: bool,
+    /// Why (the audit entry's rationale; it must not repeat what is forgotten).
+    pub reason: String,
+    pub actor: String,
+    /// The most records a query may choose. Default 100.
+    pub limit: usize,
+}
+
+/// One record chosen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ForgetItem {
+    pub id: RecordId,
+    pub memory_type: String,
+    /// Its summary before erasure (in the plan; the report of a real run carries it only
+    /// back to the caller who asked).
+    pub summary: String,
+    /// Why it is included: `chosen`, `derived` (a fact from it) or `lineage`.
+    pub because: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ForgetReport {
+    pub dry_run: bool,
+    pub records: Vec<ForgetItem>,
+    /// Conversation-log entries replaced by `[forgotten]`.
+    pub conversation_entries: usize,
+    /// Audit entries and lineage rationales elsewhere that quoted the text.
+    pub redacted_mentions: usize,
+    /// Workspace search chunks dropped.
+    pub workspace_chunks: usize,
+    /// Workspace files that still hold the text (edit them; mneme does not rewrite them).
+    pub workspace_files: Vec<String>,
+    /// The WAL was checkpointed and truncated (false: a reader held an old snapshot; the
+    /// next checkpoint completes it).
+    pub wal_truncated: bool,
+}
+
+impl MemoryService {
+    /// Erases the chosen records (see the module's documentation). Refused: an empty
+    /// request, an unknown id, an empty reason on a real run.
+    pub fn forget(&self, request: &ForgetRequest, access: &Access) -> ServiceResult<ForgetReport> {
+        if request.ids.is_empty()
+            && request.query.as_deref().is_none_or(|q| q.trim().is_empty())
+            && request.subject.as_deref().is_none_or(|s| s.trim().is_empty())
+        {
+            return Err(ServiceError::invalid("forget", "name what to forget: ids, a query or a subject"));
+        }
+        if !request.dry_run && request.reason.trim().is_empty() {
+            return Err(ServiceError::invalid("reason", "say why (it goes into the audit entry)"));
+        }
+        self.config.limits.check_actor(&request.actor)?;
+        let plan = self.forget_plan(request, access)?;
+        if request.dry_run || plan.is_empty() {
+            return Ok(ForgetReport {
+                dry_run: request.dry_run,
+                records: plan,
+                conversation_entries: 0,
+                redacted_mentions: 0,
+                workspace_chunks: 0,
+                workspace_files: Vec::new(),
+                wal_truncated: false,
+            });
+        }
+        let now: Timestamp = self.now();
+        let mut report = self.store()?.write(|tx| {
+            // Audit texts and rationales quote values ("changed: \"Lisbon\" → …"): every
+            // erased text is redacted there. The conversation log and the workspace hold
+            // messages: only the chosen records' texts are looked for there (a derived
+            // fact's bare value, "Munich", would take every line that names the city).
+            let (mut texts, mut messages): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+            for item in &plan {
+                let erased = tx.forget(&item.id, now)?;
+                if item.because == "chosen" {
+                    messages.extend(erased.iter().cloned());
+                }
+                texts.extend(erased);
+                tx.append_audit(&item.id, now, &request.actor, AuditAction::Forget, &request.reason, &json!({ "because": item.because }))?;
+            }
+            texts.sort();
+            texts.dedup();
+            messages.sort();
+            messages.dedup();
+            let mut report = ForgetReport {
+                dry_run: false,
+                records: plan.clone(),
+                conversation_entries: 0,
+                redacted_mentions: 0,
+                workspace_chunks: 0,
+                workspace_files: Vec::new(),
+                wal_truncated: false,
+            };
+            for text in &texts {
+                report.redacted_mentions += tx.redact_mentions(text)?;
+            }
+            for text in &messages {
+                report.conversation_entries += tx.redact_conversations(&message_body(text))?;
+                let files = tx.drop_chunks_with(&message_body(text))?;
+                report.workspace_chunks += files.len();
+                report.workspace_files.extend(files);
+            }
+            report.workspace_files.sort();
+            report.workspace_files.dedup();
+            Ok::<_, ServiceError>(report)
+        })?;
+        report.wal_truncated = self.store()?.scrub()?;
+        Ok(report)
+    }
+
+    fn forget_plan(&self, request: &ForgetRequest, access: &Access) -> ServiceResult<Vec<ForgetItem>> {
+        let mut chosen: Vec<MemoryRecord> = Vec::new();
+        for id in &request.ids {
+            chosen.push(self.get(id, access)?);
+        }
+        if let Some(q) = request.query.as_deref().filter(|q| !q.trim().is_empty()) {
+            let limit = if request.limit == 0 { 100 } else { request.limit };
+            let retrieve = RetrieveRequest {
+                query: q.to_string(),
+                limit: limit.min(self.config.limits.max_limit),
+                include_tombstones: true,
+                max_sensitivity: Some(access.max_sensitivity),
+                ..RetrieveRequest::default()
+            };
+            // Only records whose own text holds every word (not a neighbour's context, not
+            // a boost).
+            let words: Vec<String> = q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+            let holds = |r: &MemoryRecord| {
+                let own = format!("{}\n{}", r.summary, r.payload.as_ref().map(|p| p.search_text()).unwrap_or_default()).to_lowercase();
+                words.iter().all(|w| own.contains(w.as_str()))
+            };
+            chosen.extend(self.retrieve(&retrieve, access)?.into_iter().map(|h| h.record).filter(|r| r.forgotten_at.is_none() && holds(r)));
+        }
+        if let Some(s) = request.subject.as_deref().filter(|s| !s.trim().is_empty()) {
+            let (facts, events) = self.reader()?.read(|tx| Ok::<_, ServiceError>((tx.facts_about(s)?, tx.events_from(s)?)))?;
+            chosen.extend(facts.into_iter().chain(events).filter(|r| self.readable(r, access)));
+        }
+        let mut plan: Vec<ForgetItem> = Vec::new();
+        let push = |r: &MemoryRecord, because: &str, plan: &mut Vec<ForgetItem>| {
+            if !plan.iter().any(|p| p.id == r.id) {
+                plan.push(ForgetItem {
+                    id: r.id.clone(),
+                    memory_type: r.memory_type.to_string(),
+                    summary: r.summary.clone(),
+                    because: because.into(),
+                });
+            }
+        };
+        for r in &chosen {
+            push(r, "chosen", &mut plan);
+        }
+        for r in &chosen {
+            let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_and_lineage(&r.id)?))?;
+            for d in related.iter().filter(|d| self.readable(d, access)) {
+                let because =
+                    if d.lineage.parent_ids.contains(&r.id) || r.lineage.parent_ids.contains(&d.id) { "lineage" } else { "derived" };
+                push(d, because, &mut plan);
+            }
+        }
+        Ok(plan)
+    }
+
+    /// May `access` read `r`? (Its sensitivity and scope.)
+    fn readable(&self, r: &MemoryRecord, access: &Access) -> bool {
+        r.sensitivity <= access.max_sensitivity && access.scopes.as_ref().is_none_or(|s| r.scope.is_global() || s.contains(&r.scope))
+    }
+}

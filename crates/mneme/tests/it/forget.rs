@@ -1,0 +1,114 @@
+//! Forgetting really forgets: after `mneme forget`, the erased text is in no file of the
+//! data directory (database, WAL, shared memory), with and without encryption; the
+//! tombstone, its audit entry and the lineage stay.
+
+use std::io::Write as _;
+use std::process::Stdio;
+
+use crate::Mneme;
+
+const ADDRESS: &str = "Musterstrasse";
+
+fn say(m: &Mneme, text: &str, session: &str) {
+    let body = serde_json::json!({ "event": { "content": text, "from": "dana" }, "ctx": { "sessionId": session, "channelId": "web" } });
+    let mut child = m.command().args(["hook", "message_received"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("hook");
+    child.stdin.take().expect("stdin").write_all(body.to_string().as_bytes()).expect("write");
+    assert!(child.wait_with_output().expect("hook runs").status.success());
+}
+
+/// Files under the data directory whose bytes contain `needle` (case-insensitively).
+fn files_holding(m: &Mneme, needle: &str) -> Vec<String> {
+    let needle = needle.to_lowercase().into_bytes();
+    let mut found = Vec::new();
+    let mut stack = vec![m.dir.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                let lower: Vec<u8> = bytes.iter().map(u8::to_ascii_lowercase).collect();
+                if lower.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+fn forget_an_address(m: &Mneme) {
+    m.ok(&["init"]);
+    say(m, "Morning! I live in Lisbon.", "s1");
+    say(m, &format!("my home address is {ADDRESS} 5, Munich"), "s1");
+    say(m, "We moved to Munich last month.", "s1");
+    say(m, "Can you remind me to call the plumber?", "s1");
+    // Enough writes that index segments merged and pages were freed before the forget.
+    for i in 0..40 {
+        say(m, &format!("note {i}: the deploy checklist needs another look"), "s2");
+    }
+    if m.key.is_none() {
+        assert!(!files_holding(m, ADDRESS).is_empty(), "the address is on disk before");
+    }
+
+    // A query without --yes and without a terminal asks and erases nothing.
+    let refused = m.fails(&["forget", "--query", ADDRESS], 4);
+    assert!(refused.contains("--yes"), "{refused}");
+    assert!(m.json(&["recall", ADDRESS]).to_string().contains(ADDRESS), "nothing was erased");
+
+    let plan = m.json(&["forget", "--query", &format!("{ADDRESS} 5"), "--dry-run"]);
+    // The message, and the facts extracted from it (here: where Dana lives, with the
+    // value it replaced): they go with it.
+    let records = plan["records"].as_array().expect("records");
+    let chosen: Vec<&serde_json::Value> = records.iter().filter(|r| r["because"] == "chosen").collect();
+    assert_eq!(chosen.len(), 1, "{plan}");
+    assert!(chosen[0]["summary"].as_str().unwrap_or("").contains(ADDRESS), "{plan}");
+    assert!(records.iter().all(|r| r["because"] == "chosen" || r["memory_type"] == "semantic"), "{plan}");
+    let report = m.json(&["forget", "--query", &format!("{ADDRESS} 5"), "--yes", "--reason", "dana asked"]);
+    assert_eq!(report["dry_run"], false);
+    assert_eq!(report["conversation_entries"], 1, "{report}");
+    let id = report["records"].as_array().expect("records").iter().find(|r| r["because"] == "chosen").expect("chosen")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // Not in queries, not in the tombstone, not in any file.
+    assert!(!m.json(&["recall", ADDRESS, "--include-tombstones"]).to_string().contains(ADDRESS));
+    let tombstone = m.json(&["show", &id])["record"].clone();
+    assert_eq!(tombstone["status"], "retracted", "{tombstone}");
+    assert!(tombstone["forgotten_at"].is_string() && tombstone["payload"].is_null(), "{tombstone}");
+    assert!(!tombstone.to_string().contains(ADDRESS), "{tombstone}");
+    let history = m.json(&["history", &id]);
+    assert!(history.to_string().contains("\"forget\"") && history.to_string().contains("dana asked"), "{history}");
+    let log = m.json(&["sync", "fetch", "--begin", "1", "--end", "100"]);
+    assert!(log.to_string().contains("[forgotten]") && !log.to_string().contains(ADDRESS), "{log}");
+    assert_eq!(files_holding(m, ADDRESS), Vec::<String>::new(), "the bytes are gone");
+    // The neighbours are still searchable by their own words.
+    assert!(m.json(&["recall", "plumber"]).as_array().is_some_and(|h| !h.is_empty()));
+}
+
+#[test]
+fn forgetting_erases_the_text_from_every_file() {
+    forget_an_address(&Mneme::new());
+}
+
+#[test]
+fn forgetting_erases_the_text_from_every_file_of_an_encrypted_store() {
+    let mut m = Mneme::new();
+    m.key = Some("correct horse battery staple forget".into());
+    forget_an_address(&m);
+}
+
+#[test]
+fn forgetting_a_person_takes_their_facts_and_messages_and_keeps_others() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    say(&m, "I work at Initech and my sister lives in Rome.", "s1");
+    let report = m.json(&["forget", "--subject", "dana", "--yes", "--reason", "account deleted"]);
+    let kinds: Vec<&str> = report["records"].as_array().expect("records").iter().filter_map(|r| r["memory_type"].as_str()).collect();
+    assert!(kinds.contains(&"episodic") && kinds.contains(&"semantic"), "{report}");
+    assert_eq!(files_holding(&m, "Initech"), Vec::<String>::new());
+    // Refusals name what is wrong and change nothing.
+    assert!(m.fails(&["forget"], 2).contains("ids, a query or a subject"));
+    assert!(m.fails(&["forget", "not-an-id"], 2).contains("not-an-id") || m.fails(&["forget", "not-an-id"], 2).contains("id"));
+}

@@ -185,6 +185,19 @@ pub struct HooksConfig {
     pub session_start: SessionStartConfig,
     pub competence: CompetenceConfig,
     pub auto_recall: AutoRecallConfig,
+    /// Memory per end user: `sender` (default) puts a user's messages, and the facts from
+    /// them, in the scope `user:<id>`, the id being `ctx.userId` or the message's
+    /// `from`/`sender`; a session whose user is known sees that user's memories and global
+    /// ones. `off`: every message in the principal's default scope.
+    pub user_scopes: UserScopes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserScopes {
+    #[default]
+    Sender,
+    Off,
 }
 
 /// `[hooks.auto_recall]`: the memories relevant to a prompt, injected by Claude Code's
@@ -217,6 +230,7 @@ impl Default for HooksConfig {
             session_start: SessionStartConfig::default(),
             competence: CompetenceConfig::default(),
             auto_recall: AutoRecallConfig::default(),
+            user_scopes: UserScopes::Sender,
         }
     }
 }

@@ -404,7 +404,8 @@ impl Consolidator {
     /// Live facts about the batch's speakers and about subjects its messages name.
     fn known_facts(&self, batch: &[&BufferedMessage], scope: &Scope) -> Vec<crate::truth::LiveFact> {
         let p = &*self.principal;
-        let facts = match crate::truth::live_facts(&self.ops, p, self.llm_max_sensitivity, self.ops.limits().max_limit) {
+        let scopes = (!scope.is_global()).then(|| vec![scope.clone()]);
+        let facts = match crate::truth::live_facts(&self.ops, p, self.llm_max_sensitivity, scopes, self.ops.limits().max_limit) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(error = %e, "known facts not read; the model sees the conversation only");
@@ -413,7 +414,6 @@ impl Consolidator {
         };
         let text: String = batch.iter().map(|m| m.content.to_lowercase()).collect::<Vec<_>>().join("\n");
         let speakers: Vec<String> = batch.iter().filter_map(|m| m.sender.as_ref().map(|s| s.to_lowercase())).collect();
-        let _ = scope;
         facts
             .into_iter()
             .filter(|f| speakers.contains(&f.subject.to_lowercase()) || text.contains(&f.subject.to_lowercase()))

@@ -98,6 +98,9 @@ pub struct HookContext {
     pub session_id: Option<String>,
     #[serde(alias = "channel_id")]
     pub channel_id: Option<String>,
+    /// The end user the session serves (memory per user: their scope `user:<id>`).
+    #[serde(alias = "user_id")]
+    pub user_id: Option<String>,
 }
 
 impl HookContext {
@@ -208,6 +211,8 @@ struct State {
     pending: HashMap<(String, String), (Instant, Option<serde_json::Value>)>,
     /// session → records injected at its start (and when).
     injected: HashMap<String, (Instant, Vec<RecordId>)>,
+    /// session → the user its messages came from (memory per user).
+    users: HashMap<String, (Instant, String)>,
 }
 
 /// Pending calls and injected lists whose end never arrived are forgotten after this long,
@@ -349,7 +354,7 @@ impl Hooks {
     /// dates (`None` when nothing reaches `[hooks.auto_recall]`'s bar or it is off). Live
     /// facts of the slot the prompt asks about come first (retrieval's slot boost); the
     /// assistant's own messages are never recalled as memories.
-    pub fn recall_for_prompt(&self, p: &Principal, prompt: &str) -> ServiceResult<Option<String>> {
+    pub fn recall_for_prompt(&self, p: &Principal, prompt: &str, user: Option<&str>) -> ServiceResult<Option<String>> {
         let cfg = &self.config.auto_recall;
         if !cfg.enabled || cfg.limit == 0 || prompt.trim().is_empty() {
             return Ok(None);
@@ -362,7 +367,8 @@ impl Hooks {
             }
             query.push(c);
         }
-        let request = RetrieveRequest { query, limit: cfg.limit * 3, ..RetrieveRequest::default() };
+        let scopes = user.and_then(|u| self.user_scope(u)).map(|s| vec![s]);
+        let request = RetrieveRequest { query, scopes, limit: cfg.limit * 3, ..RetrieveRequest::default() };
         let lines: Vec<String> = self
             .ops
             .retrieve(p, &request)?
@@ -374,6 +380,23 @@ impl Hooks {
             .map(|h| format!("- {}", crate::truth::dated_line(&h.record)))
             .collect();
         Ok((!lines.is_empty()).then(|| format!("## Relevant memories\n\n{}\n", lines.join("\n"))))
+    }
+
+    /// The end user of a hook: `ctx.userId`, else a user message's sender, else the user
+    /// this session's earlier messages came from.
+    fn user_of(&self, input: &HookInput, role: Option<&str>) -> Option<String> {
+        let given = input.ctx.user_id.clone().filter(|u| !u.trim().is_empty());
+        let sender = if role == Some("user") { input.event.from.clone().or_else(|| input.event.sender.clone()) } else { None };
+        given.or(sender.filter(|s| !s.trim().is_empty())).or_else(|| self.state().users.get(&input.ctx.session()).map(|(_, u)| u.clone()))
+    }
+
+    /// The scope of a user's memories (`user:<id>`, the id lower-cased with runs of other
+    /// characters as `-`), or `None` when per-user scopes are off.
+    pub fn user_scope(&self, user: &str) -> Option<mneme_core::Scope> {
+        if self.config.user_scopes == crate::config::UserScopes::Off {
+            return None;
+        }
+        mneme_core::Scope::user(user)
     }
 
     /// The records injected at the start of `session`.
@@ -390,7 +413,10 @@ impl Hooks {
             outcome.context = Some(String::new());
             return Ok(());
         }
+        // A session whose user is known sees that user's memories and global ones.
+        let scopes = self.user_of(input, None).and_then(|u| self.user_scope(&u)).map(|s| vec![s]);
         let base = RetrieveRequest {
+            scopes: scopes.clone(),
             types: cfg.memory_types.clone(),
             min_salience: Some(cfg.min_salience),
             limit: cfg.max_records,
@@ -423,11 +449,11 @@ impl Hooks {
         // messages, and messages that still carry a value the user has since changed.
         let max_sensitivity = p.read.max_sensitivity;
         let facts = if cfg.memory_types.contains(&MemoryType::Semantic) {
-            crate::truth::live_facts(&self.ops, p, max_sensitivity, self.ops.limits().max_limit)?
+            crate::truth::live_facts(&self.ops, p, max_sensitivity, scopes.clone(), self.ops.limits().max_limit)?
         } else {
             Vec::new()
         };
-        let stale = crate::truth::stale_values(&self.ops, p, max_sensitivity, &facts)?;
+        let stale = crate::truth::stale_values(&self.ops, p, max_sensitivity, scopes.clone(), &facts)?;
         let user_facts: Vec<crate::truth::LiveFact> = facts.iter().filter(|f| f.about_user).cloned().collect();
         hits.retain(|h| {
             if user_facts.iter().any(|f| f.id == h.record.id) {
@@ -520,7 +546,16 @@ impl Hooks {
             text: content.to_string(),
             event_time: Some(timestamp),
         };
-        let options = IngestOptions { sensitivity: Some(sensitivity), tags, actor: Some(ACTOR.into()), ..IngestOptions::default() };
+        // Memory per user: the user's messages, and the assistant's in their session, in
+        // the user's scope.
+        let user = self.user_of(input, Some(role));
+        if let Some(u) = &user {
+            let mut state = self.state();
+            make_room(&mut state.users, |v| v.0);
+            state.users.insert(ctx.session(), (Instant::now(), u.clone()));
+        }
+        let scope = user.as_deref().and_then(|u| self.user_scope(u));
+        let options = IngestOptions { sensitivity: Some(sensitivity), tags, scope, actor: Some(ACTOR.into()), ..IngestOptions::default() };
         let record = self.ops.ingest(p, Payload::Event(event), options)?;
         out.record_ids.push(record.id.clone());
         // The conversation log (memory sync's input, unlabeled: unrestricted principals

@@ -253,8 +253,15 @@ pub struct LiveFact {
 /// wrote that is active), in the block's order: the user's facts first, by subject,
 /// then slot order, then time; at most one value per single-valued slot and subject
 /// (the latest, should two ever be live).
-pub fn live_facts(ops: &Ops, p: &Principal, max_sensitivity: Sensitivity, limit: usize) -> ServiceResult<Vec<LiveFact>> {
+pub fn live_facts(
+    ops: &Ops,
+    p: &Principal,
+    max_sensitivity: Sensitivity,
+    scopes: Option<Vec<Scope>>,
+    limit: usize,
+) -> ServiceResult<Vec<LiveFact>> {
     let request = RetrieveRequest {
+        scopes,
         types: vec![MemoryType::Semantic],
         max_sensitivity: Some(max_sensitivity),
         limit: limit.clamp(1, ops.limits().max_limit),
@@ -357,8 +364,15 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
 
 /// Values the user once stated and has since changed or withdrawn (superseded or
 /// retracted facts about the user), normalised: a message carrying one is stale.
-pub fn stale_values(ops: &Ops, p: &Principal, max_sensitivity: Sensitivity, live: &[LiveFact]) -> ServiceResult<HashSet<String>> {
+pub fn stale_values(
+    ops: &Ops,
+    p: &Principal,
+    max_sensitivity: Sensitivity,
+    scopes: Option<Vec<Scope>>,
+    live: &[LiveFact],
+) -> ServiceResult<HashSet<String>> {
     let request = RetrieveRequest {
+        scopes,
         types: vec![MemoryType::Semantic],
         tags: vec![ABOUT_USER.into()],
         max_sensitivity: Some(max_sensitivity),

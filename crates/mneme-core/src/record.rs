@@ -241,6 +241,22 @@ impl Scope {
         self.0.is_empty()
     }
 
+    /// The scope of one end user's memories: `user:<id>`, the id lower-cased with every run
+    /// of characters other than letters, digits, `.`, `_`, `@` and `-` as one `-`
+    /// ("Mei Chen" → `user:mei-chen`). `None` for a name with nothing left.
+    pub fn user(name: &str) -> Option<Scope> {
+        let mut id = String::new();
+        for c in name.trim().to_lowercase().chars() {
+            if c.is_alphanumeric() || matches!(c, '.' | '_' | '@' | '-') {
+                id.push(c);
+            } else if !id.ends_with('-') {
+                id.push('-');
+            }
+        }
+        let id: String = id.trim_matches('-').chars().take(100).collect();
+        if id.is_empty() { None } else { Scope::parse(&format!("user:{id}")).ok() }
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

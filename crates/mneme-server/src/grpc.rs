@@ -174,6 +174,7 @@ impl pb::memory_server::Memory for GrpcApi {
                 ids: ids("ids", &m.ids)?,
                 query: m.query,
                 subject: m.subject,
+                user: m.user,
                 dry_run: m.dry_run,
                 reason: m.reason,
                 actor: m.actor,
@@ -248,7 +249,13 @@ impl pb::memory_server::Memory for GrpcApi {
 fn ctx(c: Option<pb::HookContext>) -> HookContext {
     let c = c.unwrap_or_default();
     let opt = |s: String| Some(s).filter(|s| !s.is_empty());
-    HookContext { agent_id: opt(c.agent_id), session_key: opt(c.session_key), session_id: opt(c.session_id), channel_id: opt(c.channel_id) }
+    HookContext {
+        agent_id: opt(c.agent_id),
+        session_key: opt(c.session_key),
+        session_id: opt(c.session_id),
+        channel_id: opt(c.channel_id),
+        user_id: opt(c.user_id),
+    }
 }
 
 fn ack(o: HookOutcome) -> pb::HookAck {

@@ -412,6 +412,8 @@ struct ForgetBody {
     #[serde(default)]
     subject: Option<String>,
     #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
     reason: String,
     #[serde(default)]
     dry_run: bool,
@@ -429,6 +431,7 @@ handler!(forget, Operation::Forget, |app, p, body: ForgetBody| {
         ids,
         query: body.query,
         subject: body.subject,
+        user: body.user,
         dry_run: body.dry_run,
         reason: body.reason,
         actor: body.actor.unwrap_or_default(),

@@ -501,7 +501,7 @@ pub fn document() -> Value {
             "type": "object", "additionalProperties": false,
             "description": "At least one of ids, query, subject. A real run needs a reason.",
             "properties": {
-                "ids": strings(), "query": string(), "subject": string(), "reason": string(),
+                "ids": strings(), "query": string(), "subject": string(), "user": string(), "reason": string(),
                 "dry_run": { "type": "boolean", "default": false }, "actor": string()
             }
         },

@@ -40,6 +40,9 @@ pub struct ForgetRequest {
     pub query: Option<String>,
     /// A person: facts about them (and "their …") and the messages they sent.
     pub subject: Option<String>,
+    /// An end user: every record in their scope (`user:<id>`) and their conversation-log
+    /// entries.
+    pub user: Option<String>,
     /// Plan only: what would be erased.
     pub dry_run: bool,
     /// Why (the audit entry's rationale; it must not repeat what is forgotten).
@@ -82,11 +85,9 @@ impl MemoryService {
     /// Erases the chosen records (see the module's documentation). Refused: an empty
     /// request, an unknown id, an empty reason on a real run.
     pub fn forget(&self, request: &ForgetRequest, access: &Access) -> ServiceResult<ForgetReport> {
-        if request.ids.is_empty()
-            && request.query.as_deref().is_none_or(|q| q.trim().is_empty())
-            && request.subject.as_deref().is_none_or(|s| s.trim().is_empty())
-        {
-            return Err(ServiceError::invalid("forget", "name what to forget: ids, a query or a subject"));
+        let blank = |v: &Option<String>| v.as_deref().is_none_or(|x| x.trim().is_empty());
+        if request.ids.is_empty() && blank(&request.query) && blank(&request.subject) && blank(&request.user) {
+            return Err(ServiceError::invalid("forget", "name what to forget: ids, a query, a subject or a user"));
         }
         if !request.dry_run && request.reason.trim().is_empty() {
             return Err(ServiceError::invalid("reason", "say why (it goes into the audit entry)"));
@@ -141,6 +142,9 @@ impl MemoryService {
                 report.workspace_chunks += files.len();
                 report.workspace_files.extend(files);
             }
+            if let Some(user) = request.user.as_deref().filter(|u| !u.trim().is_empty()) {
+                report.conversation_entries += tx.redact_conversations_of(user)?;
+            }
             report.workspace_files.sort();
             report.workspace_files.dedup();
             Ok::<_, ServiceError>(report)
@@ -175,6 +179,11 @@ impl MemoryService {
         if let Some(s) = request.subject.as_deref().filter(|s| !s.trim().is_empty()) {
             let (facts, events) = self.reader()?.read(|tx| Ok::<_, ServiceError>((tx.facts_about(s)?, tx.events_from(s)?)))?;
             chosen.extend(facts.into_iter().chain(events).filter(|r| self.readable(r, access)));
+        }
+        if let Some(u) = request.user.as_deref().filter(|u| !u.trim().is_empty()) {
+            let scope = mneme_core::Scope::user(u).ok_or_else(|| ServiceError::invalid("user", format!("{u:?} names no user")))?;
+            let records = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_in_scope(&scope)?))?;
+            chosen.extend(records.into_iter().filter(|r| self.readable(r, access)));
         }
         let mut plan: Vec<ForgetItem> = Vec::new();
         let push = |r: &MemoryRecord, because: &str, plan: &mut Vec<ForgetItem>| {

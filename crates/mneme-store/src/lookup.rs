@@ -97,4 +97,14 @@ impl ReadTx<'_> {
         )?;
         self.get_many(&seqs)
     }
+
+    /// Every record in exactly `scope`, not yet forgotten (tombstones too).
+    pub fn records_in_scope(&self, scope: &Scope) -> StoreResult<Vec<MemoryRecord>> {
+        let seqs = self.query_all(
+            "SELECT seq FROM records WHERE scope = ?1 AND forgotten_at IS NULL ORDER BY seq",
+            rusqlite::params![scope.as_str()],
+            |r| r.get::<_, i64>(0),
+        )?;
+        self.get_many(&seqs)
+    }
 }

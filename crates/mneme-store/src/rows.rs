@@ -484,6 +484,18 @@ impl<'a> WriteTx<'a> {
             .ctx(self.path)
     }
 
+    /// Replaces every conversation-log entry of `user_id` (case-insensitively) with
+    /// `[forgotten]`. Returns how many.
+    pub fn redact_conversations_of(&self, user_id: &str) -> StoreResult<usize> {
+        self.conn
+            .prepare_cached(
+                "UPDATE conversations SET content = '[forgotten]' WHERE lower(user_id) = lower(?1) AND content <> '[forgotten]'",
+            )
+            .ctx(self.path)?
+            .execute([user_id])
+            .ctx(self.path)
+    }
+
     /// Drops the workspace search chunks that contain `text` and returns their files (the
     /// files themselves are the agent's: the caller reports them).
     pub fn drop_chunks_with(&self, text: &str) -> StoreResult<Vec<String>> {

@@ -137,6 +137,10 @@ pub enum Command {
         /// Forget a person: facts about them ("Dana", "Dana's sister") and the messages they sent.
         #[arg(long)]
         subject: Option<String>,
+        /// Forget an end user: every record in their scope (user:<id>) and their
+        /// conversation-log entries.
+        #[arg(long)]
+        user: Option<String>,
         /// Why (goes into the audit entry; do not repeat what is forgotten).
         #[arg(long, default_value = "")]
         reason: String,

@@ -284,12 +284,12 @@ fn with_store(cli: Cli) -> Result<()> {
             let id = parse_id(&id)?;
             render::status_change(&ctx.open(false)?.retract(&id, actor(who), &access)?, ctx.json)
         }
-        Command::Forget { ids, query, subject, reason, yes, dry_run, actor } => {
+        Command::Forget { ids, query, subject, user, reason, yes, dry_run, actor } => {
             let ids = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>>>()?;
             let service = ctx.open(false)?;
-            let mut request = mneme_service::ForgetRequest { ids, query, subject, dry_run: true, reason, actor, limit: 100 };
-            // A query or a subject is shown first; ids are exact.
-            let ask = !yes && (request.query.is_some() || request.subject.is_some());
+            let mut request = mneme_service::ForgetRequest { ids, query, subject, user, dry_run: true, reason, actor, limit: 100 };
+            // A query, a subject or a user is shown first; ids are exact.
+            let ask = !yes && (request.query.is_some() || request.subject.is_some() || request.user.is_some());
             if dry_run || ask {
                 let plan = service.forget(&request, &access)?;
                 if dry_run || plan.records.is_empty() {

@@ -183,7 +183,7 @@ fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String, session_s
         Some(prompt) => {
             // Recall first (the prompt itself is not a memory yet), then remember the
             // prompt: stored, logged for memory sync, and the user's facts reconciled.
-            match hooks.recall_for_prompt(&owner, &prompt) {
+            match hooks.recall_for_prompt(&owner, &prompt, Some(&user)) {
                 Ok(recalled) => memory = recalled,
                 Err(e) => eprintln!("mneme claude-hook prompt-submit: no auto-recall: {e}"),
             }

@@ -111,3 +111,47 @@ async fn a_changing_user_leaves_one_live_fact_per_slot_and_a_truthful_context() 
     assert_eq!(again["context"].as_str(), Some(context.as_str()), "deterministic");
     d.stop().await;
 }
+
+/// Memory per end user: one agent serves Ana and Ben through the same hooks. Each user's
+/// messages and facts live in their scope; a session that names its user (ctx.userId, or
+/// the user its messages came from) sees that user's memories and global ones, never the
+/// other's; forgetting a user erases their records and conversation log and leaves the other's.
+#[tokio::test]
+async fn two_users_of_one_agent_never_see_each_other() {
+    let d = TestDaemon::start().await;
+    let say = |who: &'static str, text: &'static str, session: &'static str| json!({ "event": { "content": text, "from": who }, "ctx": { "sessionId": session, "channelId": "web" } });
+    hook(&d, "message_received", say("Ana", "I live in Lisbon and I work at Acme.", "a1")).await;
+    hook(&d, "message_received", say("Ben", "I live in Oslo and I work at Globex.", "b1")).await;
+    hook(&d, "message_sent", json!({ "event": { "content": "Oslo is lovely." }, "ctx": { "sessionId": "b1" } })).await;
+    // A global fact (ingested without a user) is everyone's.
+    let global = json!({ "fact": { "subject": "The office wifi", "predicate": "is", "object": "guest-5G" } });
+    assert_eq!(d.post("/v1/ingest/observation", global).await.0, 200);
+
+    let (_, hits) = d.post("/v1/retrieve", json!({ "types": ["semantic", "episodic"], "limit": 50 })).await;
+    let scopes: Vec<(String, String)> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| (h["record"]["summary"].as_str().unwrap_or("").to_string(), h["record"]["scope"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert!(scopes.iter().any(|(s, sc)| s.contains("Ana lives in Lisbon") && sc == "user:ana"), "{scopes:?}");
+    assert!(scopes.iter().any(|(s, sc)| s.contains("Oslo is lovely") && sc == "user:ben"), "the assistant's reply is Ben's: {scopes:?}");
+
+    for (user, mine, theirs) in [("Ana", "Lisbon", "Oslo"), ("Ben", "Oslo", "Lisbon")] {
+        let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": format!("new-{user}"), "userId": user } })).await;
+        let context = start["context"].as_str().expect("context");
+        assert!(context.contains(mine) && context.contains("guest-5G"), "{user}: {context}");
+        assert!(!context.contains(theirs), "{user} sees the other's memories: {context}");
+    }
+    // The session's user is remembered from its messages.
+    let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": "a1" } })).await;
+    assert!(!start["context"].as_str().unwrap_or("").contains("Oslo"), "{start}");
+
+    let (status, report) = d.post("/v1/forget", json!({ "user": "Ben", "reason": "account deleted" })).await;
+    assert_eq!(status, 200, "{report}");
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Oslo Globex", "include_tombstones": true, "limit": 20 })).await;
+    assert!(!hits.to_string().contains("Oslo"), "{hits}");
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Lisbon", "limit": 20 })).await;
+    assert!(hits.to_string().contains("Ana lives in Lisbon"), "the other user's memories stay: {hits}");
+    d.stop().await;
+}

@@ -109,6 +109,6 @@ fn forgetting_a_person_takes_their_facts_and_messages_and_keeps_others() {
     assert!(kinds.contains(&"episodic") && kinds.contains(&"semantic"), "{report}");
     assert_eq!(files_holding(&m, "Initech"), Vec::<String>::new());
     // Refusals name what is wrong and change nothing.
-    assert!(m.fails(&["forget"], 2).contains("ids, a query or a subject"));
+    assert!(m.fails(&["forget"], 2).contains("ids, a query, a subject or a user"));
     assert!(m.fails(&["forget", "not-an-id"], 2).contains("not-an-id") || m.fails(&["forget", "not-an-id"], 2).contains("id"));
 }

@@ -654,7 +654,8 @@ impl Hooks {
         }
         let pending = self.state().pending.remove(&(input.ctx.session(), tool.to_string()));
         let (started, before_params) = pending.map_or((None, None), |(at, params)| (Some(at), params));
-        let duration_ms = started.map(|s| s.elapsed().as_millis() as u64).or(input.event.duration_ms);
+        // The runtime's own measure when it sends one, else the time since before_tool_call.
+        let duration_ms = input.event.duration_ms.or_else(|| started.map(|s| s.elapsed().as_millis() as u64));
         let error = input.event.error.clone().filter(|e| !e.trim().is_empty());
         let success = input.event.success.unwrap_or(true) && error.is_none();
         let output = ToolOutputPayload {

@@ -105,14 +105,7 @@ impl Reconciler<'_> {
         match (claim.op, def.kind) {
             (Op::Set, SlotKind::Single) | (Op::Add, SlotKind::Single) => {
                 if let Some(r) = live.iter().find(|r| same(r, &claim.value)) {
-                    self.ops.adjust(
-                        self.principal,
-                        &r.id,
-                        true,
-                        None,
-                        ACTOR.into(),
-                        format!("stated again: {}", one_line(&claim.clause)),
-                    )?;
+                    self.ops.adjust(self.principal, &r.id, true, None, ACTOR.into(), format!("stated again{}", from_message(src)))?;
                     out.reinforced += 1;
                     // Any other live value of the slot is stale now.
                     for other in live.iter().filter(|o| o.id != r.id) {
@@ -129,7 +122,7 @@ impl Reconciler<'_> {
                             confidence: Some(0.8),
                             ..Revision::default()
                         };
-                        let why = format!("{} changed: {before:?} → {:?} (\"{}\")", def.label, claim.value, one_line(&claim.clause));
+                        let why = format!("{} changed: {before:?} → {:?}{}", def.label, claim.value, from_message(src));
                         let new = self.ops.supersede(self.principal, &old.id, change, ACTOR.into(), why)?;
                         out.superseded += 1;
                         out.record_ids.push(new.id);
@@ -142,20 +135,13 @@ impl Reconciler<'_> {
             }
             (Op::Add, SlotKind::Multi) | (Op::Set, SlotKind::Multi) => match live.iter().find(|r| same(r, &claim.value)) {
                 Some(r) => {
-                    self.ops.adjust(
-                        self.principal,
-                        &r.id,
-                        true,
-                        None,
-                        ACTOR.into(),
-                        format!("stated again: {}", one_line(&claim.clause)),
-                    )?;
+                    self.ops.adjust(self.principal, &r.id, true, None, ACTOR.into(), format!("stated again{}", from_message(src)))?;
                     out.reinforced += 1;
                 }
                 None => self.ingest(&subject, def, claim, src, out)?,
             },
             (Op::Negate | Op::Remove, _) => match live.iter().find(|r| same(r, &claim.value)) {
-                Some(r) => self.retract(r, &format!("no longer true: \"{}\"", one_line(&claim.clause)), out)?,
+                Some(r) => self.retract(r, &format!("no longer true{}", from_message(src)), out)?,
                 None => out.ignored += 1,
             },
         }
@@ -196,7 +182,7 @@ impl Reconciler<'_> {
             tags,
             confidence: Some(0.8),
             actor: Some(ACTOR.into()),
-            rationale: Some(format!("stated: \"{}\"", one_line(&claim.clause))),
+            rationale: Some(format!("stated{}", from_message(src))),
             ..IngestOptions::default()
         };
         let record = self.ops.ingest(self.principal, Payload::Semantic(self.payload(subject, def, &claim.value, src)), options)?;
@@ -219,9 +205,10 @@ fn fact_of(r: &MemoryRecord) -> Option<&SemanticPayload> {
     }
 }
 
-fn one_line(s: &str) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.chars().count() > 160 { format!("{}…", s.chars().take(159).collect::<String>()) } else { s }
+/// " in message <id>": rationales name the message (its evidence), never quote it, so
+/// pruning or forgetting the message leaves no copy of its words in lineage.
+fn from_message(src: &Source<'_>) -> String {
+    src.message.map(|m| format!(" in message {m}")).unwrap_or_default()
 }
 
 /// A record as one line with its date: "Ana lives in Porto (since 2024-06-07)", "[2024-06-07]

@@ -534,8 +534,9 @@ impl MemoryService {
         let decay = self.config.decay;
         self.store()?.write(|tx| {
             let mut pruned = Vec::new();
+            let mut items = Vec::new();
             if threshold <= 0.0 {
-                return Ok(PruneReport { threshold, dry_run, pruned });
+                return Ok(PruneReport { threshold, dry_run, pruned, items });
             }
             for t in mneme_core::MemoryType::ALL {
                 // salience < threshold  ⇔  anchor < now + half_life · log2(threshold), floors aside.
@@ -556,10 +557,17 @@ impl MemoryService {
                             &json!({ "salience": salience, "threshold": threshold }),
                         )?;
                     }
+                    items.push(crate::PruneItem {
+                        id: record.id.clone(),
+                        memory_type: record.memory_type.to_string(),
+                        summary: record.summary.clone(),
+                        age_days: (now.as_millisecond() - record.created_at.as_millisecond()) as f64 / 86_400_000.0,
+                        salience,
+                    });
                     pruned.push(record.id);
                 }
             }
-            Ok::<_, ServiceError>(PruneReport { threshold, dry_run, pruned })
+            Ok::<_, ServiceError>(PruneReport { threshold, dry_run, pruned, items })
         })
     }
 

@@ -223,6 +223,19 @@ pub struct PruneReport {
     pub dry_run: bool,
     /// Records whose payload was (or, in a dry run, would be) dropped.
     pub pruned: Vec<RecordId>,
+    /// The same records with what `decay` shows of each: summary, age and salience.
+    pub items: Vec<PruneItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PruneItem {
+    pub id: RecordId,
+    pub memory_type: String,
+    /// The summary before pruning.
+    pub summary: String,
+    /// Days since the record was written.
+    pub age_days: f64,
+    pub salience: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

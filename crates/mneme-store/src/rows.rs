@@ -391,12 +391,17 @@ impl<'a> WriteTx<'a> {
     /// Drops the payload of a decayed record and its payload text from the index. The row,
     /// summary, lineage, links and audit stay.
     pub fn prune(&self, id: &RecordId, now: Timestamp) -> StoreResult<()> {
-        // With the payload gone the summary is the record's only text: store it and index it in full.
+        // With the payload gone the summary is the record's only text: store it and index it
+        // in full. A summary that is the whole payload (the default one of a short message,
+        // "dana: my address is …") would keep everything pruning drops: it becomes a
+        // content-free one instead.
         let record = self.require(id)?;
+        let whole = record.payload.as_ref().is_some_and(|p| p.default_summary() == record.summary);
+        let summary = if whole { format!("pruned {} record", record.memory_type) } else { record.summary.clone() };
         self.update(
             id,
             "UPDATE records SET summary = ?3, payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
-            params![id.as_str(), now.as_millisecond(), record.summary],
+            params![id.as_str(), now.as_millisecond(), summary],
         )?;
         self.reindex(self.seq_of(id)?)
     }

@@ -182,9 +182,13 @@ pub enum Command {
     Metrics,
     /// List records that decayed below the prune threshold; with --prune, drop their payloads.
     Decay {
-        /// Drop the payloads (rows, lineage and audit stay).
+        /// Drop the payloads (rows, lineage and audit stay); shows what it will drop and
+        /// asks first unless --yes.
         #[arg(long)]
         prune: bool,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
         /// Salience threshold [default: decay.prune_threshold, 0.05].
         #[arg(long, allow_negative_numbers = true)]
         threshold: Option<f64>,

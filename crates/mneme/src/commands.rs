@@ -326,9 +326,20 @@ fn with_store(cli: Cli) -> Result<()> {
             render::salience(&ctx.open(false)?.penalize(&id, a.amount, who, &access)?, ctx.json)
         }
         Command::Metrics => render::metrics(&ctx.open(false)?.metrics()?, ctx.json),
-        Command::Decay { prune, threshold } => {
+        Command::Decay { prune, yes, threshold } => {
             threshold.map(|t| check_unit("threshold", t)).transpose()?;
-            render::prune(&ctx.open(false)?.prune(threshold, !prune, "cli")?, ctx.json)
+            let service = ctx.open(false)?;
+            if prune && !yes {
+                let plan = service.prune(threshold, true, "cli")?;
+                if plan.pruned.is_empty() {
+                    return render::prune(&plan, ctx.json);
+                }
+                render::prune(&plan, false)?;
+                if !confirm(&format!("drop the payloads of these {} records?", plan.pruned.len()))? {
+                    anyhow::bail!(ServiceError::Precondition("nothing was pruned (not confirmed; pass --yes to skip the question)".into()));
+                }
+            }
+            render::prune(&service.prune(threshold, !prune, "cli")?, ctx.json)
         }
         Command::StressWrite { count } => {
             let service = ctx.open(false)?;

@@ -208,8 +208,8 @@ pub fn prune(r: &PruneReport, json: bool) -> Result<()> {
     if json {
         return print_json(r);
     }
-    for id in &r.pruned {
-        outln!("{id}");
+    for item in &r.items {
+        outln!("{}  [{}]  {:>6.1} days  salience {:.3}  {}", item.id, item.memory_type, item.age_days, item.salience, item.summary);
     }
     if r.dry_run {
         eprintln!("{} records below salience {} (run with --prune to drop their payloads)", r.pruned.len(), r.threshold);

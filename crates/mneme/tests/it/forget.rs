@@ -112,3 +112,21 @@ fn forgetting_a_person_takes_their_facts_and_messages_and_keeps_others() {
     assert!(m.fails(&["forget"], 2).contains("ids, a query, a subject or a user"));
     assert!(m.fails(&["forget", "not-an-id"], 2).contains("not-an-id") || m.fails(&["forget", "not-an-id"], 2).contains("id"));
 }
+
+/// `decay` lists what it would prune (summary, age, salience); `decay --prune` asks first
+/// (no terminal: nothing happens) unless --yes; a pruned short message keeps no text.
+#[test]
+fn pruning_shows_asks_and_keeps_no_whole_message() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    say(&m, &format!("my home address is {ADDRESS} 5, Munich"), "s1");
+    let listed = m.ok(&["decay", "--threshold", "1.0"]);
+    assert!(listed.contains(ADDRESS) && listed.contains("days") && listed.contains("salience"), "{listed}");
+    let refused = m.fails(&["decay", "--prune", "--threshold", "1.0"], 4);
+    assert!(refused.contains("--yes"), "{refused}");
+    assert!(m.json(&["recall", ADDRESS]).to_string().contains(ADDRESS), "nothing was pruned");
+    let pruned = m.json(&["decay", "--prune", "--yes", "--threshold", "1.0"]);
+    assert!(pruned["pruned"].as_array().is_some_and(|p| !p.is_empty()), "{pruned}");
+    let left = m.json(&["recall", "pruned", "--include-tombstones"]);
+    assert!(!left.to_string().contains(ADDRESS), "a pruned short message keeps no text: {left}");
+}

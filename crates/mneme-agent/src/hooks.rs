@@ -184,13 +184,27 @@ impl HookInput {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HookOutcome {
     pub hook: Option<HookName>,
-    /// session_start: the context block (empty when there is nothing to inject).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// session_start: the context block (empty when there is nothing to inject). Over
+    /// JSON, a block asked for as `"format": "json"` is the object itself, not a string
+    /// holding JSON.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "context_value")]
     pub context: Option<String>,
     /// Records written (or, for session_start, injected).
     pub record_ids: Vec<RecordId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The context block as JSON: an object when it is one (the JSON format), else the text.
+fn context_value<S: serde::Serializer>(context: &Option<String>, out: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize as _;
+    match context.as_deref() {
+        Some(text) if text.starts_with('{') => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v) if v.is_object() => v.serialize(out),
+            _ => text.serialize(out),
+        },
+        other => other.serialize(out),
+    }
 }
 
 /// A message waiting for the next consolidation cycle.

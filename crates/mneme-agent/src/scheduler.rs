@@ -217,6 +217,26 @@ pub fn run_due(service: &MemoryService, settings: &WorkspaceSettings, now: Times
     Ok(DuePass { at: now, idle, ran, waiting_for_idle })
 }
 
+/// What `run_due` would run at `now`, without running anything or recording a run (each
+/// entry's detail says "would run").
+pub fn due_now(service: &MemoryService, settings: &WorkspaceSettings, now: Timestamp, idle: Option<bool>) -> ServiceResult<DuePass> {
+    let idle = match idle {
+        Some(idle) => idle,
+        None => is_idle(service, settings, now)?,
+    };
+    let all: Vec<Task> = tasks(service, now)?.into_iter().map(|(t, _)| t).collect();
+    let waiting_for_idle = if idle {
+        Vec::new()
+    } else {
+        all.iter().filter(|t| t.require_idle && t.is_due(now, true, &settings.timezone)).map(|t| t.name.clone()).collect()
+    };
+    let ran = schedule::due_tasks(&all, now, idle, &settings.timezone)
+        .into_iter()
+        .map(|t| RunOutcome { task: t.name.clone(), at: now, ok: true, detail: "would run (dry run)".into(), dispatched: None })
+        .collect();
+    Ok(DuePass { at: now, idle, ran, waiting_for_idle })
+}
+
 /// Runs one task now (due or not) and records the run.
 pub fn run_task(
     service: &MemoryService,

@@ -490,7 +490,7 @@ pub fn document() -> Value {
             "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId.",
             "properties": { "event": { "type": "object" }, "ctx": { "type": "object" } }
         },
-        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": string(), "record_ids": strings(), "error": string() } }
+        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "type": ["string", "object"] }, "record_ids": strings(), "error": string() } }
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), answers) {
         all.extend(typed);

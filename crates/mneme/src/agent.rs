@@ -132,9 +132,14 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
             outln!("removed {name}");
             Ok(())
         }
-        ScheduleCommand::RunDue { now, idle } => {
+        ScheduleCommand::RunDue { now, idle, dry_run } => {
             let now = now_or(now.as_deref())?;
-            let pass = scheduler::run_due(&ctx.open(false)?, &settings, now, idle.then_some(true))?;
+            let service = ctx.open(false)?;
+            let pass = if dry_run {
+                scheduler::due_now(&service, &settings, now, idle.then_some(true))?
+            } else {
+                scheduler::run_due(&service, &settings, now, idle.then_some(true))?
+            };
             if ctx.json {
                 return print_json(&pass);
             }

@@ -537,9 +537,13 @@ pub enum ScheduleCommand {
     Remove { name: String },
     /// Run every due task once, in priority order (what the daemon does on its timer).
     RunDue {
-        /// Run as if at this instant (RFC 3339).
+        /// Evaluate as if at this instant (RFC 3339, or an age like 2h): tasks really run,
+        /// with that time; add --dry-run to only see what is due.
         #[arg(long)]
         now: Option<String>,
+        /// Show what is due and change nothing (no task runs, nothing is recorded).
+        #[arg(long)]
+        dry_run: bool,
         /// Treat the agent as idle (run require-idle tasks) regardless of its activity.
         #[arg(long)]
         idle: bool,

@@ -709,7 +709,27 @@ pub fn parse_time(flag: &str, s: &str) -> Result<Timestamp> {
     if let Ok(d) = s.parse::<jiff::civil::Date>() {
         return Ok(d.to_zoned(jiff::tz::TimeZone::UTC)?.timestamp());
     }
-    Err(input(format!("{flag} {s:?} is not a time (use RFC 3339 like 2026-01-31T12:00:00Z, or YYYY-MM-DD)")))
+    // Relative: "now", "today", "yesterday" (UTC midnights), or an age such as "7d", "36h",
+    // "90m" (that long before now).
+    let now = Timestamp::now();
+    let midnight = |days: i64| -> Result<Timestamp> {
+        let date = now.to_zoned(jiff::tz::TimeZone::UTC).date() - jiff::Span::new().days(days);
+        Ok(date.to_zoned(jiff::tz::TimeZone::UTC)?.timestamp())
+    };
+    match s.trim().to_lowercase().as_str() {
+        "now" => return Ok(now),
+        "today" => return midnight(0),
+        "yesterday" => return midnight(1),
+        _ => {}
+    }
+    if let Ok(age) = mneme_core::parse_duration(s)
+        && let Ok(span) = jiff::SignedDuration::try_from(age)
+    {
+        return Ok(now - span);
+    }
+    Err(input(format!(
+        "{flag} {s:?} is not a time (use RFC 3339 like 2026-01-31T12:00:00Z, YYYY-MM-DD, an age like 7d or 36h, today or yesterday)"
+    )))
 }
 
 fn read_stdin() -> Result<String> {

@@ -108,6 +108,14 @@ fn prompt_submit_logs_the_prompt_and_delivers_each_dispatch_once() {
 
     m.ok(&["schedule", "add", "standup", "--every", "1h", "--message", "Post the standup summary"]);
     let later = (Timestamp::now() + SignedDuration::from_mins(61)).to_string();
+    // A dry run names what is due and runs nothing (the real pass below still runs it).
+    let dry = m.json(&["schedule", "run-due", "--now", &later, "--dry-run"]);
+    assert!(
+        dry["ran"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|t| t["task"] == "standup" && t["detail"].as_str().unwrap_or("").contains("dry run"))),
+        "{dry}"
+    );
     let pass = m.json(&["schedule", "run-due", "--now", &later]);
     let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
     assert!(ran.contains(&"standup"), "{pass}");

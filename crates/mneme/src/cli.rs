@@ -137,7 +137,7 @@ pub enum Command {
         /// Forget a person: facts about them ("Dana", "Dana's sister") and the messages they sent.
         #[arg(long)]
         subject: Option<String>,
-        /// Forget an end user: every record in their scope (user:<id>) and their
+        /// Forget an end user: every record in their scope (`user:<id>`) and their
         /// conversation-log entries.
         #[arg(long)]
         user: Option<String>,

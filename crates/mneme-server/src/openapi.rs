@@ -487,16 +487,16 @@ pub fn document() -> Value {
         },
         "HookRequest": {
             "type": "object",
-            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId.",
+            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId, userId (the end user: memory per user).",
             "properties": { "event": { "type": "object" }, "ctx": { "type": "object" } }
         },
-        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "type": ["string", "object"] }, "record_ids": strings(), "error": string() } }
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), answers) {
         all.extend(typed);
     }
     // Another map for the same reason.
     let forget = json!({
+        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "oneOf": [{ "type": "string" }, { "type": "object" }] }, "record_ids": strings(), "error": string() } },
         "ForgetRequest": {
             "type": "object", "additionalProperties": false,
             "description": "At least one of ids, query, subject. A real run needs a reason.",

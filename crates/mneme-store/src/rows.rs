@@ -396,7 +396,8 @@ impl<'a> WriteTx<'a> {
         // "dana: my address is …") would keep everything pruning drops: it becomes a
         // content-free one instead.
         let record = self.require(id)?;
-        let whole = record.payload.as_ref().is_some_and(|p| p.default_summary() == record.summary);
+        // (A long message's default summary is a cut one-line excerpt, kept as before.)
+        let whole = record.payload.as_ref().is_some_and(|p| p.default_summary() == record.summary && !record.summary.ends_with('…'));
         let summary = if whole { format!("pruned {} record", record.memory_type) } else { record.summary.clone() };
         self.update(
             id,

@@ -170,7 +170,11 @@ impl MemoryService {
                     Some(_) => 1.0,
                     None => 0.0,
                 });
-                let speaker = named.contains(&c.seq).then_some(weights.speaker_boost);
+                // The speaker boost needs a match of its own: a record whose text barely
+                // matches (a frequent word, lexical 1e-6) does not ride into the top on
+                // its sender's name alone.
+                let matched = weights.fuse(lexical, dense) >= MIN_MATCH_FOR_SPEAKER;
+                let speaker = (named.contains(&c.seq) && matched).then_some(weights.speaker_boost);
                 let relevance = weights.fuse(lexical, dense) + speaker.unwrap_or(0.0);
                 let slot = slot_seqs.get(&c.seq).copied().filter(|b| *b > 0.0);
                 (c.seq, (c, Relevance { relevance, bm25, lexical, cosine, dense, speaker, neighbour: None, slot, newness: None }))
@@ -387,6 +391,9 @@ struct Query<'a> {
     /// The query's embedding, when a model is attached.
     vector: Option<&'a [f32]>,
 }
+
+/// The fused relevance a record needs for the speaker boost to apply.
+const MIN_MATCH_FOR_SPEAKER: f64 = 0.05;
 
 /// A question about the present: no past-tense or "before" words ("where did they live
 /// before?" asks about the past; "where does the user live?" about now).

@@ -65,17 +65,38 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
             if ctx.json {
                 return print_json(&report);
             }
-            outln!("{}", serde_json::to_string_pretty(&report)?);
+            match &report.outcome {
+                rotate::RotateOutcome::SameDay => outln!("sessions/current.md is already today's ({}); nothing to do", report.today),
+                rotate::RotateOutcome::Created => outln!("started sessions/current.md for {}", report.today),
+                rotate::RotateOutcome::HeaderAdded => outln!("added today's header ({}) to sessions/current.md", report.today),
+                rotate::RotateOutcome::Rotated { log_date, archived_to, .. } => {
+                    outln!("archived the log of {log_date} to {}; started sessions/current.md for {}", archived_to.display(), report.today)
+                }
+            }
             Ok(())
         }
         WorkspaceCommand::Consolidate { dir, apply } => {
             let s = settings(ctx, dir.as_deref())?;
             let report = consolidate::consolidate(&s, now)?;
-            if apply {
-                let applied = consolidate::apply(&s, &report)?;
-                return print_json(&serde_json::json!({ "report": report, "applied": applied }));
+            let applied = if apply { Some(consolidate::apply(&s, &report)?) } else { None };
+            if ctx.json {
+                return match applied {
+                    Some(applied) => print_json(&serde_json::json!({ "report": report, "applied": applied })),
+                    None => print_json(&report),
+                };
             }
-            print_json(&report)
+            if report.recommendations.is_empty() {
+                outln!("nothing to do: every file is within its budget");
+            }
+            for r in &report.recommendations {
+                outln!("- {r}");
+            }
+            if let Some(applied) = applied {
+                outln!("moved {} old session logs to the archive", applied.moved.len());
+            } else if !report.sessions.archive_candidates.is_empty() {
+                outln!("(--apply moves the {} session logs older than 30 days to the archive)", report.sessions.archive_candidates.len());
+            }
+            Ok(())
         }
     }
 }

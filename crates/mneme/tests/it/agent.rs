@@ -229,3 +229,16 @@ fn search_returns_file_line_range_and_snippet_and_follows_edits() {
     assert!(m.fails(&["search", "?!"], 2).contains("no word"));
     assert!(m.fails(&["search", "x", "--limit", "0"], 2).contains("--limit"));
 }
+
+/// `workspace rotate` and `workspace consolidate` speak plainly without `--json` and give
+/// their reports with it.
+#[test]
+fn workspace_maintenance_prints_sentences_or_json() {
+    let m = workspace();
+    let rotated = m.ok(&["workspace", "rotate"]);
+    assert!(rotated.contains("sessions/current.md") && !rotated.trim_start().starts_with('{'), "{rotated}");
+    assert!(m.json(&["workspace", "rotate"])["outcome"].is_string());
+    let report = m.ok(&["workspace", "consolidate"]);
+    assert!(!report.trim_start().starts_with('{'), "{report}");
+    assert!(m.json(&["workspace", "consolidate"])["recommendations"].is_array());
+}

@@ -346,11 +346,41 @@ pub struct MaintenanceConfig {
     /// How often the decay/prune sweep runs; "0s" turns it off.
     pub decay_interval: Span,
     pub prune: bool,
+    /// `[maintenance.retention]`: erase records of a type older than an age (`episodic =
+    /// "365d"`), as `mneme forget` does, at each sweep. Unset types are kept forever.
+    pub retention: RetentionConfig,
 }
 
 impl Default for MaintenanceConfig {
     fn default() -> Self {
-        MaintenanceConfig { decay_interval: Span::secs(3600), prune: true }
+        MaintenanceConfig { decay_interval: Span::secs(3600), prune: true, retention: RetentionConfig::default() }
+    }
+}
+
+/// Ages per memory type after which the sweep erases records (none by default).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    pub episodic: Option<Span>,
+    pub semantic: Option<Span>,
+    pub competence: Option<Span>,
+    pub working: Option<Span>,
+    pub plan_graph: Option<Span>,
+}
+
+impl RetentionConfig {
+    /// The policy as (type, age) pairs, zero ages left out.
+    pub fn policy(&self) -> Vec<(MemoryType, std::time::Duration)> {
+        [
+            (MemoryType::Episodic, self.episodic),
+            (MemoryType::Semantic, self.semantic),
+            (MemoryType::Competence, self.competence),
+            (MemoryType::Working, self.working),
+            (MemoryType::PlanGraph, self.plan_graph),
+        ]
+        .into_iter()
+        .filter_map(|(t, age)| age.filter(|a| !a.is_zero()).map(|a| (t, a.get())))
+        .collect()
     }
 }
 

@@ -342,13 +342,20 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         }));
     }
     let decay = app.config.maintenance.decay_interval.get();
-    if !decay.is_zero() && app.config.maintenance.prune {
+    let retains = !app.config.maintenance.retention.policy().is_empty();
+    if !decay.is_zero() && (app.config.maintenance.prune || retains) {
         jobs.push(every_until(decay, rx, move || {
             let app = app.clone();
             async move {
-                let report = blocking_job(&app, "decay", |job| job.ops.prune(&job.internal));
-                if let Some(report) = report.await {
-                    tracing::info!(pruned = report.pruned.len(), threshold = report.threshold, "decay sweep");
+                let policy = app.config.maintenance.retention.policy();
+                let prune = app.config.maintenance.prune;
+                let report = blocking_job(&app, "decay", move |job| {
+                    let pruned = if prune { job.ops.prune(&job.internal)?.pruned.len() } else { 0 };
+                    let erased = if policy.is_empty() { 0 } else { job.ops.apply_retention(&job.internal, &policy)? };
+                    Ok((pruned, erased))
+                });
+                if let Some((pruned, erased)) = report.await {
+                    tracing::info!(pruned, erased, "decay sweep");
                     app.metrics.job("decay", true);
                 }
                 app.passes.done("decay");

@@ -153,6 +153,30 @@ impl MemoryService {
         Ok(report)
     }
 
+    /// The retention policy: erases every record of `memory_type` whose time (its event's,
+    /// else when it was written) is before `cutoff`, as `forget` does but without taking
+    /// derived facts along (a fact stated a year ago may still be true). Returns how many.
+    pub fn forget_older_than(&self, memory_type: mneme_core::MemoryType, cutoff: Timestamp, actor: &str) -> ServiceResult<usize> {
+        let old = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_older_than(memory_type, cutoff)?))?;
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let now = self.now();
+        let reason = format!("retention: {memory_type} records older than {}", cutoff.strftime("%Y-%m-%d"));
+        self.store()?.write(|tx| {
+            for r in &old {
+                let texts = tx.forget(&r.id, now)?;
+                tx.append_audit(&r.id, now, actor, AuditAction::Forget, &reason, &json!({ "because": "retention" }))?;
+                for t in &texts {
+                    tx.redact_mentions(t)?;
+                }
+            }
+            Ok::<_, ServiceError>(())
+        })?;
+        self.store()?.scrub()?;
+        Ok(old.len())
+    }
+
     fn forget_plan(&self, request: &ForgetRequest, access: &Access) -> ServiceResult<Vec<ForgetItem>> {
         let mut chosen: Vec<MemoryRecord> = Vec::new();
         for id in &request.ids {

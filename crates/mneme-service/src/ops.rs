@@ -234,6 +234,20 @@ impl Ops {
         self.service.forget(&request, &p.read)
     }
 
+    /// The retention policy (the decay sweep's second step): for each (type, age), erase
+    /// the records of that type older than the age. Returns how many were erased.
+    pub fn apply_retention(&self, p: &Principal, policy: &[(mneme_core::MemoryType, std::time::Duration)]) -> ServiceResult<usize> {
+        p.require_unrestricted("the retention policy")?;
+        let now = self.service.now();
+        let mut n = 0;
+        for (t, age) in policy {
+            let age =
+                jiff::SignedDuration::try_from(*age).map_err(|e| crate::ServiceError::invalid("maintenance.retention", e.to_string()))?;
+            n += self.service.forget_older_than(*t, now - age, "mneme:retention")?;
+        }
+        Ok(n)
+    }
+
     pub fn prune(&self, p: &Principal) -> ServiceResult<crate::PruneReport> {
         p.require_unrestricted("the decay sweep")?;
         self.service.prune(None, false, "mneme:maintenance")

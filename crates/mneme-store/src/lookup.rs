@@ -7,7 +7,7 @@
 //! `records_skill_key` (v7); the queries' expressions are written exactly as the
 //! indexes' so that SQLite's planner uses them.
 
-use mneme_core::{MemoryRecord, RecordId, Scope, Sensitivity};
+use mneme_core::{MemoryRecord, MemoryType, RecordId, Scope, Sensitivity};
 
 use crate::error::StoreResult;
 use crate::rows::ReadTx;
@@ -103,6 +103,17 @@ impl ReadTx<'_> {
         let seqs = self.query_all(
             "SELECT seq FROM records WHERE scope = ?1 AND forgotten_at IS NULL ORDER BY seq",
             rusqlite::params![scope.as_str()],
+            |r| r.get::<_, i64>(0),
+        )?;
+        self.get_many(&seqs)
+    }
+
+    /// Records of `memory_type` whose time (the event's, else when written) is before
+    /// `cutoff`, not yet forgotten: what a retention policy erases.
+    pub fn records_older_than(&self, memory_type: MemoryType, cutoff: jiff::Timestamp) -> StoreResult<Vec<MemoryRecord>> {
+        let seqs = self.query_all(
+            "SELECT seq FROM records WHERE memory_type = ?1 AND sort_time < ?2 AND forgotten_at IS NULL ORDER BY seq",
+            rusqlite::params![memory_type.as_str(), cutoff.as_millisecond()],
             |r| r.get::<_, i64>(0),
         )?;
         self.get_many(&seqs)

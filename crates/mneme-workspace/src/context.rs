@@ -212,6 +212,22 @@ fn read_memory_file(root: &Path, relative: &Path) -> WorkspaceResult<Option<Stri
 /// The most of one memory file injected at session start, in bytes.
 pub const MAX_INJECTED_BYTES: usize = 16 * 1024;
 
+/// The context window's use in percent, from a Claude Code transcript (JSON lines): the
+/// last assistant entry's `message.usage` (input, cache-creation and cache-read tokens,
+/// which together are what the model was sent) against `window` tokens. `None` when the
+/// file cannot be read or holds no usage.
+pub fn usage_from_transcript(path: &std::path::Path, window: u64) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let used = text.lines().rev().find_map(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let usage = v.get("message")?.get("usage")?;
+        let n = |k: &str| usage.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let total = n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens");
+        (total > 0).then_some(total)
+    })?;
+    (window > 0).then(|| (used as f64 * 100.0 / window as f64).min(100.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

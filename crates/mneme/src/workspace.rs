@@ -137,11 +137,24 @@ fn event_of(name: &str) -> HookEvent {
 fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<String>)> {
     let s = settings(ctx, None)?;
     let event = event_of(&args.name);
+    let input = read_hook_input();
     if args.name == "context" {
-        let usage = args.usage.ok_or_else(|| anyhow::anyhow!("--usage PCT is required"))?;
+        // --usage when given; else what Claude Code sends: the transcript, whose last
+        // assistant turn says how many tokens the model was sent.
+        let from_transcript = || {
+            let path = input.as_ref()?.get("transcript_path")?.as_str()?;
+            mneme_workspace::context::usage_from_transcript(std::path::Path::new(path), CONTEXT_WINDOW_TOKENS)
+        };
+        let usage = args.usage.or_else(from_transcript).ok_or_else(|| {
+            anyhow::anyhow!("no context usage: pass --usage PCT, or run it as a Claude Code hook (its input names the transcript)")
+        })?;
         return Ok((event, mneme_workspace::context::context_check(&s, usage)));
     }
-    let prompt = if args.name == "prompt-submit" { read_prompt() } else { None };
+    let prompt = if args.name == "prompt-submit" {
+        input.as_ref().and_then(|v| v.get("prompt")).and_then(|p| p.as_str()).map(str::to_string)
+    } else {
+        None
+    };
     // The store part (conversation log, dispatches, activity) is optional: without a store
     // the workspace files are still injected.
     let user = args.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| s.primary_user.clone());
@@ -235,9 +248,12 @@ fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String, session_s
     Ok(AgentState { unsummarized, service: Some(service), memory })
 }
 
-/// The `prompt` of a UserPromptSubmit event on stdin (Claude Code sends JSON), if any.
-/// Never blocks on a terminal; reads at most 1 MiB.
-fn read_prompt() -> Option<String> {
+/// The context window the `context` hook measures against (Claude's 200k tokens).
+const CONTEXT_WINDOW_TOKENS: u64 = 200_000;
+
+/// The hook's input on stdin (Claude Code sends JSON), if any. Never blocks on a
+/// terminal; reads at most 1 MiB.
+fn read_hook_input() -> Option<serde_json::Value> {
     use std::io::{IsTerminal as _, Read as _};
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
@@ -245,6 +261,5 @@ fn read_prompt() -> Option<String> {
     }
     let mut text = String::new();
     stdin.lock().take(1 << 20).read_to_string(&mut text).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value.get("prompt").and_then(|p| p.as_str()).map(str::to_string)
+    serde_json::from_str(&text).ok()
 }

@@ -81,3 +81,11 @@ fn durations() {
     assert!(parse_duration("5 weeks").is_err());
     assert!(parse_duration("").is_err());
 }
+
+#[test]
+fn a_retention_policy_reads_ages_per_type_and_refuses_unknown_types() {
+    let c = mneme_agent::MnemeConfig::from_toml("[maintenance.retention]\nepisodic = \"365d\"\nworking = \"0s\"\n", "t").expect("valid");
+    assert_eq!(c.maintenance.retention.policy(), vec![(mneme_core::MemoryType::Episodic, std::time::Duration::from_secs(365 * 86_400))]);
+    let err = mneme_agent::MnemeConfig::from_toml("[maintenance.retention]\nepisodes = \"1d\"\n", "t").expect_err("unknown type");
+    assert!(err.to_string().contains("episodes"), "{err}");
+}

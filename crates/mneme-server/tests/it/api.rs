@@ -515,3 +515,37 @@ async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
     assert!(started.elapsed() >= std::time::Duration::from_millis(250), "answered before the timeout: {answer}");
     d.stop().await;
 }
+
+/// With a retention policy the sweep also erases old records of the type (prune off here,
+/// so only the policy acts): the record becomes a forgotten tombstone.
+#[tokio::test]
+async fn the_decay_sweep_applies_the_retention_policy() {
+    let mut config = crate::test_config();
+    config.maintenance.decay_interval = mneme_core::Span::millis(100);
+    config.maintenance.prune = false;
+    config.maintenance.retention.episodic = Some(mneme_core::Span::secs(7 * 86_400));
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));
+    let store = mneme_store::StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
+    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env: Default::default() };
+    let daemon = mneme_server::start(options).await.expect("start");
+    let url = format!("http://{}", daemon.http_addr());
+    let http = reqwest::Client::new();
+    let ingested: serde_json::Value = http
+        .post(format!("{url}/v1/ingest/event"))
+        .json(&event_body("a week-old secret"))
+        .send()
+        .await
+        .expect("ingest")
+        .json()
+        .await
+        .expect("json");
+    let id = ingested["record"]["id"].as_str().expect("id").to_string();
+    clock.advance(jiff::SignedDuration::from_hours(24 * 8));
+    let record =
+        async || -> serde_json::Value { http.get(format!("{url}/v1/records/{id}")).send().await.expect("get").json().await.expect("json") };
+    crate::after_passes(&daemon.app, "decay", "the sweep", async || !record().await["record"]["forgotten_at"].is_null()).await;
+    let r = record().await;
+    assert!(r["record"]["payload"].is_null() && !r.to_string().contains("week-old secret"), "{r}");
+    daemon.stop().await;
+}

@@ -436,3 +436,26 @@ fn the_present_favours_the_newer_statement_and_slot_facts_come_first() {
     assert_eq!(hits[0].score.slot, Some(1.0));
     assert!(!hits.iter().any(|h| h.record.summary == "Dana lives in Lisbon"), "superseded facts are not retrieved");
 }
+
+/// The retention policy erases a type's records older than the age (by their event's
+/// time) as forget does, leaving tombstones; newer records and other types stay.
+#[test]
+fn retention_erases_old_records_of_a_type_and_nothing_else() {
+    let fx = Fixture::new();
+    let said = |text: &str, days_ago: i64| {
+        let mut e = event(text);
+        e.event_time = Some(fx.clock.now() - SignedDuration::from_hours(24 * days_ago));
+        fx.service.ingest_event(e, IngestOptions::default()).expect("ingest")
+    };
+    let old = said("the old flat on Rua Augusta", 400);
+    let recent = said("the new flat near the river", 10);
+    let fact = fx.fact("Dana", "lives near", "the river");
+    let cutoff = fx.clock.now() - SignedDuration::from_hours(24 * 365);
+    assert_eq!(fx.service.forget_older_than(MemoryType::Episodic, cutoff, "test").expect("retention"), 1);
+    let gone = fx.service.get(&old.id, &owner()).expect("tombstone");
+    assert!(gone.forgotten_at.is_some() && gone.payload.is_none() && !gone.summary.contains("Augusta"), "{gone:?}");
+    assert!(fx.service.get(&recent.id, &owner()).expect("recent").payload.is_some());
+    assert!(fx.service.get(&fact.id, &owner()).expect("fact").payload.is_some());
+    // Idempotent: nothing left to erase.
+    assert_eq!(fx.service.forget_older_than(MemoryType::Episodic, cutoff, "test").expect("again"), 0);
+}

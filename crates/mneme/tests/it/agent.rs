@@ -242,3 +242,22 @@ fn workspace_maintenance_prints_sentences_or_json() {
     assert!(!report.trim_start().starts_with('{'), "{report}");
     assert!(m.json(&["workspace", "consolidate"])["recommendations"].is_array());
 }
+
+/// The `context` hook works from what Claude Code sends: the transcript's last assistant
+/// turn says how many tokens the model was sent (input + cache creation + cache reads).
+#[test]
+fn the_context_hook_reads_usage_from_the_transcript() {
+    let m = workspace();
+    let transcript = m.dir.path().join("transcript.jsonl");
+    let turn = |tokens: u64| {
+        serde_json::json!({ "type": "assistant", "message": { "role": "assistant", "usage": {
+            "input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": tokens } } })
+        .to_string()
+    };
+    std::fs::write(&transcript, format!("{}\n{}\n", turn(20_000), turn(150_000))).expect("transcript");
+    let input = serde_json::json!({ "session_id": "s1", "transcript_path": transcript }).to_string();
+    let context = hook(&m, "context", &input);
+    assert!(context.contains("[Pre-Compaction Flush] Context usage is 75"), "{context}");
+    std::fs::write(&transcript, format!("{}\n", turn(20_000))).expect("transcript");
+    assert_eq!(hook(&m, "context", &input), "", "10 % is below the flush threshold");
+}

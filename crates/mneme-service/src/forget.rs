@@ -106,14 +106,16 @@ impl MemoryService {
             });
         }
         let now: Timestamp = self.now();
-        let mut report = self.store()?.write(|tx| {
+        let written = self.store()?.write(|tx| {
             // Audit texts and rationales quote values ("changed: \"Lisbon\" → …"): every
             // erased text is redacted there. The conversation log and the workspace hold
             // messages: only the chosen records' texts are looked for there (a derived
             // fact's bare value, "Munich", would take every line that names the city).
             let (mut texts, mut messages): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+            let mut seqs = Vec::new();
             for item in &plan {
-                let erased = tx.forget(&item.id, now)?;
+                let (seq, erased) = tx.forget(&item.id, now)?;
+                seqs.push(seq);
                 if item.because == "chosen" {
                     messages.extend(erased.iter().cloned());
                 }
@@ -147,8 +149,10 @@ impl MemoryService {
             }
             report.workspace_files.sort();
             report.workspace_files.dedup();
-            Ok::<_, ServiceError>(report)
+            Ok::<_, ServiceError>((report, seqs))
         })?;
+        let (mut report, seqs) = written;
+        self.erase_vectors(&seqs);
         report.wal_truncated = self.store()?.scrub()?;
         Ok(report)
     }
@@ -163,16 +167,20 @@ impl MemoryService {
         }
         let now = self.now();
         let reason = format!("retention: {memory_type} records older than {}", cutoff.strftime("%Y-%m-%d"));
-        self.store()?.write(|tx| {
-            for r in &old {
-                let texts = tx.forget(&r.id, now)?;
-                tx.append_audit(&r.id, now, actor, AuditAction::Forget, &reason, &json!({ "because": "retention" }))?;
-                for t in &texts {
-                    tx.redact_mentions(t)?;
+        self.store()?
+            .write(|tx| {
+                let mut seqs = Vec::new();
+                for r in &old {
+                    let (seq, texts) = tx.forget(&r.id, now)?;
+                    seqs.push(seq);
+                    tx.append_audit(&r.id, now, actor, AuditAction::Forget, &reason, &json!({ "because": "retention" }))?;
+                    for t in &texts {
+                        tx.redact_mentions(t)?;
+                    }
                 }
-            }
-            Ok::<_, ServiceError>(())
-        })?;
+                Ok::<_, ServiceError>(seqs)
+            })
+            .map(|seqs| self.erase_vectors(&seqs))?;
         self.store()?.scrub()?;
         Ok(old.len())
     }
@@ -232,6 +240,17 @@ impl MemoryService {
             }
         }
         Ok(plan)
+    }
+
+    /// Destroys the forgotten records' vectors in the in-memory index too (the rows on
+    /// disk went with the transaction).
+    fn erase_vectors(&self, seqs: &[i64]) {
+        if let Some(s) = &self.semantic {
+            let mut index = s.index.write().unwrap_or_else(|p| p.into_inner());
+            for &seq in seqs {
+                index.erase(seq);
+            }
+        }
     }
 
     /// May `access` read `r`? (Its sensitivity and scope.)

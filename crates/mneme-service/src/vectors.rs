@@ -152,6 +152,16 @@ impl VectorIndex {
         true
     }
 
+    /// Destroys the vector of record `seq` in memory (a forgotten record): it becomes the
+    /// zero vector, similar to nothing. Its slot stays (slots are positions).
+    pub fn erase(&mut self, seq: i64) -> bool {
+        if !self.slot_of.contains_key(&seq) {
+            return false;
+        }
+        let zeros = vec![0i8; self.dim];
+        self.insert(seq, 0.0, &zeros)
+    }
+
     /// Cosine between the stored vectors of two records, if both are indexed.
     pub fn similarity(&self, a: i64, b: i64) -> Option<f32> {
         let (&sa, &sb) = (self.slot_of.get(&a)?, self.slot_of.get(&b)?);

@@ -413,7 +413,7 @@ impl<'a> WriteTx<'a> {
     /// row stays as a tombstone (retracted, pruned, `forgotten_at`, `content_hash`) so
     /// lineage holds. Returns the texts that were erased, for the caller to scrub from the
     /// conversation log and elsewhere. The caller appends the audit entry of the erasure.
-    pub fn forget(&self, id: &RecordId, now: Timestamp) -> StoreResult<Vec<String>> {
+    pub fn forget(&self, id: &RecordId, now: Timestamp) -> StoreResult<(i64, Vec<String>)> {
         let record = self.require(id)?;
         let seq = self.seq_of(id)?;
         let mut texts = Vec::new();
@@ -447,7 +447,7 @@ impl<'a> WriteTx<'a> {
         exec("DELETE FROM record_vectors WHERE record_seq = ?1")?;
         exec("DELETE FROM records_fts WHERE rowid = ?1")?;
         exec("UPDATE audit SET rationale = '[forgotten]', details = '{}' WHERE record_seq = ?1")?;
-        Ok(texts)
+        Ok((seq, texts))
     }
 
     /// Replaces the text of audit entries and lineage rationales that quote `text` (a

@@ -271,3 +271,22 @@ fn the_approximate_index_finds_what_exact_search_finds() {
     assert!(old.0 != 5 || old.1 < 0.9, "stale codes in the partition: {old:?}");
     assert_eq!(index.len(), n + 1);
 }
+
+/// A forgotten record's vector goes too: from disk with the transaction, and from the
+/// in-memory index (it is similar to nothing any more).
+#[test]
+fn forgetting_destroys_the_vector_in_memory_too() {
+    let fx = Fixture::new();
+    let sedan = fx.event("my sedan is red");
+    fx.event("lunch was pasta today");
+    let service = open(&fx, ServiceConfig::default(), Concepts::new("concepts-v1"));
+    service.embed_pending(16, false, &mut |_| {}).expect("embed");
+    assert_eq!(texts(&service, "automobile")[0], "howard: my sedan is red");
+    let request =
+        mneme_service::ForgetRequest { ids: vec![sedan.id.clone()], reason: "asked".into(), actor: "test".into(), ..Default::default() };
+    service.forget(&request, &owner()).expect("forget");
+    let hits = service
+        .retrieve(&RetrieveRequest { query: "automobile".into(), include_tombstones: true, limit: 5, ..Default::default() }, &owner())
+        .expect("retrieve");
+    assert!(hits.iter().all(|h| h.score.cosine.is_none_or(|c| c.abs() < 1e-6)), "{hits:?}");
+}

@@ -480,3 +480,63 @@ fn down_kills_a_daemon_that_ignores_sigterm_after_the_grace_period() {
     // Nothing left to stop.
     assert_eq!(m.json(&["down"])["running"].as_bool(), Some(false));
 }
+
+/// Forgetting through a running daemon: afterwards the forgotten text is in no file of the
+/// data directory, the daemon's own log included (its stderr, kept in the data directory
+/// here), even at debug level.
+#[test]
+fn a_daemon_forgets_and_neither_its_files_nor_its_log_keep_the_text() {
+    const SECRET: &str = "Wolkenkuckucksheim";
+    let m = Mneme::new();
+    let log_path = m.dir.path().join("daemon.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let child = m
+        .command()
+        .env("MNEME_LOG_LEVEL", "debug")
+        .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("serve starts");
+    let mut child = Guard(child);
+    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))
+        .get("http_addr")
+        .and_then(Value::as_str)
+        .expect("addr")
+        .to_string();
+    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    rt().block_on(async {
+        let http = reqwest::Client::new();
+        let say = json!({ "event": { "content": format!("my home address is {SECRET} 7"), "from": "dana" }, "ctx": { "sessionId": "s1" } });
+        let r: Value = http
+            .post(format!("http://{addr}/v1/hooks/message_received"))
+            .json(&say)
+            .send()
+            .await
+            .expect("hook")
+            .json()
+            .await
+            .expect("json");
+        assert!(r["error"].is_null(), "{r}");
+        let forget = json!({ "query": SECRET, "reason": "dana asked" });
+        let r: Value =
+            http.post(format!("http://{addr}/v1/forget")).json(&forget).send().await.expect("forget").json().await.expect("json");
+        assert_eq!(r["dry_run"], false, "{r}");
+        assert!(r["records"].as_array().is_some_and(|a| !a.is_empty()), "{r}");
+    });
+    sigterm(child.id());
+    let status = child.wait().expect("daemon exits");
+    assert!(status.success(), "{status}");
+    let needle = SECRET.to_lowercase().into_bytes();
+    let mut holding = Vec::new();
+    for entry in std::fs::read_dir(m.dir.path()).expect("dir").flatten() {
+        if let Ok(bytes) = std::fs::read(entry.path()) {
+            let lower: Vec<u8> = bytes.iter().map(u8::to_ascii_lowercase).collect();
+            if lower.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                holding.push(entry.path().display().to_string());
+            }
+        }
+    }
+    assert!(std::fs::metadata(&log_path).map(|md| md.len() > 0).unwrap_or(false), "the daemon logged");
+    assert_eq!(holding, Vec::<String>::new(), "the text is gone from every file, the log included");
+}

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
-use mneme_core::{CompetencePayload, MemoryRecord, Payload, Performance, RecordId, Scope, SemanticPayload, Sensitivity};
+use mneme_core::{CompetencePayload, MemoryRecord, Payload, Performance, RecordId, Scope, SemanticPayload, Sensitivity, one_line};
 use mneme_service::{ContestRequest, IngestOptions, Revision};
 use serde::{Deserialize, Serialize};
 
@@ -613,11 +613,6 @@ fn decision_time(d: &Decision, batch: &[&BufferedMessage]) -> Timestamp {
         return last;
     }
     batch.iter().filter(|m| m.content.to_lowercase().contains(&value)).map(|m| m.timestamp).max().unwrap_or(last)
-}
-
-fn one_line(s: &str, max: usize) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.chars().count() > max { format!("{}…", s.chars().take(max - 1).collect::<String>()) } else { s }
 }
 
 /// One scope's share of a cycle: facts with their sensitivity, and LLM skills.

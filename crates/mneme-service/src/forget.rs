@@ -210,12 +210,12 @@ impl MemoryService {
         }
         if let Some(s) = request.subject.as_deref().filter(|s| !s.trim().is_empty()) {
             let (facts, events) = self.reader()?.read(|tx| Ok::<_, ServiceError>((tx.facts_about(s)?, tx.events_from(s)?)))?;
-            chosen.extend(facts.into_iter().chain(events).filter(|r| self.readable(r, access)));
+            chosen.extend(facts.into_iter().chain(events).filter(|r| access.can_see(r)));
         }
         if let Some(u) = request.user.as_deref().filter(|u| !u.trim().is_empty()) {
             let scope = mneme_core::Scope::user(u).ok_or_else(|| ServiceError::invalid("user", format!("{u:?} names no user")))?;
             let records = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_in_scope(&scope)?))?;
-            chosen.extend(records.into_iter().filter(|r| self.readable(r, access)));
+            chosen.extend(records.into_iter().filter(|r| access.can_see(r)));
         }
         let mut plan: Vec<ForgetItem> = Vec::new();
         let push = |r: &MemoryRecord, because: &str, plan: &mut Vec<ForgetItem>| {
@@ -233,7 +233,7 @@ impl MemoryService {
         }
         for r in &chosen {
             let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_and_lineage(&r.id)?))?;
-            for d in related.iter().filter(|d| self.readable(d, access)) {
+            for d in related.iter().filter(|d| access.can_see(d)) {
                 let because =
                     if d.lineage.parent_ids.contains(&r.id) || r.lineage.parent_ids.contains(&d.id) { "lineage" } else { "derived" };
                 push(d, because, &mut plan);
@@ -251,10 +251,5 @@ impl MemoryService {
                 index.erase(seq);
             }
         }
-    }
-
-    /// May `access` read `r`? (Its sensitivity and scope.)
-    fn readable(&self, r: &MemoryRecord, access: &Access) -> bool {
-        r.sensitivity <= access.max_sensitivity && access.scopes.as_ref().is_none_or(|s| r.scope.is_global() || s.contains(&r.scope))
     }
 }

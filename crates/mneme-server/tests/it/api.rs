@@ -400,15 +400,23 @@ async fn shutdown_lets_in_flight_requests_finish() {
     drop(dir);
 }
 
-#[tokio::test]
-async fn the_decay_sweep_prunes_faded_payloads_on_its_timer() {
-    let mut config = crate::test_config();
-    config.maintenance.decay_interval = mneme_core::Span::millis(100);
+/// A daemon on a store in a temporary directory whose clock moves only when told (the
+/// timer tests advance it past a sweep's horizon).
+async fn daemon_on_a_fixed_clock(
+    config: mneme_agent::MnemeConfig,
+) -> (mneme_server::Daemon, std::sync::Arc<mneme_core::FixedClock>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
     let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));
     let store = mneme_store::StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
     let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env: Default::default() };
-    let daemon = mneme_server::start(options).await.expect("start");
+    (mneme_server::start(options).await.expect("start"), clock, dir)
+}
+
+#[tokio::test]
+async fn the_decay_sweep_prunes_faded_payloads_on_its_timer() {
+    let mut config = crate::test_config();
+    config.maintenance.decay_interval = mneme_core::Span::millis(100);
+    let (daemon, clock, _dir) = daemon_on_a_fixed_clock(config).await;
     let url = format!("http://{}", daemon.http_addr());
     let http = reqwest::Client::new();
     let ingested: serde_json::Value = http
@@ -524,11 +532,7 @@ async fn the_decay_sweep_applies_the_retention_policy() {
     config.maintenance.decay_interval = mneme_core::Span::millis(100);
     config.maintenance.prune = false;
     config.maintenance.retention.episodic = Some(mneme_core::Span::secs(7 * 86_400));
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));
-    let store = mneme_store::StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
-    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env: Default::default() };
-    let daemon = mneme_server::start(options).await.expect("start");
+    let (daemon, clock, _dir) = daemon_on_a_fixed_clock(config).await;
     let url = format!("http://{}", daemon.http_addr());
     let http = reqwest::Client::new();
     let ingested: serde_json::Value = http

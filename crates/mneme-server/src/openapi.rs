@@ -361,7 +361,7 @@ pub fn document() -> Value {
             "properties": {
                 "dry_run": { "type": "boolean" },
                 "records": { "type": "array", "items": { "type": "object", "required": ["id", "memory_type", "summary", "because"],
-                    "properties": { "id": string(), "memory_type": string(), "summary": string(), "because": enumeration(&["chosen", "derived", "lineage"]) } } },
+                    "properties": { "id": string(), "memory_type": string(), "summary": string(), "because": enumeration(&["chosen", "derived"]) } } },
                 "conversation_entries": count(), "redacted_mentions": count(), "workspace_chunks": count(),
                 "workspace_files": strings(), "wal_truncated": { "type": "boolean" }
             }

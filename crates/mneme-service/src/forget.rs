@@ -1,9 +1,10 @@
 //! Forgetting: erasing what a record says, everywhere it lives, for good.
 //!
 //! What is chosen: records by id, by query (lexical matches), by subject (facts about a
-//! person, "their sister" too, and the messages they sent). Each chosen record brings the
-//! facts extracted from it (their `evidence` names it) and the whole lineage of those facts
-//! (the older and newer values of the same fact). A dry run returns the plan and changes
+//! person, "their sister" too, and the messages they sent), by user. Each chosen record
+//! brings the facts extracted from it (their `evidence` names it), not the values stated
+//! since by other messages (forgetting an address must not take the city moved to since).
+//! A dry run returns the plan and changes
 //! nothing.
 //!
 //! What is erased, in one transaction: the payload, summary and tags (the row stays as a
@@ -60,7 +61,7 @@ pub struct ForgetItem {
     /// Its summary before erasure (in the plan; the report of a real run carries it only
     /// back to the caller who asked).
     pub summary: String,
-    /// Why it is included: `chosen`, `derived` (a fact from it) or `lineage`.
+    /// Why it is included: `chosen`, or `derived` (a fact extracted from a chosen record).
     pub because: String,
 }
 
@@ -232,11 +233,9 @@ impl MemoryService {
             push(r, "chosen", &mut plan);
         }
         for r in &chosen {
-            let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_and_lineage(&r.id)?))?;
+            let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_from(&r.id)?))?;
             for d in related.iter().filter(|d| access.can_see(d)) {
-                let because =
-                    if d.lineage.parent_ids.contains(&r.id) || r.lineage.parent_ids.contains(&d.id) { "lineage" } else { "derived" };
-                push(d, because, &mut plan);
+                push(d, "derived", &mut plan);
             }
         }
         Ok(plan)

@@ -79,19 +79,13 @@ impl ReadTx<'_> {
         self.get_many(&seqs)
     }
 
-    /// `id`, the facts whose evidence names it, and every record in their lineage
-    /// (ancestors and descendants), not yet forgotten.
-    pub fn derived_and_lineage(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
+    /// The facts extracted from `id` (their evidence names it), not yet forgotten. Not
+    /// their successors: a later value came from another message and says nothing of this
+    /// one (forgetting an address must not take the city the user moved to since).
+    pub fn derived_from(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
         let seqs = self.query_all(
-            "WITH RECURSIVE start(seq) AS ( \
-                 SELECT seq FROM records WHERE id = ?1 \
-                 UNION SELECT r.seq FROM records r, json_each(r.payload, '$.evidence') e \
-                   WHERE r.memory_type = 'semantic' AND e.value = ?1 \
-             ), chain(seq) AS ( \
-                 SELECT seq FROM start \
-                 UNION SELECT p.parent_seq FROM record_parents p JOIN chain c ON p.child_seq = c.seq \
-                 UNION SELECT p.child_seq FROM record_parents p JOIN chain c ON p.parent_seq = c.seq \
-             ) SELECT seq FROM chain JOIN records USING (seq) WHERE forgotten_at IS NULL ORDER BY seq",
+            "SELECT r.seq FROM records r, json_each(r.payload, '$.evidence') e \
+             WHERE r.memory_type = 'semantic' AND e.value = ?1 AND r.forgotten_at IS NULL ORDER BY r.seq",
             rusqlite::params![id.as_str()],
             |r| r.get::<_, i64>(0),
         )?;

@@ -123,7 +123,7 @@ pub enum Command {
     /// Erase records for good: their text everywhere it is stored (payload, summary, search
     /// index, neighbours' context, vectors, audit text, conversation log, workspace search),
     /// leaving a tombstone with the id, type, times and a content hash. Facts extracted from
-    /// a forgotten message and their older and newer values go with it. A query or subject
+    /// a forgotten message go with it (not values stated since by other messages). A query or subject
     /// shows what it matches and asks first (or pass --yes).
     ///
     /// Examples: `mneme forget 01J…`, `mneme forget --query "Musterstrasse 5" --reason "user asked"`,

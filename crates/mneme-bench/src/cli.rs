@@ -90,6 +90,10 @@ pub enum Command {
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,
+        /// Real texts to embed, one per line (the first --texts lines, repeated if fewer),
+        /// instead of synthetic 8–16-word texts.
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
     /// The vector index at scale on synthetic vectors: build time, memory, ANN latency and
     /// recall@10 against exact search; with --store, hybrid retrieve latency on a real store.

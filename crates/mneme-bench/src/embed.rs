@@ -4,13 +4,20 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use mneme_embed::{DEFAULT_MODEL, Embedder, MiniLm, verify_model_dir};
 use serde_json::json;
 
 /// Batched throughput on short texts and single-query latency.
-pub fn embed(dir: Option<&Path>, data_dir: &Path, texts: usize, batch: usize, json: bool) -> Result<()> {
-    let dir = dir.map(Path::to_path_buf).unwrap_or_else(|| data_dir.join("models").join(DEFAULT_MODEL));
+pub fn embed(
+    dir: Option<&Path>,
+    config: &mneme_agent::config::MnemeConfig,
+    file: Option<&Path>,
+    texts: usize,
+    batch: usize,
+    json: bool,
+) -> Result<()> {
+    let dir = dir.map(Path::to_path_buf).or_else(|| config.embedding.model_dir.clone()).context("no model directory")?;
     verify_model_dir(&dir)?;
     let model = MiniLm::load(&dir, DEFAULT_MODEL)?;
     let words = [
@@ -29,8 +36,15 @@ pub fn embed(dir: Option<&Path>, data_dir: &Path, texts: usize, batch: usize, js
         "week",
         "yesterday",
     ];
-    let sample: Vec<String> =
-        (0..texts).map(|i| (0..8 + i % 9).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect();
+    let sample: Vec<String> = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            anyhow::ensure!(!lines.is_empty(), "{} has no non-empty line", path.display());
+            lines.iter().cycle().take(texts).map(|l| l.to_string()).collect()
+        }
+        None => (0..texts).map(|i| (0..8 + i % 9).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect(),
+    };
     model.embed(&["warm up"])?;
     let started = Instant::now();
     for chunk in sample.chunks(batch.max(1)) {
@@ -49,7 +63,8 @@ pub fn embed(dir: Option<&Path>, data_dir: &Path, texts: usize, batch: usize, js
     if json {
         outln!("{out}");
     } else {
-        outln!("{texts} short texts (8–16 words) in batches of {batch}: {per_s:.0} texts/s; one query: p50 {p50:.2} ms, p99 {p99:.2} ms");
+        let what = file.map(|f| format!("lines of {}", f.display())).unwrap_or_else(|| "short texts (8–16 words)".into());
+        outln!("{texts} {what} in batches of {batch}: {per_s:.0} texts/s; one query: p50 {p50:.2} ms, p99 {p99:.2} ms");
     }
     Ok(())
 }

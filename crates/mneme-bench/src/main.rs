@@ -83,7 +83,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
-        Command::Embed { texts, batch, model_dir } => crate::embed::embed(model_dir.as_deref(), &data_dir(&cli)?, *texts, *batch, json),
+        Command::Embed { texts, batch, model_dir, file } => {
+            crate::embed::embed(model_dir.as_deref(), &config(&cli, &data_dir(&cli)?)?, file.as_deref(), *texts, *batch, json)
+        }
         Command::Vectors { records, dim, queries, coarse, rerank, lists, nprobe, store } => crate::vectors::vectors(
             *records,
             *dim,
@@ -117,8 +119,10 @@ fn config(cli: &Cli, data_dir: &std::path::Path) -> Result<MnemeConfig> {
         .map(|s| s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| anyhow!("--set expects KEY=VALUE"))?;
-    MnemeConfig::layered(Some(&config_path), cli.config.is_some(), std::env::vars(), &sets)
-        .map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))
+    let mut config = MnemeConfig::layered(Some(&config_path), cli.config.is_some(), std::env::vars(), &sets)
+        .map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+    config.embedding.model_dir = Some(mneme_embed::resolve_model_dir(&config.embedding, data_dir, &|name| std::env::var_os(name)));
+    Ok(config)
 }
 
 /// The `mneme` binary beside this one (the same target directory), which `daemon` and

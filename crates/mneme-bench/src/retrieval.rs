@@ -98,7 +98,7 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
     let docs = request["docs"].as_array().ok_or_else(|| anyhow!("corpus without docs"))?;
     let dir = tempfile::tempdir().context("creating a temporary store")?;
     let options = StoreOptions { path: dir.path().join("bench.db"), key: None, create: true, decay: Default::default() };
-    let mut service = MemoryService::open(options, setup.config, Arc::new(SystemClock))?;
+    let service = MemoryService::open(options, setup.config, Arc::new(SystemClock))?;
     let mut batch = Vec::with_capacity(docs.len());
     let mut doc_ids = Vec::with_capacity(docs.len());
     for doc in docs {

@@ -156,7 +156,7 @@ fn store_part(docs: Arc<Vec<Vec<f32>>>, qs: Arc<Vec<Vec<f32>>>, params: IndexPar
     let ingest_s = started.elapsed().as_secs_f64();
     drop(service);
     let table = Arc::new(Table { docs: docs.clone(), queries: qs.clone() });
-    let mut service = MemoryService::open(options.clone(), ServiceConfig::default(), Arc::new(SystemClock))?;
+    let service = MemoryService::open(options.clone(), ServiceConfig::default(), Arc::new(SystemClock))?;
     service.enable_embeddings(table.clone(), params)?;
     let started = Instant::now();
     service.embed_pending(2048, false, &mut |p| eprint!("\rstored vectors {}/{}", p.done, p.total))?;
@@ -167,7 +167,7 @@ fn store_part(docs: Arc<Vec<Vec<f32>>>, qs: Arc<Vec<Vec<f32>>>, params: IndexPar
 
     let rss_before = rss_mib();
     let started = Instant::now();
-    let mut hybrid = MemoryService::open(options.clone(), ServiceConfig::default(), Arc::new(SystemClock))?;
+    let hybrid = MemoryService::open(options.clone(), ServiceConfig::default(), Arc::new(SystemClock))?;
     hybrid.enable_embeddings(table, params)?;
     let rebuild_s = started.elapsed().as_secs_f64();
     let rss_index = rss_mib() - rss_before;

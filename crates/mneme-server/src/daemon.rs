@@ -121,11 +121,12 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     }
     let embedding = config.clone();
     let clock_for_service = clock.clone();
+    let model_home = data_dir.clone();
     let service = tokio::task::spawn_blocking(move || {
         let mut service = MemoryService::open(store, service_config, clock_for_service).map_err(|e| e.to_string())?;
         service.add_readers(readers).map_err(|e| e.to_string())?;
         // No model (or a broken one) never stops the daemon: retrieval is lexical-only.
-        match mneme_embed::choose(&embedding.embedding, &data_dir) {
+        match mneme_embed::choose(&embedding.embedding, &model_home) {
             Ok(mneme_embed::Choice::Model(model)) => {
                 let id = model.model_id().to_string();
                 match service.enable_embeddings(model, embedding.embedding.index) {
@@ -141,7 +142,9 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     .await
     .map_err(|e| e.to_string())??;
     let service = Arc::new(service);
-    let embedder = service.spawn_embedder(config.embedding.batch_size, Duration::from_secs(30), |e| {
+    let watch = (service.embedding_model().is_none() && config.embedding.provider == mneme_embed::EmbeddingProvider::Local)
+        .then(|| model_watch(config.embedding.clone(), data_dir.clone()));
+    let embedder = service.spawn_embedder(config.embedding.batch_size, Duration::from_secs(30), watch, |e| {
         tracing::warn!(error = %e, "background embedding failed; retrying in 30 s");
     });
     let ingestor = crate::app::Ingestor::start(service.clone());
@@ -417,6 +420,45 @@ where
             }
         }
     })
+}
+
+/// Looks for the local model a daemon started without (`mneme model install` while it
+/// runs): a stat of the weights file every `model_poll`, and a load only when that file
+/// is new or changed (an install moves the finished directory into place in one rename,
+/// so a present file is a complete one).
+fn model_watch(embedding: mneme_embed::EmbeddingConfig, data_dir: PathBuf) -> mneme_service::ModelWatch {
+    let weights = mneme_embed::model_dir(&embedding, &data_dir).join("model.safetensors");
+    let mut seen: Option<std::time::SystemTime> = None;
+    mneme_service::ModelWatch {
+        every: embedding.model_poll.get(),
+        attach: Box::new(move |service| {
+            let Ok(stamp) = std::fs::metadata(&weights).and_then(|m| m.modified()) else { return false };
+            if seen == Some(stamp) {
+                return false;
+            }
+            seen = Some(stamp);
+            match mneme_embed::choose(&embedding, &data_dir) {
+                Ok(mneme_embed::Choice::Model(model)) => {
+                    let id = model.model_id().to_string();
+                    match service.enable_embeddings(model, embedding.index) {
+                        Ok(n) => {
+                            tracing::info!(model = %id, vectors = n, "embedding model installed: embeddings enabled without a restart");
+                            true
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the new embedding model cannot be attached; retrieval stays lexical-only");
+                            false
+                        }
+                    }
+                }
+                Ok(mneme_embed::Choice::LexicalOnly(_)) => false,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the new embedding model cannot be loaded; retrieval stays lexical-only");
+                    false
+                }
+            }
+        }),
+    }
 }
 
 impl Daemon {

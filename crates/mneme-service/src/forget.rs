@@ -244,7 +244,7 @@ impl MemoryService {
     /// Destroys the forgotten records' vectors in the in-memory index too (the rows on
     /// disk went with the transaction).
     fn erase_vectors(&self, seqs: &[i64]) {
-        if let Some(s) = &self.semantic {
+        if let Some(s) = self.semantic.get() {
             let mut index = s.index.write().unwrap_or_else(|p| p.into_inner());
             for &seq in seqs {
                 index.erase(seq);

@@ -40,7 +40,7 @@ pub use forget::{ForgetItem, ForgetReport, ForgetRequest};
 pub use mneme_store::{Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, SyncState, TaskRow, TaskRun};
 pub use ops::Ops;
 pub use policy::Principal;
-pub use semantic::{EmbedProgress, EmbedderHandle, EmbeddingStatus};
+pub use semantic::{EmbedProgress, EmbedderHandle, EmbeddingStatus, ModelWatch};
 pub use types::*;
 pub use vectors::IndexParams;
 
@@ -64,7 +64,7 @@ pub struct MemoryService {
     // Invariant: guards v7 id generation so ids are strictly increasing in this process.
     ids: Mutex<uuid::ContextV7>,
     /// The embedding model and vector index, when enabled (`semantic.rs`).
-    semantic: Option<semantic::Semantic>,
+    semantic: std::sync::OnceLock<semantic::Semantic>,
 }
 
 impl MemoryService {
@@ -81,7 +81,7 @@ impl MemoryService {
             config,
             clock,
             ids: Mutex::new(uuid::ContextV7::new()),
-            semantic: None,
+            semantic: std::sync::OnceLock::new(),
         })
     }
 

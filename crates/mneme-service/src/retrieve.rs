@@ -202,7 +202,7 @@ impl MemoryService {
         }
         let mut scored: Vec<(Candidate, ScoreParts)> =
             parts.into_values().filter_map(|(c, relevance)| self.score(c, Some(relevance), min_salience, now)).collect();
-        if weights.mmr_lambda < 1.0 && self.semantic.is_some() {
+        if weights.mmr_lambda < 1.0 && self.semantic.get().is_some() {
             sort_and_cut(&mut scored, limit.saturating_mul(3));
             scored = self.mmr(scored, limit, weights.mmr_lambda);
         } else {

@@ -60,7 +60,12 @@ pub struct EmbeddingStatus {
 impl MemoryService {
     /// Attaches an embedding model: loads the stored vectors of `embedder.model_id()`
     /// into the index. Records without one are embedded by [`MemoryService::embed_pending`].
-    pub fn enable_embeddings(&mut self, embedder: Arc<dyn Embedder>, params: IndexParams) -> ServiceResult<usize> {
+    /// A service takes one model in its life (a running daemon attaches one when it is
+    /// installed after start, [`ModelWatch`]); a second is refused.
+    pub fn enable_embeddings(&self, embedder: Arc<dyn Embedder>, params: IndexParams) -> ServiceResult<usize> {
+        if let Some(s) = self.semantic.get() {
+            return Err(ServiceError::Precondition(format!("embedding model {} is already attached", s.embedder.model_id())));
+        }
         let model = embedder.model_id().to_string();
         let mut index = VectorIndex::new(embedder.dimension(), params);
         let mut wrong_dimension = 0usize;
@@ -80,26 +85,27 @@ impl MemoryService {
         // Above `exact_below`, approximate queries scan the best lists of a partition.
         index.build_partition();
         let n = index.len();
-        self.semantic = Some(Semantic {
+        let semantic = Semantic {
             embedder,
             index: RwLock::new(index),
             watermark: Mutex::new(0),
             wake: (Mutex::new(true), Condvar::new()),
             query_failure_reported: AtomicBool::new(false),
-        });
+        };
+        self.semantic.set(semantic).map_err(|_| ServiceError::Precondition("another embedding model was attached meanwhile".into()))?;
         Ok(n)
     }
 
     /// The attached model's id, if any.
     pub fn embedding_model(&self) -> Option<&str> {
-        self.semantic.as_ref().map(|s| s.embedder.model_id())
+        self.semantic.get().map(|s| s.embedder.model_id())
     }
 
     /// Embeds every live record that has no vector from the current model, `batch` at a
     /// time, reporting progress after each batch. Returns how many were embedded. With
     /// `force`, records that already have a vector are embedded again.
     pub fn embed_pending(&self, batch: usize, force: bool, progress: &mut dyn FnMut(EmbedProgress)) -> ServiceResult<u64> {
-        let Some(semantic) = &self.semantic else { return Ok(0) };
+        let Some(semantic) = self.semantic.get() else { return Ok(0) };
         let model = semantic.embedder.model_id().to_string();
         let mut watermark = semantic.watermark.lock().unwrap_or_else(|p| p.into_inner());
         if force {
@@ -144,7 +150,7 @@ impl MemoryService {
 
     /// Tells the background embedder that new records may be waiting.
     pub(crate) fn wake_embedder(&self) {
-        if let Some(s) = &self.semantic {
+        if let Some(s) = self.semantic.get() {
             let (flag, cv) = &s.wake;
             *flag.lock().unwrap_or_else(|p| p.into_inner()) = true;
             cv.notify_one();
@@ -153,7 +159,7 @@ impl MemoryService {
 
     /// Blocks until new records may need vectors, `stop` is set, or `timeout` passes.
     fn wait_for_work(&self, stop: &AtomicBool, timeout: Duration) {
-        let Some(s) = &self.semantic else { return };
+        let Some(s) = self.semantic.get() else { return };
         let (flag, cv) = &s.wake;
         let mut woken = flag.lock().unwrap_or_else(|p| p.into_inner());
         if !*woken && !stop.load(Ordering::Relaxed) {
@@ -164,23 +170,36 @@ impl MemoryService {
 
     /// Runs the embedding pipeline on a background thread until the handle is stopped.
     /// Failures (a model error, a busy store) are logged through `on_error` and retried
-    /// after `retry`; the records stay pending meanwhile.
+    /// after `retry`; the records stay pending meanwhile. Without a model the thread runs
+    /// only with a `watch`: it waits for the model to appear, attaches it, and goes on as
+    /// if it had been there from the start (no model and no watch: no thread, `None`).
     pub fn spawn_embedder(
         self: &Arc<Self>,
         batch: usize,
         retry: Duration,
+        watch: Option<ModelWatch>,
         on_error: impl Fn(&ServiceError) + Send + 'static,
     ) -> Option<EmbedderHandle> {
-        self.semantic.as_ref()?;
+        if self.semantic.get().is_none() && watch.is_none() {
+            return None;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let passes = Arc::new((std::sync::Mutex::new(0u64), std::sync::Condvar::new()));
         let service = Arc::clone(self);
         let flag = Arc::clone(&stop);
         let counted = Arc::clone(&passes);
+        let mut watch = watch;
         let thread = std::thread::Builder::new()
             .name("mneme-embedder".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
+                    if service.semantic.get().is_none() {
+                        let Some(w) = watch.as_mut() else { return };
+                        if !(w.attach)(&service) {
+                            sleep_unless(&flag, w.every);
+                            continue;
+                        }
+                    }
                     let result = service.embed_pending(batch, false, &mut |_| {});
                     if let Err(e) = &result {
                         on_error(e);
@@ -198,7 +217,7 @@ impl MemoryService {
     /// The query's unit vector, or `None` (no model, or the model failed: then retrieval
     /// is lexical and the failure is reported once through the returned flag).
     pub(crate) fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
-        let s = self.semantic.as_ref()?;
+        let s = self.semantic.get()?;
         if s.index.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
             return None;
         }
@@ -218,12 +237,12 @@ impl MemoryService {
 
     /// Nearest records to `query` by cosine, best first.
     pub(crate) fn nearest(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
-        self.semantic.as_ref().map(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)).unwrap_or_default()
+        self.semantic.get().map(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)).unwrap_or_default()
     }
 
     /// Cosines between a query vector and the stored vectors of `seqs`.
     pub(crate) fn similarities_to(&self, query: &[f32], seqs: &[i64]) -> Vec<Option<f32>> {
-        match &self.semantic {
+        match self.semantic.get() {
             Some(s) => s.index.read().unwrap_or_else(|p| p.into_inner()).similarities_to(query, seqs),
             None => vec![None; seqs.len()],
         }
@@ -231,11 +250,11 @@ impl MemoryService {
 
     /// Cosine between two indexed records (for MMR), if both have vectors.
     pub(crate) fn similarity(&self, a: i64, b: i64) -> Option<f32> {
-        self.semantic.as_ref().and_then(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).similarity(a, b))
+        self.semantic.get().and_then(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).similarity(a, b))
     }
 
     pub fn embedding_status(&self) -> ServiceResult<Option<EmbeddingStatus>> {
-        let Some(s) = &self.semantic else { return Ok(None) };
+        let Some(s) = self.semantic.get() else { return Ok(None) };
         let model = s.embedder.model_id().to_string();
         let (embedded, pending) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
         let index = s.index.read().unwrap_or_else(|p| p.into_inner());
@@ -248,6 +267,33 @@ impl MemoryService {
             index_bytes: index.memory_bytes(),
             search: if index.len() <= index.params().exact_below { "exact" } else { "approximate" },
         }))
+    }
+}
+
+/// How a pipeline started without a model gets one: every `every`, `attach` is called
+/// with the service; it looks for the model (a cheap check first: the daemon compares a
+/// file's modification time), calls [`MemoryService::enable_embeddings`] when it finds
+/// one, logs what happened, and says whether a model is attached now.
+pub struct ModelWatch {
+    pub every: Duration,
+    pub attach: Box<dyn FnMut(&MemoryService) -> bool + Send>,
+}
+
+impl std::fmt::Debug for ModelWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelWatch").field("every", &self.every).finish_non_exhaustive()
+    }
+}
+
+/// Sleeps for `total` in short steps, returning early once `stop` is set.
+fn sleep_unless(stop: &AtomicBool, total: Duration) {
+    let until = Instant::now() + total;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
     }
 }
 

@@ -85,8 +85,8 @@ pub enum Command {
         /// Embed every record again, even those that have a vector from this model.
         #[arg(long)]
         force: bool,
-        /// Records per batch.
-        #[arg(long, default_value_t = 64)]
+        /// Records per batch (larger batches pad less: texts are grouped by length).
+        #[arg(long, default_value_t = 256)]
         batch: usize,
     },
     /// Store a new memory; prints its id.

@@ -61,8 +61,11 @@ impl Invocation {
         if let Command::Serve(a) | Command::Up(a) | Command::Supervise(a) = &cli.command {
             sets.extend(crate::daemon::serve_sets(a));
         }
-        let config = MnemeConfig::layered(Some(&config_path), cli.config.is_some(), std::env::vars(), &sets)
+        let mut config = MnemeConfig::layered(Some(&config_path), cli.config.is_some(), std::env::vars(), &sets)
             .map_err(|e| anyhow::Error::new(ServiceError::Config(e.0)))?;
+        // The local model: configured, this data directory's own copy, or the machine-wide
+        // cache, resolved once here so `serve`, `reindex` and `model` agree.
+        config.embedding.model_dir = Some(mneme_embed::resolve_model_dir(&config.embedding, &data_dir, &|name| std::env::var_os(name)));
         Ok(Invocation {
             data_dir,
             config,
@@ -72,6 +75,11 @@ impl Invocation {
             key_file: cli.key_file.as_ref().map(|k| std::path::absolute(k).unwrap_or_else(|_| k.clone())),
             user_sets,
         })
+    }
+
+    /// The local embedding model's directory (resolved in [`Invocation::from_cli`]).
+    pub fn model_dir(&self) -> PathBuf {
+        mneme_embed::model_dir(&self.config.embedding, &self.data_dir)
     }
 
     pub fn store_path(&self) -> std::path::PathBuf {
@@ -89,7 +97,7 @@ impl Invocation {
     /// Opens the store with the configured embedding model attached, when there is one
     /// (else lexical-only, and the reason).
     pub fn open_semantic(&self) -> Result<(MemoryService, Option<String>)> {
-        let mut service = self.open(false)?;
+        let service = self.open(false)?;
         let lexical_only = match mneme_embed::choose(&self.config.embedding, &self.data_dir).map_err(|e| anyhow::anyhow!(e))? {
             mneme_embed::Choice::Model(model) => {
                 service.enable_embeddings(model, self.config.embedding.index)?;
@@ -234,8 +242,8 @@ fn with_store(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Config(ConfigCommand::Check { .. }) | Command::Key(_) | Command::Bench { .. } => unreachable!("answered by without_store"),
-        Command::Model(ModelCommand::Install { from, force }) => crate::model::install(&ctx.data_dir, from.as_deref(), force, ctx.json),
-        Command::Model(ModelCommand::Status) => crate::model::status(&ctx.data_dir, ctx.json),
+        Command::Model(ModelCommand::Install { from, force }) => crate::model::install(&ctx.model_dir(), from.as_deref(), force, ctx.json),
+        Command::Model(ModelCommand::Status) => crate::model::status(&ctx.model_dir(), ctx.json),
         Command::Init => {
             std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
             let service = ctx.open(true)?;
@@ -577,12 +585,20 @@ fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
     if !(1..=1024).contains(&batch) {
         return Err(input(format!("--batch {batch}: must be between 1 and 1024")));
     }
+    // A running daemon holds the vector index in memory: vectors written by a second
+    // process would reach its index only at its next start, so it does the work itself.
+    if let Some(d) = crate::daemon::running_daemon(&ctx.data_dir) {
+        if force {
+            return Err(anyhow::Error::new(ServiceError::Precondition(format!(
+                "a daemon (pid {}) is running and holds the vector index in memory; stop it (`mneme down`) before `reindex --force`, then start it again",
+                d.pid
+            ))));
+        }
+        return crate::daemon::wait_for_embeddings(ctx, &d);
+    }
     let (service, lexical_only) = ctx.open_semantic()?;
     if let Some(why) = lexical_only {
         return Err(anyhow::Error::new(ServiceError::Precondition(format!("nothing to reindex with: {why}"))));
-    }
-    if crate::daemon::running_daemon(&ctx.data_dir).is_some() {
-        eprintln!("note: a daemon is running; it picks up these vectors when it restarts (its own pipeline embeds new records meanwhile)");
     }
     let show = !ctx.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let done = service.embed_pending(batch, force, &mut |p| {

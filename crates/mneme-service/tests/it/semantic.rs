@@ -73,7 +73,7 @@ impl Embedder for Concepts {
 
 fn open(fx: &Fixture, config: ServiceConfig, embedder: Concepts) -> MemoryService {
     let options = StoreOptions { path: fx._dir.path().join("mneme.db"), key: None, create: false, decay: Default::default() };
-    let mut service = MemoryService::open(options, config, fx.clock.clone()).expect("reopen");
+    let service = MemoryService::open(options, config, fx.clock.clone()).expect("reopen");
     service.enable_embeddings(Arc::new(embedder), IndexParams::default()).expect("enable embeddings");
     service
 }
@@ -166,7 +166,7 @@ fn the_background_embedder_catches_up_with_new_records() {
     let errors = Arc::new(AtomicUsize::new(0));
     let seen = errors.clone();
     let handle = service
-        .spawn_embedder(4, Duration::from_millis(50), move |_| {
+        .spawn_embedder(4, Duration::from_millis(50), None, move |_| {
             seen.fetch_add(1, Ordering::SeqCst);
         })
         .expect("worker started");

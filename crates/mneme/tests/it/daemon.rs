@@ -540,3 +540,33 @@ fn a_daemon_forgets_and_neither_its_files_nor_its_log_keep_the_text() {
     assert!(std::fs::metadata(&log_path).map(|md| md.len() > 0).unwrap_or(false), "the daemon logged");
     assert_eq!(holding, Vec::<String>::new(), "the text is gone from every file, the log included");
 }
+
+#[test]
+fn reindex_beside_a_daemon_waits_for_the_daemon_to_embed_and_refuses_force() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    for text in ["We hiked up to the glacier", "The espresso machine needs descaling"] {
+        m.ok(&["ingest", "event", "--text", text]);
+    }
+    let child = m
+        .command()
+        .args(["--set", "embedding.model_poll=100ms", "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _child = Guard(child);
+    let _down = Down(&m);
+    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").to_string();
+    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    // No model anywhere: the daemon is lexical-only and reindex says so, naming the cure.
+    let err = m.fails(&["reindex"], 4);
+    assert!(err.contains("lexical-only") && err.contains("mneme model install"), "{err}");
+    m.ok(&["model", "install", "--from", mneme_testkit::model_dir().to_str().expect("utf-8")]);
+    // The daemon attaches the model itself; reindex follows its progress.
+    let done = m.json(&["reindex"]);
+    assert_eq!((done["embedded_by"].as_str(), done["status"]["embedded"].as_u64()), (Some("daemon"), Some(2)), "{done}");
+    assert_eq!(done["status"]["pending"], 0, "{done}");
+    let err = m.fails(&["reindex", "--force"], 4);
+    assert!(err.contains("mneme down"), "{err}");
+}

@@ -166,6 +166,7 @@ fn a_full_disk_refuses_writes_cleanly_and_loses_nothing_acknowledged() {
     let run = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_mneme"))
             .env("MNEME_HOME", &home)
+            .env("MNEME_MODEL_CACHE", home.join("model-cache"))
             .env_remove("MNEME_CONFIG")
             .env_remove("MNEME_ENCRYPTION_KEY")
             .env_remove("MNEME_ENCRYPTION_KEY_FILE")

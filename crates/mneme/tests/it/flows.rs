@@ -102,11 +102,17 @@ fn model_install_verifies_and_never_half_installs() {
     let out = m.run(&["model", "install", "--from", bad.path().to_str().expect("utf-8")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("sha256"), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!m.dir.path().join("models/all-MiniLM-L6-v2").exists());
-    // The real files install, verify and load.
+    let shared = m.dir.path().join("model-cache/all-MiniLM-L6-v2");
+    assert!(!shared.exists() && !m.dir.path().join("models/all-MiniLM-L6-v2").exists());
+    // The real files install, verify and load, into the machine-wide cache.
     let done = m.json(&["model", "install", "--from", packaged_model().to_str().expect("utf-8")]);
-    assert_eq!(done["action"], "installed");
+    assert_eq!((done["action"].as_str(), done["path"].as_str()), (Some("installed"), shared.to_str()), "{done}");
     let status = m.json(&["model", "status"]);
     assert_eq!((status["verified"].as_bool(), status["dimension"].as_u64()), (Some(true), Some(384)), "{status}");
     assert_eq!(m.json(&["model", "install"])["action"], "already installed");
+    // Another data directory on the same machine uses the same copy.
+    let other = tempfile::tempdir().expect("dir");
+    let out = m.command().args(["--json", "--data-dir", other.path().to_str().expect("utf-8"), "model", "status"]).output().expect("run");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((status["verified"].as_bool(), status["path"].as_str()), (Some(true), shared.to_str()), "{status}");
 }

@@ -43,6 +43,8 @@ impl Mneme {
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mneme"));
         cmd.env("MNEME_HOME", self.dir.path())
+            // Never the machine's shared model cache: each test has its own.
+            .env("MNEME_MODEL_CACHE", self.dir.path().join("model-cache"))
             .env_remove("MNEME_CONFIG")
             .env_remove("MNEME_ENCRYPTION_KEY")
             .env_remove("MNEME_ENCRYPTION_KEY_FILE")

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{CoreError, CoreResult};
 use crate::record::MemoryType;
 
-const SECONDS_PER_DAY: f64 = 86_400.0;
+pub const SECONDS_PER_DAY: f64 = 86_400.0;
 
 /// The decayable part of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -73,6 +73,11 @@ pub struct DecayConfig {
     pub floor: PerType,
     /// A prune sweep drops the payload of unpinned live records whose current salience is below this.
     pub prune_threshold: f64,
+    /// A prune never takes a record in its first this many days in the store, whatever its
+    /// salience: an event's salience counts from when it happened, so history imported
+    /// with old event times starts faded, and this leaves time to use, reinforce or pin it
+    /// before a sweep drops its payload. Default 14.
+    pub prune_min_age_days: f64,
 }
 
 impl Default for DecayConfig {
@@ -81,6 +86,7 @@ impl Default for DecayConfig {
             half_life_days: PerType { episodic: 3.0, semantic: 180.0, competence: 365.0, working: 1.0, plan_graph: 14.0 },
             floor: PerType { episodic: 0.01, semantic: 0.01, competence: 0.01, working: 0.01, plan_graph: 0.01 },
             prune_threshold: 0.05,
+            prune_min_age_days: 14.0,
         }
     }
 }
@@ -97,6 +103,12 @@ impl DecayConfig {
             if !(0.0..=1.0).contains(&floor) {
                 return Err(CoreError::invalid("decay.floor", format!("{t}: {floor} (must be within 0..=1)")));
             }
+        }
+        if !(self.prune_min_age_days.is_finite() && self.prune_min_age_days >= 0.0) {
+            return Err(CoreError::invalid(
+                "decay.prune_min_age_days",
+                format!("{} (must be a number of days, 0 or more)", self.prune_min_age_days),
+            ));
         }
         if !(0.0..=1.0).contains(&self.prune_threshold) {
             return Err(CoreError::invalid("decay.prune_threshold", format!("{} (must be within 0..=1)", self.prune_threshold)));

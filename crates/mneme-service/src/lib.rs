@@ -541,9 +541,10 @@ impl MemoryService {
             for t in mneme_core::MemoryType::ALL {
                 // salience < threshold  ⇔  anchor < now + half_life · log2(threshold), floors aside.
                 let cut = mneme_core::decay::unix_seconds(now) + decay.half_life_seconds(t) * threshold.log2();
+                let young = mneme_core::decay::unix_seconds(now) - decay.prune_min_age_days * mneme_core::decay::SECONDS_PER_DAY;
                 for record in tx.below_anchor(t, cut)? {
                     let salience = decay.salience_at(t, &record.salience, now);
-                    if salience >= threshold {
+                    if salience >= threshold || mneme_core::decay::unix_seconds(record.created_at) > young {
                         continue;
                     }
                     if !dry_run {

@@ -242,7 +242,14 @@ impl<'a> WriteTx<'a> {
     /// Inserts a new record with its lineage, tags, index entry and a creation audit entry.
     pub fn insert(&self, new: &NewRecord, id: RecordId, lineage: Lineage, now: Timestamp) -> StoreResult<MemoryRecord> {
         let memory_type = new.memory_type();
-        let salience = SalienceState { base: new.salience, reinforced_at: now, pinned: new.pinned };
+        // An episode's salience counts from when it happened (an imported conversation from
+        // last year is not fresh news); never from the future. Facts and the rest count from
+        // now: a fact true since 2019 is not less important for having been true long.
+        let anchor = match (memory_type, new.event_time) {
+            (MemoryType::Episodic, Some(at)) if at < now => at,
+            _ => now,
+        };
+        let salience = SalienceState { base: new.salience, reinforced_at: anchor, pinned: new.pinned };
         let record = MemoryRecord {
             id,
             memory_type,

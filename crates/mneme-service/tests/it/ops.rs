@@ -706,3 +706,24 @@ fn every_error_kind_has_one_code_status_and_exit_code() {
         ]
     );
 }
+
+#[test]
+fn an_episode_fades_from_when_it_happened_and_is_not_pruned_in_its_first_two_weeks_in_the_store() {
+    use mneme_core::Clock as _;
+    let fx = Fixture::new();
+    let mut old = crate::event("we hiked to the glacier");
+    old.event_time = Some(fx.clock.now() - jiff::SignedDuration::from_hours(24 * 9));
+    let old = fx.service.ingest_event(old, IngestOptions::default()).expect("ingest");
+    let mut soon = crate::event("the dentist appointment is next week");
+    soon.event_time = Some(fx.clock.now() + jiff::SignedDuration::from_hours(24 * 7));
+    let soon = fx.service.ingest_event(soon, IngestOptions::default()).expect("ingest");
+    // Nine days at the episodic half-life of three: 1/8, not a fresh 1.0. A future
+    // event time counts from now.
+    assert!((fx.service.current_salience(&old) - 0.125).abs() < 1e-9, "{}", fx.service.current_salience(&old));
+    assert_eq!(fx.service.current_salience(&soon), 1.0);
+    // Below a threshold of 0.2, but new in the store: kept.
+    assert!(fx.service.prune(Some(0.2), false, "sweeper").expect("sweep").pruned.is_empty());
+    fx.advance_days(14);
+    let pruned = fx.service.prune(Some(0.2), false, "sweeper").expect("sweep").pruned;
+    assert!(pruned.contains(&old.id), "{pruned:?}");
+}

@@ -120,12 +120,16 @@ fn pruning_shows_asks_and_keeps_no_whole_message() {
     let m = Mneme::new();
     m.ok(&["init"]);
     say(&m, &format!("my home address is {ADDRESS} 5, Munich"), "s1");
-    let listed = m.ok(&["decay", "--threshold", "1.0"]);
+    // Nothing is pruned in its first `decay.prune_min_age_days` (14) in the store.
+    let young = m.json(&["decay", "--threshold", "1.0"]);
+    assert!(!young.to_string().contains(ADDRESS), "a record ingested today is never pruned: {young}");
+    const NOW: &str = "decay.prune_min_age_days=0";
+    let listed = m.ok(&["--set", NOW, "decay", "--threshold", "1.0"]);
     assert!(listed.contains(ADDRESS) && listed.contains("days") && listed.contains("salience"), "{listed}");
-    let refused = m.fails(&["decay", "--prune", "--threshold", "1.0"], 4);
+    let refused = m.fails(&["--set", NOW, "decay", "--prune", "--threshold", "1.0"], 4);
     assert!(refused.contains("--yes"), "{refused}");
     assert!(m.json(&["recall", ADDRESS]).to_string().contains(ADDRESS), "nothing was pruned");
-    let pruned = m.json(&["decay", "--prune", "--yes", "--threshold", "1.0"]);
+    let pruned = m.json(&["--set", NOW, "decay", "--prune", "--yes", "--threshold", "1.0"]);
     assert!(pruned["pruned"].as_array().is_some_and(|p| !p.is_empty()), "{pruned}");
     let left = m.json(&["recall", "pruned", "--include-tombstones"]);
     assert!(!left.to_string().contains(ADDRESS), "a pruned short message keeps no text: {left}");

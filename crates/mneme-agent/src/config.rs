@@ -37,8 +37,15 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
 ];
 
 /// The other `MNEME_*` variables mneme reads (paths and keys, not configuration keys).
-pub const OTHER_ENV: &[&str] =
-    &["MNEME_HOME", "MNEME_CONFIG", "MNEME_API_KEY", "MNEME_ENCRYPTION_KEY", "MNEME_ENCRYPTION_KEY_FILE", "MNEME_WORKSPACE"];
+pub const OTHER_ENV: &[&str] = &[
+    "MNEME_HOME",
+    "MNEME_CONFIG",
+    "MNEME_API_KEY",
+    "MNEME_ENCRYPTION_KEY",
+    "MNEME_ENCRYPTION_KEY_FILE",
+    "MNEME_WORKSPACE",
+    "MNEME_MODEL_CACHE",
+];
 
 /// The `MNEME_*` variables in `env` that mneme does not read: most likely typos, which
 /// would otherwise be ignored without a word. `MNEME_TEST*` (the test suites') are left out.

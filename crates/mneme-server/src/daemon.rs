@@ -192,7 +192,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         "http",
         Protocol::Http1,
         http_listener,
-        crate::http::router(app.clone()),
+        crate::mcp::router_with_mcp(app.clone()),
         gate.clone(),
         rx.clone(),
     ));

@@ -1,6 +1,6 @@
 //! mneme-server: the daemon behind `mneme serve`, and only the daemon's own parts: the
 //! transports (gRPC `mneme.v1` with health and reflection; HTTP/JSON `/v1`,
-//! `/openapi.json`, `/metrics`), authentication and rate limits, metrics, the OpenAPI
+//! `/openapi.json`, `/metrics`; MCP at `/mcp` and over stdio), authentication and rate limits, metrics, the OpenAPI
 //! document, and the daemon's lifecycle (start, timers, ordered shutdown). The engines it
 //! drives (hooks, consolidation, scheduler, file index) live in `mneme-agent`; every
 //! operation goes through `mneme_service::Ops`.
@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod error;
 mod grpc;
 mod http;
+pub mod mcp;
 mod metrics;
 pub mod op;
 pub mod openapi;

@@ -53,6 +53,17 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Serve mneme's memory to an agent host over MCP on stdin/stdout (Claude Code, Claude
+    /// Desktop, Cursor, Codex). Forwards to the running daemon when there is one (one
+    /// writer); otherwise runs the engine in this process for the session's length.
+    #[command(
+        after_help = "Examples:\n  claude mcp add mneme -- mneme mcp\n  mneme mcp --local   # never forward to a daemon\n  npx @modelcontextprotocol/inspector --cli mneme mcp --method tools/list"
+    )]
+    Mcp {
+        /// Run the engine in this process even when a daemon is running.
+        #[arg(long)]
+        local: bool,
+    },
     /// Send a memory hook event (JSON on stdin) to the daemon, or handle it here if none runs.
     #[command(
         after_help = "Examples:\n  echo '{\"event\":{\"content\":\"I moved to Berlin\",\"from\":\"dana\"},\"ctx\":{\"sessionId\":\"s1\"}}' | mneme hook message_received\n  echo '{\"ctx\":{\"sessionId\":\"s1\",\"userId\":\"dana\"}}' | mneme hook session_start --context-only"

@@ -124,6 +124,57 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
     result
 }
 
+/// `mneme mcp`: MCP over stdin/stdout. Beside a running daemon the tool calls go to its
+/// HTTP API (with `MNEME_API_KEY`); otherwise this process runs the engine (on loopback
+/// port 0, announced in `daemon.json` so other commands use it meanwhile) and the calls
+/// go to its router in process. Logs go to stderr: stdout is the protocol's.
+pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
+    use mneme_server::mcp::{Door, MnemeMcp, RemoteBackend};
+    init_logging(ctx)?;
+    mneme_agent::init_tls();
+    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.is_empty());
+    // Asked before the runtime exists: the daemon client blocks on its own.
+    let running = if local { None } else { running_daemon(&ctx.data_dir) };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = rt.block_on(async {
+        if let Some(d) = running {
+            tracing::info!(pid = d.pid, http = %d.http_addr, "MCP over stdio, forwarding to the running daemon");
+            let workspace = mneme_workspace::config::resolve_dir(
+                None,
+                std::env::var_os("MNEME_WORKSPACE").as_deref(),
+                &ctx.config.workspace,
+                &ctx.data_dir,
+            );
+            let remote = RemoteBackend { base: format!("http://{}", d.http_addr), key, client: reqwest::Client::new() };
+            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote), Some(workspace))).await.map_err(|e| anyhow!(e));
+        }
+        std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
+        let mut config = ctx.config.clone();
+        config.server.grpc_addr = "127.0.0.1:0".parse().expect("a literal address");
+        config.server.http_addr = "127.0.0.1:0".parse().expect("a literal address");
+        let options = DaemonOptions {
+            config,
+            store: ctx.store_options(true),
+            daemon_file: (!local).then(|| ctx.data_dir.join(DAEMON_FILE)),
+            clock: Arc::new(SystemClock),
+            env: std::env::vars().collect(),
+        };
+        let daemon = mneme_server::start(options).await.map_err(|e| anyhow::Error::new(crate::commands::ServeError(e)))?;
+        let app = daemon.app().clone();
+        let authorization = key.and_then(|k| axum_header(&format!("Bearer {k}")));
+        let door = Door::Router { router: mneme_server::mcp::api_router(app.clone()), authorization };
+        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door, Some(app.workspace.dir.clone()))).await;
+        daemon.stop().await;
+        served.map_err(|e| anyhow!(e))
+    });
+    rt.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+fn axum_header(value: &str) -> Option<mneme_server::mcp::HeaderValue> {
+    mneme_server::mcp::HeaderValue::from_str(value).ok()
+}
+
 pub fn status(ctx: &Invocation) -> Result<()> {
     let Some(d) = running_daemon(&ctx.data_dir) else {
         if ctx.json {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::Mneme;
 
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -20,16 +20,16 @@ fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>
     }
 }
 
-fn daemon_file(m: &Mneme) -> Option<Value> {
+pub(crate) fn daemon_file(m: &Mneme) -> Option<Value> {
     serde_json::from_str(&std::fs::read_to_string(m.dir.path().join("daemon.json")).ok()?).ok()
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     mneme_server::init_tls();
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
-fn post(addr: &str, path: &str, body: Value) -> (u16, Value) {
+pub(crate) fn post(addr: &str, path: &str, body: Value) -> (u16, Value) {
     rt().block_on(async {
         let r = reqwest::Client::new().post(format!("http://{addr}{path}")).json(&body).send().await.expect("request");
         let status = r.status().as_u16();
@@ -37,7 +37,7 @@ fn post(addr: &str, path: &str, body: Value) -> (u16, Value) {
     })
 }
 
-fn healthy(addr: &str) -> Option<Value> {
+pub(crate) fn healthy(addr: &str) -> Option<Value> {
     rt().block_on(async {
         let r = reqwest::Client::builder()
             .timeout(Duration::from_secs(1))
@@ -91,7 +91,7 @@ impl std::ops::DerefMut for Guard {
 }
 
 /// Stops whatever `mneme up` started in this data directory when the test ends.
-struct Down<'a>(&'a Mneme);
+pub(crate) struct Down<'a>(pub(crate) &'a Mneme);
 
 impl Drop for Down<'_> {
     fn drop(&mut self) {

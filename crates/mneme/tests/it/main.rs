@@ -9,6 +9,7 @@ mod daemon;
 mod durability;
 mod flows;
 mod forget;
+mod mcp;
 mod tidy;
 mod workspace;
 

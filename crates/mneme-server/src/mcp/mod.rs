@@ -1,0 +1,314 @@
+//! MCP (Model Context Protocol): mneme's memory as tools, resources and prompts for any
+//! agent host (Claude Code, Claude Desktop, Cursor, Codex), over stdio (`mneme mcp`) and
+//! Streamable HTTP (the daemon's `/mcp`). Built on `rmcp`, the official Rust SDK.
+//!
+//! A thin adapter like the gRPC and HTTP front ends: every tool call becomes requests to
+//! the HTTP API ([`tools::call`]) through a [`Backend`]. On the daemon, that is its own
+//! router in process, with the MCP request's `Authorization` header, so keys, principals,
+//! sensitivity ceilings, scopes, limits and error messages are the HTTP API's exactly.
+
+pub mod backend;
+pub mod tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
+    PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+pub use axum::http::HeaderValue;
+pub use backend::{Backend, RemoteBackend, RouterBackend};
+
+use crate::app::App;
+
+/// Where the tool calls of one MCP server go.
+#[derive(Debug, Clone)]
+pub enum Door {
+    /// The daemon's HTTP router in process; `authorization` is used when the MCP request
+    /// carries none (stdio: the key from `MNEME_API_KEY`, if any).
+    Router { router: Router, authorization: Option<HeaderValue> },
+    /// A running daemon over loopback HTTP.
+    Remote(RemoteBackend),
+}
+
+/// The MCP server: tools over a [`Door`], the workspace's memory files as resources.
+#[derive(Debug, Clone)]
+pub struct MnemeMcp {
+    door: Door,
+    /// The workspace whose Markdown files are resources (owner only).
+    workspace: Option<PathBuf>,
+}
+
+const INSTRUCTIONS: &str = "mneme is this agent's long-term memory. At the start of a conversation call \
+session_context (with the user's id when you know it). Before answering questions about the user, their \
+preferences, people, projects or past conversations, call recall. When the user tells you something worth \
+keeping, call remember (events, in full) or remember_fact (subject/predicate/object). When something you \
+remember turns out wrong, call correct with a rationale: history keeps the old value. Use forget only when \
+someone asks for their data to be erased.";
+
+impl MnemeMcp {
+    pub fn new(door: Door, workspace: Option<PathBuf>) -> Self {
+        MnemeMcp { door, workspace }
+    }
+
+    /// The backend for one request: over HTTP, the request's own `Authorization` header.
+    fn backend(&self, context: &RequestContext<RoleServer>) -> Box<dyn Backend> {
+        match &self.door {
+            Door::Router { router, authorization } => {
+                let from_request =
+                    context.extensions.get::<http::request::Parts>().and_then(|p| p.headers.get(http::header::AUTHORIZATION).cloned());
+                Box::new(RouterBackend { router: router.clone(), authorization: from_request.or_else(|| authorization.clone()) })
+            }
+            Door::Remote(remote) => Box::new(remote.clone()),
+        }
+    }
+
+    /// The workspace's Markdown files (relative paths), for an owner; the owner check is
+    /// the conversation log's (an owner-only route), so the policy stays in one place.
+    async fn workspace_files(&self, backend: &dyn Backend) -> Result<Vec<String>, McpError> {
+        let Some(dir) = &self.workspace else { return Ok(Vec::new()) };
+        backend.send("GET", "/v1/sync/status".into(), None).await.map_err(|e| McpError::invalid_request(e.0, None))?;
+        let mut out = Vec::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') {
+                    continue;
+                }
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.ends_with(".md")
+                    && let Ok(rel) = path.strip_prefix(dir)
+                {
+                    out.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// Wraps the API's JSON answer as a tool result: the JSON as text, and as structured
+/// content when it is an object.
+fn tool_result(result: Result<Value, tools::ToolError>) -> CallToolResult {
+    match result {
+        Ok(value) if value.is_object() => CallToolResult::structured(value),
+        Ok(value) => CallToolResult::success(vec![ContentBlock::text(value.to_string())]),
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(e.0)]),
+    }
+}
+
+fn as_tool(spec: &tools::ToolSpec) -> Tool {
+    let schema = spec.schema.as_object().cloned().unwrap_or_default();
+    Tool::new(spec.name, spec.description, Arc::new(schema)).with_title(spec.title).with_annotations(
+        ToolAnnotations::with_title(spec.title)
+            .read_only(spec.read_only)
+            .destructive(spec.destructive)
+            .idempotent(spec.idempotent)
+            .open_world(false),
+    )
+}
+
+const RECORD_PREFIX: &str = "mneme://records/";
+const FILE_PREFIX: &str = "mneme://workspace/";
+
+fn prompts() -> Vec<Prompt> {
+    vec![
+        Prompt::new(
+            "memory-sync",
+            Some("Summarize the conversations not yet in the memory files, then checkpoint"),
+            Some(vec![PromptArgument::new("max_conversations").with_description("At most this many at once (default 50)")]),
+        ),
+        Prompt::new(
+            "reflect-on-session",
+            Some("Review this session: what to remember, what to correct, what helped"),
+            Some(vec![PromptArgument::new("user_id").with_description("The user the session served")]),
+        ),
+    ]
+}
+
+fn prompt_text(name: &str, args: &serde_json::Map<String, Value>) -> Option<String> {
+    let arg = |n: &str| args.get(n).and_then(Value::as_str).map(str::to_string);
+    match name {
+        "memory-sync" => {
+            let max = arg("max_conversations").unwrap_or_else(|| "50".into());
+            Some(format!(
+                "Bring the memory files up to date with the conversation log.\n\
+                 1. Call memory_sync with op=status. If nothing is unsummarized, stop.\n\
+                 2. Call memory_sync with op=fetch for at most {max} conversations from the first unsummarized id.\n\
+                 3. Update the workspace's memory files (profile, people, projects, decisions) with what matters; \
+                    search_files finds where things are. Record new facts with remember_fact and changed ones with correct.\n\
+                 4. Call memory_sync with op=checkpoint, end_id = the last id you covered, and a one-line summary.\n\
+                 Never copy secrets or `<private>` content into the files."
+            ))
+        }
+        "reflect-on-session" => {
+            let user = arg("user_id").map(|u| format!(" (user {u})")).unwrap_or_default();
+            Some(format!(
+                "Reflect on this session{user} before it ends.\n\
+                 - New lasting facts about the user or their work: remember_fact (scope user:<id> when they are about one user).\n\
+                 - Memories that proved wrong: correct them with a rationale, or contest them when unsure.\n\
+                 - Memories that helped: feedback op=reinforce; ones that misled: op=penalize.\n\
+                 - One remember call with what was decided and what is still open.\n\
+                 Keep it short; do not store what is already remembered."
+            ))
+        }
+        _ => None,
+    }
+}
+
+impl ServerHandler for MnemeMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().enable_prompts().build())
+            .with_server_info(Implementation::new("mneme", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::tools().iter().map(as_tool).collect()))
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+        if !tools::tools().iter().any(|t| t.name == request.name) {
+            let names: Vec<&str> = tools::tools().iter().map(|t| t.name).collect();
+            return Err(McpError::invalid_params(format!("no tool named {:?}; the tools are {}", request.name, names.join(", ")), None));
+        }
+        let backend = self.backend(&context);
+        let result = tools::call(backend.as_ref(), &request.name, request.arguments.unwrap_or_default()).await;
+        Ok(tool_result(result).into())
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let backend = self.backend(&context);
+        // Not an owner: no files to list (records are reached through the template).
+        let files = self.workspace_files(backend.as_ref()).await.unwrap_or_default();
+        let resources = files
+            .into_iter()
+            .map(|f| {
+                Resource::new(format!("{FILE_PREFIX}{f}"), f.clone())
+                    .with_mime_type("text/markdown")
+                    .with_description("A workspace memory file")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(format!("{RECORD_PREFIX}{{id}}"), "memory record")
+                .with_mime_type("application/json")
+                .with_description("One memory record by id, as JSON (tombstones included)"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let backend = self.backend(&context);
+        let uri = request.uri.clone();
+        if let Some(id) = uri.strip_prefix(RECORD_PREFIX) {
+            let result = tools::call(backend.as_ref(), "show", serde_json::Map::from_iter([("id".to_string(), json!(id))])).await;
+            return match result {
+                Ok(record) => {
+                    Ok(ReadResourceResult::new(vec![ResourceContents::text(record.to_string(), uri).with_mime_type("application/json")])
+                        .into())
+                }
+                Err(e) => Err(McpError::resource_not_found(e.0, Some(json!({ "uri": request.uri })))),
+            };
+        }
+        if let Some(rel) = uri.strip_prefix(FILE_PREFIX) {
+            let files = self.workspace_files(backend.as_ref()).await?;
+            // Only a file the listing offers: never a path the client made up (`../`).
+            if let (Some(dir), true) = (&self.workspace, files.iter().any(|f| f == rel)) {
+                let text = std::fs::read_to_string(dir.join(rel)).map_err(|e| McpError::internal_error(format!("{rel}: {e}"), None))?;
+                return Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type("text/markdown")]).into());
+            }
+        }
+        Err(McpError::resource_not_found(format!("no resource {uri}"), Some(json!({ "uri": request.uri }))))
+    }
+
+    async fn list_prompts(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts()))
+    }
+
+    async fn get_prompt(&self, request: GetPromptRequestParams, _: RequestContext<RoleServer>) -> Result<GetPromptResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        let text = prompt_text(&request.name, &args).ok_or_else(|| {
+            McpError::invalid_params(format!("no prompt named {:?}; the prompts are memory-sync, reflect-on-session", request.name), None)
+        })?;
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+}
+
+/// The daemon's `/mcp` endpoint (Streamable HTTP) over its HTTP `api` router. Requests
+/// without valid credentials (when keys are required) are refused with 401 before MCP
+/// sees them; each tool call is then checked again by the API route it uses.
+pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let workspace = Some(app.workspace.dir.clone());
+    let door = Door::Router { router: api, authorization: None };
+    let mut config = StreamableHttpServerConfig::default();
+    if !app.http_addr.ip().is_loopback() {
+        // Reached by a non-loopback name; keys are required there (Auth refuses to start
+        // without them), so the DNS-rebinding Host check is not the guard.
+        config = config.disable_allowed_hosts();
+    }
+    let server = MnemeMcp::new(door, workspace);
+    let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config);
+    let auth_app = app.clone();
+    Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let app = auth_app.clone();
+            async move {
+                let header = request.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+                match app.auth.authenticate(header.as_deref()) {
+                    Ok(_) => next.run(request).await,
+                    Err(e) => axum::response::IntoResponse::into_response(crate::http::HttpError(e)),
+                }
+            }
+        },
+    ))
+}
+
+/// The daemon's HTTP router: the `/v1` API and the MCP endpoint over it.
+pub fn router_with_mcp(app: Arc<App>) -> Router {
+    let api = crate::http::router(app.clone());
+    http_endpoint(&app, api.clone()).merge(api)
+}
+
+/// The HTTP API router of a running daemon, for an in-process [`Door::Router`].
+pub fn api_router(app: Arc<App>) -> Router {
+    crate::http::router(app)
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin.
+pub async fn serve_stdio(server: MnemeMcp) -> Result<(), String> {
+    use rmcp::ServiceExt as _;
+    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP over stdio: {e}"))?;
+    running.waiting().await.map_err(|e| format!("MCP over stdio: {e}"))?;
+    Ok(())
+}

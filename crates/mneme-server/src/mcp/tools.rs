@@ -1,0 +1,462 @@
+//! The MCP tools: what a model sees (names, descriptions, JSON schemas, annotations) and
+//! how each call becomes requests to the HTTP API through a [`Backend`]. Every call goes
+//! through the HTTP routes, so policy, validation, `<private>` stripping and error
+//! messages are exactly those of the HTTP API: MCP is a third front end over the one
+//! policy-checked door, never a side entrance.
+
+use serde_json::{Map, Value, json};
+
+use super::Backend;
+
+/// One tool as listed to the model.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the arguments (an object schema).
+    pub schema: Value,
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+}
+
+/// A failed tool call: an MCP tool error (`isError: true`) with this text, the same
+/// message the HTTP API gives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError(pub String);
+
+type ToolResult = Result<Value, ToolError>;
+
+const TYPES: [&str; 5] = ["episodic", "semantic", "competence", "working", "plan_graph"];
+const SENSITIVITIES: [&str; 5] = ["public", "low", "medium", "high", "critical"];
+
+fn string(description: &str) -> Value {
+    json!({ "type": "string", "description": description })
+}
+
+fn strings(description: &str) -> Value {
+    json!({ "type": "array", "items": { "type": "string" }, "description": description })
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": false })
+}
+
+fn options_properties() -> Map<String, Value> {
+    let mut p = Map::new();
+    p.insert("scope".into(), string("Whose memory this is: `user:<id>` for one end user, `agent:<name>`, or omit for global."));
+    p.insert(
+        "sensitivity".into(),
+        json!({ "type": "string", "enum": SENSITIVITIES, "description": "How private it is (default low). Secrets and health data: high or critical." }),
+    );
+    p.insert("tags".into(), strings("Labels to filter by later, e.g. `project:atlas`."));
+    p
+}
+
+fn with_options(mut properties: Map<String, Value>) -> Value {
+    properties.extend(options_properties());
+    Value::Object(properties)
+}
+
+/// The tools, in the order they are listed.
+pub fn tools() -> Vec<ToolSpec> {
+    let mut remember = Map::new();
+    remember.insert("text".into(), string("What happened or was said, in full. `<private>…</private>` spans are never stored."));
+    remember.insert("sender".into(), string("Who said or did it (a user id or name)."));
+    remember.insert("kind".into(), string("What kind of event: message (default), note, decision, ..."));
+    remember.insert("event_time".into(), string("When it happened (RFC 3339); default now."));
+    let mut fact = Map::new();
+    fact.insert("subject".into(), string("Who or what the fact is about, e.g. `dana`."));
+    fact.insert("predicate".into(), string("The relation, e.g. `lives in`, `prefers`, `works at`."));
+    fact.insert("object".into(), string("The value, e.g. `Hamburg`."));
+    fact.insert("valid_from".into(), string("Since when it holds (RFC 3339); default now."));
+    vec![
+        ToolSpec {
+            name: "remember",
+            title: "Remember an event",
+            description: "Store something that happened or was said (a message, a decision, a note) as an episodic memory. \
+                          Facts stated in it are extracted by the daemon's consolidation. Use remember_fact for a fact you \
+                          already know in subject/predicate/object form. Returns the new record.",
+            schema: object(with_options(remember), &["text"]),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "remember_fact",
+            title: "Remember a fact",
+            description: "Store a fact as subject / predicate / object (`dana` / `lives in` / `Hamburg`). To change a fact \
+                          that is already stored, use correct on its id instead, so the history keeps the old value.",
+            schema: object(with_options(fact), &["subject", "predicate", "object"]),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "recall",
+            title: "Recall memories",
+            description: "Search memory by meaning and words, ranked by relevance, salience and recency. Returns records \
+                          with ids, scores and why they matched. Ask in plain words (`where does dana live`); an empty \
+                          query lists the most salient recent memories. Filter by type (semantic = facts, episodic = \
+                          events), scope (`user:<id>`), tags and time.",
+            schema: object(
+                json!({
+                    "query": string("What to look for, in plain words. Any text is safe."),
+                    "types": { "type": "array", "items": { "type": "string", "enum": TYPES }, "description": "Memory types to search (default all)." },
+                    "scopes": strings("Scopes to search, e.g. [`user:dana`]; global memories are always included."),
+                    "tags": strings("Only memories with all of these tags."),
+                    "since": string("Only memories from this time on (RFC 3339)."),
+                    "until": string("Only memories up to this time (RFC 3339)."),
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 10)." },
+                    "include_tombstones": { "type": "boolean", "description": "Also superseded, retracted and pruned memories (default false)." }
+                }),
+                &[],
+            ),
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+        },
+        ToolSpec {
+            name: "show",
+            title: "Show a memory and its history",
+            description: "One memory by id, superseded or retracted ones included; with history=true also its lineage \
+                          (what it replaced, what replaced it), links and audit log.",
+            schema: object(
+                json!({
+                    "id": string("The record id (from recall)."),
+                    "history": { "type": "boolean", "description": "Also return lineage, links and the audit log (default false)." }
+                }),
+                &["id"],
+            ),
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+        },
+        ToolSpec {
+            name: "correct",
+            title: "Correct a memory",
+            description: "Replace a memory with a corrected version. The old one stays in the history as superseded, \
+                          linked to the new one, with your rationale. For a fact give the changed subject, predicate or \
+                          object; for an event the corrected text.",
+            schema: object(
+                json!({
+                    "id": string("The record to correct."),
+                    "rationale": string("Why it is corrected (kept in the history), e.g. `dana said she moved`."),
+                    "object": string("Facts: the new value."),
+                    "subject": string("Facts: the new subject."),
+                    "predicate": string("Facts: the new relation."),
+                    "text": string("Events: the corrected text."),
+                    "summary": string("A new one-line summary.")
+                }),
+                &["id", "rationale"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "retract",
+            title: "Retract a memory",
+            description: "Withdraw a memory that was wrong. It is kept as a tombstone with your rationale and no longer \
+                          recalled. To erase personal data for good, the owner uses forget.",
+            schema: object(json!({ "id": string("The record to retract."), "rationale": string("Why.") }), &["id", "rationale"]),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "contest",
+            title: "Contest a memory",
+            description: "Mark a memory as disputed when you have conflicting information but do not know which is \
+                          right. It stays recallable, flagged as contested.",
+            schema: object(
+                json!({
+                    "id": string("The disputed record."),
+                    "claim": string("The conflicting claim, in words."),
+                    "by": string("The id of a record that contradicts it, if there is one."),
+                    "rationale": string("Why.")
+                }),
+                &["id", "rationale"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "feedback",
+            title: "Reinforce or penalize a memory",
+            description: "Tell memory whether a recalled memory helped: reinforce raises its salience and restarts its \
+                          fading; penalize lowers it.",
+            schema: object(
+                json!({
+                    "id": string("The record."),
+                    "op": { "type": "string", "enum": ["reinforce", "penalize"], "description": "reinforce when it helped, penalize when it misled." },
+                    "amount": { "type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "How much (default 0.1)." },
+                    "rationale": string("Why (optional).")
+                }),
+                &["id", "op"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "session_context",
+            title: "Memory context for a session",
+            description: "The block mneme injects at the start of a session: what is true now about the user, then \
+                          recent and salient memories. Call it at the start of a conversation.",
+            schema: object(
+                json!({
+                    "session_id": string("The session's id (default `mcp`)."),
+                    "user_id": string("The end user the session serves; their memories are included with the global ones.")
+                }),
+                &[],
+            ),
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+        },
+        ToolSpec {
+            name: "search_files",
+            title: "Search the workspace's memory files",
+            description: "Search the agent's Markdown memory files (profile, people, projects, session logs): file, line \
+                          range, heading and snippet per hit. Owner only.",
+            schema: object(
+                json!({
+                    "query": string("What to look for."),
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 10)." }
+                }),
+                &["query"],
+            ),
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+        },
+        ToolSpec {
+            name: "memory_sync",
+            title: "Conversation log and memory sync",
+            description: "The conversation log flow (owner only). op=log appends a message; op=status says how many \
+                          conversations are not yet summarized into the memory files; op=fetch returns them (begin..=end); \
+                          after updating the memory files, op=checkpoint marks them summarized up to end_id.",
+            schema: object(
+                json!({
+                    "op": { "type": "string", "enum": ["status", "fetch", "checkpoint", "log"] },
+                    "begin": { "type": "integer", "description": "fetch: first conversation id." },
+                    "end": { "type": "integer", "description": "fetch: last conversation id (inclusive)." },
+                    "end_id": { "type": "integer", "description": "checkpoint: the last conversation id summarized." },
+                    "summary": string("checkpoint: what was summarized."),
+                    "channel": string("log: where the message came from (telegram, web, ...)."),
+                    "content": string("log: the message."),
+                    "user_id": string("log: who said it."),
+                    "direction": { "type": "string", "enum": ["in", "out"], "description": "log: in (to the agent, default) or out." }
+                }),
+                &["op"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
+            name: "forget",
+            title: "Forget for good",
+            description: "Erase memories everywhere they are stored (text, indexes, vectors, conversation log), leaving \
+                          only a tombstone. For requests like `forget my address`. Owner only. Run with dry_run=true \
+                          first to see what matches; it cannot be undone.",
+            schema: object(
+                json!({
+                    "ids": strings("Record ids to erase."),
+                    "query": string("Erase the memories whose text matches these words."),
+                    "subject": string("Erase a person: facts about them and the messages they sent."),
+                    "user": string("Erase an end user: everything in their `user:<id>` scope."),
+                    "dry_run": { "type": "boolean", "description": "Only show what would be erased (default false)." },
+                    "reason": string("Why (kept in the audit log; do not repeat what is forgotten).")
+                }),
+                &[],
+            ),
+            read_only: false,
+            destructive: true,
+            idempotent: true,
+        },
+    ]
+}
+
+/// The string argument `name`, if given.
+fn text<'a>(args: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, ToolError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ToolError(format!("{name}: expected a string, got {other}"))),
+    }
+}
+
+fn required<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, ToolError> {
+    text(args, name)?.ok_or_else(|| ToolError(format!("{name} is required")))
+}
+
+/// The arguments `names`, copied as given (absent ones left out).
+fn pick(args: &Map<String, Value>, names: &[&str]) -> Map<String, Value> {
+    names.iter().filter_map(|n| args.get(*n).filter(|v| !v.is_null()).map(|v| ((*n).to_string(), v.clone()))).collect()
+}
+
+/// Refuses arguments the tool does not know (a model's typo should not pass silently).
+fn check_known(spec: &ToolSpec, args: &Map<String, Value>) -> Result<(), ToolError> {
+    let known = spec.schema["properties"].as_object();
+    for name in args.keys() {
+        if !known.is_some_and(|k| k.contains_key(name)) {
+            let list: Vec<&String> = known.map(|k| k.keys().collect()).unwrap_or_default();
+            return Err(ToolError(format!(
+                "unknown argument {name:?} for {}; it takes {}",
+                spec.name,
+                list.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs tool `name` with `args` through `backend`; the answer is the HTTP API's JSON.
+pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -> ToolResult {
+    let Some(spec) = tools().into_iter().find(|t| t.name == name) else {
+        let names: Vec<&str> = tools().iter().map(|t| t.name).collect();
+        return Err(ToolError(format!("no tool named {name:?}; the tools are {}", names.join(", "))));
+    };
+    check_known(&spec, &args)?;
+    let send = |method: &'static str, path: String, body: Option<Value>| backend.send(method, path, body);
+    let id_path = |suffix: &str| -> Result<String, ToolError> {
+        let id = required(&args, "id")?;
+        Ok(format!("/v1/records/{}{suffix}", urlencode(id)))
+    };
+    let who = |args: &Map<String, Value>| -> Result<Value, ToolError> {
+        Ok(json!({ "actor": "mcp", "rationale": text(args, "rationale")?.unwrap_or_default() }))
+    };
+    match name {
+        "remember" => {
+            let mut event = Map::new();
+            event.insert("event_kind".into(), json!(text(&args, "kind")?.unwrap_or("message")));
+            event.insert("text".into(), json!(required(&args, "text")?));
+            event.extend(pick(&args, &["sender", "event_time"]));
+            let mut options = pick(&args, &["scope", "sensitivity", "tags"]);
+            options.insert("actor".into(), json!("mcp"));
+            send("POST", "/v1/ingest/event".into(), Some(json!({ "event": event, "options": options }))).await
+        }
+        "remember_fact" => {
+            let mut fact = pick(&args, &["subject", "predicate", "object", "valid_from"]);
+            for n in ["subject", "predicate", "object"] {
+                required(&args, n)?;
+            }
+            fact.entry("evidence").or_insert(json!([]));
+            let mut options = pick(&args, &["scope", "sensitivity", "tags"]);
+            options.insert("actor".into(), json!("mcp"));
+            send("POST", "/v1/ingest/observation".into(), Some(json!({ "fact": fact, "options": options }))).await
+        }
+        "recall" => {
+            let mut request = pick(&args, &["query", "types", "scopes", "tags", "since", "until", "include_tombstones"]);
+            request.insert("limit".into(), args.get("limit").cloned().unwrap_or(json!(10)));
+            send("POST", "/v1/retrieve".into(), Some(Value::Object(request))).await
+        }
+        "show" => {
+            let record = send("GET", id_path("")?, None).await?;
+            if args.get("history").and_then(Value::as_bool).unwrap_or(false) {
+                let history = send("GET", id_path("/history")?, None).await?;
+                return Ok(json!({ "record": record, "history": history }));
+            }
+            Ok(record)
+        }
+        "correct" => {
+            let current = send("GET", id_path("")?, None).await?;
+            let record = current.get("record").unwrap_or(&current);
+            let mut payload = record.get("payload").cloned().filter(|p| p.is_object()).ok_or_else(|| {
+                ToolError("this record's payload was pruned; supersede it over the HTTP API with a whole new payload".into())
+            })?;
+            let mut changed = false;
+            let kind = payload["kind"].as_str().unwrap_or_default().to_string();
+            for (arg, field, kinds) in [
+                ("object", "object", "semantic"),
+                ("subject", "subject", "semantic"),
+                ("predicate", "predicate", "semantic"),
+                ("text", "text", "event"),
+            ] {
+                if let Some(v) = text(&args, arg)? {
+                    if kind != kinds {
+                        return Err(ToolError(format!("{arg} applies to {kinds} records; this one is a {kind} record")));
+                    }
+                    payload[field] = json!(v);
+                    changed = true;
+                }
+            }
+            let mut change = Map::new();
+            if changed {
+                change.insert("payload".into(), payload);
+            }
+            change.extend(pick(&args, &["summary"]));
+            if change.is_empty() {
+                return Err(ToolError("nothing to correct: give object, subject, predicate, text or summary".into()));
+            }
+            let mut body = who(&args)?;
+            body["change"] = Value::Object(change);
+            send("POST", id_path("/supersede")?, Some(body)).await
+        }
+        "retract" => send("POST", id_path("/retract")?, Some(who(&args)?)).await,
+        "contest" => {
+            let mut body = who(&args)?;
+            if let Value::Object(b) = &mut body {
+                b.extend(pick(&args, &["claim", "by"]));
+            }
+            send("POST", id_path("/contest")?, Some(body)).await
+        }
+        "feedback" => {
+            let op = required(&args, "op")?;
+            if op != "reinforce" && op != "penalize" {
+                return Err(ToolError(format!("op {op:?}: reinforce or penalize")));
+            }
+            let mut body = who(&args)?;
+            if let Some(a) = args.get("amount") {
+                body["amount"] = a.clone();
+            }
+            send("POST", id_path(&format!("/{op}"))?, Some(body)).await
+        }
+        "session_context" => {
+            let mut ctx = Map::new();
+            ctx.insert("sessionId".into(), json!(text(&args, "session_id")?.unwrap_or("mcp")));
+            if let Some(user) = text(&args, "user_id")? {
+                ctx.insert("userId".into(), json!(user));
+            }
+            let outcome = send("POST", "/v1/hooks/session_start".into(), Some(json!({ "event": {}, "ctx": ctx }))).await?;
+            // A hook answers 200 even when it failed; its `error` says so.
+            match outcome.get("error").and_then(Value::as_str) {
+                Some(problem) => Err(ToolError(problem.to_string())),
+                None => Ok(outcome),
+            }
+        }
+        "search_files" => {
+            let mut body = pick(&args, &["query", "limit"]);
+            body.entry("limit").or_insert(json!(10));
+            send("POST", "/v1/search/files".into(), Some(Value::Object(body))).await
+        }
+        "memory_sync" => match required(&args, "op")? {
+            "status" => send("GET", "/v1/sync/status".into(), None).await,
+            "fetch" => send("POST", "/v1/sync/fetch".into(), Some(Value::Object(pick(&args, &["begin", "end"])))).await,
+            "checkpoint" => send("POST", "/v1/sync/checkpoint".into(), Some(Value::Object(pick(&args, &["end_id", "summary"])))).await,
+            "log" => {
+                send("POST", "/v1/conversations".into(), Some(Value::Object(pick(&args, &["channel", "content", "user_id", "direction"]))))
+                    .await
+            }
+            other => Err(ToolError(format!("op {other:?}: status, fetch, checkpoint or log"))),
+        },
+        "forget" => {
+            let mut body = pick(&args, &["ids", "query", "subject", "user", "dry_run", "reason"]);
+            body.insert("actor".into(), json!("mcp"));
+            send("POST", "/v1/forget".into(), Some(Value::Object(body))).await
+        }
+        _ => Err(ToolError(format!("tool {name} is listed but not implemented"))),
+    }
+}
+
+/// Percent-encodes a path segment (record ids are UUIDs, but the model may send anything).
+fn urlencode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}

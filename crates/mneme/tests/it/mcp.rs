@@ -1,0 +1,188 @@
+//! MCP through the official Python SDK's client (PyPI `mcp`), over stdio (`mneme mcp`)
+//! and over the daemon's Streamable HTTP endpoint, with keys and a narrowed principal.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::Mneme;
+use crate::daemon::{Down, Guard, daemon_file, healthy, rt, wait_until};
+
+const OWNER_KEY: &str = "owner-key-for-mcp-tests-0123456789";
+const ALICE_KEY: &str = "alice-app-key-for-mcp-tests-987654";
+
+/// `tests/mcp_client.py` under the test tools' Python, with this test's model cache (so
+/// a `mneme mcp` it starts never looks at the machine's).
+fn python_client(m: &Mneme, args: &[&str]) -> Command {
+    let mut cmd = Command::new(mneme_testkit::python());
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py"))
+        .args(args)
+        .env("MNEME_MODEL_CACHE", m.dir.path().join("model-cache"));
+    cmd
+}
+
+/// Runs `tests/mcp_client.py`; returns its JSON.
+fn client(m: &Mneme, args: &[&str]) -> Value {
+    let out = python_client(m, args).output().expect("python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mcp_client.py {args:?} failed:\n{stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("mcp_client.py printed no JSON ({e}):\n{stderr}"))
+}
+
+/// A tool result's text.
+fn text(result: &Value) -> &str {
+    result["text"].as_str().unwrap_or_default()
+}
+
+/// What the scenario of `mcp_client.py` must have seen, whatever the transport.
+fn check_scenario(out: &Value) {
+    assert_eq!(out["server"], "mneme");
+    let tools = out["tools"].as_object().expect("tools");
+    for name in [
+        "remember",
+        "remember_fact",
+        "recall",
+        "show",
+        "correct",
+        "retract",
+        "contest",
+        "feedback",
+        "session_context",
+        "search_files",
+        "memory_sync",
+        "forget",
+    ] {
+        assert!(tools.contains_key(name), "tool {name} is listed: {tools:?}");
+    }
+    assert_eq!(tools["recall"]["read_only"], true);
+    assert_eq!(tools["forget"]["destructive"], true);
+    assert_eq!(tools["remember_fact"]["required"], json!(["subject", "predicate", "object"]));
+    assert_eq!(out["remember_fact"]["is_error"], false, "{}", out["remember_fact"]);
+    // `<private>` never reaches the store.
+    let stored = out["remember"]["structured"]["record"]["payload"]["text"].as_str().expect("text");
+    assert!(!stored.contains("4711") && stored.contains("hiking"), "{stored}");
+    assert_eq!(out["pin_search"]["structured"]["hits"], json!([]));
+    assert!(text(&out["recall"]).contains("Berlin"), "{}", out["recall"]);
+    assert_eq!(out["correct"]["structured"]["record"]["payload"]["object"], "Hamburg");
+    assert_eq!(out["show_old"]["structured"]["record"]["record"]["status"], "superseded", "{}", out["show_old"]);
+    assert!(text(&out["show_old"]).contains("dana moved"), "the rationale is in the history");
+    // Errors are tool errors with the HTTP API's messages.
+    assert_eq!(out["bad_limit"]["is_error"], true);
+    assert!(text(&out["bad_limit"]).contains("invalid limit: 5000 (must be within 1..=1000)"), "{}", out["bad_limit"]);
+    assert!(text(&out["unknown_arg"]).contains("unknown argument \"qeury\""), "{}", out["unknown_arg"]);
+    assert!(text(&out["missing_record"]).contains("not_found"), "{}", out["missing_record"]);
+    // What is true now, for dana's session: the corrected value.
+    let context = out["session_context"]["structured"]["context"].as_str().expect("context");
+    assert!(context.contains("dana lives in Hamburg") && !context.contains("Berlin"), "{context}");
+    assert_eq!(out["templates"], json!(["mneme://records/{id}"]));
+    assert!(out["resource"].as_str().is_some_and(|r| r.contains("Hamburg")), "{}", out["resource"]);
+    assert_eq!(out["prompts"], json!(["memory-sync", "reflect-on-session"]));
+    assert!(out["prompt_text"].as_str().is_some_and(|t| t.contains("at most 7 conversations")));
+    assert_eq!(out["forget_dry_run"]["structured"]["dry_run"], true, "{}", out["forget_dry_run"]);
+    assert!(text(&out["forget_dry_run"]).contains("hiking"));
+}
+
+#[test]
+fn the_python_sdk_uses_mneme_over_stdio_with_the_engine_in_process() {
+    let m = Mneme::new();
+    let data = m.dir.path().to_str().expect("utf-8").to_string();
+    let out = client(&m, &["stdio", env!("CARGO_BIN_EXE_mneme"), &data]);
+    check_scenario(&out);
+    // The engine stopped with the session: no daemon is left announced.
+    assert!(!m.dir.path().join("daemon.json").exists());
+    // What the session wrote is in the store.
+    let hits = m.json(&["recall", "dana", "--scope", "user:dana", "--local"]);
+    assert!(hits.to_string().contains("Hamburg"), "{hits}");
+}
+
+#[test]
+fn the_python_sdk_uses_the_daemons_mcp_endpoint_with_keys_and_a_narrowed_key_sees_what_http_shows_it() {
+    let m = Mneme::new();
+    std::fs::write(
+        m.dir.path().join("config.toml"),
+        r#"
+[[principals]]
+name = "owner"
+key_env = "MNEME_TEST_OWNER_KEY"
+read_max_sensitivity = "critical"
+write_max_sensitivity = "critical"
+
+[[principals]]
+name = "alice-app"
+key_env = "MNEME_TEST_ALICE_KEY"
+read_max_sensitivity = "low"
+read_scopes = ["user:alice"]
+write_max_sensitivity = "low"
+write_scopes = ["user:alice"]
+"#,
+    )
+    .expect("config");
+    let child = m
+        .command()
+        .env("MNEME_TEST_OWNER_KEY", OWNER_KEY)
+        .env("MNEME_TEST_ALICE_KEY", ALICE_KEY)
+        .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _child = Guard(child);
+    let _down = Down(&m);
+    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").to_string();
+    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    let url = format!("http://{addr}/mcp");
+
+    // No key: refused before MCP, as on every other route.
+    let status = rt().block_on(async {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+        reqwest::Client::new()
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+            .status()
+            .as_u16()
+    });
+    assert_eq!(status, 401);
+
+    check_scenario(&client(&m, &["http", &url, OWNER_KEY]));
+
+    let narrow = client(&m, &["narrow", &url, ALICE_KEY]);
+    assert_eq!(narrow["own"]["is_error"], false, "{}", narrow["own"]);
+    assert_eq!(narrow["other_scope"]["is_error"], true, "{}", narrow["other_scope"]);
+    assert_eq!(narrow["forget"]["is_error"], true, "{}", narrow["forget"]);
+    assert_eq!(narrow["search_files"]["is_error"], true, "{}", narrow["search_files"]);
+    assert_eq!(narrow["resources"], json!([]));
+    // Exactly what HTTP shows the same key: the same hits, no one else's memories.
+    let mcp_ids: Vec<String> = narrow["recall"]["structured"]["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| h["record"]["id"].as_str().expect("id").to_string())
+        .collect();
+    let http_ids: Vec<String> = rt().block_on(async {
+        let r: Value = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/retrieve"))
+            .bearer_auth(ALICE_KEY)
+            .json(&json!({ "query": "likes", "limit": 50 }))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        r["hits"].as_array().expect("hits").iter().map(|h| h["record"]["id"].as_str().expect("id").to_string()).collect()
+    });
+    assert_eq!(mcp_ids, http_ids);
+    assert!(!mcp_ids.is_empty());
+    assert!(!text(&narrow["recall"]).contains("dana") && !text(&narrow["recall"]).contains("coffee"), "{}", narrow["recall"]);
+    // The owner's stdio client beside the daemon forwards to it (one writer).
+    let data = m.dir.path().to_str().expect("utf-8").to_string();
+    let forwarded =
+        python_client(&m, &["stdio", env!("CARGO_BIN_EXE_mneme"), &data]).env("MNEME_API_KEY", OWNER_KEY).output().expect("python runs");
+    assert!(forwarded.status.success(), "{}", String::from_utf8_lossy(&forwarded.stderr));
+    check_scenario(&serde_json::from_slice(&forwarded.stdout).expect("json"));
+}

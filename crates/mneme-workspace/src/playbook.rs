@@ -280,3 +280,36 @@ pub fn parse_module_stack(text: &str) -> Vec<ModuleEntry> {
         })
         .collect()
 }
+
+/// Writes `new` to the playbook file atomically. When its body differs from that of
+/// `old` (the file's text as it was read; empty for a new file), `old` is first copied
+/// verbatim to `memory/playbook-archive/sinain-playbook-YYYY-MM-DD-HHMM.md` (the time in
+/// the workspace's zone; `-2`, `-3`, … when taken) so that no line curation drops is
+/// lost. Metadata-only changes (mining index, effectiveness) need no copy. Returns the
+/// archive's workspace-relative path when one was written.
+pub fn write_curated(
+    settings: &crate::WorkspaceSettings,
+    old: &str,
+    new: &Playbook,
+    now: jiff::Timestamp,
+) -> crate::WorkspaceResult<Option<std::path::PathBuf>> {
+    use crate::{atomic, paths};
+    atomic::ensure_dir(&settings.dir)?;
+    atomic::ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
+    let mut archived = None;
+    if !old.is_empty() && Playbook::parse(old).body != new.body {
+        atomic::ensure_dir(&paths::resolve(&settings.dir, paths::PLAYBOOK_ARCHIVE_DIR)?)?;
+        let stamp = now.to_zoned(settings.timezone.clone()).strftime("%Y-%m-%d-%H%M").to_string();
+        let dir = std::path::Path::new(paths::PLAYBOOK_ARCHIVE_DIR);
+        let mut relative = dir.join(format!("sinain-playbook-{stamp}.md"));
+        let mut n = 2;
+        while paths::resolve(&settings.dir, &relative)?.exists() {
+            relative = dir.join(format!("sinain-playbook-{stamp}-{n}.md"));
+            n += 1;
+        }
+        atomic::write_atomic(&paths::resolve(&settings.dir, &relative)?, old.as_bytes())?;
+        archived = Some(relative);
+    }
+    atomic::write_atomic(&paths::resolve(&settings.dir, paths::PLAYBOOK)?, new.render().as_bytes())?;
+    Ok(archived)
+}

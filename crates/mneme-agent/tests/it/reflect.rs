@@ -117,3 +117,155 @@ fn tips_count_as_outputs_when_asked() {
     assert_eq!((f.effectiveness.outputs, f.effectiveness.positive), (1, 1));
     assert_eq!(f.high[0].text, "run the tests first");
 }
+
+mod curator {
+    use std::collections::BTreeMap;
+
+    use jiff::civil::date;
+    use mneme_agent::reflect::curator::{CurateInput, curate_offline};
+    use mneme_agent::reflect::feedback::Directive;
+    use mneme_workspace::playbook::{BODY_LIMIT, Playbook, write_curated};
+    use proptest::prelude::*;
+
+    const BASE: &str = "<!-- mining-index: -->\n# Playbook\n\n## Error prevention\n- Never deploy on Fridays\n\n## Patterns\n\
+- Run the linter before committing\n- Prefer small PRs (score: 0.8)\n- Ask before refactoring\n\n\
+<!-- effectiveness: outputs=0,positive=0,negative=0,neutral=0,rate=0.00 -->\n";
+
+    fn input<'a>(
+        p: &'a Playbook,
+        directive: Directive,
+        new: &'a [String],
+        fixable: &'a [String],
+        actions: &'a BTreeMap<String, u32>,
+    ) -> CurateInput<'a> {
+        CurateInput { playbook: p, directive, new_patterns: new, fixable, stale_actions: actions, today: date(2026, 2, 20) }
+    }
+
+    #[test]
+    fn new_patterns_and_fixable_items_are_added_once_in_their_sections() {
+        let p = Playbook::parse(BASE);
+        let new = vec!["Summarise long threads first".to_string(), "run the LINTER before committing!".to_string()];
+        let fixable = vec!["TypeError on nullable user object".to_string()];
+        let none = BTreeMap::new();
+        let c = curate_offline(&input(&p, Directive::Normal, &new, &fixable, &none));
+        assert_eq!(c.changes.added, ["TypeError on nullable user object", "Summarise long threads first"], "the linter one is known");
+        let body = c.playbook.body.join("\n");
+        assert!(
+            body.contains("- Never deploy on Fridays\n- TypeError on nullable user object [since: 2026-02-20]\n\n## Patterns"),
+            "{body}"
+        );
+        assert!(body.contains("- Ask before refactoring\n- Summarise long threads first"), "{body}");
+        // Stability admits no unscored pattern; insufficient data prunes nothing.
+        let c = curate_offline(&input(&p, Directive::Stability, &new, &[], &none));
+        assert!(c.changes.added.is_empty());
+        assert!(curate_offline(&input(&p, Directive::InsufficientData, &[], &[], &none)).changes.pruned.is_empty());
+    }
+
+    #[test]
+    fn aggressive_pruning_spares_error_prevention_and_scored_patterns() {
+        let p = Playbook::parse(BASE);
+        let none = BTreeMap::new();
+        let c = curate_offline(&input(&p, Directive::AggressivePrune, &[], &[], &none));
+        assert_eq!(c.changes.pruned, ["Ask before refactoring", "Run the linter before committing"]);
+        let body = c.playbook.body.join("\n");
+        assert!(body.contains("Never deploy on Fridays") && body.contains("Prefer small PRs (score: 0.8)"), "{body}");
+    }
+
+    #[test]
+    fn stale_items_come_due_then_are_deferred_and_at_most_five_stay_deferred() {
+        let mut text = String::from(
+            "# Playbook\n## Error prevention\n- Flaky test in ci [since: 2026-02-18]\n- Fresh problem [since: 2026-02-19]\n- Worked on thrice [since: 2026-02-10]\n",
+        );
+        for day in 1..=5 {
+            text.push_str(&format!("- old deferred {day} [deferred: 2026-01-0{day}, reason: \"x\"]\n"));
+        }
+        let p = Playbook::parse(&text);
+        let actions = BTreeMap::from([("worked on thrice".to_string(), 3)]);
+        let c = curate_offline(&input(&p, Directive::Normal, &[], &[], &actions));
+        assert_eq!(c.stale_due, ["Flaky test in ci"], "two days old is due; one day is not");
+        assert!(
+            c.playbook.body.iter().any(|l| l == "- Worked on thrice [deferred: 2026-02-20, reason: \"3 actions without resolution\"]"),
+            "{:?}",
+            c.playbook.body
+        );
+        assert_eq!(c.stale_item_actions, ["deferred: Worked on thrice", "dropped deferred: old deferred 1"]);
+        assert_eq!(c.playbook.body.iter().filter(|l| l.contains("[deferred:")).count(), 5);
+    }
+
+    #[test]
+    fn an_overfull_body_loses_weak_patterns_first_and_error_prevention_last() {
+        let mut text = String::from("# Playbook\n## Error prevention\n- Never skip the migration check\n## Patterns\n");
+        for i in 0..60 {
+            text.push_str(&format!("- pattern {i}{}\n", if i % 2 == 0 { " (score: 0.9)" } else { "" }));
+        }
+        let p = Playbook::parse(&text);
+        let c = curate_offline(&input(&p, Directive::InsufficientData, &[], &[], &BTreeMap::new()));
+        assert_eq!(c.playbook.body.len(), BODY_LIMIT);
+        let body = c.playbook.body.join("\n");
+        assert!(body.contains("Never skip the migration check"), "law 1");
+        assert_eq!(c.playbook.body.iter().filter(|l| l.ends_with("(score: 0.9)")).count(), 30, "law 2: every high-scoring one stays");
+    }
+
+    fn arb_line() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z ]{1,20}".prop_map(|t| format!("- {t}")),
+            ("[a-z ]{1,20}", 0.0f64..1.0).prop_map(|(t, s)| format!("- {t} (score: {s:.2})")),
+            ("[a-z ]{1,20}", 1u8..28).prop_map(|(t, d)| format!("- {t} [since: 2026-02-{d:02}]")),
+            ("[a-z ]{1,20}", 1u8..28).prop_map(|(t, d)| format!("* avoid {t} [deferred: 2026-01-{d:02}, reason: \"r\"]")),
+            Just("## Error prevention".to_string()),
+            Just("## Patterns".to_string()),
+            Just(String::new()),
+        ]
+    }
+
+    fn arb_directive() -> impl Strategy<Value = Directive> {
+        prop_oneof![
+            Just(Directive::InsufficientData),
+            Just(Directive::AggressivePrune),
+            Just(Directive::Normal),
+            Just(Directive::Stability)
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        /// Whatever the playbook and the input: the body ends at most 50 lines long, and
+        /// every line curation dropped is in the archive copy written in the same call.
+        #[test]
+        fn curation_never_exceeds_fifty_lines_or_loses_a_line_without_an_archive_copy(
+            body in proptest::collection::vec(arb_line(), 0..80),
+            new in proptest::collection::vec("[a-z ]{1,15}", 0..6),
+            fixable in proptest::collection::vec("[a-z ]{1,15}", 0..3),
+            directive in arb_directive(),
+            acted in 0u32..5,
+        ) {
+            let (_dir, settings) = crate::reflect::workspace();
+            let old = format!("<!-- mining-index: -->\n{}\n", body.join("\n"));
+            let p = Playbook::parse(&old);
+            let actions: BTreeMap<String, u32> = p.patterns().iter().map(|(_, l)| (l.key(), acted)).collect();
+            let c = curate_offline(&input(&p, directive, &new, &fixable, &actions));
+            prop_assert!(c.playbook.body.len() <= BODY_LIMIT);
+            let now = jiff::Timestamp::from_second(1_800_000_000).expect("instant");
+            let archive = write_curated(&settings, &old, &c.playbook, now).expect("write");
+            let written = std::fs::read_to_string(settings.dir.join("memory/sinain-playbook.md")).expect("read");
+            prop_assert_eq!(&written, &c.playbook.render());
+            let kept: Vec<&str> = written.lines().collect();
+            let lost: Vec<&String> = p.body.iter().filter(|l| !l.trim().is_empty() && !kept.contains(&l.as_str())).collect();
+            if !lost.is_empty() {
+                let path = archive.expect("lines were dropped, so an archive copy was written");
+                let copy = std::fs::read_to_string(settings.dir.join(path)).expect("archive");
+                for l in lost {
+                    prop_assert!(copy.lines().any(|c| c == l.as_str()), "{l:?} is in no archive copy");
+                }
+            }
+        }
+    }
+}
+
+/// A fresh workspace (its root not yet created) in a temporary directory.
+pub fn workspace() -> (tempfile::TempDir, mneme_workspace::WorkspaceSettings) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = mneme_workspace::WorkspaceConfig::default();
+    let settings = config.settings(dir.path().join("ws")).expect("settings");
+    (dir, settings)
+}

@@ -1,0 +1,243 @@
+//! The playbook curator without a model (sinain §4.6, the spec's offline path): the
+//! three laws in order (never remove error-prevention patterns; keep high-scoring ones;
+//! then evolve), the stale-item lifecycle, and the 50-line body.
+//!
+//! - **Evolve**: the miner's new patterns are added under `## Patterns` (unless the
+//!   directive is `stability`, which only admits patterns scoring above 0.5, and mined
+//!   patterns carry no score); fixable items (contradictions, repeated errors) are added
+//!   under `## Error prevention` marked `[since: today]`. Under `aggressive_prune` up to
+//!   [`PRUNE_PER_TICK`] weak patterns go: no score, no marker, not protected.
+//! - **Stale items**: a `[since:]` item two days old or more is due for a mandatory action
+//!   (the tick's Phase 2); after [`ACTIONS_BEFORE_DEFERRAL`] actions it becomes
+//!   `[deferred: today, reason: "..."]`; at most [`MAX_DEFERRED`] stay deferred, the
+//!   oldest goes first.
+//! - **50 lines**: over [`BODY_LIMIT`], lines go in this order: repeated blank lines,
+//!   unprotected unscored patterns from the bottom, the lowest-scored unprotected ones,
+//!   the oldest deferred, then protected ones from the bottom (the archive copy the
+//!   caller writes first keeps every one of them).
+
+use std::collections::BTreeMap;
+
+use jiff::civil::Date;
+use mneme_workspace::playbook::{BODY_LIMIT, PatternLine, Playbook, normalize};
+use serde::Serialize;
+
+use super::feedback::Directive;
+
+/// Most weak patterns one tick prunes under `aggressive_prune`.
+pub const PRUNE_PER_TICK: usize = 3;
+/// Mandatory actions on a stale item before it is deferred.
+pub const ACTIONS_BEFORE_DEFERRAL: u32 = 3;
+/// Most deferred items kept.
+pub const MAX_DEFERRED: usize = 5;
+/// Days after `[since:]` when an item is stale (the seed's 48 hours, in whole days).
+pub const STALE_AFTER_DAYS: i32 = 2;
+/// A pattern scoring this or more is high-scoring (the second law).
+pub const HIGH_SCORE: f64 = 0.5;
+
+/// What the curator works from.
+#[derive(Debug, Clone)]
+pub struct CurateInput<'a> {
+    pub playbook: &'a Playbook,
+    pub directive: Directive,
+    /// New reusable patterns (the miner's).
+    pub new_patterns: &'a [String],
+    /// Fixable problems to track (contradictions, repeated errors).
+    pub fixable: &'a [String],
+    /// Mandatory actions already taken per stale item (by pattern key).
+    pub stale_actions: &'a BTreeMap<String, u32>,
+    pub today: Date,
+}
+
+/// What changed, as the tick log records it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub pruned: Vec<String>,
+    pub promoted: Vec<String>,
+}
+
+/// The curated playbook and what happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Curation {
+    #[serde(skip)]
+    pub playbook: Playbook,
+    pub changes: Changes,
+    /// What the stale lifecycle did ("deferred: …", "dropped deferred: …").
+    #[serde(rename = "staleItemActions")]
+    pub stale_item_actions: Vec<String>,
+    /// Stale items due for a mandatory action this tick (their text).
+    #[serde(rename = "staleDue")]
+    pub stale_due: Vec<String>,
+    #[serde(rename = "playbookLines")]
+    pub playbook_lines: usize,
+}
+
+/// The heading a body line sits under, for every line.
+fn headings(body: &[String]) -> Vec<Option<String>> {
+    let mut current = None;
+    body.iter()
+        .map(|l| {
+            if let Some(h) = l.trim_start().strip_prefix('#') {
+                current = Some(h.trim_start_matches('#').trim().to_string());
+            }
+            current.clone()
+        })
+        .collect()
+}
+
+/// Inserts `line` at the end of the section `heading` (created at the end of the body
+/// when missing), before the section's trailing blank lines.
+fn add_to_section(body: &mut Vec<String>, heading: &str, line: String) {
+    let want = normalize(heading);
+    let start = body.iter().position(|l| l.trim_start().starts_with('#') && normalize(l) == want);
+    let Some(start) = start else {
+        if body.last().is_some_and(|l| !l.trim().is_empty()) {
+            body.push(String::new());
+        }
+        body.push(format!("## {heading}"));
+        body.push(line);
+        return;
+    };
+    let end = body[start + 1..].iter().position(|l| l.trim_start().starts_with('#')).map_or(body.len(), |i| start + 1 + i);
+    let mut at = end;
+    while at > start + 1 && body[at - 1].trim().is_empty() {
+        at -= 1;
+    }
+    body.insert(at, line);
+}
+
+/// Curates `input.playbook` without a model.
+pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
+    let mut playbook = input.playbook.clone();
+    let mut changes = Changes::default();
+    let mut stale_item_actions = Vec::new();
+    let known: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
+    let mut seen = known.clone();
+
+    // Evolve (the third law): fixable items, then new patterns.
+    for text in input.fixable {
+        let key = normalize(text);
+        if key.is_empty() || seen.contains(&key) {
+            continue;
+        }
+        let line = PatternLine {
+            bullet: "-".into(),
+            text: text.trim().to_string(),
+            score: None,
+            since: Some(input.today),
+            deferred: None,
+            established: false,
+        };
+        add_to_section(&mut playbook.body, "Error prevention", line.render());
+        changes.added.push(line.text);
+        seen.push(key);
+    }
+    if input.directive != Directive::Stability {
+        for text in input.new_patterns {
+            let key = normalize(text);
+            if key.is_empty() || seen.contains(&key) {
+                continue;
+            }
+            add_to_section(&mut playbook.body, "Patterns", format!("- {}", text.trim()));
+            changes.added.push(text.trim().to_string());
+            seen.push(key);
+        }
+    }
+
+    // Prune weak patterns (never protected, high-scoring, marked or just added ones).
+    if input.directive == Directive::AggressivePrune {
+        let heads = headings(&playbook.body);
+        let mut weak: Vec<usize> = playbook
+            .body
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let p = PatternLine::parse(l)?;
+                let weak = p.score.is_none() && p.since.is_none() && p.deferred.is_none() && !p.established;
+                (weak && !p.is_protected(heads[i].as_deref()) && known.contains(&p.key())).then_some(i)
+            })
+            .collect();
+        weak.reverse();
+        for i in weak.into_iter().take(PRUNE_PER_TICK).collect::<Vec<_>>() {
+            let removed = playbook.body.remove(i);
+            changes.pruned.push(PatternLine::parse(&removed).map(|p| p.text).unwrap_or(removed));
+        }
+    }
+
+    // The stale lifecycle.
+    let mut stale_due = Vec::new();
+    for line in playbook.body.iter_mut() {
+        let Some(mut p) = PatternLine::parse(line) else { continue };
+        let Some(since) = p.since else { continue };
+        let actions = input.stale_actions.get(&p.key()).copied().unwrap_or(0);
+        if actions >= ACTIONS_BEFORE_DEFERRAL {
+            p.since = None;
+            p.deferred = Some((input.today, format!("{actions} actions without resolution")));
+            stale_item_actions.push(format!("deferred: {}", p.text));
+            *line = p.render();
+        } else if (input.today - since).get_days() >= STALE_AFTER_DAYS {
+            stale_due.push(p.text.clone());
+        }
+    }
+    let mut deferred: Vec<(Date, usize)> =
+        playbook.body.iter().enumerate().filter_map(|(i, l)| PatternLine::parse(l).and_then(|p| p.deferred.map(|(d, _)| (d, i)))).collect();
+    if deferred.len() > MAX_DEFERRED {
+        deferred.sort();
+        let mut drop: Vec<usize> = deferred[..deferred.len() - MAX_DEFERRED].iter().map(|(_, i)| *i).collect();
+        drop.sort_unstable_by(|a, b| b.cmp(a));
+        for i in drop {
+            let removed = playbook.body.remove(i);
+            let text = PatternLine::parse(&removed).map(|p| p.text).unwrap_or(removed);
+            stale_item_actions.push(format!("dropped deferred: {text}"));
+            changes.pruned.push(text);
+        }
+    }
+
+    for removed in enforce_limit(&mut playbook.body) {
+        changes.pruned.push(removed);
+    }
+    let playbook_lines = playbook.body.len();
+    Curation { playbook, changes, stale_item_actions, stale_due, playbook_lines }
+}
+
+/// Trims `body` to [`BODY_LIMIT`] lines in the module's order; returns what went.
+pub fn enforce_limit(body: &mut Vec<String>) -> Vec<String> {
+    let mut removed = Vec::new();
+    // Repeated blank lines first.
+    let mut i = 1;
+    while body.len() > BODY_LIMIT && i < body.len() {
+        if body[i].trim().is_empty() && body[i - 1].trim().is_empty() {
+            body.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    // Then patterns, by rank: unprotected unscored (bottom first), unprotected by score
+    // (lowest first), deferred (oldest first), protected (bottom first).
+    while body.len() > BODY_LIMIT {
+        let heads = headings(body);
+        let candidates: Vec<(u8, f64, i64, usize)> = body
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let p = PatternLine::parse(l)?;
+                let protected = p.is_protected(heads[i].as_deref());
+                let bottom = -(i as i64);
+                Some(match (&p.deferred, protected, p.score) {
+                    (Some((d, _)), _, _) => (2, 0.0, i64::from(d.year()) * 400 + i64::from(d.day_of_year()), i),
+                    (None, false, None) => (0, 0.0, bottom, i),
+                    (None, false, Some(s)) if s < HIGH_SCORE => (1, s, bottom, i),
+                    (None, false, Some(s)) => (3, s, bottom, i),
+                    (None, true, _) => (4, 0.0, bottom, i),
+                })
+            })
+            .collect();
+        let victim = candidates.into_iter().min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2))).map(|c| c.3);
+        // No pattern left to drop: plain lines go from the bottom.
+        let at = victim.unwrap_or(body.len() - 1);
+        let line = body.remove(at);
+        removed.push(PatternLine::parse(&line).map(|p| p.text).unwrap_or(line));
+    }
+    removed
+}

@@ -218,6 +218,14 @@ impl MemoryService {
         self.reader()?.read(|tx| tx.task_runs(task, limit).map_err(ServiceError::from))
     }
 
+    /// Queues an instruction for the agent (delivered by its next hook), unless one from
+    /// the same `source` is still waiting. Returns whether it was queued.
+    pub fn queue_dispatch(&self, source: &str, priority: u8, text: &str, at: Timestamp) -> ServiceResult<bool> {
+        let priority = check_priority(priority)?;
+        let text = private::strip(text);
+        self.store()?.write(|tx| Ok(tx.add_dispatch(source, priority, &text, at)?.is_some()))
+    }
+
     /// Undelivered dispatches (priority order), marked delivered in the same transaction:
     /// each is handed out once. Without any, nothing is written (hooks call this).
     pub fn take_dispatches(&self, limit: usize) -> ServiceResult<Vec<Dispatch>> {

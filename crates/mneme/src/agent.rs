@@ -9,7 +9,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use mneme_agent::{file_index, scheduler};
 
-use crate::cli::{ScheduleCommand, SearchArgs, SyncCommand};
+use crate::cli::{ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
 use crate::commands::{Invocation, input_error as input, parse_time};
 use crate::render::print_json;
 
@@ -181,6 +181,90 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
             for d in &dispatches {
                 outln!("[{}] priority {} from {}: {}", d.id, d.priority, d.task, d.text);
             }
+            Ok(())
+        }
+    }
+}
+
+/// `mneme reflect …`.
+pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
+    use mneme_agent::reflect::{ReflectError, tick};
+    let settings = crate::workspace::settings(ctx, None)?;
+    let now = jiff::Timestamp::now();
+    match cmd {
+        ReflectCommand::Tick { idle, active, summary, dry_run } => {
+            let service = ctx.open(false)?;
+            let options = tick::TickOptions {
+                idle: if idle {
+                    Some(true)
+                } else if active {
+                    Some(false)
+                } else {
+                    None
+                },
+                summary,
+                dry_run,
+            };
+            let report = match tick::tick(&service, &settings, now, &options) {
+                Ok(r) => r,
+                Err(ReflectError::Busy(path)) => {
+                    return Err(anyhow::Error::new(mneme_service::ServiceError::Precondition(format!(
+                        "another reflection tick is running on this workspace (lock {})",
+                        path.display()
+                    ))));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if ctx.json {
+                return print_json(&report);
+            }
+            let line = &report.line;
+            outln!("tick {}: {}", report.tick_id, line["sessionSummary"].as_str().unwrap_or_default());
+            outln!("  signals: {}", line["signals"].as_array().map_or(0, Vec::len));
+            outln!("  action: {}", line["actionTaken"]["kind"].as_str().unwrap_or("none"));
+            outln!(
+                "  feedback: {} scored outputs, directive {}",
+                line["feedback"]["effectiveness"]["outputs"],
+                line["feedback"]["curateDirective"].as_str().unwrap_or("?")
+            );
+            let changes = &line["playbookChanges"]["changes"];
+            outln!(
+                "  playbook: +{} -{} ({} lines)",
+                changes["added"].as_array().map_or(0, Vec::len),
+                changes["pruned"].as_array().map_or(0, Vec::len),
+                line["playbookChanges"]["playbookLines"]
+            );
+            if let Some(stages) = line["stages"].as_object() {
+                for (name, s) in stages {
+                    let reason = s["reason"].as_str().map(|r| format!(" ({r})")).unwrap_or_default();
+                    outln!("  {name}: {}{reason}", s["status"].as_str().unwrap_or("?"));
+                }
+            }
+            outln!("{}", report.status);
+            Ok(())
+        }
+        ReflectCommand::Feedback { output_id, score } => {
+            if !(score.is_finite() && (-1.0..=1.0).contains(&score)) {
+                return Err(crate::commands::input_error(format!("--score {score}: must be within -1..=1")));
+            }
+            let mut line = serde_json::json!({ "kind": "feedback", "compositeScore": score });
+            if let Some(id) = output_id {
+                line["outputId"] = serde_json::json!(id);
+            }
+            let path = mneme_workspace::playbook_log::append(&settings, now, &line)?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "recorded": line, "log": path }));
+            }
+            outln!("feedback recorded in {}", path.display());
+            Ok(())
+        }
+        ReflectCommand::SpawnResult { spawn_id, outcome, note } => {
+            let line = serde_json::json!({ "kind": "spawn_result", "spawnId": spawn_id, "outcome": outcome, "note": note });
+            let path = mneme_workspace::playbook_log::append(&settings, now, &line)?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "recorded": line, "log": path }));
+            }
+            outln!("spawn result recorded in {}", path.display());
             Ok(())
         }
     }

@@ -99,6 +99,10 @@ pub enum Command {
     /// Scheduled tasks: built-in rotation, consolidation report and context check, and yours.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Reflection: the heartbeat that curates the agent's playbook from what worked (in
+    /// progress: the offline tick, feedback reports and spawn results).
+    #[command(subcommand)]
+    Reflect(ReflectCommand),
     /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
     #[command(after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json")]
     Search(SearchArgs),
@@ -705,6 +709,53 @@ pub enum ScheduleCommand {
         /// Deliver (print and remove) the queued instructions.
         #[arg(long)]
         take: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReflectCommand {
+    /// Run one heartbeat tick: signals, feedback, curation of memory/sinain-playbook.md and
+    /// the log line in memory/playbook-logs/; prints HEARTBEAT_OK once the line is written.
+    #[command(
+        after_help = "Examples:\n  mneme reflect tick\n  mneme reflect tick --dry-run --json\n  mneme reflect tick --active   # act even if the agent looks idle"
+    )]
+    Tick {
+        /// Treat the agent as idle (actions wait) instead of deciding from its activity.
+        #[arg(long, conflicts_with = "active")]
+        idle: bool,
+        /// Treat the agent as active.
+        #[arg(long)]
+        active: bool,
+        /// The session summary to log instead of the one built from the last day's records.
+        #[arg(long)]
+        summary: Option<String>,
+        /// Compute and print the tick; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Report how a heartbeat output went (the feedback the curate directive is computed
+    /// from): a composite score in -1..=1.
+    #[command(
+        after_help = "Examples:\n  mneme reflect feedback t20261123T093000Z-tip --score 0.6\n  mneme reflect feedback --score -0.5   # the latest output"
+    )]
+    Feedback {
+        /// The output's id (from the log); omitted: the latest output before this report.
+        output_id: Option<String>,
+        /// How it went, in -1 (harmful) ..= 1 (very useful).
+        #[arg(long, allow_negative_numbers = true)]
+        score: f64,
+    },
+    /// Report the result of a spawned task (its id is in the instruction the agent got).
+    #[command(after_help = "Examples:\n  mneme reflect spawn-result t20261123T093000Z-spawn useful")]
+    SpawnResult {
+        /// The spawn's id.
+        spawn_id: String,
+        /// useful, ignored or error.
+        #[arg(value_parser = ["useful", "ignored", "error"])]
+        outcome: String,
+        /// A note on what happened.
+        #[arg(long)]
+        note: Option<String>,
     },
 }
 

@@ -254,6 +254,7 @@ fn with_store(cli: Cli) -> Result<()> {
         Command::Workspace(cmd) => crate::workspace::command(&ctx, cmd),
         Command::Sync(cmd) => crate::agent::sync(&ctx, cmd),
         Command::Schedule(cmd) => crate::agent::schedule(&ctx, cmd),
+        Command::Reflect(cmd) => crate::agent::reflect(&ctx, cmd),
         Command::Search(args) => crate::agent::search(&ctx, args),
         Command::Mcp { local } => crate::daemon::mcp(&ctx, local),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),

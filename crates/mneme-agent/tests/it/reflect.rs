@@ -269,3 +269,102 @@ pub fn workspace() -> (tempfile::TempDir, mneme_workspace::WorkspaceSettings) {
     let settings = config.settings(dir.path().join("ws")).expect("settings");
     (dir, settings)
 }
+
+mod tick {
+    use std::sync::Arc;
+
+    use jiff::Timestamp;
+    use mneme_agent::reflect::ReflectError;
+    use mneme_agent::reflect::tick::{TickOptions, tick};
+    use mneme_core::{FixedClock, Payload, ToolOutputPayload};
+    use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
+    use mneme_store::StoreOptions;
+    use mneme_workspace::playbook_log;
+
+    fn service(dir: &std::path::Path, now: Timestamp) -> MemoryService {
+        let store = StoreOptions { path: dir.join("mneme.db"), key: None, create: true, decay: Default::default() };
+        MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store")
+    }
+
+    fn failed_push(service: &MemoryService, n: usize) {
+        for i in 0..n {
+            let output = ToolOutputPayload {
+                tool: "git_push".into(),
+                args: serde_json::Value::Null,
+                result: None,
+                error: Some(format!("rejected: non-fast-forward at /repo/branch{i}")),
+                duration_ms: None,
+            };
+            service.ingest(Payload::ToolOutput(output), IngestOptions::default()).expect("ingest");
+        }
+    }
+
+    #[test]
+    fn an_offline_tick_runs_every_phase_and_says_heartbeat_ok_after_its_log_line() {
+        let now = Timestamp::from_second(1_800_000_000).expect("instant");
+        let dir = tempfile::tempdir().expect("dir");
+        let s = service(dir.path(), now);
+        let (_ws, settings) = crate::reflect::workspace();
+        failed_push(&s, 3);
+        let report = tick(&s, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+        assert_eq!(report.status, "HEARTBEAT_OK");
+        let logged = playbook_log::read(&settings, settings.today(now), settings.today(now)).expect("read");
+        assert_eq!(logged.len(), 1, "exactly one line");
+        assert_eq!(logged[0].value, report.line, "the report is the line written");
+        let line = &report.line;
+        let stages = &line["stages"];
+        for (stage, status) in [
+            ("setup", "ok"),
+            ("git", "skipped"),
+            ("signals", "fallback"),
+            ("mine", "skipped"),
+            ("feedback", "fallback"),
+            ("curate", "fallback"),
+            ("insight", "skipped"),
+        ] {
+            assert_eq!(stages[stage]["status"], status, "{stage}: {stages}");
+        }
+        assert_eq!(stages["mine"]["reason"], "not idle");
+        assert_eq!(line["feedback"]["curateDirective"], "insufficient_data", "no reports yet");
+        assert_eq!(line["actionTaken"]["kind"], "sessions_spawn");
+        assert_eq!(line["actionTaken"]["queued"], true);
+        let pending = s.pending_dispatches(10).expect("dispatches");
+        assert_eq!(pending.len(), 1);
+        assert!(pending[0].text.contains("Find root cause for: rejected: non-fast-forward at <path>"), "{}", pending[0].text);
+        let playbook = std::fs::read_to_string(settings.dir.join("memory/sinain-playbook.md")).expect("playbook");
+        assert!(playbook.contains("- Recurring error: rejected: non-fast-forward at <path> [since: "), "{playbook}");
+
+        // Idle: the same signal, no action; a dry run writes nothing.
+        let later = now + jiff::SignedDuration::from_mins(30);
+        let idle = tick(&s, &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() }).expect("tick");
+        assert_eq!(idle.status, "DRY_RUN");
+        assert_eq!(idle.line["actionTaken"]["kind"], "none");
+        assert_eq!(idle.line["stages"]["mine"]["reason"], "the memory miner is not built yet");
+        assert_eq!(playbook_log::read(&settings, settings.today(later), settings.today(later)).expect("read").len(), 1);
+        assert_eq!(s.pending_dispatches(10).expect("dispatches").len(), 1);
+    }
+
+    #[test]
+    fn one_tick_at_a_time_and_no_heartbeat_ok_when_the_log_cannot_be_written() {
+        let now = Timestamp::from_second(1_800_000_000).expect("instant");
+        let dir = tempfile::tempdir().expect("dir");
+        let s = service(dir.path(), now);
+        let (_ws, settings) = crate::reflect::workspace();
+        std::fs::create_dir_all(&settings.dir).expect("ws");
+        let held = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(settings.dir.join(".mneme-reflect.lock"))
+            .expect("lock file");
+        held.lock().expect("lock");
+        let busy = tick(&s, &settings, now, &TickOptions::default());
+        assert!(matches!(busy, Err(ReflectError::Busy(_))), "{busy:?}");
+        held.unlock().expect("unlock");
+        // The log directory is a file: the Step-4 line cannot be appended, so no HEARTBEAT_OK.
+        std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
+        std::fs::write(settings.dir.join("memory/playbook-logs"), "not a directory").expect("block");
+        let failed = tick(&s, &settings, now, &TickOptions::default());
+        assert!(failed.is_err(), "{failed:?}");
+    }
+}

@@ -15,6 +15,7 @@
 //! The playbook's text format and the heartbeat log live in `mneme-workspace`
 //! (`playbook`, `playbook_log`), so the session-start context can read them too.
 
+pub mod actions;
 pub mod curator;
 pub mod feedback;
 pub mod signals;

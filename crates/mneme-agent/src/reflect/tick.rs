@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ReflectError;
+use super::actions::{daily_minimum_due, settle_spawns};
 use super::curator::{CurateInput, curate_offline};
 use super::feedback::figures;
 use super::signals::{ActionKind, fallback};
@@ -30,9 +31,6 @@ pub const IDLE_AFTER: SignedDuration = SignedDuration::from_mins(30);
 pub const FEEDBACK_DAYS: i64 = 7;
 /// Days of tick lines whose stale-item actions count.
 pub const STALE_ACTION_DAYS: i64 = 30;
-/// An action runs at this confidence or more (the seed's spawn threshold, before the
-/// outcome tracking that moves it).
-pub const SPAWN_THRESHOLD: f64 = 0.5;
 /// Records of the last day the setup looks at (the seed's last 50 session events).
 pub const HISTORY_LIMIT: usize = 50;
 
@@ -157,44 +155,81 @@ pub fn tick(
     // ---- Phase 1: git backup ----
     stages.insert("git".into(), stage("skipped", Some("git backup is not built yet")));
 
-    // ---- Phase 2: signals and the recommended action ----
+    // The log and the playbook as they were before this tick.
+    let lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
+    let playbook_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
+    let old = std::fs::read_to_string(&playbook_path).unwrap_or_default();
+    let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
+    let mut stale_actions: BTreeMap<String, u32> = BTreeMap::new();
+    let mut acted_today: Vec<String> = Vec::new();
+    for line in lines.iter().filter(|l| l.kind == "tick") {
+        if let Some(item) = line.value["actionTaken"]["staleItem"].as_str() {
+            let key = mneme_workspace::playbook::normalize(item);
+            if line.ts.is_some_and(|ts| ts > now - SignedDuration::from_hours(24)) {
+                acted_today.push(key.clone());
+            }
+            *stale_actions.entry(key).or_default() += 1;
+        }
+    }
+    // Items tracked since two days or more, not yet deferred: each needs an action, at
+    // most one a day (the seed says "mandatory action" without a rate; one a day keeps a
+    // stale item from taking three ticks in a row and being deferred within the hour).
+    let stale_due: Vec<String> = base
+        .patterns()
+        .into_iter()
+        .filter_map(|(_, p)| {
+            let since = p.since?;
+            let key = p.key();
+            let acted = stale_actions.get(&key).copied().unwrap_or(0);
+            let due = (today - since).get_days() >= super::curator::STALE_AFTER_DAYS
+                && acted < super::curator::ACTIONS_BEFORE_DEFERRAL
+                && !acted_today.contains(&key);
+            due.then_some(p.text)
+        })
+        .collect();
+
+    // ---- Phase 2: signals, spawn outcomes, the action ----
     let report = fallback(&failure_modes, idle);
     stages.insert("signals".into(), stage("fallback", Some("no model-backed analyzer yet: offline rules")));
+    let (spawn_outcomes, spawn_state) = settle_spawns(&lines);
+    let daily_minimum = !idle && daily_minimum_due(&lines, now, service.last_activity()?);
     let action = &report.recommended_action;
-    let action_taken = if action.action == ActionKind::Skip {
-        json!({ "kind": "none", "reason": "nothing to act on" })
-    } else if idle {
-        json!({ "kind": "none", "reason": "idle: actions wait for an active tick" })
-    } else if action.confidence < SPAWN_THRESHOLD {
-        json!({ "kind": "none", "reason": format!("confidence {:.2} below the threshold {SPAWN_THRESHOLD}", action.confidence) })
-    } else {
+    let spawn = |task: &str, extra: Value| -> Result<Value, ReflectError> {
         let spawn_id = format!("{tick_id}-spawn");
         let text = format!(
-            "Spawn a subagent to: {}. When it is done, report with `mneme reflect spawn-result {spawn_id} useful|ignored|error`.",
-            action.task
+            "Spawn a subagent to: {task}. When it is done, report with `mneme reflect spawn-result {spawn_id} useful|ignored|error`."
         );
         let queued = !options.dry_run && service.queue_dispatch(&format!("reflect:spawn:{spawn_id}"), 1, &text, now)?;
-        json!({ "kind": "sessions_spawn", "spawnId": spawn_id, "task": action.task, "threshold": SPAWN_THRESHOLD, "queued": queued })
+        let mut taken =
+            json!({ "kind": "sessions_spawn", "spawnId": spawn_id, "task": task, "threshold": spawn_state.threshold, "queued": queued });
+        if let (Some(t), Some(e)) = (taken.as_object_mut(), extra.as_object()) {
+            t.extend(e.clone());
+        }
+        Ok(taken)
+    };
+    let action_taken = if idle {
+        json!({ "kind": "none", "reason": "idle: actions wait for an active tick" })
+    } else if let Some(item) = stale_due.first() {
+        // A stale item's action is mandatory, ahead of the analyzer's.
+        spawn(&format!("Resolve stale playbook item: {item}"), json!({ "staleItem": item, "mandatory": true }))?
+    } else if action.action == ActionKind::Skip {
+        json!({ "kind": "none", "reason": "nothing to act on", "dailyMinimum": if daily_minimum { "no candidate" } else { "not due" } })
+    } else if action.confidence >= spawn_state.threshold {
+        spawn(&action.task, json!({}))?
+    } else if daily_minimum {
+        spawn(&action.task, json!({ "dailyMinimum": true }))?
+    } else {
+        json!({ "kind": "none", "reason": format!("confidence {:.2} below the threshold {:.2}", action.confidence, spawn_state.threshold) })
     };
 
     // ---- Phase 3, step 1: mining ----
     stages.insert("mine".into(), stage("skipped", Some(if idle { "the memory miner is not built yet" } else { "not idle" })));
 
     // ---- step 2: feedback ----
-    let lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
     let feedback = figures(&lines, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), true);
     stages.insert("feedback".into(), stage("fallback", Some("mechanical figures only (no model)")));
 
     // ---- step 3: curation ----
-    let playbook_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
-    let old = std::fs::read_to_string(&playbook_path).unwrap_or_default();
-    let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
-    let mut stale_actions: BTreeMap<String, u32> = BTreeMap::new();
-    for line in lines.iter().filter(|l| l.kind == "tick") {
-        if let Some(item) = line.value["actionTaken"]["staleItem"].as_str() {
-            *stale_actions.entry(mneme_workspace::playbook::normalize(item)).or_default() += 1;
-        }
-    }
     let fixable: Vec<String> = report.repeated_failures.iter().map(|(mode, _)| format!("Recurring error: {mode}")).collect();
     let mut curation = curate_offline(&CurateInput {
         playbook: &base,
@@ -224,6 +259,8 @@ pub fn tick(
         "signals": report.signals,
         "recommendedAction": report.recommended_action,
         "actionTaken": action_taken,
+        "spawnOutcomes": spawn_outcomes,
+        "spawnState": spawn_state,
         "mining": Value::Null,
         "feedback": {
             "feedbackScores": { "avg": feedback.avg, "high": feedback.high, "low": feedback.low },

@@ -368,3 +368,158 @@ mod tick {
         assert!(failed.is_err(), "{failed:?}");
     }
 }
+
+mod days {
+    //! Ticks over simulated days on a fixed clock: spawn outcomes, the threshold they
+    //! move, the daily minimum, and a stale item's lifecycle.
+
+    use std::sync::Arc;
+
+    use jiff::{SignedDuration, Timestamp};
+    use mneme_agent::reflect::tick::{TickOptions, tick};
+    use mneme_core::{FixedClock, Payload, ToolOutputPayload};
+    use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
+    use mneme_store::StoreOptions;
+    use mneme_workspace::playbook_log;
+    use serde_json::{Value, json};
+
+    struct Sim {
+        clock: Arc<FixedClock>,
+        service: MemoryService,
+        settings: mneme_workspace::WorkspaceSettings,
+        _dirs: (tempfile::TempDir, tempfile::TempDir),
+    }
+
+    impl Sim {
+        fn new() -> Sim {
+            let start = Timestamp::from_second(1_800_000_000).expect("instant");
+            let clock = Arc::new(FixedClock::new(start));
+            let dir = tempfile::tempdir().expect("dir");
+            let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+            let service = MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store");
+            let (ws, settings) = crate::reflect::workspace();
+            Sim { clock, service, settings, _dirs: (dir, ws) }
+        }
+
+        fn now(&self) -> Timestamp {
+            mneme_core::Clock::now(&*self.clock)
+        }
+
+        fn fail(&self, n: usize, what: &str) {
+            for _ in 0..n {
+                let output = ToolOutputPayload {
+                    tool: "deploy".into(),
+                    args: Value::Null,
+                    result: None,
+                    error: Some(what.into()),
+                    duration_ms: None,
+                };
+                self.service.ingest(Payload::ToolOutput(output), IngestOptions::default()).expect("ingest");
+            }
+            self.service.touch_activity().expect("activity");
+        }
+
+        fn tick(&self) -> Value {
+            tick(&self.service, &self.settings, self.now(), &TickOptions { idle: Some(false), ..Default::default() }).expect("tick").line
+        }
+
+        fn report(&self, spawn_id: &str, outcome: &str) {
+            playbook_log::append(&self.settings, self.now(), &json!({ "kind": "spawn_result", "spawnId": spawn_id, "outcome": outcome }))
+                .expect("report");
+        }
+
+        fn advance(&self, minutes: i64) {
+            self.clock.advance(SignedDuration::from_mins(minutes));
+        }
+    }
+
+    #[test]
+    fn unreported_spawns_time_out_three_ignored_raise_the_threshold_and_one_useful_resets_it() {
+        let sim = Sim::new();
+        sim.fail(2, "connection refused");
+        let first = sim.tick();
+        assert_eq!(first["actionTaken"]["kind"], "sessions_spawn");
+        assert_eq!(first["spawnState"]["threshold"], 0.5);
+        let id = first["actionTaken"]["spawnId"].as_str().expect("id").to_string();
+        let mut outcomes = Vec::new();
+        for _ in 0..3 {
+            sim.advance(30);
+            outcomes.extend(sim.tick()["spawnOutcomes"].as_array().cloned().unwrap_or_default());
+        }
+        assert!(outcomes.contains(&json!({ "spawnId": id, "outcome": "timeout", "ticks": 3 })), "{outcomes:?}");
+        // Report every spawn after the first as ignored: three in a row raise the threshold.
+        let lines = playbook_log::read(&sim.settings, sim.settings.today(sim.now()), sim.settings.today(sim.now())).expect("read");
+        for l in lines.iter().filter(|l| l.kind == "tick").take(3) {
+            sim.report(l.value["actionTaken"]["spawnId"].as_str().expect("id"), "ignored");
+        }
+        sim.advance(30);
+        let raised = sim.tick();
+        assert_eq!(raised["spawnState"]["threshold"], 0.6, "{}", raised["spawnOutcomes"]);
+        // The same evidence (confidence 0.5) is now below the threshold.
+        assert_eq!(raised["actionTaken"]["kind"], "none", "{}", raised["actionTaken"]);
+        // A third failure lifts the evidence to 0.6, enough again; that spawn's useful
+        // report resets the threshold.
+        sim.fail(1, "connection refused");
+        sim.advance(30);
+        let again = sim.tick();
+        assert_eq!(again["actionTaken"]["kind"], "sessions_spawn", "{}", again["actionTaken"]);
+        sim.report(again["actionTaken"]["spawnId"].as_str().expect("id"), "useful");
+        sim.advance(30);
+        assert_eq!(sim.tick()["spawnState"]["threshold"], 0.5);
+    }
+
+    #[test]
+    fn a_stale_item_gets_one_mandatory_action_a_day_and_is_deferred_after_three() {
+        let sim = Sim::new();
+        sim.fail(2, "migration 42 failed");
+        sim.tick();
+        let playbook = std::fs::read_to_string(sim.settings.dir.join("memory/sinain-playbook.md")).expect("playbook");
+        assert!(
+            playbook.contains("Recurring error: migration <number> failed [since:") || playbook.contains("Recurring error: migration"),
+            "{playbook}"
+        );
+        let mut mandatory = 0;
+        let mut deferred_on = None;
+        // Five days of ticks every six hours, the user active, no new failures.
+        for step in 1..=20 {
+            sim.advance(6 * 60);
+            sim.service.touch_activity().expect("activity");
+            let line = sim.tick();
+            if line["actionTaken"]["mandatory"] == true {
+                mandatory += 1;
+            }
+            let text = std::fs::read_to_string(sim.settings.dir.join("memory/sinain-playbook.md")).expect("playbook");
+            if deferred_on.is_none() && text.contains("[deferred:") {
+                deferred_on = Some(step);
+            }
+        }
+        assert_eq!(mandatory, 3, "one mandatory action a day, three in all");
+        assert!(deferred_on.is_some(), "deferred after the third action");
+        // With the item deferred and no failures left, nothing is recommended: the daily
+        // minimum is due but has no candidate, and says so.
+        sim.advance(6 * 60);
+        sim.service.touch_activity().expect("activity");
+        let quiet = sim.tick();
+        assert_eq!(quiet["actionTaken"]["kind"], "none");
+        assert_eq!(quiet["actionTaken"]["dailyMinimum"], "no candidate", "{}", quiet["actionTaken"]);
+        // A new repeated failure is acted on again.
+        sim.fail(2, "disk quota exceeded");
+        let acted = sim.tick();
+        assert_eq!(acted["actionTaken"]["kind"], "sessions_spawn", "{}", acted["actionTaken"]);
+    }
+}
+
+#[test]
+fn the_daily_minimum_is_due_after_a_day_without_action_while_the_user_is_active() {
+    use mneme_agent::reflect::actions::daily_minimum_due;
+    let tick = |hour: i64, kind: &str| line(hour, json!({ "kind": "tick", "actionTaken": { "kind": kind } }));
+    let now = at(30);
+    let quiet = newest_first(vec![tick(0, "none"), tick(10, "none"), tick(29, "none")]);
+    assert!(daily_minimum_due(&quiet, now, Some(at(29))));
+    assert!(!daily_minimum_due(&quiet, now, Some(at(1))), "the user was not active in the last day");
+    assert!(!daily_minimum_due(&quiet, now, None));
+    let young = newest_first(vec![tick(10, "none"), tick(29, "none")]);
+    assert!(!daily_minimum_due(&young, now, Some(at(29))), "less than a day of ticks");
+    let acted = newest_first(vec![tick(0, "none"), tick(20, "telegram_tip"), tick(29, "none")]);
+    assert!(!daily_minimum_due(&acted, now, Some(at(29))), "a tip in the last day");
+}

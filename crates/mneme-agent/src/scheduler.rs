@@ -22,6 +22,9 @@ use serde::Serialize;
 
 /// `meta` flag: the built-in tasks were installed (so removing one sticks).
 const BUILTINS_FLAG: &str = "scheduler_builtins_installed";
+/// `meta` flag: the reflection heartbeat task was installed (stores created before it
+/// existed get it once, like the others).
+const REFLECTION_FLAG: &str = "scheduler_reflection_installed";
 
 /// A task as `mneme schedule list` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -81,16 +84,15 @@ fn from_row(row: &TaskRow) -> ServiceResult<Task> {
 
 /// Installs the built-in tasks the first time (and never again, so a removed one stays removed).
 pub fn ensure_builtins(service: &MemoryService, now: Timestamp) -> ServiceResult<()> {
-    if service.meta_value(BUILTINS_FLAG)?.is_some() {
-        return Ok(());
+    for (flag, tasks) in [(BUILTINS_FLAG, schedule::builtin_tasks(now)), (REFLECTION_FLAG, vec![schedule::reflection_task(now)])] {
+        if service.meta_value(flag)?.is_some() {
+            continue;
+        }
+        let existing: Vec<String> = service.task_rows()?.into_iter().map(|r| r.name).collect();
+        let rows = tasks.iter().filter(|t| !existing.contains(&t.name)).map(|t| to_row(t, true)).collect::<ServiceResult<Vec<_>>>()?;
+        service.put_task_rows(&rows, Some((flag, &now.as_millisecond().to_string())))?;
     }
-    let existing: Vec<String> = service.task_rows()?.into_iter().map(|r| r.name).collect();
-    let rows = schedule::builtin_tasks(now)
-        .iter()
-        .filter(|t| !existing.contains(&t.name))
-        .map(|t| to_row(t, true))
-        .collect::<ServiceResult<Vec<_>>>()?;
-    service.put_task_rows(&rows, Some((BUILTINS_FLAG, &now.as_millisecond().to_string())))
+    Ok(())
 }
 
 /// Every task (built-ins installed first), with whether it is built in.
@@ -159,8 +161,9 @@ pub fn add(service: &MemoryService, new: NewTask, now: Timestamp) -> ServiceResu
         (Some("rotate"), None) => TaskAction::RotateSessions,
         (Some("consolidate"), None) => TaskAction::ConsolidationReport,
         (Some("context-check"), None) => TaskAction::ContextCheck,
-        (Some(other), None) => return Err(invalid("action", format!("{other:?} is not rotate, consolidate or context-check"))),
-        (None, None) => return Err(invalid("action", "give --message TEXT or --action rotate|consolidate|context-check")),
+        (Some("reflect"), None) => TaskAction::ReflectionTick,
+        (Some(other), None) => return Err(invalid("action", format!("{other:?} is not rotate, consolidate, context-check or reflect"))),
+        (None, None) => return Err(invalid("action", "give --message TEXT or --action rotate|consolidate|context-check|reflect")),
     };
     let priority = Priority::try_from(new.priority).map_err(to_invalid("--priority"))?;
     let existing = service.task_rows()?.into_iter().find(|r| r.name == name);
@@ -247,7 +250,7 @@ pub fn run_task(
 ) -> ServiceResult<RunOutcome> {
     // The row is only updated if nobody removed or replaced the task during the run.
     let read_spec = to_row(&task, builtin)?.spec;
-    let (ok, detail, dispatch) = match perform(settings, &task.action, now) {
+    let (ok, detail, dispatch) = match perform(service, settings, &task.action, now) {
         Ok((detail, dispatch)) => (true, detail, dispatch),
         Err(error) => (false, error, None),
     };
@@ -264,8 +267,26 @@ pub fn run_task(
 }
 
 /// Does a task's work. Returns what happened and the instruction for the agent, if any.
-fn perform(settings: &WorkspaceSettings, action: &TaskAction, now: Timestamp) -> Result<(String, Option<String>), String> {
+fn perform(
+    service: &MemoryService,
+    settings: &WorkspaceSettings,
+    action: &TaskAction,
+    now: Timestamp,
+) -> Result<(String, Option<String>), String> {
     match action {
+        TaskAction::ReflectionTick => {
+            let report = crate::reflect::tick::tick(service, settings, now, &Default::default()).map_err(|e| e.to_string())?;
+            let line = &report.line;
+            let detail = format!(
+                "{} (action {}, directive {}, playbook {} lines)",
+                report.status,
+                line["actionTaken"]["kind"].as_str().unwrap_or("none"),
+                line["feedback"]["curateDirective"].as_str().unwrap_or("?"),
+                line["playbookChanges"]["playbookLines"]
+            );
+            // The tick queues its own instructions (with their spawn ids).
+            Ok((detail, None))
+        }
         TaskAction::RotateSessions => {
             let report = mneme_workspace::rotate::rotate(settings, now).map_err(|e| e.to_string())?;
             Ok((serde_json::to_string(&report).unwrap_or_default(), None))

@@ -63,6 +63,8 @@ pub enum TaskAction {
     ContextCheck,
     /// Deliver an instruction to the agent.
     Message(String),
+    /// Run one reflection heartbeat tick (the agent engine's `reflect::tick`).
+    ReflectionTick,
 }
 
 /// A scheduled task.
@@ -88,6 +90,24 @@ pub const ROTATION_TASK: &str = "session-rotation-daily";
 pub const CONSOLIDATION_TASK: &str = "memory-consolidation-weekly";
 /// Name of the built-in context check.
 pub const CONTEXT_CHECK_TASK: &str = "context-check";
+/// Name of the built-in reflection heartbeat.
+pub const REFLECTION_TASK: &str = "reflection-heartbeat";
+
+/// The reflection heartbeat (sinain §6): every 30 minutes, idle or not (an idle tick
+/// mines and curates, an active one acts). Installed separately from [`builtin_tasks`]
+/// so stores that already have those get it too.
+pub fn reflection_task(created: Timestamp) -> Task {
+    Task {
+        name: REFLECTION_TASK.to_owned(),
+        trigger: Trigger::Every(SignedDuration::from_mins(30)),
+        action: TaskAction::ReflectionTick,
+        priority: Priority::Maintenance,
+        require_idle: false,
+        enabled: true,
+        created,
+        last_run: None,
+    }
+}
 
 /// The built-in tasks (zylos seed §11): rotation daily at 00:00, the consolidation report
 /// weekly on Sunday at 02:00, a context check every 30 minutes; all require idle.

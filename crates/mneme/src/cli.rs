@@ -641,7 +641,7 @@ pub enum ScheduleCommand {
         now: Option<String>,
     },
     /// Add a task: `--cron EXPR` (in the workspace time zone) or `--every 30m`, and
-    /// `--message TEXT` (an instruction for the agent) or `--action rotate|consolidate|context-check`.
+    /// `--message TEXT` (an instruction for the agent) or `--action rotate|consolidate|context-check|reflect`.
     #[command(
         after_help = "Examples:\n  mneme schedule add standup --cron \"0 9 * * 1-5\" --message \"summarise yesterday's work\"\n  mneme schedule add tidy --every 6h --action consolidate --require-idle"
     )]
@@ -657,7 +657,7 @@ pub enum ScheduleCommand {
         /// An instruction for the agent, queued when the task is due.
         #[arg(long)]
         message: Option<String>,
-        /// A built-in action instead: rotate, consolidate or context-check.
+        /// A built-in action instead: rotate, consolidate, context-check or reflect (a heartbeat tick).
         #[arg(long)]
         action: Option<String>,
         /// 1 memory, 2 maintenance, 3 normal.

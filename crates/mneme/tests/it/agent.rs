@@ -147,7 +147,7 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     m.ok(&["schedule", "add", "report", "--every", "1h", "--message", "Send the report", "--priority", "3"]);
     let listed = m.json(&["schedule", "list"]);
     let names: Vec<&str> = listed.as_array().expect("list").iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["context-check", "memory-consolidation-weekly", "report", "session-rotation-daily"]);
+    assert_eq!(names, ["context-check", "memory-consolidation-weekly", "reflection-heartbeat", "report", "session-rotation-daily"]);
 
     // Two days of downtime: every task is due, each runs once, memory tasks first.
     let later = Timestamp::now() + SignedDuration::from_hours(48);
@@ -157,6 +157,9 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     assert_eq!(ran.last(), Some(&"report"), "{pass}");
     assert!(ran.contains(&"session-rotation-daily"), "{pass}");
     assert_eq!(ran.iter().filter(|t| **t == "report").count(), 1);
+    let heartbeat = pass["ran"].as_array().expect("ran").iter().find(|r| r["task"] == "reflection-heartbeat").expect("heartbeat");
+    assert!(heartbeat["detail"].as_str().is_some_and(|d| d.starts_with("HEARTBEAT_OK")), "{heartbeat}");
+    assert!(m.dir.path().join("workspace/memory/playbook-logs").is_dir(), "the tick wrote its log line");
     // The rotation archived yesterday's log (the workspace's zone decides the day).
     let archived =
         pass["ran"].as_array().expect("ran").iter().find(|r| r["task"] == "session-rotation-daily").expect("rotation")["detail"].clone();
@@ -173,7 +176,7 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     let hour = later + SignedDuration::from_mins(61);
     let pass = m.json(&["schedule", "run-due", "--now", &hour.to_string()]);
     let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
-    assert_eq!(ran, ["report"], "{pass}");
+    assert_eq!(ran, ["reflection-heartbeat", "report"], "the heartbeat does not wait for idle: {pass}");
     assert_eq!(pass["waiting_for_idle"], serde_json::json!(["context-check"]), "{pass}");
 
     // Bad input is refused with the field named; removal works and sticks.

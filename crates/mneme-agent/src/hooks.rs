@@ -501,6 +501,18 @@ impl Hooks {
             }
             ContextFormat::Json => format::json_with_facts(&user_facts, &hits),
         };
+        // What reflection learned: the curated playbook, for the owner (it is a workspace
+        // file), in the Markdown block.
+        let block = match (&self.journal, format) {
+            (Some(j), ContextFormat::Markdown) if p.unrestricted() => {
+                match mneme_workspace::playbook::injectable(&j.settings, mneme_workspace::playbook::INJECT_BUDGET) {
+                    Some(playbook) if block.is_empty() => format!("## Playbook\n\n{playbook}\n"),
+                    Some(playbook) => format!("{}\n\n## Playbook\n\n{playbook}\n", block.trim_end()),
+                    None => block,
+                }
+            }
+            _ => block,
+        };
         if input.event.write_context_file.unwrap_or(cfg.context_file) {
             self.write_context_file(p, &block)?;
         }

@@ -1,6 +1,6 @@
 //! What the agent hooks inject: the session-start context (identity, state, references,
-//! the primary user's profile, and a Memory Sync instruction when conversations pile
-//! up), the prompt-submit threshold check and the pre-compaction flush instruction, plus
+//! the primary user's profile, the reflection playbook, and a Memory Sync instruction when
+//! conversations pile up), the prompt-submit threshold check and the pre-compaction flush instruction, plus
 //! `HookOutput`, the JSON a Claude Code hook prints on stdout.
 //!
 //! These functions only read a few small files and format text; they are the whole cost
@@ -54,6 +54,11 @@ pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&Unsumma
     if parts.is_empty() {
         parts.push("=== CORE MEMORY ===".to_owned());
         parts.push("No memory files found. This may be a fresh install.".to_owned());
+    }
+    // What reflection learned (the curated playbook), so curation changes the next session.
+    if let Some(playbook) = crate::playbook::injectable(settings, crate::playbook::INJECT_BUDGET) {
+        parts.push("=== PLAYBOOK ===".to_owned());
+        parts.push(playbook);
     }
     if let Some(instruction) = prompt_submit(settings, unsummarized) {
         parts.push(instruction);

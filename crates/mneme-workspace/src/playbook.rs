@@ -313,3 +313,60 @@ pub fn write_curated(
     atomic::write_atomic(&paths::resolve(&settings.dir, paths::PLAYBOOK)?, new.render().as_bytes())?;
     Ok(archived)
 }
+
+/// Most bytes of playbook a session-start context carries.
+pub const INJECT_BUDGET: usize = 4000;
+
+/// Regenerates `memory/sinain-playbook-effective.md` from the base playbook: the module
+/// stack line, then `<!-- base-playbook -->` and the base (sinain §3.4). Knowledge modules
+/// are not built yet, so the stack is empty. Returns whether a base playbook existed.
+pub fn generate_effective(settings: &crate::WorkspaceSettings) -> crate::WorkspaceResult<bool> {
+    use crate::{atomic, paths};
+    if !settings.dir.is_dir() {
+        return Ok(false);
+    }
+    let base_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
+    let Ok(base) = std::fs::read_to_string(&base_path) else { return Ok(false) };
+    let text = format!("<!-- module-stack: -->\n<!-- base-playbook -->\n{base}");
+    atomic::write_atomic(&paths::resolve(&settings.dir, paths::EFFECTIVE_PLAYBOOK)?, text.as_bytes())?;
+    Ok(true)
+}
+
+/// The playbook as a session-start context carries it: the effective playbook (else the
+/// base), without comments or its title, blank runs collapsed, at most `budget` bytes
+/// (cut at a line, with a note). `None` when there is no playbook or it has no patterns.
+pub fn injectable(settings: &crate::WorkspaceSettings, budget: usize) -> Option<String> {
+    use crate::paths;
+    if !settings.dir.is_dir() {
+        return None;
+    }
+    let read = |p: &str| paths::resolve(&settings.dir, p).ok().and_then(|p| std::fs::read_to_string(p).ok());
+    let text = read(paths::EFFECTIVE_PLAYBOOK).or_else(|| read(paths::PLAYBOOK))?;
+    let mut lines: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if is_meta(line) && !t.is_empty() || t == "# Playbook" {
+            continue;
+        }
+        if t.is_empty() && lines.last().is_none_or(|l| l.trim().is_empty()) {
+            continue;
+        }
+        lines.push(line);
+    }
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    if !lines.iter().any(|l| PatternLine::parse(l).is_some()) {
+        return None;
+    }
+    let mut out = String::new();
+    for line in lines {
+        if out.len() + line.len() + 1 > budget {
+            out.push_str("… (the playbook continues in memory/sinain-playbook.md)\n");
+            break;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Some(out.trim_end().to_string())
+}

@@ -241,6 +241,10 @@ pub fn tick(
     });
     curation.playbook.set_effectiveness(&feedback.effectiveness);
     let archive = if options.dry_run { None } else { write_curated(settings, &old, &curation.playbook, now)? };
+    if !options.dry_run {
+        // What stages and the next session read: regenerated after every curation.
+        mneme_workspace::playbook::generate_effective(settings)?;
+    }
     stages.insert("curate".into(), stage("fallback", Some("offline curation (no model)")));
 
     // ---- step 5's stage record (it runs after the log line) ----

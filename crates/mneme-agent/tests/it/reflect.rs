@@ -523,3 +523,56 @@ fn the_daily_minimum_is_due_after_a_day_without_action_while_the_user_is_active(
     let acted = newest_first(vec![tick(0, "none"), tick(20, "telegram_tip"), tick(29, "none")]);
     assert!(!daily_minimum_due(&acted, now, Some(at(29))), "a tip in the last day");
 }
+
+mod next_session {
+    use std::sync::Arc;
+
+    use jiff::Timestamp;
+    use mneme_agent::config::HooksConfig;
+    use mneme_agent::hooks::{HookInput, HookName, Hooks};
+    use mneme_agent::reflect::tick::{TickOptions, tick};
+    use mneme_core::{FixedClock, Payload, ToolOutputPayload};
+    use mneme_service::{Access, IngestOptions, MemoryService, Ops, Principal, ServiceConfig};
+    use mneme_store::StoreOptions;
+    use serde_json::json;
+
+    /// A curation reaches the next session's injected context (the owner's; a narrowed
+    /// principal does not get the workspace's playbook).
+    #[test]
+    fn what_a_tick_curates_is_in_the_next_session_start_context() {
+        let now = Timestamp::from_second(1_800_000_000).expect("instant");
+        let dir = tempfile::tempdir().expect("dir");
+        let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+        let service = MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store");
+        let (_ws, settings) = crate::reflect::workspace();
+        for _ in 0..2 {
+            let output = ToolOutputPayload {
+                tool: "deploy".into(),
+                args: json!(null),
+                result: None,
+                error: Some("quota exceeded".into()),
+                duration_ms: None,
+            };
+            service.ingest(Payload::ToolOutput(output), IngestOptions::default()).expect("ingest");
+        }
+        tick(&service, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+        let ops = Ops::new(Arc::new(service), false);
+        let hooks = Hooks::new(ops, HooksConfig::default()).with_workspace(settings);
+        let owner = Principal::internal("owner", Access::owner(), mneme_core::Sensitivity::Critical);
+        let input = HookInput::from_json(json!({ "ctx": { "sessionId": "next" } })).expect("input");
+        let mut buffer = Vec::new();
+        let outcome = hooks.handle(&owner, HookName::SessionStart, input.clone(), &mut buffer);
+        let context = outcome.context.unwrap_or_default();
+        assert!(context.contains("## Playbook") && context.contains("Recurring error: quota exceeded"), "{context}");
+        let narrowed = Principal::internal(
+            "app",
+            Access {
+                max_sensitivity: mneme_core::Sensitivity::Low,
+                scopes: Some(vec![mneme_core::Scope::parse("user:a").expect("scope")]),
+            },
+            mneme_core::Sensitivity::Low,
+        );
+        let outcome = hooks.handle(&narrowed, HookName::SessionStart, input, &mut buffer);
+        assert!(!outcome.context.unwrap_or_default().contains("## Playbook"));
+    }
+}

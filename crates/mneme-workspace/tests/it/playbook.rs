@@ -154,3 +154,38 @@ mod log {
         assert!(text.ends_with("\"tickId\":\"b\"}\n") || text.lines().last().is_some_and(|l| l.contains("\"b\"")), "{text}");
     }
 }
+
+mod injection {
+    use mneme_workspace::context::session_start;
+    use mneme_workspace::playbook::{INJECT_BUDGET, generate_effective, injectable};
+
+    use crate::workspace;
+
+    #[test]
+    fn the_curated_playbook_reaches_the_session_start_context_within_its_budget() {
+        let (_dir, settings) = workspace("UTC");
+        assert_eq!(injectable(&settings, INJECT_BUDGET), None, "no workspace, no playbook");
+        std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
+        assert!(!generate_effective(&settings).expect("generate"), "no base playbook yet");
+        std::fs::write(
+            settings.dir.join("memory/sinain-playbook.md"),
+            "<!-- mining-index: -->\n# Playbook\n\n\n## Error prevention\n- Never deploy on Fridays\n\n## Patterns\n\n<!-- effectiveness: outputs=0 -->\n",
+        )
+        .expect("write");
+        assert!(generate_effective(&settings).expect("generate"));
+        let effective = std::fs::read_to_string(settings.dir.join("memory/sinain-playbook-effective.md")).expect("effective");
+        assert!(effective.starts_with("<!-- module-stack: -->\n<!-- base-playbook -->\n<!-- mining-index: -->"), "{effective}");
+        let injected = injectable(&settings, INJECT_BUDGET).expect("a playbook with a pattern");
+        assert_eq!(injected, "## Error prevention\n- Never deploy on Fridays\n\n## Patterns");
+        let context = session_start(&settings, None).expect("context");
+        assert!(context.contains("=== PLAYBOOK ===\n\n## Error prevention\n- Never deploy on Fridays"), "{context}");
+        // Over the budget: cut at a line, with a pointer to the file.
+        let long: String = (0..200).map(|i| format!("- pattern number {i}\n")).collect();
+        std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), format!("## Patterns\n{long}")).expect("write");
+        let cut = injectable(&settings, 500).expect("cut");
+        assert!(cut.len() <= 560 && cut.ends_with("(the playbook continues in memory/sinain-playbook.md)"), "{cut}");
+        // Headings without a single pattern are not worth a section.
+        std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), "# Playbook\n## Patterns\n").expect("write");
+        assert_eq!(injectable(&settings, INJECT_BUDGET), None);
+    }
+}

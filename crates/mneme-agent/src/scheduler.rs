@@ -275,7 +275,12 @@ fn perform(
 ) -> Result<(String, Option<String>), String> {
     match action {
         TaskAction::ReflectionTick => {
-            let report = crate::reflect::tick::tick(service, settings, now, &Default::default()).map_err(|e| e.to_string())?;
+            let report = match crate::reflect::tick::tick(service, settings, now, &Default::default()) {
+                Ok(report) => report,
+                // A store used without a file workspace: nothing to curate, not a failure.
+                Err(e @ crate::reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
+                Err(e) => return Err(e.to_string()),
+            };
             let line = &report.line;
             let detail = format!(
                 "{} (action {}, directive {}, playbook {} lines)",

@@ -213,6 +213,9 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                         path.display()
                     ))));
                 }
+                Err(e @ ReflectError::NoWorkspace(_)) => {
+                    return Err(anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())));
+                }
                 Err(e) => return Err(e.into()),
             };
             if ctx.json {

@@ -29,6 +29,9 @@ pub enum ReflectError {
     /// Another tick holds the workspace's reflection lock.
     #[error("another reflection tick is running on this workspace (lock {0:?})")]
     Busy(PathBuf),
+    /// The workspace does not exist (the heartbeat never creates one).
+    #[error("no workspace at {0:?} (run `mneme workspace init`)")]
+    NoWorkspace(PathBuf),
     #[error(transparent)]
     Workspace(#[from] mneme_workspace::WorkspaceError),
     #[error(transparent)]

@@ -15,7 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 use mneme_core::{MemoryType, Payload};
 use mneme_service::{Access, MemoryService, RetrieveRequest};
 use mneme_workspace::playbook::{Playbook, parse_module_stack, write_curated};
-use mneme_workspace::{WorkspaceSettings, atomic, paths, playbook_log};
+use mneme_workspace::{WorkspaceSettings, paths, playbook_log};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -70,7 +70,10 @@ struct TickLock(std::fs::File);
 
 impl TickLock {
     fn acquire(settings: &WorkspaceSettings) -> Result<TickLock, ReflectError> {
-        atomic::ensure_dir(&settings.dir)?;
+        // The heartbeat curates a workspace the user set up; it never creates one.
+        if !settings.dir.is_dir() {
+            return Err(ReflectError::NoWorkspace(settings.dir.clone()));
+        }
         let path = paths::resolve(&settings.dir, ".mneme-reflect.lock")?;
         let file = std::fs::File::options()
             .create(true)

@@ -262,11 +262,12 @@ mod curator {
     }
 }
 
-/// A fresh workspace (its root not yet created) in a temporary directory.
+/// A fresh, empty workspace in a temporary directory.
 pub fn workspace() -> (tempfile::TempDir, mneme_workspace::WorkspaceSettings) {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = mneme_workspace::WorkspaceConfig::default();
     let settings = config.settings(dir.path().join("ws")).expect("settings");
+    std::fs::create_dir_all(&settings.dir).expect("workspace root");
     (dir, settings)
 }
 
@@ -351,6 +352,14 @@ mod tick {
         let s = service(dir.path(), now);
         let (_ws, settings) = crate::reflect::workspace();
         std::fs::create_dir_all(&settings.dir).expect("ws");
+        // No workspace: refused, nothing created.
+        let (_none, missing) = {
+            let dir = tempfile::tempdir().expect("dir");
+            let settings = mneme_workspace::WorkspaceConfig::default().settings(dir.path().join("absent")).expect("settings");
+            (dir, settings)
+        };
+        assert!(matches!(tick(&s, &missing, now, &TickOptions::default()), Err(ReflectError::NoWorkspace(_))));
+        assert!(!missing.dir.exists());
         let held = std::fs::File::options()
             .create(true)
             .truncate(false)

@@ -108,11 +108,19 @@ impl Drop for Down<'_> {
 }
 
 fn serve(m: &Mneme) -> (Guard, String) {
-    let child = m
-        .command()
+    serve_with(m, &[], &[], Stdio::piped())
+}
+
+/// `mneme [GLOBAL...] serve` on loopback port 0 with extra `env`, once healthy: the guard
+/// and the HTTP address.
+pub(crate) fn serve_with(m: &Mneme, global: &[&str], env: &[(&str, &str)], stderr: Stdio) -> (Guard, String) {
+    let mut cmd = m.command();
+    cmd.envs(env.iter().copied());
+    let child = cmd
+        .args(global)
         .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .expect("serve starts");
     let child = Guard(child);
@@ -548,17 +556,8 @@ fn reindex_beside_a_daemon_waits_for_the_daemon_to_embed_and_refuses_force() {
     for text in ["We hiked up to the glacier", "The espresso machine needs descaling"] {
         m.ok(&["ingest", "event", "--text", text]);
     }
-    let child = m
-        .command()
-        .args(["--set", "embedding.model_poll=100ms", "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let _child = Guard(child);
+    let (_child, _addr) = serve_with(&m, &["--set", "embedding.model_poll=100ms"], &[], Stdio::null());
     let _down = Down(&m);
-    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").to_string();
-    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
     // No model anywhere: the daemon is lexical-only and reindex says so, naming the cure.
     let err = m.fails(&["reindex"], 4);
     assert!(err.contains("lexical-only") && err.contains("mneme model install"), "{err}");

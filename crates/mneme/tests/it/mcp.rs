@@ -2,12 +2,11 @@
 //! and over the daemon's Streamable HTTP endpoint, with keys and a narrowed principal.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::Mneme;
-use crate::daemon::{Down, Guard, daemon_file, healthy, rt, wait_until};
+use crate::daemon::{Down, Guard, rt};
 
 const OWNER_KEY: &str = "owner-key-for-mcp-tests-0123456789";
 const ALICE_KEY: &str = "alice-app-key-for-mcp-tests-987654";
@@ -118,19 +117,7 @@ write_scopes = ["user:alice"]
 "#,
     )
     .expect("config");
-    let child = m
-        .command()
-        .env("MNEME_TEST_OWNER_KEY", OWNER_KEY)
-        .env("MNEME_TEST_ALICE_KEY", ALICE_KEY)
-        .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let _child = Guard(child);
-    let _down = Down(&m);
-    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").to_string();
-    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    let (_guard, _down, addr) = serve_with(&m, &[("MNEME_TEST_OWNER_KEY", OWNER_KEY), ("MNEME_TEST_ALICE_KEY", ALICE_KEY)]);
     let url = format!("http://{addr}/mcp");
 
     // No key: refused before MCP, as on every other route.
@@ -190,21 +177,8 @@ write_scopes = ["user:alice"]
 /// Starts `mneme serve` on loopback port 0 (extra `env`); returns the guard, the stopper
 /// and the HTTP address.
 fn serve_with<'a>(m: &'a Mneme, env: &[(&str, &str)]) -> (Guard, Down<'a>, String) {
-    let mut cmd = m.command();
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = cmd
-        .args(["serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let guard = Guard(child);
-    let down = Down(m);
-    let addr = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(m))["http_addr"].as_str().expect("addr").to_string();
-    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
-    (guard, down, addr)
+    let (guard, addr) = crate::daemon::serve_with(m, &[], env, Stdio::null());
+    (guard, Down(m), addr)
 }
 
 /// The MCP Inspector's CLI (`@modelcontextprotocol/inspector`): `target` then `args`;

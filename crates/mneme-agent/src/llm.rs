@@ -88,11 +88,22 @@ pub struct Chat<'a> {
     pub max_tokens: u32,
     /// Ask for `response_format: json_object`.
     pub json: bool,
+    /// This request's timeout instead of the client's.
+    pub timeout: Option<Duration>,
+}
+
+/// Tokens one call used, as the endpoint reported them (zero when it did not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    #[serde(rename = "promptTokens")]
+    pub prompt_tokens: u64,
+    #[serde(rename = "completionTokens")]
+    pub completion_tokens: u64,
 }
 
 impl<'a> Chat<'a> {
     pub fn new(system: &'a str, user: &'a str) -> Self {
-        Chat { model: None, system, user, temperature: 0.1, max_tokens: 2000, json: false }
+        Chat { model: None, system, user, temperature: 0.1, max_tokens: 2000, json: false, timeout: None }
     }
 
     pub fn json(mut self) -> Self {
@@ -168,6 +179,11 @@ impl LlmClient {
     /// The assistant message's text. Failures other than `Disabled` and `Backoff` start or
     /// extend the backoff; a success clears it.
     pub async fn chat(&self, chat: &Chat<'_>) -> Result<String, LlmError> {
+        self.chat_usage(chat).await.map(|(text, _)| text)
+    }
+
+    /// [`chat`](Self::chat), with the tokens the call used.
+    pub async fn chat_usage(&self, chat: &Chat<'_>) -> Result<(String, Usage), LlmError> {
         let model = chat.model.unwrap_or(&self.settings.model);
         let route = self.route(model).ok_or(LlmError::Disabled)?;
         self.check_backoff()?;
@@ -185,15 +201,21 @@ impl LlmClient {
     /// [`chat`](Self::chat) in JSON mode, the answer parsed with [`extract_json`]. A reply
     /// with no JSON in it counts as a failure.
     pub async fn chat_json(&self, chat: &Chat<'_>) -> Result<Value, LlmError> {
-        let chat = chat.clone().json();
-        let text = self.chat(&chat).await?;
-        extract_json(&text).map_err(|e| {
-            self.failed();
-            LlmError::BadResponse(e)
-        })
+        self.chat_json_usage(chat).await.map(|(value, _)| value)
     }
 
-    async fn send(&self, route: &Route, model: &str, chat: &Chat<'_>) -> Result<String, LlmError> {
+    /// [`chat_json`](Self::chat_json), with the tokens the call used.
+    pub async fn chat_json_usage(&self, chat: &Chat<'_>) -> Result<(Value, Usage), LlmError> {
+        let chat = chat.clone().json();
+        let (text, usage) = self.chat_usage(&chat).await?;
+        let value = extract_json(&text).map_err(|e| {
+            self.failed();
+            LlmError::BadResponse(e)
+        })?;
+        Ok((value, usage))
+    }
+
+    async fn send(&self, route: &Route, model: &str, chat: &Chat<'_>) -> Result<(String, Usage), LlmError> {
         let mut body = serde_json::json!({
             "model": model,
             "messages": [
@@ -211,6 +233,9 @@ impl LlmClient {
         if let Some(key) = route.api_key.as_deref().filter(|k| !k.is_empty()) {
             request = request.bearer_auth(key);
         }
+        if let Some(timeout) = chat.timeout {
+            request = request.timeout(timeout);
+        }
         let response =
             request.send().await.map_err(|e| if e.is_timeout() { LlmError::Timeout } else { LlmError::Transport(e.to_string()) })?;
         let status = response.status();
@@ -220,10 +245,12 @@ impl LlmClient {
         let text =
             response.text().await.map_err(|e| if e.is_timeout() { LlmError::Timeout } else { LlmError::Transport(e.to_string()) })?;
         let envelope: Value = serde_json::from_str(&text).map_err(|e| LlmError::BadResponse(format!("response is not JSON: {e}")))?;
+        let tokens = |key: &str| envelope.pointer(&format!("/usage/{key}")).and_then(Value::as_u64).unwrap_or(0);
+        let usage = Usage { prompt_tokens: tokens("prompt_tokens"), completion_tokens: tokens("completion_tokens") };
         envelope
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
-            .map(str::to_string)
+            .map(|text| (text.to_string(), usage))
             .ok_or_else(|| LlmError::BadResponse("response has no choices[0].message.content".into()))
     }
 }

@@ -82,6 +82,8 @@ pub struct MnemeConfig {
     pub llm: LlmConfig,
     /// The agent's file workspace (`mneme workspace`, `mneme hook session-start`).
     pub workspace: mneme_workspace::WorkspaceConfig,
+    /// The reflection heartbeat (`mneme reflect`), its model routing included.
+    pub reflection: crate::reflect::config::ReflectionConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -542,6 +544,7 @@ impl MnemeConfig {
                 ));
             }
         }
+        self.reflection.check().map_err(|(key, msg)| err(&key, msg))?;
         let ss = &self.hooks.session_start;
         if ss.max_records == 0 || ss.max_records > self.limits.max_limit {
             return Err(err(

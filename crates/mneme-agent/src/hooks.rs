@@ -505,7 +505,7 @@ impl Hooks {
         // file), in the Markdown block.
         let block = match (&self.journal, format) {
             (Some(j), ContextFormat::Markdown) if p.unrestricted() => {
-                match mneme_workspace::playbook::injectable(&j.settings, mneme_workspace::playbook::INJECT_BUDGET) {
+                match mneme_workspace::playbook::injectable(&j.settings, j.settings.budgets.playbook as usize) {
                     Some(playbook) if block.is_empty() => format!("## Playbook\n\n{playbook}\n"),
                     Some(playbook) => format!("{}\n\n## Playbook\n\n{playbook}\n", block.trim_end()),
                     None => block,

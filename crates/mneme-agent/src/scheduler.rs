@@ -13,6 +13,7 @@
 //! last run (or creation) has passed; missed slots during downtime make it due once.
 //! Require-idle tasks wait until the agent has been idle for `workspace.idle_after_secs`.
 
+use crate::reflect::engine::Reflector;
 use jiff::Timestamp;
 use mneme_core::CoreError;
 use mneme_service::{MemoryService, ServiceError, ServiceResult, TaskRow};
@@ -201,7 +202,13 @@ pub fn is_idle(service: &MemoryService, settings: &WorkspaceSettings, now: Times
 
 /// Runs every task due at `now`, in priority order. `idle` overrides the activity check
 /// (`None` = decide from the agent's last activity).
-pub fn run_due(service: &MemoryService, settings: &WorkspaceSettings, now: Timestamp, idle: Option<bool>) -> ServiceResult<DuePass> {
+pub fn run_due(
+    service: &MemoryService,
+    settings: &WorkspaceSettings,
+    reflector: &Reflector,
+    now: Timestamp,
+    idle: Option<bool>,
+) -> ServiceResult<DuePass> {
     let idle = match idle {
         Some(idle) => idle,
         None => is_idle(service, settings, now)?,
@@ -215,7 +222,7 @@ pub fn run_due(service: &MemoryService, settings: &WorkspaceSettings, now: Times
     let mut ran = Vec::new();
     for task in schedule::due_tasks(&all, now, idle, &settings.timezone) {
         let is_builtin = all.iter().position(|t| t.name == task.name).is_some_and(|i| builtin[i]);
-        ran.push(run_task(service, settings, task.clone(), is_builtin, now)?);
+        ran.push(run_task(service, settings, reflector, task.clone(), is_builtin, now)?);
     }
     Ok(DuePass { at: now, idle, ran, waiting_for_idle })
 }
@@ -244,13 +251,14 @@ pub fn due_now(service: &MemoryService, settings: &WorkspaceSettings, now: Times
 pub fn run_task(
     service: &MemoryService,
     settings: &WorkspaceSettings,
+    reflector: &Reflector,
     mut task: Task,
     builtin: bool,
     now: Timestamp,
 ) -> ServiceResult<RunOutcome> {
     // The row is only updated if nobody removed or replaced the task during the run.
     let read_spec = to_row(&task, builtin)?.spec;
-    let (ok, detail, dispatch) = match perform(service, settings, &task.action, now) {
+    let (ok, detail, dispatch) = match perform(service, settings, reflector, &task.action, now) {
         Ok((detail, dispatch)) => (true, detail, dispatch),
         Err(error) => (false, error, None),
     };
@@ -270,12 +278,13 @@ pub fn run_task(
 fn perform(
     service: &MemoryService,
     settings: &WorkspaceSettings,
+    reflector: &Reflector,
     action: &TaskAction,
     now: Timestamp,
 ) -> Result<(String, Option<String>), String> {
     match action {
         TaskAction::ReflectionTick => {
-            let report = match crate::reflect::tick::tick(service, settings, now, &Default::default()) {
+            let report = match crate::reflect::tick::tick(reflector, service, settings, now, &Default::default()) {
                 Ok(report) => report,
                 // A store used without a file workspace: nothing to curate, not a failure.
                 Err(e @ crate::reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
+use mneme_agent::reflect::ReflectError;
+use mneme_agent::reflect::tick::TickOptions;
 use mneme_core::{MemoryRecord, Payload};
-use mneme_service::{IngestOptions, MemoryService, ServiceResult};
+use mneme_service::{IngestOptions, MemoryService, ServiceError, ServiceResult};
 use serde::Serialize;
 
 use mneme_service::Principal;
@@ -106,6 +108,8 @@ pub struct App {
     pub auth: Auth,
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
+    /// The reflection heartbeat's engine (settings, model routing, outbound channel).
+    pub reflector: Arc<mneme_agent::reflect::engine::Reflector>,
     pub metrics: Registry,
     pub passes: JobPasses,
     /// The agent's file workspace (scheduler, search index); its directory may not exist.
@@ -353,13 +357,93 @@ impl App {
             m.by_type.iter().map(|(t, n)| (t.clone(), *n, m.live_by_type.get(t).copied().unwrap_or(0))).collect();
         let uptime = self.started.elapsed().as_secs_f64();
         let buffered = self.consolidator.buffered() as f64;
-        Ok(self.metrics.render(
-            &records,
-            &[
-                ("mneme_uptime_seconds", "Seconds since the daemon started.", uptime),
-                ("mneme_consolidation_buffered_messages", "Messages waiting for the next consolidation cycle.", buffered),
-                ("mneme_store_bytes", "Size of the store file.", m.file_bytes as f64),
-            ],
-        ))
+        let mut gauges = vec![
+            ("mneme_uptime_seconds", "Seconds since the daemon started.", uptime),
+            ("mneme_consolidation_buffered_messages", "Messages waiting for the next consolidation cycle.", buffered),
+            ("mneme_store_bytes", "Size of the store file.", m.file_bytes as f64),
+        ];
+        // The heartbeat's figures, from its log (when the workspace exists).
+        if let Ok(r) = mneme_agent::reflect::status::status(&self.reflector, &self.workspace, self.ops.now())
+            && r.last_tick.is_some()
+        {
+            let outcomes = |status: &str| r.stage_outcomes.values().map(|c| c.get(status).copied().unwrap_or(0)).sum::<u32>() as f64;
+            gauges.extend([
+                ("mneme_reflection_ticks_24h", "Heartbeat ticks in the last 24 hours.", f64::from(r.ticks_24h)),
+                ("mneme_reflection_pending_spawns", "Spawned tasks not settled yet.", r.pending_spawns.len() as f64),
+                (
+                    "mneme_reflection_effectiveness_rate",
+                    "Positive share of scored heartbeat outputs (7 days).",
+                    r.effectiveness["rate"].as_f64().unwrap_or(0.0),
+                ),
+                ("mneme_reflection_playbook_lines", "Body lines of the base playbook.", r.playbook_lines as f64),
+                (
+                    "mneme_reflection_stage_fallbacks_24h",
+                    "Stage runs that used the deterministic fallback (24 hours).",
+                    outcomes("fallback"),
+                ),
+                ("mneme_reflection_stage_failures_24h", "Stage runs that failed, e.g. a git push (24 hours).", outcomes("failed")),
+                ("mneme_reflection_llm_calls_24h", "Model calls by the heartbeat (24 hours).", r.llm["calls"].as_f64().unwrap_or(0.0)),
+                (
+                    "mneme_reflection_llm_tokens_24h",
+                    "Prompt and completion tokens of those calls.",
+                    r.llm["promptTokens"].as_f64().unwrap_or(0.0) + r.llm["completionTokens"].as_f64().unwrap_or(0.0),
+                ),
+            ]);
+        }
+        Ok(self.metrics.render(&records, &gauges))
+    }
+
+    /// The heartbeat's engine on the owner's service (owner principals only).
+    fn reflection(&self, p: &Principal) -> ApiResult<&MemoryService> {
+        p.require_unrestricted("the reflection heartbeat")?;
+        if !self.workspace.dir.is_dir() {
+            return Err(reflect_error(ReflectError::NoWorkspace(self.workspace.dir.clone())));
+        }
+        Ok(self.ops.owner_service(p)?)
+    }
+
+    /// `POST /v1/reflect/tick`: one tick, on this blocking worker (model calls block on the
+    /// daemon's runtime).
+    pub fn reflect_tick(&self, p: &Principal, options: &TickOptions) -> ApiResult<serde_json::Value> {
+        let service = self.reflection(p)?;
+        let report =
+            mneme_agent::reflect::tick::tick(&self.reflector, service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
+        Ok(serde_json::json!(report))
+    }
+
+    pub fn reflect_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        self.reflection(p)?;
+        let status = mneme_agent::reflect::status::status(&self.reflector, &self.workspace, self.ops.now()).map_err(reflect_error)?;
+        Ok(serde_json::json!(status))
+    }
+
+    pub fn reflect_feedback(&self, p: &Principal, f: &mneme_agent::reflect::report::Feedback) -> ApiResult<serde_json::Value> {
+        self.reflection(p)?;
+        let (line, _) = mneme_agent::reflect::report::feedback(&self.workspace, self.ops.now(), f)
+            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
+        Ok(serde_json::json!({ "recorded": line }))
+    }
+
+    pub fn reflect_spawn_result(&self, p: &Principal, spawn_id: &str, outcome: &str, note: Option<&str>) -> ApiResult<serde_json::Value> {
+        self.reflection(p)?;
+        let (line, _) = mneme_agent::reflect::report::spawn_result(&self.workspace, self.ops.now(), spawn_id, outcome, note)
+            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
+        Ok(serde_json::json!({ "recorded": line }))
+    }
+}
+
+/// A heartbeat error as the API reports it: a tick already running or no workspace is a
+/// failed precondition, bad input a bad request, anything else the server's fault.
+fn reflect_error(e: ReflectError) -> ApiError {
+    match e {
+        ReflectError::Busy(_) => ApiError::Service(ServiceError::Precondition(
+            "another reflection tick is running on this workspace; try again when it is done".into(),
+        )),
+        ReflectError::NoWorkspace(_) => ApiError::Service(ServiceError::Precondition(
+            "the daemon has no workspace (run `mneme workspace init`); the heartbeat never creates one".into(),
+        )),
+        ReflectError::Workspace(mneme_workspace::WorkspaceError::Invalid(msg)) => ApiError::BadRequest(msg),
+        ReflectError::Workspace(other) => ApiError::Unavailable(other.to_string()),
+        ReflectError::Service(e) => ApiError::Service(e),
     }
 }

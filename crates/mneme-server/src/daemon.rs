@@ -153,6 +153,14 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     // with the sensitivity and scope of the messages they came from.
     let internal = Arc::new(Principal::internal("mneme", Access::owner(), Sensitivity::Critical));
     let llm = Arc::new(LlmClient::new(config.llm_settings()));
+    let reflector = Arc::new(
+        mneme_agent::reflect::engine::Reflector::new(
+            config.reflection.clone(),
+            Some(llm.clone()),
+            Some(mneme_agent::reflect::engine::Exec::Handle(tokio::runtime::Handle::current())),
+        )
+        .with_env(|var| env.get(var).cloned()),
+    );
     let consolidator = Arc::new(Consolidator::new(ops.clone(), internal.clone(), &config.consolidation, llm));
     let app = Arc::new(App {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()).with_workspace(workspace.clone()),
@@ -162,6 +170,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         read_gate: tokio::sync::Semaphore::new(readers.max(1)),
         auth,
         consolidator,
+        reflector,
         metrics: Registry::default(),
         passes: Default::default(),
         workspace,
@@ -309,7 +318,13 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             let app = app.clone();
             async move {
                 let pass = blocking_job(&app, "scheduler", |job| {
-                    mneme_agent::scheduler::run_due(job.ops.owner_service(&job.internal)?, &job.workspace, job.ops.now(), None)
+                    mneme_agent::scheduler::run_due(
+                        job.ops.owner_service(&job.internal)?,
+                        &job.workspace,
+                        &job.reflector,
+                        job.ops.now(),
+                        None,
+                    )
                 });
                 for run in pass.await.map(|pass| pass.ran).unwrap_or_default() {
                     tracing::info!(task = %run.task, ok = run.ok, detail = %run.detail, "scheduled task ran");

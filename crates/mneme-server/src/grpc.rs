@@ -233,6 +233,51 @@ impl pb::memory_server::Memory for GrpcApi {
         .await
     }
 
+    async fn reflect_tick(&self, request: Request<pb::ReflectTickRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ReflectTick, request, |app, p, m| {
+            let options = mneme_agent::reflect::tick::TickOptions {
+                idle: m.idle,
+                summary: (!m.summary.is_empty()).then_some(m.summary),
+                dry_run: m.dry_run,
+            };
+            let value = app.reflect_tick(p, &options)?;
+            Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
+        })
+        .await
+    }
+
+    async fn reflect_status(&self, request: Request<pb::ReflectStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ReflectStatus, request, |app, p, _m| {
+            Ok(pb::ReflectReply { status: "ok".into(), json: app.reflect_status(p)?.to_string() })
+        })
+        .await
+    }
+
+    async fn reflect_feedback(&self, request: Request<pb::ReflectFeedbackRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ReflectFeedback, request, |app, p, m| {
+            let report = mneme_agent::reflect::report::Feedback {
+                output_id: (!m.output_id.is_empty()).then_some(m.output_id),
+                score: m.score,
+                error_cleared: m.error_cleared,
+                re_escalated: m.re_escalated,
+                dwell_ms: m.dwell_ms,
+            };
+            Ok(pb::ReflectReply { status: "recorded".into(), json: app.reflect_feedback(p, &report)?.to_string() })
+        })
+        .await
+    }
+
+    async fn reflect_spawn_result(&self, request: Request<pb::ReflectSpawnResultRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ReflectSpawnResult, request, |app, p, m| {
+            let note = (!m.note.is_empty()).then_some(m.note.as_str());
+            Ok(pb::ReflectReply {
+                status: "recorded".into(),
+                json: app.reflect_spawn_result(p, &m.spawn_id, &m.outcome, note)?.to_string(),
+            })
+        })
+        .await
+    }
+
     async fn get_metrics(&self, request: Request<pb::GetMetricsRequest>) -> Result<Response<pb::Metrics>, Status> {
         self.run(Operation::GetMetrics, request, |app, p, _m| {
             let mut out = cv::metrics(&app.ops.metrics(p)?);

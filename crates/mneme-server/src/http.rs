@@ -276,6 +276,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sync/checkpoint", post(sync_checkpoint))
         .route("/v1/search/files", post(search_files))
         .route("/v1/forget", post(forget))
+        .route("/v1/reflect/tick", post(reflect_tick))
+        .route("/v1/reflect/status", get(reflect_status))
+        .route("/v1/reflect/feedback", post(reflect_feedback))
+        .route("/v1/reflect/spawn-result", post(reflect_spawn_result))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -399,6 +403,46 @@ handler!(sync_fetch, Operation::SyncFetch, |app, p, body: FetchBody| Ok(json!(ap
 
 handler!(sync_checkpoint, Operation::SyncCheckpoint, |app, p, body: CheckpointBody| {
     Ok(json!(app.ops.sync_checkpoint(p, body.end_id, &body.summary)?))
+});
+
+/// `POST /v1/reflect/tick`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ReflectTickBody {
+    /// Unset: decided from the agent's hook activity.
+    #[serde(default)]
+    idle: Option<bool>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+handler!(reflect_tick, Operation::ReflectTick, |app, p, body: ReflectTickBody| {
+    app.reflect_tick(p, &mneme_agent::reflect::tick::TickOptions { idle: body.idle, summary: body.summary, dry_run: body.dry_run })
+});
+
+async fn reflect_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", Operation::ReflectStatus, auth.as_deref(), |app, p| app.reflect_status(p)).await?))
+}
+
+handler!(reflect_feedback, Operation::ReflectFeedback, |app, p, body: mneme_agent::reflect::report::Feedback| {
+    app.reflect_feedback(p, &body)
+});
+
+/// `POST /v1/reflect/spawn-result`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SpawnResultBody {
+    spawn_id: String,
+    outcome: String,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+handler!(reflect_spawn_result, Operation::ReflectSpawnResult, |app, p, body: SpawnResultBody| {
+    app.reflect_spawn_result(p, &body.spawn_id, &body.outcome, body.note.as_deref())
 });
 
 /// `POST /v1/forget`: what to erase (ids, a query, a subject), why, and whether to only plan.

@@ -35,10 +35,14 @@ pub enum Operation {
     SyncCheckpoint,
     SearchFiles,
     Forget,
+    ReflectTick,
+    ReflectStatus,
+    ReflectFeedback,
+    ReflectSpawnResult,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 26] = [
+    pub const ALL: [Operation; 30] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -65,6 +69,10 @@ impl Operation {
         Operation::SyncCheckpoint,
         Operation::SearchFiles,
         Operation::Forget,
+        Operation::ReflectTick,
+        Operation::ReflectStatus,
+        Operation::ReflectFeedback,
+        Operation::ReflectSpawnResult,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -96,6 +104,10 @@ impl Operation {
             Operation::SyncCheckpoint => "SyncCheckpoint",
             Operation::SearchFiles => "SearchFiles",
             Operation::Forget => "Forget",
+            Operation::ReflectTick => "ReflectTick",
+            Operation::ReflectStatus => "ReflectStatus",
+            Operation::ReflectFeedback => "ReflectFeedback",
+            Operation::ReflectSpawnResult => "ReflectSpawnResult",
         }
     }
 
@@ -113,6 +125,7 @@ impl Operation {
                 | Operation::SyncStatus
                 | Operation::SyncFetch
                 | Operation::SearchFiles
+                | Operation::ReflectStatus
         )
     }
 
@@ -145,6 +158,10 @@ impl Operation {
             Operation::SyncCheckpoint => ("POST", "/v1/sync/checkpoint"),
             Operation::SearchFiles => ("POST", "/v1/search/files"),
             Operation::Forget => ("POST", "/v1/forget"),
+            Operation::ReflectTick => ("POST", "/v1/reflect/tick"),
+            Operation::ReflectStatus => ("GET", "/v1/reflect/status"),
+            Operation::ReflectFeedback => ("POST", "/v1/reflect/feedback"),
+            Operation::ReflectSpawnResult => ("POST", "/v1/reflect/spawn-result"),
         }
     }
 

@@ -240,6 +240,50 @@ pub fn document() -> Value {
         ),
     );
     add(
+        "/v1/reflect/tick",
+        "post",
+        op(
+            "ReflectTick",
+            "Run one reflection heartbeat tick (owner principals): the tick line, the step-5 output line and the model calls. 412 when a tick is already running or there is no workspace.",
+            Some("ReflectTickRequest"),
+            "ReflectTick",
+            false,
+        ),
+    );
+    add(
+        "/v1/reflect/status",
+        "get",
+        op(
+            "ReflectStatus",
+            "What the heartbeat has been doing: last ticks, directive, effectiveness, pending spawns, stage outcomes, model calls.",
+            None,
+            "ReflectResult",
+            false,
+        ),
+    );
+    add(
+        "/v1/reflect/feedback",
+        "post",
+        op(
+            "ReflectFeedback",
+            "Report how a heartbeat output went: a composite score in -1..=1.",
+            Some("ReflectFeedbackRequest"),
+            "ReflectResult",
+            false,
+        ),
+    );
+    add(
+        "/v1/reflect/spawn-result",
+        "post",
+        op(
+            "ReflectSpawnResult",
+            "Report what a spawned task came to: useful, ignored or error.",
+            Some("ReflectSpawnResultRequest"),
+            "ReflectResult",
+            false,
+        ),
+    );
+    add(
         "/v1/hooks/{name}",
         "post",
         json!({
@@ -497,6 +541,31 @@ pub fn document() -> Value {
     // Another map for the same reason.
     let forget = json!({
         "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "oneOf": [{ "type": "string" }, { "type": "object" }] }, "record_ids": strings(), "error": string() } },
+        "ReflectTickRequest": {
+            "type": "object", "additionalProperties": false,
+            "properties": { "idle": { "type": "boolean", "description": "Unset: decided from hook activity" }, "summary": string(), "dryRun": { "type": "boolean", "default": false } }
+        },
+        "ReflectTick": {
+            "type": "object",
+            "properties": {
+                "status": enumeration(&["HEARTBEAT_OK", "DRY_RUN"]), "tickId": string(),
+                "line": { "type": "object", "description": "The Step-4 heartbeat log line" },
+                "output": { "type": "object", "description": "The Step-5 output line (insight or skip)" },
+                "log": string(), "llm": { "type": "object" }, "archived": strings()
+            }
+        },
+        "ReflectResult": { "type": "object", "description": "The status, or the log line recorded (`recorded`)" },
+        "ReflectFeedbackRequest": {
+            "type": "object", "additionalProperties": false, "required": ["score"],
+            "properties": {
+                "outputId": string(), "score": { "type": "number", "minimum": -1, "maximum": 1 },
+                "errorCleared": { "type": "boolean" }, "reEscalated": { "type": "boolean" }, "dwellMs": { "type": "integer", "minimum": 0 }
+            }
+        },
+        "ReflectSpawnResultRequest": {
+            "type": "object", "additionalProperties": false, "required": ["spawnId", "outcome"],
+            "properties": { "spawnId": string(), "outcome": enumeration(&["useful", "ignored", "error"]), "note": string() }
+        },
         "ForgetRequest": {
             "type": "object", "additionalProperties": false,
             "description": "At least one of ids, query, subject. A real run needs a reason.",

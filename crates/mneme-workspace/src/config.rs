@@ -66,6 +66,8 @@ pub struct BudgetConfig {
     pub identity: u64,
     pub state: u64,
     pub references: u64,
+    /// The effective playbook's patterns injected at session start.
+    pub playbook: u64,
 }
 
 /// Validated workspace settings.
@@ -107,7 +109,12 @@ impl Default for WorkspaceConfig {
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        Self { identity: DEFAULT_IDENTITY_BUDGET, state: DEFAULT_STATE_BUDGET, references: DEFAULT_REFERENCES_BUDGET }
+        Self {
+            identity: DEFAULT_IDENTITY_BUDGET,
+            state: DEFAULT_STATE_BUDGET,
+            references: DEFAULT_REFERENCES_BUDGET,
+            playbook: crate::playbook::INJECT_BUDGET as u64,
+        }
     }
 }
 
@@ -240,7 +247,7 @@ mod tests {
         let settings = WorkspaceConfig { timezone: Some("UTC".into()), ..Default::default() }
             .settings(PathBuf::from("/w"))
             .expect("defaults are valid");
-        assert_eq!(settings.budgets, BudgetConfig { identity: 1024, state: 2048, references: 1024 });
+        assert_eq!(settings.budgets, BudgetConfig { identity: 1024, state: 2048, references: 1024, playbook: 4000 });
         assert_eq!(settings.sync_threshold, 30);
         assert_eq!(settings.flush_at_percent, 70);
         assert_eq!(settings.primary_user, "owner");

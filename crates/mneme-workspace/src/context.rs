@@ -56,7 +56,7 @@ pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&Unsumma
         parts.push("No memory files found. This may be a fresh install.".to_owned());
     }
     // What reflection learned (the curated playbook), so curation changes the next session.
-    if let Some(playbook) = crate::playbook::injectable(settings, crate::playbook::INJECT_BUDGET) {
+    if let Some(playbook) = crate::playbook::injectable(settings, settings.budgets.playbook as usize) {
         parts.push("=== PLAYBOOK ===".to_owned());
         parts.push(playbook);
     }

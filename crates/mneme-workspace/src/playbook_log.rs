@@ -93,3 +93,48 @@ pub fn read(settings: &WorkspaceSettings, from: Date, to: Date) -> WorkspaceResu
     }
     Ok(out)
 }
+
+/// Moves heartbeat logs dated before `before` from `memory/playbook-logs/` to
+/// `archive/playbook-logs/`, and playbook archive copies of those days from
+/// `memory/playbook-archive/` to `archive/playbook-archive/` (never overwriting: a taken
+/// name gets a `-2` suffix). Nothing is deleted. Returns the workspace-relative paths moved.
+pub fn archive_old(settings: &WorkspaceSettings, before: Date) -> WorkspaceResult<Vec<PathBuf>> {
+    let mut moved = Vec::new();
+    for (from_dir, to_dir, date_of) in [
+        (
+            paths::PLAYBOOK_LOGS_DIR,
+            "archive/playbook-logs",
+            (|n: &str| n.strip_suffix(".jsonl")?.parse::<Date>().ok()) as fn(&str) -> Option<Date>,
+        ),
+        (paths::PLAYBOOK_ARCHIVE_DIR, "archive/playbook-archive", |n: &str| {
+            // sinain-playbook-YYYY-MM-DD-HHMM[-N].md
+            n.strip_prefix("sinain-playbook-")?.get(..10)?.parse::<Date>().ok()
+        }),
+    ] {
+        let dir = paths::resolve(&settings.dir, from_dir)?;
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut old: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| date_of(n).is_some_and(|d| d < before))
+            .collect();
+        if old.is_empty() {
+            continue;
+        }
+        old.sort();
+        let target = paths::resolve(&settings.dir, to_dir)?;
+        atomic::ensure_dir(&paths::resolve(&settings.dir, paths::ARCHIVE_DIR)?)?;
+        atomic::ensure_dir(&target)?;
+        for name in old {
+            let (stem, extension) = name.rsplit_once('.').unwrap_or((name.as_str(), ""));
+            let to = paths::free_name(&target, stem, extension);
+            let from = dir.join(&name);
+            std::fs::rename(&from, &to).map_err(|source| WorkspaceError::io("cannot move to the archive", &to, source))?;
+            moved.push(PathBuf::from(to_dir).join(to.file_name().unwrap_or_default()));
+        }
+        atomic::sync_dir(&target)?;
+        atomic::sync_dir(&dir)?;
+    }
+    Ok(moved)
+}

@@ -138,7 +138,7 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
             let pass = if dry_run {
                 scheduler::due_now(&service, &settings, now, idle.then_some(true))?
             } else {
-                scheduler::run_due(&service, &settings, now, idle.then_some(true))?
+                scheduler::run_due(&service, &settings, &reflector(ctx)?, now, idle.then_some(true))?
             };
             if ctx.json {
                 return print_json(&pass);
@@ -186,9 +186,45 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
     }
 }
 
+/// The reflection engine for this process: the configured model (if any) through the
+/// shared client, on a runtime of its own.
+fn reflector(ctx: &Invocation) -> Result<mneme_agent::reflect::engine::Reflector> {
+    use mneme_agent::reflect::engine::{Exec, Reflector};
+    let llm = std::sync::Arc::new(mneme_agent::llm::LlmClient::new(ctx.config.llm_settings()));
+    Ok(Reflector::new(ctx.config.reflection.clone(), Some(llm), Some(Exec::owned()?)).with_env(|var| std::env::var(var).ok()))
+}
+
+/// A workspace file error from bad input: exit 2 with the message.
+fn invalid(e: mneme_workspace::WorkspaceError) -> anyhow::Error {
+    match e {
+        mneme_workspace::WorkspaceError::Invalid(msg) => input(msg),
+        other => other.into(),
+    }
+}
+
+fn reflect_error(e: mneme_agent::reflect::ReflectError) -> anyhow::Error {
+    use mneme_agent::reflect::ReflectError;
+    match e {
+        ReflectError::Busy(path) => anyhow::Error::new(mneme_service::ServiceError::Precondition(format!(
+            "another reflection tick is running on this workspace (lock {})",
+            path.display()
+        ))),
+        e @ ReflectError::NoWorkspace(_) => anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())),
+        ReflectError::Workspace(w) => invalid(w),
+        e => e.into(),
+    }
+}
+
+/// `mneme reflect stage NAME` (and `feedback` without a score).
+fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: Timestamp, name: &str, idle: Option<bool>) -> Result<()> {
+    let service = ctx.open(false)?;
+    let value = mneme_agent::reflect::tick::run_stage(&reflector(ctx)?, &service, settings, now, name, idle).map_err(reflect_error)?;
+    print_json(&value)
+}
+
 /// `mneme reflect …`.
 pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
-    use mneme_agent::reflect::{ReflectError, tick};
+    use mneme_agent::reflect::tick;
     let settings = crate::workspace::settings(ctx, None)?;
     let now = jiff::Timestamp::now();
     match cmd {
@@ -205,19 +241,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                 summary,
                 dry_run,
             };
-            let report = match tick::tick(&service, &settings, now, &options) {
-                Ok(r) => r,
-                Err(ReflectError::Busy(path)) => {
-                    return Err(anyhow::Error::new(mneme_service::ServiceError::Precondition(format!(
-                        "another reflection tick is running on this workspace (lock {})",
-                        path.display()
-                    ))));
-                }
-                Err(e @ ReflectError::NoWorkspace(_)) => {
-                    return Err(anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())));
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let report = tick::tick(&reflector(ctx)?, &service, &settings, now, &options).map_err(reflect_error)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -243,18 +267,38 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                     outln!("  {name}: {}{reason}", s["status"].as_str().unwrap_or("?"));
                 }
             }
+            let out = &report.output;
+            let reason = out["stage"]["reason"].as_str().map(|r| format!(" ({r})")).unwrap_or_default();
+            outln!("  insight: {}{reason}", out["stage"]["status"].as_str().unwrap_or("?"));
+            if out["skip"] == false {
+                outln!("  output {}: {}", out["outputId"].as_str().unwrap_or("?"), out["suggestion"].as_str().unwrap_or(""));
+            }
+            if report.llm.calls > 0 {
+                outln!(
+                    "  model: {} call(s), {} prompt + {} completion tokens",
+                    report.llm.calls,
+                    report.llm.prompt_tokens,
+                    report.llm.completion_tokens
+                );
+            }
             outln!("{}", report.status);
             Ok(())
         }
-        ReflectCommand::Feedback { output_id, score } => {
-            if !(score.is_finite() && (-1.0..=1.0).contains(&score)) {
-                return Err(crate::commands::input_error(format!("--score {score}: must be within -1..=1")));
+        ReflectCommand::Feedback { output_id, score: None, .. } => {
+            if output_id.is_some() {
+                return Err(input("an output id needs --score (without --score, the feedback stage runs alone)"));
             }
-            let mut line = serde_json::json!({ "kind": "feedback", "compositeScore": score });
-            if let Some(id) = output_id {
-                line["outputId"] = serde_json::json!(id);
-            }
-            let path = mneme_workspace::playbook_log::append(&settings, now, &line)?;
+            stage(ctx, &settings, now, "feedback", None)
+        }
+        ReflectCommand::Feedback { output_id, score: Some(score), error_cleared, re_escalated, dwell_ms } => {
+            let report = mneme_agent::reflect::report::Feedback {
+                output_id,
+                score,
+                error_cleared: error_cleared.then_some(true),
+                re_escalated: re_escalated.then_some(true),
+                dwell_ms,
+            };
+            let (line, path) = mneme_agent::reflect::report::feedback(&settings, now, &report).map_err(invalid)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "recorded": line, "log": path }));
             }
@@ -262,14 +306,39 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
             Ok(())
         }
         ReflectCommand::SpawnResult { spawn_id, outcome, note } => {
-            let line = serde_json::json!({ "kind": "spawn_result", "spawnId": spawn_id, "outcome": outcome, "note": note });
-            let path = mneme_workspace::playbook_log::append(&settings, now, &line)?;
+            let (line, path) =
+                mneme_agent::reflect::report::spawn_result(&settings, now, &spawn_id, &outcome, note.as_deref()).map_err(invalid)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "recorded": line, "log": path }));
             }
             outln!("spawn result recorded in {}", path.display());
             Ok(())
         }
+        ReflectCommand::Status => {
+            let status = mneme_agent::reflect::status::status(&reflector(ctx)?, &settings, now)?;
+            if ctx.json {
+                return print_json(&status);
+            }
+            let model = if status.model { "configured" } else { "none (every thinking stage runs its fallback)" };
+            outln!("model: {model}; outbound: {}", status.outbound.as_str().unwrap_or("inbox"));
+            match status.last_tick {
+                Some(at) => outln!("last tick: {at} ({} in the last 24 hours)", status.ticks_24h),
+                None => outln!("no tick yet (`mneme reflect tick` runs one; the daemon runs one every 30 minutes)"),
+            }
+            outln!("directive: {}; effectiveness: {}", status.directive.as_str().unwrap_or("-"), status.effectiveness);
+            outln!("spawn threshold: {}; pending spawns: {}", status.spawn_state["threshold"], status.pending_spawns.len());
+            for p in &status.pending_spawns {
+                outln!("  {} {}", p["spawnId"].as_str().unwrap_or("?"), p["task"].as_str().unwrap_or(""));
+            }
+            outln!("playbook: {} lines", status.playbook_lines);
+            for (stage, counts) in &status.stage_outcomes {
+                let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                outln!("  {stage}: {}", counts.join(", "));
+            }
+            outln!("model calls (24 h): {}", status.llm);
+            Ok(())
+        }
+        ReflectCommand::Stage { name, idle } => stage(ctx, &settings, now, &name, idle.then_some(true)),
     }
 }
 

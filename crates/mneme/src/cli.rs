@@ -733,17 +733,42 @@ pub enum ReflectCommand {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Report how a heartbeat output went (the feedback the curate directive is computed
-    /// from): a composite score in -1..=1.
+    /// With --score: report how a heartbeat output went (a composite score in -1..=1, the
+    /// feedback the curate directive is computed from). Without: run the feedback stage
+    /// alone and print its figures.
     #[command(
-        after_help = "Examples:\n  mneme reflect feedback t20261123T093000Z-tip --score 0.6\n  mneme reflect feedback --score -0.5   # the latest output"
+        after_help = "Examples:\n  mneme reflect feedback t20261123T093000Z-tip --score 0.6\n  mneme reflect feedback --score -0.5 --error-cleared   # the latest output\n  mneme reflect feedback   # the stage's figures, as JSON"
     )]
     Feedback {
         /// The output's id (from the log); omitted: the latest output before this report.
         output_id: Option<String>,
         /// How it went, in -1 (harmful) ..= 1 (very useful).
         #[arg(long, allow_negative_numbers = true)]
-        score: f64,
+        score: Option<f64>,
+        /// The error the output was about went away.
+        #[arg(long, requires = "score")]
+        error_cleared: bool,
+        /// The problem came back after the output.
+        #[arg(long, requires = "score")]
+        re_escalated: bool,
+        /// How long the user looked at the output, in milliseconds.
+        #[arg(long, requires = "score")]
+        dwell_ms: Option<u64>,
+    },
+    /// What the heartbeat has been doing: last ticks, directive, effectiveness, pending
+    /// spawns, stage outcomes, model calls.
+    #[command(after_help = "Examples:\n  mneme reflect status\n  mneme reflect status --json")]
+    Status,
+    /// Run one stage alone on the current files and records; prints one JSON object and
+    /// writes nothing.
+    #[command(after_help = "Examples:\n  mneme reflect stage signals\n  mneme reflect stage curate --idle")]
+    Stage {
+        /// signals, feedback, mine, curate or insight.
+        #[arg(value_parser = ["signals", "feedback", "mine", "curate", "insight"])]
+        name: String,
+        /// Treat the agent as idle.
+        #[arg(long)]
+        idle: bool,
     },
     /// Report the result of a spawned task (its id is in the instruction the agent got).
     #[command(after_help = "Examples:\n  mneme reflect spawn-result t20261123T093000Z-spawn useful")]

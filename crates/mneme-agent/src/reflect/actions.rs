@@ -7,20 +7,14 @@
 //! cannot read the host's sessions, which is how the seed finds it). Each later tick
 //! settles the spawns still open: a reported result is the outcome; no report after
 //! [`TIMEOUT_TICKS`] further ticks is a `timeout`. Three `ignored` in a row raise the
-//! threshold by [`THRESHOLD_STEP`] (at most [`THRESHOLD_MAX`]); one `useful` resets it;
-//! `error` and `timeout` leave it.
+//! threshold by `reflection.spawn_threshold_step` (at most `spawn_threshold_max`); one
+//! `useful` resets it to `spawn_threshold`; `error` and `timeout` leave it.
 
 use jiff::{SignedDuration, Timestamp};
 use mneme_workspace::playbook_log::LogLine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The threshold a fresh install starts with, and `useful` resets to.
-pub const BASE_THRESHOLD: f64 = 0.5;
-/// What three ignored spawns in a row add.
-pub const THRESHOLD_STEP: f64 = 0.1;
-/// The threshold never goes above this.
-pub const THRESHOLD_MAX: f64 = 0.9;
 /// Ignored spawns in a row that raise the threshold.
 pub const IGNORED_TO_RAISE: u32 = 3;
 /// Ticks after which an unreported spawn times out.
@@ -34,20 +28,37 @@ pub struct SpawnState {
     pub consecutive_ignored: u32,
 }
 
-impl Default for SpawnState {
+/// The threshold's settings (`[reflection]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpawnPolicy {
+    /// Where a fresh install starts, and `useful` resets to.
+    pub base: f64,
+    /// What three ignored spawns in a row add.
+    pub step: f64,
+    /// The threshold never goes above this.
+    pub max: f64,
+}
+
+impl Default for SpawnPolicy {
     fn default() -> Self {
-        SpawnState { threshold: BASE_THRESHOLD, consecutive_ignored: 0 }
+        SpawnPolicy::from(&super::config::ReflectionConfig::default())
+    }
+}
+
+impl From<&super::config::ReflectionConfig> for SpawnPolicy {
+    fn from(c: &super::config::ReflectionConfig) -> Self {
+        SpawnPolicy { base: c.spawn_threshold, step: c.spawn_threshold_step, max: c.spawn_threshold_max }
     }
 }
 
 impl SpawnState {
-    fn apply(&mut self, outcome: &str) {
+    fn apply(&mut self, outcome: &str, policy: &SpawnPolicy) {
         match outcome {
-            "useful" => *self = SpawnState::default(),
+            "useful" => *self = SpawnState { threshold: policy.base, consecutive_ignored: 0 },
             "ignored" => {
                 self.consecutive_ignored += 1;
                 if self.consecutive_ignored >= IGNORED_TO_RAISE {
-                    self.threshold = (self.threshold + THRESHOLD_STEP).min(THRESHOLD_MAX);
+                    self.threshold = (self.threshold + policy.step).min(policy.max);
                     self.consecutive_ignored = 0;
                 }
             }
@@ -58,9 +69,12 @@ impl SpawnState {
 
 /// The spawns this tick settles and the state after them, from the log lines (newest
 /// first, as `playbook_log::read` gives them).
-pub fn settle_spawns(lines: &[LogLine]) -> (Vec<Value>, SpawnState) {
+pub fn settle_spawns(lines: &[LogLine], policy: &SpawnPolicy) -> (Vec<Value>, SpawnState) {
     let ticks: Vec<&LogLine> = lines.iter().filter(|l| l.kind == "tick").collect();
-    let mut state: SpawnState = ticks.first().and_then(|t| serde_json::from_value(t.value["spawnState"].clone()).ok()).unwrap_or_default();
+    let mut state: SpawnState = ticks
+        .first()
+        .and_then(|t| serde_json::from_value(t.value["spawnState"].clone()).ok())
+        .unwrap_or(SpawnState { threshold: policy.base, consecutive_ignored: 0 });
     let settled: Vec<&str> = ticks
         .iter()
         .flat_map(|t| t.value["spawnOutcomes"].as_array().into_iter().flatten())
@@ -81,7 +95,7 @@ pub fn settle_spawns(lines: &[LogLine]) -> (Vec<Value>, SpawnState) {
             _ if age >= TIMEOUT_TICKS => "timeout",
             _ => continue,
         };
-        state.apply(outcome);
+        state.apply(outcome, policy);
         outcomes.push(json!({ "spawnId": id, "outcome": outcome, "ticks": age }));
     }
     (outcomes, state)

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use jiff::civil::Date;
 use mneme_workspace::playbook::{BODY_LIMIT, PatternLine, Playbook, normalize};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::feedback::Directive;
 
@@ -111,7 +112,6 @@ fn add_to_section(body: &mut Vec<String>, heading: &str, line: String) {
 pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
     let mut playbook = input.playbook.clone();
     let mut changes = Changes::default();
-    let mut stale_item_actions = Vec::new();
     let known: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
     let mut seen = known.clone();
 
@@ -165,6 +165,13 @@ pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
         }
     }
 
+    finish(playbook, input, changes)
+}
+
+/// What every curation ends with, model or not: the stale lifecycle, at most
+/// [`MAX_DEFERRED`] deferred items, and the 50-line body.
+fn finish(mut playbook: Playbook, input: &CurateInput<'_>, mut changes: Changes) -> Curation {
+    let mut stale_item_actions = Vec::new();
     // The stale lifecycle.
     let mut stale_due = Vec::new();
     for line in playbook.body.iter_mut() {
@@ -199,6 +206,25 @@ pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
     }
     let playbook_lines = playbook.body.len();
     Curation { playbook, changes, stale_item_actions, stale_due, playbook_lines }
+}
+
+/// The `[since:]` items due for a mandatory action at `today`: tracked for
+/// [`STALE_AFTER_DAYS`] or more, fewer than [`ACTIONS_BEFORE_DEFERRAL`] actions so far, and
+/// none in the last day (`acted_today`, by key). The seed says "mandatory action" without
+/// a rate; one a day keeps a stale item from taking three ticks in a row and being
+/// deferred within the hour.
+pub fn stale_due(playbook: &Playbook, stale_actions: &BTreeMap<String, u32>, acted_today: &[String], today: Date) -> Vec<String> {
+    playbook
+        .patterns()
+        .into_iter()
+        .filter_map(|(_, p)| {
+            let since = p.since?;
+            let key = p.key();
+            let acted = stale_actions.get(&key).copied().unwrap_or(0);
+            let due = (today - since).get_days() >= STALE_AFTER_DAYS && acted < ACTIONS_BEFORE_DEFERRAL && !acted_today.contains(&key);
+            due.then_some(p.text)
+        })
+        .collect()
 }
 
 /// Trims `body` to [`BODY_LIMIT`] lines in the module's order; returns what went.
@@ -240,4 +266,122 @@ pub fn enforce_limit(body: &mut Vec<String>) -> Vec<String> {
         removed.push(PatternLine::parse(&line).map(|p| p.text).unwrap_or(line));
     }
     removed
+}
+
+const PROMPT: &str = "You curate an AI agent's playbook: the patterns it follows. Three laws, in this order: (1) never \
+remove error-prevention patterns; (2) preserve high-scoring approaches (score 0.5 or more); (3) then evolve: merge \
+duplicates, sharpen wording, integrate the mining findings and new patterns, drop what the feedback shows does not \
+work. Follow the directive. Track each new fixable problem as a bullet ending in [since: TODAY]; keep existing \
+[since: ...], [deferred: ...] and (score: ...) markers as they are. Keep Markdown headings and bullets; the body \
+must stay within 50 lines. Answer only JSON: {\"body\": \"the whole new body as Markdown\"}";
+
+/// Checks a model's answer: the new body, as one string or a list of lines.
+pub fn validate(v: &Value) -> Result<Vec<String>, String> {
+    let body: Vec<String> = match v.get("body") {
+        Some(Value::String(s)) => s.lines().map(|l| l.trim_end().to_string()).collect(),
+        Some(Value::Array(lines)) => lines
+            .iter()
+            .map(|l| l.as_str().map(|s| s.trim_end().to_string()).ok_or("body: not a list of strings"))
+            .collect::<Result<_, _>>()?,
+        _ => return Err("body: missing, or neither a string nor a list of lines".into()),
+    };
+    if body.iter().all(|l| l.trim().is_empty()) {
+        return Err("body: empty".into());
+    }
+    if body.len() > 4 * BODY_LIMIT {
+        return Err(format!("body: {} lines, far beyond the {BODY_LIMIT}-line limit", body.len()));
+    }
+    if body.iter().any(|l| l.trim_start().starts_with("<!--")) {
+        return Err("body: contains HTML comments (the header and footer are not the model's)".into());
+    }
+    Ok(body)
+}
+
+/// The model's body, held to the laws mechanically: protected and high-scoring lines it
+/// dropped come back; markers it dropped from kept lines come back; fixable items are
+/// tracked; under `stability` only new lines scoring above 0.5 stay. Then the offline
+/// stale lifecycle and the 50-line limit. `changes` are computed by comparing keys.
+pub fn govern(input: &CurateInput<'_>, proposed: Vec<String>) -> Curation {
+    let old = input.playbook.patterns();
+    let old_keys: Vec<String> = old.iter().map(|(_, p)| p.key()).collect();
+    let mut playbook = input.playbook.clone();
+    playbook.body = proposed;
+    // Markers the model dropped from lines it kept.
+    for line in playbook.body.iter_mut() {
+        let Some(mut p) = PatternLine::parse(line) else { continue };
+        if let Some((_, before)) = old.iter().find(|(_, o)| o.key() == p.key()) {
+            p.since = p.since.or(before.since);
+            p.deferred = p.deferred.clone().or(before.deferred.clone());
+            p.score = p.score.or(before.score);
+            p.established |= before.established;
+            *line = p.render();
+        }
+    }
+    // Under stability, new unscored or low-scored lines go again.
+    if input.directive == Directive::Stability {
+        let fixable: Vec<String> = input.fixable.iter().map(|f| normalize(f)).collect();
+        playbook.body.retain(|l| match PatternLine::parse(l) {
+            Some(p) => old_keys.contains(&p.key()) || fixable.contains(&p.key()) || p.score.is_some_and(|s| s > HIGH_SCORE),
+            None => true,
+        });
+    }
+    // Laws 1 and 2: what the model may not remove.
+    let now_keys: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
+    for (heading, p) in &old {
+        let keep = p.is_protected(heading.as_deref()) || p.score.is_some_and(|s| s >= HIGH_SCORE);
+        if keep && !now_keys.contains(&p.key()) {
+            add_to_section(&mut playbook.body, heading.as_deref().unwrap_or("Patterns"), p.render());
+        }
+    }
+    // Fixable items are tracked whatever the model wrote.
+    let present: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
+    for text in input.fixable {
+        let key = normalize(text);
+        if !key.is_empty() && !present.contains(&key) {
+            let line = PatternLine {
+                bullet: "-".into(),
+                text: text.trim().to_string(),
+                score: None,
+                since: Some(input.today),
+                deferred: None,
+                established: false,
+            };
+            add_to_section(&mut playbook.body, "Error prevention", line.render());
+        }
+    }
+    let new = playbook.patterns();
+    let new_keys: Vec<String> = new.iter().map(|(_, p)| p.key()).collect();
+    let changes = Changes {
+        added: new.iter().filter(|(_, p)| !old_keys.contains(&p.key())).map(|(_, p)| p.text.clone()).collect(),
+        pruned: old.iter().filter(|(_, p)| !new_keys.contains(&p.key())).map(|(_, p)| p.text.clone()).collect(),
+        promoted: new
+            .iter()
+            .filter(|(_, p)| p.established && old.iter().any(|(_, o)| o.key() == p.key() && !o.established))
+            .map(|(_, p)| p.text.clone())
+            .collect(),
+    };
+    finish(playbook, input, changes)
+}
+
+/// Curates with the model when one is configured (its body governed by [`govern`]), else
+/// offline. `context`: the last tick lines and the mining findings, for the model.
+pub fn curate(engine: &super::engine::Reflector, input: &CurateInput<'_>, context: &Value) -> (Curation, super::engine::StageOutcome) {
+    use super::engine::StageOutcome;
+    let user = serde_json::json!({
+        "today": input.today.to_string(),
+        "directive": input.directive,
+        "directiveMeaning": input.directive.meaning(),
+        "body": input.playbook.body.join("\n"),
+        "newPatterns": input.new_patterns,
+        "fixable": input.fixable,
+        "context": context,
+    })
+    .to_string();
+    match engine.ask(super::config::Stage::PlaybookCurator, PROMPT, &user) {
+        Ok(v) => match validate(&v) {
+            Ok(body) => (govern(input, body), StageOutcome::ok()),
+            Err(e) => (curate_offline(input), StageOutcome::fallback(format!("invalid model answer: {e}"))),
+        },
+        Err(reason) => (curate_offline(input), StageOutcome::fallback(reason)),
+    }
 }

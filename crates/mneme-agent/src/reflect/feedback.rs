@@ -179,3 +179,24 @@ pub fn figures(lines: &[LogLine], since: Timestamp, count_tips: bool) -> Feedbac
         low,
     }
 }
+
+const PROMPT: &str = "You interpret the feedback scores (-1..1) an AI agent's heartbeat outputs received. Say in one \
+or two sentences which kinds of output score well and which poorly, and what to do more or less of. Answer only \
+JSON: {\"interpretation\": \"...\"}";
+
+/// The model's reading of the figures (the figures themselves, the directive included,
+/// are always the mechanical ones). Without scored outputs there is nothing to interpret.
+pub fn interpret(engine: &super::engine::Reflector, figures: &FeedbackFigures) -> (Option<String>, super::engine::StageOutcome) {
+    use super::engine::StageOutcome;
+    if figures.effectiveness.outputs == 0 {
+        return (None, StageOutcome::fallback("no scored outputs: mechanical figures only"));
+    }
+    let user = serde_json::to_string(figures).unwrap_or_default();
+    match engine.ask(super::config::Stage::FeedbackAnalyzer, PROMPT, &user) {
+        Ok(v) => match super::engine::text(&v, "interpretation") {
+            Some(t) => (Some(t.chars().take(500).collect()), StageOutcome::ok()),
+            None => (None, StageOutcome::fallback("invalid model answer: no \"interpretation\" string")),
+        },
+        Err(reason) => (None, StageOutcome::fallback(reason)),
+    }
+}

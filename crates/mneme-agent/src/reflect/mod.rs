@@ -1,24 +1,31 @@
 //! Reflection: the heartbeat that makes the agent better over time (sinain §4, §6, §8).
-//! Being built stage by stage (issue 16); what exists so far:
 //!
-//! - `curator`: the playbook curator without a model (three laws, stale lifecycle,
-//!   50-line body); the archive copy before a change is `mneme_workspace::playbook::write_curated`.
-//! - `feedback`: the feedback analyzer's mechanical part. From the heartbeat log's
-//!   `output` and `feedback` lines over the last days, the effectiveness of the outputs
-//!   and the curate directive that tells the playbook curator how boldly to change the
-//!   playbook.
-//!
-//! - `signals`: the signal analyzer's offline rules and the recommended action.
-//! - `tick`: one heartbeat tick, offline, with the stages not built yet recorded as
-//!   skipped with their reason; `HEARTBEAT_OK` only after the Step-4 log line.
+//! One tick (`tick`) runs the seed's phases as stages of one engine (`engine::Reflector`):
+//! `setup` (history, idle, session summary), `git` (opt-in backup), `signals` (the
+//! analyzer and its recommended action), `actions` (spawn outcome tracking, the threshold,
+//! the daily minimum), `miner` (idle ticks), `feedback` (effectiveness and the curate
+//! directive), `curator` (three laws, stale lifecycle, 50-line body), the Step-4 log line,
+//! then `insight` delivered through `outbound`. Each thinking stage asks the model routed
+//! for it in `config` when one is configured, validates the answer, and otherwise runs a
+//! deterministic fallback, recording which in the log line. `report` takes the host's
+//! feedback and spawn results; `status` summarises the log.
 //!
 //! The playbook's text format and the heartbeat log live in `mneme-workspace`
 //! (`playbook`, `playbook_log`), so the session-start context can read them too.
 
 pub mod actions;
+pub mod config;
 pub mod curator;
+pub mod engine;
 pub mod feedback;
+pub mod git;
+pub mod insight;
+pub mod miner;
+pub mod outbound;
+pub mod report;
+pub mod setup;
 pub mod signals;
+pub mod status;
 pub mod tick;
 
 use std::path::PathBuf;

@@ -1,47 +1,49 @@
-//! One heartbeat tick (sinain §6), offline: setup, Phase 1 (git backup), Phase 2 (signals
-//! and the recommended action), Phase 3 (mining, feedback, curation, the Step-4 log line,
-//! insight). `HEARTBEAT_OK` only once the Step-4 line is durably appended; every file
-//! write before it is atomic, so a crash leaves no half-written file and the next tick
-//! proceeds. One tick at a time per workspace (`.mneme-reflect.lock`).
+//! One heartbeat tick (sinain §6): setup, Phase 1 (git backup), Phase 2 (signals and the
+//! recommended action), Phase 3 (mining on idle ticks, feedback, curation, the Step-4 log
+//! line, insight). `HEARTBEAT_OK` only once the Step-4 line is durably appended; every
+//! file write before it is atomic, so a crash leaves no half-written file and the next
+//! tick proceeds. One tick at a time per workspace (`.mneme-reflect.lock`).
 //!
-//! Stages not built yet (issue 16 in progress) are recorded as `skipped` with the reason,
-//! in the line itself, so nothing pretends to have run: git backup, the miner, the
-//! model-backed stages and the insight synthesizer.
+//! Each thinking stage uses the model when one is configured and records how it ran
+//! (`ok`, `fallback` with the reason, `skipped` with the reason) in the line's `stages`.
+//! Step 5 runs after the Step-4 line and records itself in an `output` line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
-use mneme_core::{MemoryType, Payload};
-use mneme_service::{Access, MemoryService, RetrieveRequest};
-use mneme_workspace::playbook::{Playbook, parse_module_stack, write_curated};
+use mneme_service::MemoryService;
+use mneme_workspace::playbook::{Playbook, normalize, parse_module_stack, write_curated};
 use mneme_workspace::{WorkspaceSettings, paths, playbook_log};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ReflectError;
-use super::actions::{daily_minimum_due, settle_spawns};
-use super::curator::{CurateInput, curate_offline};
-use super::feedback::figures;
-use super::signals::{ActionKind, fallback};
+use super::actions::{SpawnPolicy, daily_minimum_due, settle_spawns};
+use super::curator::{CurateInput, curate, stale_due};
+use super::engine::{Calls, Reflector, StageOutcome};
+use super::feedback::{figures, interpret};
+use super::insight::synthesize;
+use super::setup::{History, summarize};
+use super::signals::{ActionKind, SignalInput, analyze};
+use super::{git, miner, outbound};
 
-/// The agent is idle after this long without hook activity (the seed's 30 minutes).
-pub const IDLE_AFTER: SignedDuration = SignedDuration::from_mins(30);
 /// Days of log the feedback stage reads.
 pub const FEEDBACK_DAYS: i64 = 7;
 /// Days of tick lines whose stale-item actions count.
 pub const STALE_ACTION_DAYS: i64 = 30;
-/// Records of the last day the setup looks at (the seed's last 50 session events).
-pub const HISTORY_LIMIT: usize = 50;
+/// Days of logs the insight synthesizer reads.
+pub const INSIGHT_DAYS: i64 = 3;
 
 /// How a tick is run.
 #[derive(Debug, Clone, Default)]
 pub struct TickOptions {
     /// Treat the agent as idle (or not) instead of deciding from its activity.
     pub idle: Option<bool>,
-    /// A session summary to use instead of the one built from the history.
+    /// A session summary to use instead of building one.
     pub summary: Option<String>,
-    /// Compute everything, write nothing (no playbook, log line or dispatch).
+    /// Compute everything, write nothing (no playbook, log line, dispatch, delivery or
+    /// commit).
     pub dry_run: bool,
 }
 
@@ -54,15 +56,14 @@ pub struct TickReport {
     pub tick_id: String,
     /// The Step-4 log line (written unless a dry run).
     pub line: Value,
+    /// The Step-5 output line (written unless a dry run).
+    pub output: Value,
     /// The log file written (workspace-relative).
     pub log: Option<PathBuf>,
-}
-
-fn stage(status: &str, reason: Option<&str>) -> Value {
-    match reason {
-        Some(r) => json!({ "status": status, "reason": r }),
-        None => json!({ "status": status }),
-    }
+    /// Model calls and tokens, the whole tick.
+    pub llm: Calls,
+    /// Heartbeat logs and playbook copies moved to `archive/` by retention.
+    pub archived: Vec<PathBuf>,
 }
 
 /// The one-tick-per-workspace lock; released when dropped.
@@ -97,8 +98,27 @@ impl Drop for TickLock {
     }
 }
 
+/// Whether the agent is idle at `now`: no hook activity for `reflection.idle_after`.
+pub fn is_idle(engine: &Reflector, last_activity: Option<Timestamp>, now: Timestamp) -> bool {
+    let after = SignedDuration::try_from(engine.config.idle_after.get()).unwrap_or(SignedDuration::MAX);
+    last_activity.is_none_or(|at| now.duration_since(at) >= after)
+}
+
+fn record(stages: &mut serde_json::Map<String, Value>, name: &str, outcome: &StageOutcome) {
+    stages.insert(name.into(), serde_json::to_value(outcome).unwrap_or(Value::Null));
+}
+
+/// The effective playbook's text, else the base playbook's.
+pub fn read_effective(settings: &WorkspaceSettings) -> String {
+    [paths::EFFECTIVE_PLAYBOOK, paths::PLAYBOOK]
+        .iter()
+        .find_map(|p| paths::resolve(&settings.dir, p).ok().and_then(|p| std::fs::read_to_string(p).ok()))
+        .unwrap_or_default()
+}
+
 /// Runs one tick at `now`.
 pub fn tick(
+    engine: &Reflector,
     service: &MemoryService,
     settings: &WorkspaceSettings,
     now: Timestamp,
@@ -106,60 +126,39 @@ pub fn tick(
 ) -> Result<TickReport, ReflectError> {
     let started = std::time::Instant::now();
     let _lock = TickLock::acquire(settings)?;
+    engine.take_calls();
     let tick_id = format!("t{}", now.strftime("%Y%m%dT%H%M%SZ"));
     let today = settings.today(now);
     let mut stages = serde_json::Map::new();
 
     // ---- setup: history, idle, session summary, module stack ----
-    let recent = service.retrieve(
-        &RetrieveRequest {
-            types: vec![MemoryType::Episodic],
-            since: Some(now - SignedDuration::from_hours(24)),
-            limit: HISTORY_LIMIT,
-            ..Default::default()
-        },
-        &Access::owner(),
-    )?;
-    let mut messages = 0usize;
-    let mut tools: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failure_modes = Vec::new();
-    for hit in &recent {
-        match &hit.record.payload {
-            Some(Payload::Event(_)) => messages += 1,
-            Some(Payload::ToolOutput(t)) => {
-                *tools.entry(t.tool.clone()).or_default() += 1;
-                if let Some(e) = &t.error {
-                    failure_modes.push(crate::hooks::normalize_error(e));
-                }
-            }
-            _ => {}
+    let history = History::gather(service, now)?;
+    let last_activity = service.last_activity()?;
+    let idle = options.idle.unwrap_or_else(|| is_idle(engine, last_activity, now));
+    let summary = match &options.summary {
+        Some(s) => s.clone(),
+        None => {
+            let (s, outcome) = summarize(engine, &history);
+            record(&mut stages, "summary", &outcome);
+            s
         }
-    }
-    let idle = match options.idle {
-        Some(idle) => idle,
-        None => service.last_activity()?.is_none_or(|at| now.duration_since(at) >= IDLE_AFTER),
     };
-    let summary = options.summary.clone().unwrap_or_else(|| {
-        let mut top: Vec<(&String, &usize)> = tools.iter().collect();
-        top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let top: Vec<String> = top.iter().take(3).map(|(t, n)| format!("{t} ×{n}")).collect();
-        format!(
-            "{messages} messages and {} tool calls in the last 24 hours{}; {} failed.",
-            tools.values().sum::<usize>(),
-            if top.is_empty() { String::new() } else { format!(" (top: {})", top.join(", ")) },
-            failure_modes.len()
-        )
-    });
-    let effective =
-        paths::resolve(&settings.dir, paths::EFFECTIVE_PLAYBOOK).ok().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    let effective = read_effective(settings);
     let module_stack = parse_module_stack(&effective);
-    stages.insert("setup".into(), stage("ok", None));
+    record(&mut stages, "setup", &StageOutcome::ok());
 
-    // ---- Phase 1: git backup ----
-    stages.insert("git".into(), stage("skipped", Some("git backup is not built yet")));
+    // ---- Phase 1: git backup (never fails the tick) ----
+    let git = git::backup(&settings.dir, &engine.config.git, now, options.dry_run);
+    let git_outcome = match git["status"].as_str() {
+        Some("committed" | "nothing to commit") => StageOutcome::ok(),
+        Some("failed") => StageOutcome::failed(git["error"].as_str().unwrap_or("git failed")),
+        _ => StageOutcome::skipped(git["reason"].as_str().unwrap_or("skipped")),
+    };
+    record(&mut stages, "git", &git_outcome);
 
     // The log and the playbook as they were before this tick.
     let lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
+    let recent_ticks: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(10).map(|l| l.value.clone()).collect();
     let playbook_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
     let old = std::fs::read_to_string(&playbook_path).unwrap_or_default();
     let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
@@ -167,35 +166,30 @@ pub fn tick(
     let mut acted_today: Vec<String> = Vec::new();
     for line in lines.iter().filter(|l| l.kind == "tick") {
         if let Some(item) = line.value["actionTaken"]["staleItem"].as_str() {
-            let key = mneme_workspace::playbook::normalize(item);
+            let key = normalize(item);
             if line.ts.is_some_and(|ts| ts > now - SignedDuration::from_hours(24)) {
                 acted_today.push(key.clone());
             }
             *stale_actions.entry(key).or_default() += 1;
         }
     }
-    // Items tracked since two days or more, not yet deferred: each needs an action, at
-    // most one a day (the seed says "mandatory action" without a rate; one a day keeps a
-    // stale item from taking three ticks in a row and being deferred within the hour).
-    let stale_due: Vec<String> = base
-        .patterns()
-        .into_iter()
-        .filter_map(|(_, p)| {
-            let since = p.since?;
-            let key = p.key();
-            let acted = stale_actions.get(&key).copied().unwrap_or(0);
-            let due = (today - since).get_days() >= super::curator::STALE_AFTER_DAYS
-                && acted < super::curator::ACTIONS_BEFORE_DEFERRAL
-                && !acted_today.contains(&key);
-            due.then_some(p.text)
-        })
-        .collect();
+    let stale_due = stale_due(&base, &stale_actions, &acted_today, today);
 
     // ---- Phase 2: signals, spawn outcomes, the action ----
-    let report = fallback(&failure_modes, idle);
-    stages.insert("signals".into(), stage("fallback", Some("no model-backed analyzer yet: offline rules")));
-    let (spawn_outcomes, spawn_state) = settle_spawns(&lines);
-    let daily_minimum = !idle && daily_minimum_due(&lines, now, service.last_activity()?);
+    let (report, outcome) = analyze(
+        engine,
+        &SignalInput {
+            history: &history,
+            summary: &summary,
+            playbook: if effective.is_empty() { &old } else { &effective },
+            recent_ticks: &recent_ticks,
+            idle,
+        },
+    );
+    record(&mut stages, "signals", &outcome);
+    let policy = SpawnPolicy::from(&engine.config);
+    let (spawn_outcomes, spawn_state) = settle_spawns(&lines, &policy);
+    let daily_minimum = !idle && daily_minimum_due(&lines, now, last_activity);
     let action = &report.recommended_action;
     let spawn = |task: &str, extra: Value| -> Result<Value, ReflectError> {
         let spawn_id = format!("{tick_id}-spawn");
@@ -210,6 +204,25 @@ pub fn tick(
         }
         Ok(taken)
     };
+    let tip = |task: &str, extra: Value| -> Value {
+        let output_id = format!("{tick_id}-tip");
+        let delivery = if options.dry_run {
+            json!({ "channel": engine.config.outbound.target, "ok": false, "error": "dry run" })
+        } else {
+            outbound::deliver(engine, service, &output_id, "tip", task, now)
+        };
+        let mut taken = json!({ "kind": "telegram_tip", "outputId": output_id, "task": task, "delivery": delivery });
+        if let (Some(t), Some(e)) = (taken.as_object_mut(), extra.as_object()) {
+            t.extend(e.clone());
+        }
+        taken
+    };
+    let act = |extra: Value| -> Result<Value, ReflectError> {
+        match action.action {
+            ActionKind::TelegramTip => Ok(tip(&action.task, extra)),
+            _ => spawn(&action.task, extra),
+        }
+    };
     let action_taken = if idle {
         json!({ "kind": "none", "reason": "idle: actions wait for an active tick" })
     } else if let Some(item) = stale_due.first() {
@@ -218,40 +231,64 @@ pub fn tick(
     } else if action.action == ActionKind::Skip {
         json!({ "kind": "none", "reason": "nothing to act on", "dailyMinimum": if daily_minimum { "no candidate" } else { "not due" } })
     } else if action.confidence >= spawn_state.threshold {
-        spawn(&action.task, json!({}))?
+        act(json!({}))?
     } else if daily_minimum {
-        spawn(&action.task, json!({ "dailyMinimum": true }))?
+        act(json!({ "dailyMinimum": true }))?
     } else {
         json!({ "kind": "none", "reason": format!("confidence {:.2} below the threshold {:.2}", action.confidence, spawn_state.threshold) })
     };
 
-    // ---- Phase 3, step 1: mining ----
-    stages.insert("mine".into(), stage("skipped", Some(if idle { "the memory miner is not built yet" } else { "not idle" })));
+    // ---- Phase 3, step 1: mining (idle ticks only) ----
+    let mining = if idle {
+        let (m, outcome) = miner::mine(engine, settings, &base, today);
+        record(&mut stages, "mine", &outcome);
+        Some(m)
+    } else {
+        record(&mut stages, "mine", &StageOutcome::skipped("not idle"));
+        None
+    };
 
     // ---- step 2: feedback ----
-    let feedback = figures(&lines, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), true);
-    stages.insert("feedback".into(), stage("fallback", Some("mechanical figures only (no model)")));
+    let feedback = figures(&lines, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), engine.config.count_tips_as_outputs);
+    let (interpretation, outcome) = interpret(engine, &feedback);
+    record(&mut stages, "feedback", &outcome);
 
-    // ---- step 3: curation ----
-    let fixable: Vec<String> = report.repeated_failures.iter().map(|(mode, _)| format!("Recurring error: {mode}")).collect();
-    let mut curation = curate_offline(&CurateInput {
-        playbook: &base,
-        directive: feedback.directive,
-        new_patterns: &[],
-        fixable: &fixable,
-        stale_actions: &stale_actions,
-        today,
+    // ---- step 3: curation (one playbook write: body, mining index, effectiveness) ----
+    let mut fixable: Vec<String> = report.repeated_failures.iter().map(|(mode, _)| format!("Recurring error: {mode}")).collect();
+    let mut new_patterns = Vec::new();
+    if let Some(m) = &mining {
+        fixable.extend(m.contradictions.iter().cloned());
+        new_patterns.extend(m.new_patterns.iter().cloned());
+        new_patterns.extend(m.preferences.iter().map(|p| format!("User preference: {p}")));
+    }
+    let context = json!({
+        "recentTicks": recent_ticks.iter().map(|t| json!({ "ts": t["ts"], "signals": t["signals"], "actionTaken": t["actionTaken"], "feedback": t["feedback"]["feedbackScores"] })).collect::<Vec<_>>(),
+        "mining": mining.as_ref().map(|m| &m.findings),
+        "feedbackInterpretation": interpretation,
     });
+    let (mut curation, outcome) = curate(
+        engine,
+        &CurateInput {
+            playbook: &base,
+            directive: feedback.directive,
+            new_patterns: &new_patterns,
+            fixable: &fixable,
+            stale_actions: &stale_actions,
+            today,
+        },
+        &context,
+    );
+    record(&mut stages, "curate", &outcome);
     curation.playbook.set_effectiveness(&feedback.effectiveness);
+    if let Some(index) = mining.as_ref().and_then(|m| m.new_index.as_ref()) {
+        curation.playbook.set_mining_index(index);
+    }
     let archive = if options.dry_run { None } else { write_curated(settings, &old, &curation.playbook, now)? };
     if !options.dry_run {
         // What stages and the next session read: regenerated after every curation.
         mneme_workspace::playbook::generate_effective(settings)?;
     }
-    stages.insert("curate".into(), stage("fallback", Some("offline curation (no model)")));
-
-    // ---- step 5's stage record (it runs after the log line) ----
-    stages.insert("insight".into(), stage("skipped", Some("the insight synthesizer is not built yet")));
+    let calls_before_log = engine.take_calls();
 
     // ---- step 4: the log line; HEARTBEAT_OK only once it is appended ----
     let line = json!({
@@ -262,18 +299,19 @@ pub fn tick(
         "idle": idle,
         "sessionSummary": summary,
         "moduleStack": module_stack,
-        "git": { "status": "skipped" },
+        "git": git,
         "signals": report.signals,
         "recommendedAction": report.recommended_action,
         "actionTaken": action_taken,
         "spawnOutcomes": spawn_outcomes,
         "spawnState": spawn_state,
-        "mining": Value::Null,
+        "mining": mining,
         "feedback": {
             "feedbackScores": { "avg": feedback.avg, "high": feedback.high, "low": feedback.low },
             "effectiveness": feedback.effectiveness,
             "unscored": feedback.unscored,
             "curateDirective": feedback.directive,
+            "interpretation": interpretation,
         },
         "playbookChanges": {
             "changes": curation.changes,
@@ -284,11 +322,133 @@ pub fn tick(
             "written": !options.dry_run,
         },
         "stages": stages,
+        "llm": calls_before_log,
         "durationMs": started.elapsed().as_millis() as u64,
     });
-    if options.dry_run {
-        return Ok(TickReport { status: "DRY_RUN", tick_id, line, log: None });
+    let log = if options.dry_run { None } else { Some(playbook_log::append(settings, now, &line)?) };
+
+    // ---- step 5: insight, delivered and logged after the gate ----
+    let since = now - SignedDuration::from_hours(24 * INSIGHT_DAYS);
+    let recent_logs: Vec<Value> = lines
+        .iter()
+        .filter(|l| l.ts.is_some_and(|t| t >= since) && l.kind == "tick")
+        .take(20)
+        .map(|l| json!({ "ts": l.value["ts"], "summary": l.value["sessionSummary"], "signals": l.value["signals"], "action": l.value["actionTaken"]["task"] }))
+        .collect();
+    let recent_outputs: Vec<String> = lines
+        .iter()
+        .filter(|l| l.kind == "output" && l.ts.is_some_and(|t| t >= since))
+        .filter_map(|l| l.value["suggestion"].as_str().map(str::to_string))
+        .collect();
+    let (insight, outcome) = synthesize(engine, &read_effective(settings), &recent_logs, &recent_outputs);
+    let output_id = format!("{tick_id}-insight");
+    let mut output = json!({ "kind": "output", "v": 1, "ts": now.to_string(), "tickId": tick_id, "stage": outcome });
+    if let (Some(o), Some(i)) = (output.as_object_mut(), serde_json::to_value(&insight).ok().and_then(|v| v.as_object().cloned())) {
+        o.extend(i);
     }
-    let log = playbook_log::append(settings, now, &line)?;
-    Ok(TickReport { status: "HEARTBEAT_OK", tick_id, line, log: Some(log) })
+    if let Some(message) = insight.message().filter(|_| !insight.skip) {
+        output["outputId"] = json!(output_id);
+        output["delivery"] = if options.dry_run {
+            json!({ "channel": engine.config.outbound.target, "ok": false, "error": "dry run" })
+        } else {
+            outbound::deliver(engine, service, &output_id, "insight", &message, now)
+        };
+    }
+    let calls_after_log = engine.take_calls();
+    output["llm"] = json!(calls_after_log);
+    let mut archived = Vec::new();
+    if !options.dry_run {
+        playbook_log::append(settings, now, &output)?;
+        // Retention: logs and playbook copies older than the window move to archive/.
+        let days = (engine.config.log_retention.get().as_secs() / 86_400) as i64;
+        archived = playbook_log::archive_old(settings, today - jiff::Span::new().days(days))?;
+    }
+    let mut llm = calls_before_log;
+    llm.calls += calls_after_log.calls;
+    llm.failures += calls_after_log.failures;
+    llm.prompt_tokens += calls_after_log.prompt_tokens;
+    llm.completion_tokens += calls_after_log.completion_tokens;
+    for (k, v) in calls_after_log.by_stage {
+        *llm.by_stage.entry(k).or_default() += v;
+    }
+    let status = if options.dry_run { "DRY_RUN" } else { "HEARTBEAT_OK" };
+    Ok(TickReport { status, tick_id, line, output, log, llm, archived })
+}
+
+/// The stages that run alone (`mneme reflect signals|feedback|mine|curate|insight`).
+pub const STAGES: [&str; 5] = ["signals", "feedback", "mine", "curate", "insight"];
+
+/// Runs one stage alone on the current files and records, writing nothing; its result
+/// as one JSON object with the stage's outcome under `stage`.
+pub fn run_stage(
+    engine: &Reflector,
+    service: &MemoryService,
+    settings: &WorkspaceSettings,
+    now: Timestamp,
+    name: &str,
+    idle: Option<bool>,
+) -> Result<Value, ReflectError> {
+    if !settings.dir.is_dir() {
+        return Err(ReflectError::NoWorkspace(settings.dir.clone()));
+    }
+    let today = settings.today(now);
+    let lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
+    let old = paths::resolve(&settings.dir, paths::PLAYBOOK).ok().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
+    let feedback = || figures(&lines, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), engine.config.count_tips_as_outputs);
+    let with_stage = |mut v: Value, outcome: &StageOutcome| {
+        v["stage"] = json!(outcome);
+        v
+    };
+    let signals = || -> Result<_, ReflectError> {
+        let history = History::gather(service, now)?;
+        let idle = idle.unwrap_or_else(|| service.last_activity().ok().flatten().is_none_or(|at| is_idle(engine, Some(at), now)));
+        let (summary, _) = summarize(engine, &history);
+        let recent: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(3).map(|l| l.value.clone()).collect();
+        let effective = read_effective(settings);
+        let input = SignalInput { history: &history, summary: &summary, playbook: &effective, recent_ticks: &recent, idle };
+        Ok(analyze(engine, &input))
+    };
+    Ok(match name {
+        "signals" => {
+            let (report, outcome) = signals()?;
+            with_stage(json!(report), &outcome)
+        }
+        "feedback" => {
+            let f = feedback();
+            let (interpretation, outcome) = interpret(engine, &f);
+            let mut v = json!(f);
+            v["interpretation"] = json!(interpretation);
+            with_stage(v, &outcome)
+        }
+        "mine" => {
+            let (m, outcome) = miner::mine(engine, settings, &base, today);
+            with_stage(json!(m), &outcome)
+        }
+        "curate" => {
+            let (report, _) = signals()?;
+            let fixable: Vec<String> = report.repeated_failures.iter().map(|(mode, _)| format!("Recurring error: {mode}")).collect();
+            let stale_actions = BTreeMap::new();
+            let input = CurateInput {
+                playbook: &base,
+                directive: feedback().directive,
+                new_patterns: &[],
+                fixable: &fixable,
+                stale_actions: &stale_actions,
+                today,
+            };
+            let (c, outcome) = curate(engine, &input, &json!({}));
+            let mut v = json!(c);
+            v["body"] = json!(c.playbook.body);
+            with_stage(v, &outcome)
+        }
+        "insight" => {
+            let outputs: Vec<String> =
+                lines.iter().filter(|l| l.kind == "output").filter_map(|l| l.value["suggestion"].as_str().map(str::to_string)).collect();
+            let logs: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(20).map(|l| l.value.clone()).collect();
+            let (i, outcome) = synthesize(engine, &read_effective(settings), &logs, &outputs);
+            with_stage(json!(i), &outcome)
+        }
+        other => return Err(mneme_workspace::WorkspaceError::Invalid(format!("no stage {other:?} (one of {})", STAGES.join(", "))).into()),
+    })
 }

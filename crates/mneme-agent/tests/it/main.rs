@@ -1,8 +1,9 @@
-//! mneme-agent's integration tests: the shared LLM client against a scripted
-//! OpenAI-compatible server on loopback.
+//! mneme-agent's integration tests: the shared LLM client and the reflection heartbeat
+//! against scripted OpenAI-compatible servers on loopback.
 
 mod config;
 mod llm;
 mod parsers;
 mod reflect;
+mod reflect_model;
 mod truth;

@@ -271,8 +271,15 @@ pub fn workspace() -> (tempfile::TempDir, mneme_workspace::WorkspaceSettings) {
     (dir, settings)
 }
 
+/// The engine without a model or runtime.
+pub fn offline() -> mneme_agent::reflect::engine::Reflector {
+    mneme_agent::reflect::engine::Reflector::offline(Default::default())
+}
+
 mod tick {
     use std::sync::Arc;
+
+    use super::offline;
 
     use jiff::Timestamp;
     use mneme_agent::reflect::ReflectError;
@@ -307,25 +314,32 @@ mod tick {
         let s = service(dir.path(), now);
         let (_ws, settings) = crate::reflect::workspace();
         failed_push(&s, 3);
-        let report = tick(&s, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+        let report = tick(&offline(), &s, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
         assert_eq!(report.status, "HEARTBEAT_OK");
         let logged = playbook_log::read(&settings, settings.today(now), settings.today(now)).expect("read");
-        assert_eq!(logged.len(), 1, "exactly one line");
-        assert_eq!(logged[0].value, report.line, "the report is the line written");
+        let kinds: Vec<&str> = logged.iter().map(|l| l.kind.as_str()).collect();
+        assert_eq!(kinds, ["output", "tick"], "one tick line, then step 5's output line");
+        assert_eq!(logged[1].value, report.line, "the report is the line written");
+        assert_eq!(logged[0].value, report.output);
+        assert_eq!(report.output["skip"], true);
+        assert_eq!(report.output["stage"], serde_json::json!({ "status": "skipped", "reason": "no LLM configured" }));
         let line = &report.line;
         let stages = &line["stages"];
         for (stage, status) in [
+            ("summary", "fallback"),
             ("setup", "ok"),
             ("git", "skipped"),
             ("signals", "fallback"),
             ("mine", "skipped"),
             ("feedback", "fallback"),
             ("curate", "fallback"),
-            ("insight", "skipped"),
         ] {
             assert_eq!(stages[stage]["status"], status, "{stage}: {stages}");
         }
         assert_eq!(stages["mine"]["reason"], "not idle");
+        assert_eq!(stages["signals"]["reason"], "no LLM configured");
+        assert_eq!(stages["git"]["reason"], "reflection.git.backup is off");
+        assert_eq!(report.llm.calls, 0);
         assert_eq!(line["feedback"]["curateDirective"], "insufficient_data", "no reports yet");
         assert_eq!(line["actionTaken"]["kind"], "sessions_spawn");
         assert_eq!(line["actionTaken"]["queued"], true);
@@ -337,11 +351,12 @@ mod tick {
 
         // Idle: the same signal, no action; a dry run writes nothing.
         let later = now + jiff::SignedDuration::from_mins(30);
-        let idle = tick(&s, &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() }).expect("tick");
+        let idle =
+            tick(&offline(), &s, &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() }).expect("tick");
         assert_eq!(idle.status, "DRY_RUN");
         assert_eq!(idle.line["actionTaken"]["kind"], "none");
-        assert_eq!(idle.line["stages"]["mine"]["reason"], "the memory miner is not built yet");
-        assert_eq!(playbook_log::read(&settings, settings.today(later), settings.today(later)).expect("read").len(), 1);
+        assert_eq!(idle.line["stages"]["mine"]["reason"], "no unmined daily files in the window");
+        assert_eq!(playbook_log::read(&settings, settings.today(later), settings.today(later)).expect("read").len(), 2);
         assert_eq!(s.pending_dispatches(10).expect("dispatches").len(), 1);
     }
 
@@ -358,7 +373,7 @@ mod tick {
             let settings = mneme_workspace::WorkspaceConfig::default().settings(dir.path().join("absent")).expect("settings");
             (dir, settings)
         };
-        assert!(matches!(tick(&s, &missing, now, &TickOptions::default()), Err(ReflectError::NoWorkspace(_))));
+        assert!(matches!(tick(&offline(), &s, &missing, now, &TickOptions::default()), Err(ReflectError::NoWorkspace(_))));
         assert!(!missing.dir.exists());
         let held = std::fs::File::options()
             .create(true)
@@ -367,13 +382,13 @@ mod tick {
             .open(settings.dir.join(".mneme-reflect.lock"))
             .expect("lock file");
         held.lock().expect("lock");
-        let busy = tick(&s, &settings, now, &TickOptions::default());
+        let busy = tick(&offline(), &s, &settings, now, &TickOptions::default());
         assert!(matches!(busy, Err(ReflectError::Busy(_))), "{busy:?}");
         held.unlock().expect("unlock");
         // The log directory is a file: the Step-4 line cannot be appended, so no HEARTBEAT_OK.
         std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
         std::fs::write(settings.dir.join("memory/playbook-logs"), "not a directory").expect("block");
-        let failed = tick(&s, &settings, now, &TickOptions::default());
+        let failed = tick(&offline(), &s, &settings, now, &TickOptions::default());
         assert!(failed.is_err(), "{failed:?}");
     }
 }
@@ -382,6 +397,7 @@ mod days {
     //! Ticks over simulated days on a fixed clock: spawn outcomes, the threshold they
     //! move, the daily minimum, and a stale item's lifecycle.
 
+    use super::offline;
     use std::sync::Arc;
 
     use jiff::{SignedDuration, Timestamp};
@@ -429,7 +445,9 @@ mod days {
         }
 
         fn tick(&self) -> Value {
-            tick(&self.service, &self.settings, self.now(), &TickOptions { idle: Some(false), ..Default::default() }).expect("tick").line
+            tick(&offline(), &self.service, &self.settings, self.now(), &TickOptions { idle: Some(false), ..Default::default() })
+                .expect("tick")
+                .line
         }
 
         fn report(&self, spawn_id: &str, outcome: &str) {
@@ -534,6 +552,7 @@ fn the_daily_minimum_is_due_after_a_day_without_action_while_the_user_is_active(
 }
 
 mod next_session {
+    use super::offline;
     use std::sync::Arc;
 
     use jiff::Timestamp;
@@ -564,7 +583,7 @@ mod next_session {
             };
             service.ingest(Payload::ToolOutput(output), IngestOptions::default()).expect("ingest");
         }
-        tick(&service, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+        tick(&offline(), &service, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
         let ops = Ops::new(Arc::new(service), false);
         let hooks = Hooks::new(ops, HooksConfig::default()).with_workspace(settings);
         let owner = Principal::internal("owner", Access::owner(), mneme_core::Sensitivity::Critical);

@@ -278,6 +278,30 @@ pub fn tools() -> Vec<ToolSpec> {
             destructive: true,
             idempotent: true,
         },
+        ToolSpec {
+            name: "reflection",
+            title: "The reflection heartbeat",
+            description: "The heartbeat that curates the agent's playbook (owner only). op=status shows the last ticks, \
+                          the curate directive, effectiveness and pending spawned tasks; op=feedback reports how a \
+                          heartbeat output went (score -1..1, output_id from the delivered tip or insight); \
+                          op=spawn_result reports what a spawned task came to (useful, ignored, error); op=tick runs a \
+                          tick now (dry_run to only see it).",
+            schema: object(
+                json!({
+                    "op": { "type": "string", "enum": ["status", "feedback", "spawn_result", "tick"] },
+                    "output_id": string("feedback: the output's id (default: the latest output)."),
+                    "score": { "type": "number", "minimum": -1, "maximum": 1, "description": "feedback: -1 harmful .. 1 very useful." },
+                    "spawn_id": string("spawn_result: the id in the spawn instruction."),
+                    "outcome": { "type": "string", "enum": ["useful", "ignored", "error"], "description": "spawn_result: what came of it." },
+                    "note": string("spawn_result: what happened."),
+                    "dry_run": { "type": "boolean", "description": "tick: compute, write nothing." }
+                }),
+                &["op"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
     ]
 }
 
@@ -449,6 +473,30 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
             body.insert("actor".into(), json!("mcp"));
             send("POST", "/v1/forget".into(), Some(Value::Object(body))).await
         }
+        "reflection" => match required(&args, "op")? {
+            "status" => send("GET", "/v1/reflect/status".into(), None).await,
+            "feedback" => {
+                let mut body = Map::new();
+                body.insert("score".into(), args.get("score").cloned().ok_or_else(|| ToolError("score is required".into()))?);
+                if let Some(id) = text(&args, "output_id")? {
+                    body.insert("outputId".into(), json!(id));
+                }
+                send("POST", "/v1/reflect/feedback".into(), Some(Value::Object(body))).await
+            }
+            "spawn_result" => {
+                let body = json!({
+                    "spawnId": required(&args, "spawn_id")?,
+                    "outcome": required(&args, "outcome")?,
+                    "note": text(&args, "note")?,
+                });
+                send("POST", "/v1/reflect/spawn-result".into(), Some(body)).await
+            }
+            "tick" => {
+                let dry_run = args.get("dry_run").and_then(Value::as_bool).unwrap_or(false);
+                send("POST", "/v1/reflect/tick".into(), Some(json!({ "dryRun": dry_run }))).await
+            }
+            other => Err(ToolError(format!("op {other:?}: status, feedback, spawn_result or tick"))),
+        },
         _ => Err(ToolError(format!("tool {name} is listed but not implemented"))),
     }
 }

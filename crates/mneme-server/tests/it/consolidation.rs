@@ -426,3 +426,44 @@ async fn the_model_decides_on_known_facts_and_the_latest_statement_wins() {
     assert_eq!(live(&d, "ana", "lives in").await, ["Porto"]);
     d.stop().await;
 }
+
+/// The daemon's heartbeat asks the same configured model, from its blocking pool
+/// (`POST /v1/reflect/tick`): each thinking stage records `ok`, and the calls are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_uses_the_daemons_model() {
+    let answer = json!({
+        "summary": "The user deployed; it failed on quota.",
+        "signals": ["quota"],
+        "recommendedAction": { "action": "skip", "task": "", "confidence": 0.0 },
+        "body": "# Playbook\n\n## Error prevention\n\n## Patterns\n- Check the quota before a deploy",
+        "skip": true,
+        "skipReason": "nothing new in the playbook or the last logs",
+    });
+    let (url, script) = llm(vec![Reply::Content(answer.to_string())]).await;
+    let ws = tempfile::tempdir().expect("workspace");
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(url);
+    c.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(c).await;
+    say(&d, "deploy failed: quota exceeded").await;
+    let (status, report) = d.post("/v1/reflect/tick", json!({ "idle": false })).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["status"], "HEARTBEAT_OK");
+    for stage in ["summary", "signals", "curate"] {
+        assert_eq!(report["line"]["stages"][stage]["status"], "ok", "{stage}: {}", report["line"]["stages"]);
+    }
+    assert_eq!(report["output"]["stage"]["status"], "ok");
+    assert_eq!(report["output"]["skipReason"], "nothing new in the playbook or the last logs");
+    assert_eq!(report["llm"]["calls"], 4, "{}", report["llm"]);
+    assert_eq!(script.count.load(Ordering::SeqCst), 4);
+    let playbook = std::fs::read_to_string(ws.path().join("memory/sinain-playbook.md")).expect("playbook");
+    assert!(playbook.contains("- Check the quota before a deploy"), "{playbook}");
+    let (status, text) = d.get("/v1/reflect/status").await;
+    assert_eq!(status, 200);
+    assert_eq!(text["model"], true);
+    assert_eq!(text["llm"]["calls"], 4);
+    // A second tick while none runs is fine; bad feedback is refused naming the field.
+    let (status, err) = d.post("/v1/reflect/feedback", json!({ "score": 3 })).await;
+    assert_eq!(status, 400, "{err}");
+    assert!(err.to_string().contains("score 3: must be within -1..=1"), "{err}");
+}

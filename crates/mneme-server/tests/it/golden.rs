@@ -35,7 +35,8 @@ use crate::{TestDaemon, test_config};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/http");
 
 /// Keys whose values differ between runs, and what they become.
-const VARYING_KEYS: [(&str, &str); 6] = [
+const VARYING_KEYS: [(&str, &str); 7] = [
+    ("durationMs", "<ms>"),
     ("pid", "<pid>"),
     ("grpc_addr", "<addr>"),
     ("http_addr", "<addr>"),
@@ -150,6 +151,12 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("SearchFiles", "/v1/search/files", json!({ "query": "kubernetes", "limit": 3 })).await;
     // The plan of a forget (a dry run: the other answers stay as they are).
     g.post("Forget", "/v1/forget", json!({ "ids": [event.to_string()], "dry_run": true })).await;
+
+    // ---- the reflection heartbeat (offline: every thinking stage falls back) -----------
+    g.post("ReflectTick", "/v1/reflect/tick", json!({ "idle": false })).await;
+    g.post("ReflectFeedback", "/v1/reflect/feedback", json!({ "outputId": "t-golden-tip", "score": 0.5, "errorCleared": true })).await;
+    g.post("ReflectSpawnResult", "/v1/reflect/spawn-result", json!({ "spawnId": "t-golden-spawn", "outcome": "useful" })).await;
+    g.get("ReflectStatus", "/v1/reflect/status").await;
 
     // ---- the daemon -------------------------------------------------------------------
     g.check("Consolidate", "POST", "/v1/consolidate", None).await;

@@ -57,7 +57,20 @@ fn expected(op: Operation, who: Who) -> u16 {
     let on_target =
         matches!(op, IngestOutcome | RetrieveById | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize);
     let store_wide = matches!(op, GetMetrics | Status | Prometheus);
-    let owner_only = matches!(op, Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles | Forget);
+    let owner_only = matches!(
+        op,
+        Consolidate
+            | LogConversation
+            | SyncStatus
+            | SyncFetch
+            | SyncCheckpoint
+            | SearchFiles
+            | Forget
+            | ReflectTick
+            | ReflectStatus
+            | ReflectFeedback
+            | ReflectSpawnResult
+    );
     let changes_target = on_target && !matches!(op, RetrieveById | History);
     match who {
         Who::Unrestricted => 200,
@@ -126,7 +139,10 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         IngestWorkingState => json!({ "state": { "thread_id": "t1", "state": "checking the policy" } }),
         IngestOutcome => json!({ "target_id": id, "outcome": "success" }),
         Retrieve => json!({ "query": "gateway" }),
-        RetrieveById | History | GetMetrics | Status | Prometheus | SyncStatus => Value::Null,
+        RetrieveById | History | GetMetrics | Status | Prometheus | SyncStatus | ReflectStatus => Value::Null,
+        ReflectTick => json!({ "dryRun": true }),
+        ReflectFeedback => json!({ "score": 0.5 }),
+        ReflectSpawnResult => json!({ "spawnId": "t1-spawn", "outcome": "useful" }),
         Supersede | Fork => {
             json!({ "change": { "summary": "the gateway moved" }, "actor": "policy-test", "rationale": "the policy table" })
         }
@@ -265,6 +281,15 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             .penalize(authorized(pb::AdjustRequest { id, amount: None, actor: "policy-test".into(), rationale: "table".into() }, who))
             .await),
         GetMetrics => ok(m.get_metrics(authorized(pb::GetMetricsRequest {}, who)).await),
+        ReflectTick => ok(m.reflect_tick(authorized(pb::ReflectTickRequest { dry_run: true, ..Default::default() }, who)).await),
+        ReflectStatus => ok(m.reflect_status(authorized(pb::ReflectStatusRequest {}, who)).await),
+        ReflectFeedback => ok(m.reflect_feedback(authorized(pb::ReflectFeedbackRequest { score: 0.5, ..Default::default() }, who)).await),
+        ReflectSpawnResult => ok(m
+            .reflect_spawn_result(authorized(
+                pb::ReflectSpawnResultRequest { spawn_id: "t1-spawn".into(), outcome: "useful".into(), note: String::new() },
+                who,
+            ))
+            .await),
         Hook => {
             let mut h = d.hooks().await;
             let event = pb::MessageEvent { content: "Checking the policy table.".into(), ..Default::default() };
@@ -373,6 +398,10 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         SyncCheckpoint => ("memory_sync", json!({ "op": "checkpoint", "end_id": 1, "summary": why })),
         SearchFiles => ("search_files", json!({ "query": "policy" })),
         Forget => ("forget", json!({ "ids": [id], "reason": why })),
+        ReflectTick => ("reflection", json!({ "op": "tick", "dry_run": true })),
+        ReflectStatus => ("reflection", json!({ "op": "status" })),
+        ReflectFeedback => ("reflection", json!({ "op": "feedback", "score": 0.5 })),
+        ReflectSpawnResult => ("reflection", json!({ "op": "spawn_result", "spawn_id": "t1-spawn", "outcome": "useful" })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate => {
             return None;
         }

@@ -1,0 +1,153 @@
+//! The tick's setup (sinain §6.1): the recent history from mneme's own records, whether
+//! the agent is idle, and the session summary (the model's when one is configured, else
+//! counted from the history).
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use mneme_core::{MemoryType, Payload, Sensitivity};
+use mneme_service::{Access, MemoryService, RetrieveRequest, ServiceResult};
+use serde_json::json;
+
+use super::config::Stage;
+use super::engine::{Reflector, StageOutcome, text};
+
+/// Records of the last day the setup looks at (the seed's last 50 session events).
+pub const HISTORY_LIMIT: usize = 50;
+
+/// One event of the recent history, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Message { at: Timestamp, sender: Option<String>, text: String, sensitivity: Sensitivity },
+    Tool { at: Timestamp, tool: String, failure_mode: Option<String> },
+}
+
+/// The last day's session events.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub events: Vec<Event>,
+}
+
+impl History {
+    /// The last [`HISTORY_LIMIT`] episodic records of the 24 hours before `now`.
+    pub fn gather(service: &MemoryService, now: Timestamp) -> ServiceResult<History> {
+        let recent = service.retrieve(
+            &RetrieveRequest {
+                types: vec![MemoryType::Episodic],
+                since: Some(now - SignedDuration::from_hours(24)),
+                limit: HISTORY_LIMIT,
+                ..Default::default()
+            },
+            &Access::owner(),
+        )?;
+        let mut events: Vec<Event> = recent
+            .into_iter()
+            .filter_map(|hit| {
+                let r = hit.record;
+                match r.payload? {
+                    Payload::Event(e) => Some(Event::Message {
+                        at: e.event_time.unwrap_or(r.created_at),
+                        sender: e.sender,
+                        text: e.text,
+                        sensitivity: r.sensitivity,
+                    }),
+                    Payload::ToolOutput(t) => Some(Event::Tool {
+                        at: r.created_at,
+                        failure_mode: t.error.as_deref().map(crate::hooks::normalize_error),
+                        tool: t.tool,
+                    }),
+                    _ => None,
+                }
+            })
+            .collect();
+        events.sort_by_key(|e| match e {
+            Event::Message { at, .. } | Event::Tool { at, .. } => *at,
+        });
+        Ok(History { events })
+    }
+
+    pub fn messages(&self) -> impl Iterator<Item = (&Option<String>, &str)> {
+        self.events.iter().filter_map(|e| match e {
+            Event::Message { sender, text, .. } => Some((sender, text.as_str())),
+            Event::Tool { .. } => None,
+        })
+    }
+
+    /// The normalised failure modes, oldest first.
+    pub fn failure_modes(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Tool { failure_mode: Some(m), .. } => Some(m.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Tool → calls.
+    pub fn tools(&self) -> BTreeMap<&str, usize> {
+        let mut tools = BTreeMap::new();
+        for e in &self.events {
+            if let Event::Tool { tool, .. } = e {
+                *tools.entry(tool.as_str()).or_default() += 1;
+            }
+        }
+        tools
+    }
+
+    /// The history as text for a model: one line per event, messages above `max` left
+    /// out, each line at most 300 characters.
+    pub fn for_model(&self, max: Sensitivity) -> String {
+        let mut out = String::new();
+        for e in &self.events {
+            let line = match e {
+                Event::Message { sensitivity, .. } if *sensitivity > max => continue,
+                Event::Message { at, sender, text, .. } => {
+                    format!("{} {}: {}", at.strftime("%H:%M"), sender.as_deref().unwrap_or("message"), text.replace('\n', " "))
+                }
+                Event::Tool { at, tool, failure_mode } => match failure_mode {
+                    Some(m) => format!("{} tool {tool} failed: {m}", at.strftime("%H:%M")),
+                    None => format!("{} tool {tool} ok", at.strftime("%H:%M")),
+                },
+            };
+            out.extend(line.chars().take(300));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The summary counted from the history.
+    pub fn counted_summary(&self) -> String {
+        let tools = self.tools();
+        let mut top: Vec<(&&str, &usize)> = tools.iter().collect();
+        top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let top: Vec<String> = top.iter().take(3).map(|(t, n)| format!("{t} ×{n}")).collect();
+        format!(
+            "{} messages and {} tool calls in the last 24 hours{}; {} failed.",
+            self.messages().count(),
+            tools.values().sum::<usize>(),
+            if top.is_empty() { String::new() } else { format!(" (top: {})", top.join(", ")) },
+            self.failure_modes().len()
+        )
+    }
+}
+
+const SUMMARY_PROMPT: &str = "You summarise an AI agent's recent session for its own heartbeat. In 2-3 sentences, say \
+what the user and the agent worked on, what went well and what failed. Answer only JSON: {\"summary\": \"...\"}";
+
+/// The session summary: the model's (2–3 sentences, at most 600 characters), else the
+/// counted one. With no events the counted one is used without asking.
+pub fn summarize(engine: &Reflector, history: &History) -> (String, StageOutcome) {
+    let counted = history.counted_summary();
+    if history.events.is_empty() {
+        return (counted, StageOutcome::fallback("no events to summarise"));
+    }
+    let user = json!({ "counts": counted, "events": history.for_model(engine.config.llm_max_sensitivity) }).to_string();
+    match engine.ask(Stage::SessionSummary, SUMMARY_PROMPT, &user) {
+        Ok(v) => match text(&v, "summary") {
+            Some(s) => (s.chars().take(600).collect(), StageOutcome::ok()),
+            None => (counted, StageOutcome::fallback("invalid model answer: no \"summary\" string")),
+        },
+        Err(reason) => (counted, StageOutcome::fallback(reason)),
+    }
+}

@@ -61,6 +61,19 @@ impl MemoryService {
         })
     }
 
+    /// The newest records that pass the request's filters, newest first, without
+    /// ranking (`query` is ignored): what the heartbeat's setup reads as "the last N
+    /// events". Never above the caller's access.
+    pub fn recent(&self, request: &RetrieveRequest, access: &Access) -> ServiceResult<Vec<mneme_core::MemoryRecord>> {
+        self.config.limits.check_query("", request.limit)?;
+        self.config.limits.check_tags(&request.tags)?;
+        let filter = self.effective_filter(request, access);
+        self.reader()?.read(|tx| {
+            let seqs: Vec<i64> = tx.newest_candidates(&filter, request.limit)?.iter().map(|c| c.seq).collect();
+            Ok::<_, ServiceError>(tx.get_many(&seqs)?)
+        })
+    }
+
     /// The request's filters, narrowed to what `access` allows.
     /// Live facts (`slot:<id>` tags, written by the conversation extractor) of the
     /// slots `query` asks about (`mneme_core::truth::question_slots`), within `filter`,

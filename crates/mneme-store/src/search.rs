@@ -219,6 +219,18 @@ impl ReadTx<'_> {
         self.candidates(&sql, values, false)
     }
 
+    /// Up to `n` records, most recent first, walking the `sort_time` index from the newest
+    /// (the planner would otherwise pick the type index and sort every record of a type):
+    /// for "the last N events", which need no ranking.
+    pub fn newest_candidates(&self, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
+        let (clause, mut values) = where_clause(filter);
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM records r INDEXED BY records_sort_time WHERE {clause} ORDER BY r.sort_time DESC LIMIT ?"
+        );
+        values.push(Value::Integer(n as i64));
+        self.candidates(&sql, values, false)
+    }
+
     /// The records among `seqs` that pass the filter (any order).
     pub fn candidates_by_seq(&self, seqs: &[i64], filter: &RecordFilter) -> StoreResult<Vec<Candidate>> {
         if seqs.is_empty() {

@@ -31,33 +31,33 @@ pub struct History {
 impl History {
     /// The last [`HISTORY_LIMIT`] episodic records of the 24 hours before `now`.
     pub fn gather(service: &MemoryService, now: Timestamp) -> ServiceResult<History> {
-        let recent = service.retrieve(
+        // The newest first, unranked; every sensitivity (what reaches a model is capped
+        // separately, in `for_model`).
+        let recent = service.recent(
             &RetrieveRequest {
                 types: vec![MemoryType::Episodic],
                 since: Some(now - SignedDuration::from_hours(24)),
                 limit: HISTORY_LIMIT,
+                max_sensitivity: Some(Sensitivity::Critical),
                 ..Default::default()
             },
             &Access::owner(),
         )?;
         let mut events: Vec<Event> = recent
             .into_iter()
-            .filter_map(|hit| {
-                let r = hit.record;
-                match r.payload? {
-                    Payload::Event(e) => Some(Event::Message {
-                        at: e.event_time.unwrap_or(r.created_at),
-                        sender: e.sender,
-                        text: e.text,
-                        sensitivity: r.sensitivity,
-                    }),
-                    Payload::ToolOutput(t) => Some(Event::Tool {
-                        at: r.created_at,
-                        failure_mode: t.error.as_deref().map(crate::hooks::normalize_error),
-                        tool: t.tool,
-                    }),
-                    _ => None,
-                }
+            .filter_map(|r| match r.payload? {
+                Payload::Event(e) => Some(Event::Message {
+                    at: e.event_time.unwrap_or(r.created_at),
+                    sender: e.sender,
+                    text: e.text,
+                    sensitivity: r.sensitivity,
+                }),
+                Payload::ToolOutput(t) => Some(Event::Tool {
+                    at: r.created_at,
+                    failure_mode: t.error.as_deref().map(crate::hooks::normalize_error),
+                    tool: t.tool,
+                }),
+                _ => None,
             })
             .collect();
         events.sort_by_key(|e| match e {

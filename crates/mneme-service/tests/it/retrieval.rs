@@ -459,3 +459,31 @@ fn retention_erases_old_records_of_a_type_and_nothing_else() {
     // Idempotent: nothing left to erase.
     assert_eq!(fx.service.forget_older_than(MemoryType::Episodic, cutoff, "test").expect("again"), 0);
 }
+
+/// `recent`: the newest records that pass the filters, unranked, within the caller's access.
+#[test]
+fn recent_is_the_newest_first_within_the_filters_and_the_callers_access() {
+    let fx = Fixture::new();
+    let mut written = Vec::new();
+    for i in 0..6 {
+        let sensitivity = if i == 4 { Sensitivity::High } else { Sensitivity::Low };
+        written.push(fx.service.ingest_event(event(&format!("message {i}")), with(sensitivity, "")).expect("ingest").summary);
+        fx.clock.advance(SignedDuration::from_mins(10));
+    }
+    fx.service.ingest_observation(fact("the kettle", "needs", "descaling"), IngestOptions::default()).expect("fact");
+    let request = |limit, since: Option<Timestamp>| RetrieveRequest {
+        types: vec![MemoryType::Episodic],
+        max_sensitivity: Some(Sensitivity::Critical),
+        since,
+        limit,
+        ..Default::default()
+    };
+    let got: Vec<String> = fx.service.recent(&request(3, None), &owner()).expect("recent").into_iter().map(|r| r.summary).collect();
+    assert_eq!(got, [written[5].clone(), written[4].clone(), written[3].clone()], "newest first, episodic only");
+    let low = Access { max_sensitivity: Sensitivity::Low, scopes: None };
+    let got: Vec<String> = fx.service.recent(&request(3, None), &low).expect("recent").into_iter().map(|r| r.summary).collect();
+    assert_eq!(got, [written[5].clone(), written[3].clone(), written[2].clone()], "never above the caller's ceiling");
+    let since = fx.clock.now() - SignedDuration::from_mins(25);
+    assert_eq!(fx.service.recent(&request(10, Some(since)), &owner()).expect("recent").len(), 2, "since bounds it");
+    assert!(fx.service.recent(&request(0, None), &owner()).is_err(), "limit 0 is refused");
+}

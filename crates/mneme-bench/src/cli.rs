@@ -51,6 +51,14 @@ pub enum Command {
         #[arg(long, default_value_t = 100)]
         runs: usize,
     },
+    /// The wall time of an offline heartbeat tick on a store of N records with 30 days of
+    /// heartbeat logs, against an empty store in the same process.
+    Reflect {
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        #[arg(long, default_value_t = 40)]
+        ticks: usize,
+    },
     /// Ingest throughput and recall latency on synthetic records, beside raw SQLite.
     Store {
         /// Store sizes to measure, comma separated.

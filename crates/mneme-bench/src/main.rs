@@ -23,6 +23,7 @@ mod cli;
 mod daemon;
 mod embed;
 mod lexical;
+mod reflect;
 mod retrieval;
 mod store;
 mod synth;
@@ -81,6 +82,7 @@ fn run(cli: Cli) -> Result<()> {
             crate::truth::truth(&config(&cli, &data_dir)?)
         }
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
+        Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
         Command::Embed { texts, batch, model_dir, file } => {

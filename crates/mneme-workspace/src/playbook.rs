@@ -62,7 +62,8 @@ impl Playbook {
     /// The file's text again.
     pub fn render(&self) -> String {
         let mut out = self.header.iter().chain(&self.body).chain(&self.footer).cloned().collect::<Vec<_>>().join("\n");
-        if self.trailing_newline && !out.is_empty() {
+        // A text of blank lines only ("\n") renders as it was too.
+        if self.trailing_newline {
             out.push('\n');
         }
         out

@@ -215,7 +215,7 @@ fn reflect_error(e: mneme_agent::reflect::ReflectError) -> anyhow::Error {
     }
 }
 
-/// `mneme reflect stage NAME` (and `feedback` without a score).
+/// `mneme reflect signals|feedback|mine|curate|insight`: one stage alone, as JSON.
 fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: Timestamp, name: &str, idle: Option<bool>) -> Result<()> {
     let service = ctx.open(false)?;
     let value = mneme_agent::reflect::tick::run_stage(&reflector(ctx)?, &service, settings, now, name, idle).map_err(reflect_error)?;
@@ -261,10 +261,12 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                 changes["pruned"].as_array().map_or(0, Vec::len),
                 line["playbookChanges"]["playbookLines"]
             );
-            if let Some(stages) = line["stages"].as_object() {
-                for (name, s) in stages {
+            // In the order the tick runs them.
+            for name in ["setup", "summary", "git", "signals", "mine", "feedback", "curate"] {
+                let s = &line["stages"][name];
+                if let Some(status) = s["status"].as_str() {
                     let reason = s["reason"].as_str().map(|r| format!(" ({r})")).unwrap_or_default();
-                    outln!("  {name}: {}{reason}", s["status"].as_str().unwrap_or("?"));
+                    outln!("  {name}: {status}{reason}");
                 }
             }
             let out = &report.output;
@@ -321,24 +323,45 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
             }
             let model = if status.model { "configured" } else { "none (every thinking stage runs its fallback)" };
             outln!("model: {model}; outbound: {}", status.outbound.as_str().unwrap_or("inbox"));
-            match status.last_tick {
-                Some(at) => outln!("last tick: {at} ({} in the last 24 hours)", status.ticks_24h),
-                None => outln!("no tick yet (`mneme reflect tick` runs one; the daemon runs one every 30 minutes)"),
-            }
-            outln!("directive: {}; effectiveness: {}", status.directive.as_str().unwrap_or("-"), status.effectiveness);
-            outln!("spawn threshold: {}; pending spawns: {}", status.spawn_state["threshold"], status.pending_spawns.len());
+            let Some(at) = status.last_tick else {
+                outln!("no tick yet (`mneme reflect tick` runs one; the daemon runs one every 30 minutes)");
+                return Ok(());
+            };
+            outln!("last tick: {} ({} in the last 24 hours)", at.round(jiff::Unit::Second).unwrap_or(at), status.ticks_24h);
+            let e = &status.effectiveness;
+            outln!(
+                "directive: {} ({} scored outputs in 7 days, {} positive, rate {:.2})",
+                status.directive.as_str().unwrap_or("-"),
+                e["outputs"],
+                e["positive"],
+                e["rate"].as_f64().unwrap_or(0.0)
+            );
+            outln!(
+                "spawn threshold: {:.2}; pending spawns: {}",
+                status.spawn_state["threshold"].as_f64().unwrap_or(0.5),
+                status.pending_spawns.len()
+            );
             for p in &status.pending_spawns {
                 outln!("  {} {}", p["spawnId"].as_str().unwrap_or("?"), p["task"].as_str().unwrap_or(""));
             }
             outln!("playbook: {} lines", status.playbook_lines);
+            outln!("stage outcomes (24 h):");
             for (stage, counts) in &status.stage_outcomes {
                 let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
                 outln!("  {stage}: {}", counts.join(", "));
             }
-            outln!("model calls (24 h): {}", status.llm);
+            outln!(
+                "model calls (24 h): {} ({} prompt + {} completion tokens)",
+                status.llm["calls"],
+                status.llm["promptTokens"],
+                status.llm["completionTokens"]
+            );
             Ok(())
         }
-        ReflectCommand::Stage { name, idle } => stage(ctx, &settings, now, &name, idle.then_some(true)),
+        ReflectCommand::Signals { idle } => stage(ctx, &settings, now, "signals", idle.then_some(true)),
+        ReflectCommand::Mine => stage(ctx, &settings, now, "mine", None),
+        ReflectCommand::Curate => stage(ctx, &settings, now, "curate", None),
+        ReflectCommand::Insight => stage(ctx, &settings, now, "insight", None),
     }
 }
 

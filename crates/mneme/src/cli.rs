@@ -737,7 +737,7 @@ pub enum ReflectCommand {
     /// feedback the curate directive is computed from). Without: run the feedback stage
     /// alone and print its figures.
     #[command(
-        after_help = "Examples:\n  mneme reflect feedback t20261123T093000Z-tip --score 0.6\n  mneme reflect feedback --score -0.5 --error-cleared   # the latest output\n  mneme reflect feedback   # the stage's figures, as JSON"
+        after_help = "Examples:\n  mneme reflect feedback t20261123T093000000Z-tip --score 0.6\n  mneme reflect feedback --score -0.5 --error-cleared   # the latest output\n  mneme reflect feedback   # the stage's figures, as JSON"
     )]
     Feedback {
         /// The output's id (from the log); omitted: the latest output before this report.
@@ -759,19 +759,28 @@ pub enum ReflectCommand {
     /// spawns, stage outcomes, model calls.
     #[command(after_help = "Examples:\n  mneme reflect status\n  mneme reflect status --json")]
     Status,
-    /// Run one stage alone on the current files and records; prints one JSON object and
-    /// writes nothing.
-    #[command(after_help = "Examples:\n  mneme reflect stage signals\n  mneme reflect stage curate --idle")]
-    Stage {
-        /// signals, feedback, mine, curate or insight.
-        #[arg(value_parser = ["signals", "feedback", "mine", "curate", "insight"])]
-        name: String,
+    /// Run the signal analyzer alone on the last day's records: signals and the action it
+    /// recommends, as one JSON object. Writes nothing.
+    #[command(after_help = "Examples:\n  mneme reflect signals\n  mneme reflect signals --idle")]
+    Signals {
         /// Treat the agent as idle.
         #[arg(long)]
         idle: bool,
     },
+    /// Run the memory miner alone on the unmined daily files: findings, new patterns,
+    /// contradictions, preferences, the index it would write. Writes nothing.
+    #[command(after_help = "Examples:\n  mneme reflect mine")]
+    Mine,
+    /// Run the playbook curator alone: the changes and the body it would write. Writes
+    /// nothing.
+    #[command(after_help = "Examples:\n  mneme reflect curate | jq .changes")]
+    Curate,
+    /// Run the insight synthesizer alone: a suggestion and an insight, or the reason it
+    /// skips. Delivers and writes nothing.
+    #[command(after_help = "Examples:\n  mneme reflect insight")]
+    Insight,
     /// Report the result of a spawned task (its id is in the instruction the agent got).
-    #[command(after_help = "Examples:\n  mneme reflect spawn-result t20261123T093000Z-spawn useful")]
+    #[command(after_help = "Examples:\n  mneme reflect spawn-result t20261123T093000000Z-spawn useful")]
     SpawnResult {
         /// The spawn's id.
         spawn_id: String,

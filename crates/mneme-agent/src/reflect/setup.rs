@@ -29,7 +29,8 @@ pub struct History {
 }
 
 impl History {
-    /// The last [`HISTORY_LIMIT`] episodic records of the 24 hours before `now`.
+    /// The last [`HISTORY_LIMIT`] session events of the 24 hours before `now`: episodic
+    /// records and conversation-log entries, oldest first.
     pub fn gather(service: &MemoryService, now: Timestamp) -> ServiceResult<History> {
         // The newest first, unranked; every sensitivity (what reaches a model is capped
         // separately, in `for_model`).
@@ -60,9 +61,29 @@ impl History {
                 _ => None,
             })
             .collect();
+        // The conversation log (messages an agent logs without hooks), the same window;
+        // a message already in the records is not counted twice.
+        let day_ago = now - SignedDuration::from_hours(24);
+        let total = service.sync_status()?.total as i64;
+        if total > 0 {
+            for c in service.sync_fetch((total - HISTORY_LIMIT as i64 + 1).max(1), total)? {
+                let known = events.iter().any(|e| matches!(e, Event::Message { text, .. } if *text == c.content));
+                if c.at < day_ago || c.content == "[forgotten]" || known {
+                    continue;
+                }
+                let sender = match c.direction {
+                    mneme_service::Direction::Out => Some("assistant".to_string()),
+                    _ => c.user_id.clone().or_else(|| Some("user".into())),
+                };
+                events.push(Event::Message { at: c.at, sender, text: c.content, sensitivity: Sensitivity::Medium });
+            }
+        }
         events.sort_by_key(|e| match e {
             Event::Message { at, .. } | Event::Tool { at, .. } => *at,
         });
+        // The last [`HISTORY_LIMIT`] of both sources together.
+        let drop = events.len().saturating_sub(HISTORY_LIMIT);
+        events.drain(..drop);
         Ok(History { events })
     }
 

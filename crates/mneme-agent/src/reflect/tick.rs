@@ -127,7 +127,8 @@ pub fn tick(
     let started = std::time::Instant::now();
     let _lock = TickLock::acquire(settings)?;
     engine.take_calls();
-    let tick_id = format!("t{}", now.strftime("%Y%m%dT%H%M%SZ"));
+    // Milliseconds: two ticks in one second (a command run twice) still get their own ids.
+    let tick_id = format!("t{}", now.strftime("%Y%m%dT%H%M%S%3fZ"));
     let today = settings.today(now);
     let mut stages = serde_json::Map::new();
 

@@ -314,7 +314,19 @@ mod tick {
         let s = service(dir.path(), now);
         let (_ws, settings) = crate::reflect::workspace();
         failed_push(&s, 3);
+        // A message only in the conversation log is part of the history too.
+        let said = mneme_service::ConversationInput {
+            channel: "telegram".into(),
+            direction: "in".into(),
+            content: "why does the push keep failing?".into(),
+            ..Default::default()
+        };
+        s.log_conversation(said).expect("log");
         let report = tick(&offline(), &s, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+        assert_eq!(
+            report.line["sessionSummary"], "1 messages and 3 tool calls in the last 24 hours (top: git_push ×3); 3 failed.",
+            "records and the conversation log"
+        );
         assert_eq!(report.status, "HEARTBEAT_OK");
         let logged = playbook_log::read(&settings, settings.today(now), settings.today(now)).expect("read");
         let kinds: Vec<&str> = logged.iter().map(|l| l.kind.as_str()).collect();

@@ -264,3 +264,42 @@ fn the_context_hook_reads_usage_from_the_transcript() {
     std::fs::write(&transcript, format!("{}\n", turn(20_000))).expect("transcript");
     assert_eq!(hook(&m, "context", &input), "", "10 % is below the flush threshold");
 }
+
+/// `mneme reflect` as a new user meets it: refused without a workspace (naming the fix),
+/// then a tick, its status, feedback (bad input refused naming the field), one stage
+/// alone, and a dry run that writes nothing.
+#[test]
+fn reflect_commands_from_a_fresh_install() {
+    let m = crate::Mneme::init();
+    let refused = m.fails(&["reflect", "tick"], 4);
+    assert!(refused.contains("mneme workspace init"), "{refused}");
+    m.ok(&["workspace", "init"]);
+    let status = m.ok(&["reflect", "status"]);
+    assert!(status.contains("no tick yet"), "{status}");
+    let out = m.ok(&["reflect", "tick"]);
+    assert!(out.trim_end().ends_with("HEARTBEAT_OK"), "{out}");
+    assert!(out.contains("signals: fallback (no LLM configured)") && out.contains("insight: skipped (no LLM configured)"), "{out}");
+    let log = m.dir.path().join("workspace/memory/playbook-logs");
+    let lines = || -> usize {
+        std::fs::read_dir(&log)
+            .expect("logs")
+            .map(|e| std::fs::read_to_string(e.expect("entry").path()).expect("log").lines().count())
+            .sum()
+    };
+    assert_eq!(lines(), 2, "a tick line and an output line");
+    let dry = m.json(&["reflect", "tick", "--dry-run"]);
+    assert_eq!(dry["status"], "DRY_RUN");
+    assert_eq!(lines(), 2, "a dry run writes nothing");
+    let status = m.ok(&["reflect", "status"]);
+    assert!(status.contains("last tick: ") && status.contains("directive: insufficient_data"), "{status}");
+    assert!(m.fails(&["reflect", "feedback", "--score", "1.5"], 2).contains("score 1.5: must be within -1..=1"));
+    assert!(m.fails(&["reflect", "feedback", "some-output"], 2).contains("needs --score"));
+    m.fails(&["reflect", "spawn-result", "t1-spawn", "great"], 2);
+    assert!(m.ok(&["reflect", "feedback", "--score", "-0.5", "--re-escalated"]).contains("feedback recorded"));
+    assert_eq!(lines(), 3);
+    let stage = m.json(&["reflect", "feedback"]);
+    assert_eq!(m.json(&["reflect", "signals"])["recommendedAction"]["action"], "skip");
+    assert_eq!(m.json(&["reflect", "curate"])["stage"]["status"], "fallback");
+    assert_eq!(stage["curateDirective"], "insufficient_data", "{stage}");
+    assert_eq!(stage["stage"]["status"], "fallback");
+}

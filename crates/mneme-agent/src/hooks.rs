@@ -297,6 +297,24 @@ impl Hooks {
             source: "hook".into(),
             detail,
         };
+        // Inner life: a user message lifts connection; a failed tool call is a repeat of its
+        // normalised failure mode (frustration).
+        let inner = match name {
+            HookName::MessageReceived => vec![mneme_workspace::inner::InnerEvent::UserMessage],
+            HookName::AfterToolCall => input
+                .event
+                .error
+                .as_deref()
+                .filter(|e| !e.trim().is_empty())
+                .map(|e| vec![mneme_workspace::inner::InnerEvent::Repeat { what: normalize_error(e) }])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if !inner.is_empty()
+            && let Err(e) = mneme_workspace::inner::record(&j.settings, &inner, now)
+        {
+            tracing::warn!(hook = name.as_str(), error = %e, "inner state not updated");
+        }
         let written = match name {
             HookName::SessionStart => {
                 tracker.start(&session, now);
@@ -501,15 +519,19 @@ impl Hooks {
             }
             ContextFormat::Json => format::json_with_facts(&user_facts, &hits),
         };
-        // What reflection learned: the curated playbook, for the owner (it is a workspace
-        // file), in the Markdown block.
+        // What reflection learned (the curated playbook) and how the agent is (inner
+        // life), for the owner (they are workspace files), in the Markdown block.
         let block = match (&self.journal, format) {
             (Some(j), ContextFormat::Markdown) if p.unrestricted() => {
-                match mneme_workspace::playbook::injectable(&j.settings, j.settings.budgets.playbook as usize) {
-                    Some(playbook) if block.is_empty() => format!("## Playbook\n\n{playbook}\n"),
-                    Some(playbook) => format!("{}\n\n## Playbook\n\n{playbook}\n", block.trim_end()),
+                let extra = [
+                    ("Playbook", mneme_workspace::playbook::injectable(&j.settings, j.settings.budgets.playbook as usize)),
+                    ("How I am", mneme_workspace::inner::injectable(&j.settings, self.ops.now())),
+                ];
+                extra.into_iter().fold(block, |block, (title, text)| match text {
+                    Some(text) if block.is_empty() => format!("## {title}\n\n{text}\n"),
+                    Some(text) => format!("{}\n\n## {title}\n\n{text}\n", block.trim_end()),
                     None => block,
-                }
+                })
             }
             _ => block,
         };

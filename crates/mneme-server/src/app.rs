@@ -393,9 +393,10 @@ impl App {
         Ok(self.metrics.render(&records, &gauges))
     }
 
-    /// The heartbeat's engine on the owner's service (owner principals only).
+    /// The owner's service, for the workspace's engines (reflection, inner life): owner
+    /// principals only, and only when the workspace exists.
     fn reflection(&self, p: &Principal) -> ApiResult<&MemoryService> {
-        p.require_unrestricted("the reflection heartbeat")?;
+        p.require_unrestricted("the workspace's reflection and inner life")?;
         if !self.workspace.dir.is_dir() {
             return Err(reflect_error(ReflectError::NoWorkspace(self.workspace.dir.clone())));
         }
@@ -429,6 +430,33 @@ impl App {
         let (line, _) = mneme_agent::reflect::report::spawn_result(&self.workspace, self.ops.now(), spawn_id, outcome, note)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "recorded": line }))
+    }
+}
+
+impl App {
+    /// `GET /v1/inner/status`: the state and the current mood (values and hints).
+    pub fn inner_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        self.reflection(p)?;
+        let state = mneme_workspace::inner::read_state(&self.workspace).map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
+        let mood = state.as_ref().map(|s| s.mood(self.ops.now()));
+        Ok(serde_json::json!({ "state": state, "mood": mood }))
+    }
+
+    /// `GET /v1/inner/context?level=N`.
+    pub fn inner_context(&self, p: &Principal, level: u8) -> ApiResult<serde_json::Value> {
+        self.reflection(p)?;
+        let text = mneme_workspace::inner::context(&self.workspace, self.ops.now(), level)
+            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
+        Ok(serde_json::json!({ "level": level, "context": text }))
+    }
+
+    /// `POST /v1/inner/event`.
+    pub fn inner_event(&self, p: &Principal, event: &mneme_workspace::inner::InnerEvent) -> ApiResult<serde_json::Value> {
+        self.reflection(p)?;
+        let now = self.ops.now();
+        let state = mneme_workspace::inner::record(&self.workspace, std::slice::from_ref(event), now)
+            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
+        Ok(serde_json::json!({ "mood": state.mood(now), "state": state }))
     }
 }
 

@@ -246,6 +246,38 @@ impl pb::memory_server::Memory for GrpcApi {
         .await
     }
 
+    async fn inner_status(&self, request: Request<pb::InnerStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::InnerStatus, request, |app, p, _m| {
+            Ok(pb::ReflectReply { status: "ok".into(), json: app.inner_status(p)?.to_string() })
+        })
+        .await
+    }
+
+    async fn inner_context(&self, request: Request<pb::InnerContextRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::InnerContext, request, |app, p, m| {
+            let level =
+                u8::try_from(m.level.max(1)).map_err(|_| ApiError::BadRequest(format!("level {}: must be 1, 2, 3 or 4", m.level)))?;
+            Ok(pb::ReflectReply { status: "ok".into(), json: app.inner_context(p, level)?.to_string() })
+        })
+        .await
+    }
+
+    async fn inner_event(&self, request: Request<pb::InnerEventRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::InnerEvent, request, |app, p, m| {
+            let mut event = serde_json::json!({ "kind": m.kind });
+            if !m.what.is_empty() {
+                event[if m.kind == "spark" { "topic" } else { "what" }] = serde_json::json!(m.what);
+            }
+            if !m.since.is_empty() {
+                event["since"] = serde_json::json!(m.since);
+            }
+            let event: mneme_workspace::inner::InnerEvent =
+                serde_json::from_value(event).map_err(|e| ApiError::BadRequest(format!("invalid event: {e}")))?;
+            Ok(pb::ReflectReply { status: "recorded".into(), json: app.inner_event(p, &event)?.to_string() })
+        })
+        .await
+    }
+
     async fn reflect_status(&self, request: Request<pb::ReflectStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ReflectStatus, request, |app, p, _m| {
             Ok(pb::ReflectReply { status: "ok".into(), json: app.reflect_status(p)?.to_string() })

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -280,6 +280,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/reflect/status", get(reflect_status))
         .route("/v1/reflect/feedback", post(reflect_feedback))
         .route("/v1/reflect/spawn-result", post(reflect_spawn_result))
+        .route("/v1/inner/status", get(inner_status))
+        .route("/v1/inner/context", get(inner_context))
+        .route("/v1/inner/event", post(inner_event))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -444,6 +447,33 @@ struct SpawnResultBody {
 handler!(reflect_spawn_result, Operation::ReflectSpawnResult, |app, p, body: SpawnResultBody| {
     app.reflect_spawn_result(p, &body.spawn_id, &body.outcome, body.note.as_deref())
 });
+
+async fn inner_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", Operation::InnerStatus, auth.as_deref(), |app, p| app.inner_status(p)).await?))
+}
+
+/// `GET /v1/inner/context?level=N` (1 by default).
+async fn inner_context(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::InnerContext, auth.as_deref(), move |app, p| {
+            let mut level = 1u8;
+            for pair in query.as_deref().unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+                match pair.split_once('=') {
+                    Some(("level", raw)) => {
+                        level = raw.parse().map_err(|_| ApiError::BadRequest(format!("level {raw:?}: must be 1, 2, 3 or 4")))?;
+                    }
+                    _ => return Err(ApiError::BadRequest(format!("unknown query parameter {pair:?} (only level)"))),
+                }
+            }
+            app.inner_context(p, level)
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+handler!(inner_event, Operation::InnerEvent, |app, p, body: mneme_workspace::inner::InnerEvent| app.inner_event(p, &body));
 
 /// `POST /v1/forget`: what to erase (ids, a query, a subject), why, and whether to only plan.
 #[derive(Debug, Deserialize)]

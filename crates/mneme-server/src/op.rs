@@ -39,10 +39,13 @@ pub enum Operation {
     ReflectStatus,
     ReflectFeedback,
     ReflectSpawnResult,
+    InnerStatus,
+    InnerContext,
+    InnerEvent,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 30] = [
+    pub const ALL: [Operation; 33] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -73,6 +76,9 @@ impl Operation {
         Operation::ReflectStatus,
         Operation::ReflectFeedback,
         Operation::ReflectSpawnResult,
+        Operation::InnerStatus,
+        Operation::InnerContext,
+        Operation::InnerEvent,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -108,6 +114,9 @@ impl Operation {
             Operation::ReflectStatus => "ReflectStatus",
             Operation::ReflectFeedback => "ReflectFeedback",
             Operation::ReflectSpawnResult => "ReflectSpawnResult",
+            Operation::InnerStatus => "InnerStatus",
+            Operation::InnerContext => "InnerContext",
+            Operation::InnerEvent => "InnerEvent",
         }
     }
 
@@ -126,6 +135,8 @@ impl Operation {
                 | Operation::SyncFetch
                 | Operation::SearchFiles
                 | Operation::ReflectStatus
+                | Operation::InnerStatus
+                | Operation::InnerContext
         )
     }
 
@@ -162,6 +173,9 @@ impl Operation {
             Operation::ReflectStatus => ("GET", "/v1/reflect/status"),
             Operation::ReflectFeedback => ("POST", "/v1/reflect/feedback"),
             Operation::ReflectSpawnResult => ("POST", "/v1/reflect/spawn-result"),
+            Operation::InnerStatus => ("GET", "/v1/inner/status"),
+            Operation::InnerContext => ("GET", "/v1/inner/context"),
+            Operation::InnerEvent => ("POST", "/v1/inner/event"),
         }
     }
 

@@ -284,6 +284,32 @@ pub fn document() -> Value {
         ),
     );
     add(
+        "/v1/inner/status",
+        "get",
+        op(
+            "InnerStatus",
+            "Inner life (owner principals): the emotions' anchors and their current values and action hints.",
+            None,
+            "InnerResult",
+            false,
+        ),
+    );
+    add(
+        "/v1/inner/context",
+        "get",
+        json!({
+            "operationId": "InnerContext",
+            "summary": "The context of a level: 1 how I am, 2 + drive, notes and signals, 3 + habits, relationship, diary, dreams, questions, 4 + system documents and a weekly digest.",
+            "parameters": [{ "name": "level", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1, "maximum": 4 } }],
+            "responses": ok("InnerResult"),
+        }),
+    );
+    add(
+        "/v1/inner/event",
+        "post",
+        op("InnerEvent", "Record an event that moves the inner state.", Some("InnerEventRequest"), "InnerResult", false),
+    );
+    add(
         "/v1/hooks/{name}",
         "post",
         json!({
@@ -555,6 +581,14 @@ pub fn document() -> Value {
             }
         },
         "ReflectResult": { "type": "object", "description": "The status, or the log line recorded (`recorded`)" },
+        "InnerResult": { "type": "object", "description": "The state and mood, or the context of a level" },
+        "InnerEventRequest": {
+            "type": "object", "required": ["kind"],
+            "properties": {
+                "kind": enumeration(&["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"]),
+                "what": string(), "topic": string(), "since": { "type": "string", "format": "date-time" }
+            }
+        },
         "ReflectFeedbackRequest": {
             "type": "object", "additionalProperties": false, "required": ["score"],
             "properties": {

@@ -24,6 +24,7 @@ pub mod consolidate;
 pub mod context;
 pub mod error;
 pub mod init;
+pub mod inner;
 pub mod journal;
 pub mod paths;
 pub mod playbook;

@@ -9,7 +9,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use mneme_agent::{file_index, scheduler};
 
-use crate::cli::{ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
+use crate::cli::{InnerCommand, ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
 use crate::commands::{Invocation, input_error as input, parse_time};
 use crate::render::print_json;
 
@@ -220,6 +220,65 @@ fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: T
     let service = ctx.open(false)?;
     let value = mneme_agent::reflect::tick::run_stage(&reflector(ctx)?, &service, settings, now, name, idle).map_err(reflect_error)?;
     print_json(&value)
+}
+
+/// `mneme inner …`.
+pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
+    use mneme_workspace::inner::{self, InnerEvent};
+    let settings = crate::workspace::settings(ctx, None)?;
+    let now = jiff::Timestamp::now();
+    match cmd {
+        InnerCommand::Status => {
+            let state = inner::read_state(&settings).map_err(invalid)?;
+            let mood = state.as_ref().map(|s| s.mood(now));
+            if ctx.json {
+                return print_json(&serde_json::json!({ "state": state, "mood": mood }));
+            }
+            match mood {
+                Some(m) => outln!("{}", m.block()),
+                None => outln!("no inner state yet: it starts with the first hook event (or `mneme inner event`)"),
+            }
+            Ok(())
+        }
+        InnerCommand::Context { level } => {
+            let text = inner::context(&settings, now, level).map_err(invalid)?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "level": level, "context": text }));
+            }
+            outln!("{text}");
+            Ok(())
+        }
+        InnerCommand::Event { kind, what, since } => {
+            let what = || what.clone().filter(|w| !w.trim().is_empty()).ok_or_else(|| input(format!("{kind} needs --what")));
+            let event = match kind.as_str() {
+                "user-message" => InnerEvent::UserMessage,
+                "mistake" => InnerEvent::Mistake { what: what()? },
+                "spark" => InnerEvent::Spark { topic: what()? },
+                "novelty" => InnerEvent::Novelty { what: what()? },
+                "repeat" => InnerEvent::Repeat { what: what()? },
+                "pending" => InnerEvent::Pending {
+                    what: what()?,
+                    since: match since.as_deref() {
+                        Some(t) => parse_time("--since", t)?,
+                        None => now,
+                    },
+                },
+                _ => InnerEvent::Resolved { what: what()? },
+            };
+            if !settings.dir.is_dir() {
+                return Err(anyhow::Error::new(mneme_service::ServiceError::Precondition(format!(
+                    "no workspace at {} (run `mneme workspace init`)",
+                    settings.dir.display()
+                ))));
+            }
+            let state = inner::record(&settings, &[event], now).map_err(invalid)?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "state": state, "mood": state.mood(now) }));
+            }
+            outln!("{}", state.mood(now).block());
+            Ok(())
+        }
+    }
 }
 
 /// `mneme reflect …`.

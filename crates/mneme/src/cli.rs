@@ -99,10 +99,14 @@ pub enum Command {
     /// Scheduled tasks: built-in rotation, consolidation report and context check, and yours.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
-    /// Reflection: the heartbeat that curates the agent's playbook from what worked (in
-    /// progress: the offline tick, feedback reports and spawn results).
+    /// Reflection: the heartbeat that curates the agent's playbook from what worked
+    /// (signals, spawned tasks, feedback, curation, insights).
     #[command(subcommand)]
     Reflect(ReflectCommand),
+    /// Inner life: the agent's emotions (connection, confidence, curiosity, boredom,
+    /// frustration, impatience) and the context levels built from them.
+    #[command(subcommand)]
+    Inner(InnerCommand),
     /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
     #[command(after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json")]
     Search(SearchArgs),
@@ -709,6 +713,36 @@ pub enum ScheduleCommand {
         /// Deliver (print and remove) the queued instructions.
         #[arg(long)]
         take: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InnerCommand {
+    /// Current values (from elapsed time since the last event) and the action hints their
+    /// thresholds give.
+    #[command(after_help = "Examples:\n  mneme inner status\n  mneme inner status --json")]
+    Status,
+    /// The context of a level: 1 how I am, 2 + drive, notes and signals, 3 + habits,
+    /// relationship, diary, dreams, questions, 4 + system documents and a weekly digest.
+    #[command(after_help = "Examples:\n  mneme inner context --level 2\n  mneme inner context --level 4 > deep.md")]
+    Context {
+        #[arg(long, default_value_t = 1)]
+        level: u8,
+    },
+    /// Record an event that moves the state: user-message, mistake, spark, novelty,
+    /// repeat, pending (with --since), resolved.
+    #[command(
+        after_help = "Examples:\n  mneme inner event mistake --what \"wrong deploy target\"\n  mneme inner event pending --what \"review PR 12\" --since 2026-11-19\n  mneme inner event resolved --what \"review PR 12\""
+    )]
+    Event {
+        #[arg(value_parser = ["user-message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"])]
+        kind: String,
+        /// What it is about (required except for user-message).
+        #[arg(long)]
+        what: Option<String>,
+        /// pending: since when (a date or timestamp; default now).
+        #[arg(long)]
+        since: Option<String>,
     },
 }
 

@@ -255,6 +255,7 @@ fn with_store(cli: Cli) -> Result<()> {
         Command::Sync(cmd) => crate::agent::sync(&ctx, cmd),
         Command::Schedule(cmd) => crate::agent::schedule(&ctx, cmd),
         Command::Reflect(cmd) => crate::agent::reflect(&ctx, cmd),
+        Command::Inner(cmd) => crate::agent::inner(&ctx, cmd),
         Command::Search(args) => crate::agent::search(&ctx, args),
         Command::Mcp { local } => crate::daemon::mcp(&ctx, local),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),

@@ -166,7 +166,14 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         }
     };
     let base = match args.name.as_str() {
-        "session-start" => Some(mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?).filter(|c| !c.trim().is_empty()),
+        "session-start" => {
+            let mut context = mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?;
+            // How the agent is (inner life), once its state exists.
+            if let Some(mood) = mneme_workspace::inner::injectable(&s, jiff::Timestamp::now()) {
+                context.push_str(&format!("\n\n=== HOW I AM ===\n\n{mood}"));
+            }
+            Some(context).filter(|c| !c.trim().is_empty())
+        }
         _ => mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()),
     };
     // The store's part: what is true now (session-start), the memories relevant to the

@@ -615,4 +615,36 @@ mod next_session {
         let outcome = hooks.handle(&narrowed, HookName::SessionStart, input, &mut buffer);
         assert!(!outcome.context.unwrap_or_default().contains("## Playbook"));
     }
+
+    /// Inner life from real hook traffic: a user message lifts connection, repeated tool
+    /// failures become frustration and its hint, and the next session start carries the
+    /// "how I am" block (for the owner only).
+    #[test]
+    fn hook_traffic_moves_the_inner_state_and_the_next_session_sees_it() {
+        let now = Timestamp::from_second(1_800_000_000).expect("instant");
+        let dir = tempfile::tempdir().expect("dir");
+        let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+        let service = MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store");
+        let (_ws, settings) = crate::reflect::workspace();
+        std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
+        let hooks = Hooks::new(Ops::new(Arc::new(service), false), HooksConfig::default()).with_workspace(settings.clone());
+        let owner = Principal::internal("owner", Access::owner(), mneme_core::Sensitivity::Critical);
+        let mut buffer = Vec::new();
+        let message = HookInput::from_json(json!({ "content": "can you check the deploy?", "sessionId": "s" })).expect("input");
+        hooks.handle(&owner, HookName::MessageReceived, message, &mut buffer);
+        let state = mneme_workspace::inner::read_state(&settings).expect("read").expect("created by the hook");
+        assert!((state.connection.value - 0.7).abs() < 1e-9, "{state:?}");
+        for _ in 0..3 {
+            let failed = HookInput::from_json(
+                json!({ "toolName": "deploy", "params": {}, "error": "quota exceeded for /projects/a1b2c3d4e5", "sessionId": "s" }),
+            )
+            .expect("input");
+            hooks.handle(&owner, HookName::AfterToolCall, failed, &mut buffer);
+        }
+        let mood = mneme_workspace::inner::read_state(&settings).expect("read").expect("state").mood(now);
+        assert!(mood.hints.iter().any(|h| h.starts_with("systemic fix: quota exceeded for <path> (3×)")), "{:?}", mood.hints);
+        let start = HookInput::from_json(json!({ "ctx": { "sessionId": "next" } })).expect("input");
+        let context = hooks.handle(&owner, HookName::SessionStart, start, &mut buffer).context.unwrap_or_default();
+        assert!(context.contains("## How I am") && context.contains("systemic fix: quota exceeded"), "{context}");
+    }
 }

@@ -279,6 +279,27 @@ pub fn tools() -> Vec<ToolSpec> {
             idempotent: true,
         },
         ToolSpec {
+            name: "inner",
+            title: "Inner life",
+            description: "How the agent is (owner only): op=status gives connection, confidence, curiosity, boredom, \
+                          frustration and impatience with the action hints they imply; op=context gives the context of \
+                          a level (1 how I am .. 4 deep); op=event records what moved it (kind: user_message, mistake, \
+                          spark, novelty, repeat, pending, resolved; what, or since for pending).",
+            schema: object(
+                json!({
+                    "op": { "type": "string", "enum": ["status", "context", "event"] },
+                    "level": { "type": "integer", "minimum": 1, "maximum": 4, "description": "context: 1..4 (default 1)." },
+                    "kind": { "type": "string", "enum": ["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"] },
+                    "what": string("event: what it is about (the topic, for a spark)."),
+                    "since": string("event pending: since when (RFC 3339).")
+                }),
+                &["op"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
             name: "reflection",
             title: "The reflection heartbeat",
             description: "The heartbeat that curates the agent's playbook (owner only). op=status shows the last ticks, \
@@ -473,6 +494,25 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
             body.insert("actor".into(), json!("mcp"));
             send("POST", "/v1/forget".into(), Some(Value::Object(body))).await
         }
+        "inner" => match required(&args, "op")? {
+            "status" => send("GET", "/v1/inner/status".into(), None).await,
+            "context" => {
+                let level = args.get("level").and_then(Value::as_u64).unwrap_or(1);
+                send("GET", format!("/v1/inner/context?level={level}"), None).await
+            }
+            "event" => {
+                let kind = required(&args, "kind")?;
+                let mut body = json!({ "kind": kind });
+                if let Some(what) = text(&args, "what")? {
+                    body[if kind == "spark" { "topic" } else { "what" }] = json!(what);
+                }
+                if let Some(since) = text(&args, "since")? {
+                    body["since"] = json!(since);
+                }
+                send("POST", "/v1/inner/event".into(), Some(body)).await
+            }
+            other => Err(ToolError(format!("op {other:?}: status, context or event"))),
+        },
         "reflection" => match required(&args, "op")? {
             "status" => send("GET", "/v1/reflect/status".into(), None).await,
             "feedback" => {

@@ -157,6 +157,9 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("ReflectFeedback", "/v1/reflect/feedback", json!({ "outputId": "t-golden-tip", "score": 0.5, "errorCleared": true })).await;
     g.post("ReflectSpawnResult", "/v1/reflect/spawn-result", json!({ "spawnId": "t-golden-spawn", "outcome": "useful" })).await;
     g.get("ReflectStatus", "/v1/reflect/status").await;
+    g.post("InnerEvent", "/v1/inner/event", json!({ "kind": "repeat", "what": "quota exceeded" })).await;
+    g.get("InnerStatus", "/v1/inner/status").await;
+    g.get("InnerContext", "/v1/inner/context?level=2").await;
 
     // ---- the daemon -------------------------------------------------------------------
     g.check("Consolidate", "POST", "/v1/consolidate", None).await;
@@ -316,7 +319,8 @@ impl Golden {
     /// as received.
     async fn check(&mut self, operation: &str, method: &str, path: &str, body: Option<Value>) -> Value {
         let (template, spec) = self.operation(operation, method);
-        assert!(matches_template(&template, path), "{operation}: {path} is not a path of its route {template}");
+        let route = path.split_once('?').map_or(path, |(route, _)| route);
+        assert!(matches_template(&template, route), "{operation}: {path} is not a path of its route {template}");
         let (status, content_type, text) = self.send(method, path, body).await;
         assert_eq!(status, 200, "{operation} ({method} {path}) failed: {text}");
         assert_eq!(content_type, "application/json", "{operation}: content type");

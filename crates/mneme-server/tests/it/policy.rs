@@ -70,6 +70,9 @@ fn expected(op: Operation, who: Who) -> u16 {
             | ReflectStatus
             | ReflectFeedback
             | ReflectSpawnResult
+            | InnerStatus
+            | InnerContext
+            | InnerEvent
     );
     let changes_target = on_target && !matches!(op, RetrieveById | History);
     match who {
@@ -143,6 +146,8 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         ReflectTick => json!({ "dryRun": true }),
         ReflectFeedback => json!({ "score": 0.5 }),
         ReflectSpawnResult => json!({ "spawnId": "t1-spawn", "outcome": "useful" }),
+        InnerStatus | InnerContext => Value::Null,
+        InnerEvent => json!({ "kind": "user_message" }),
         Supersede | Fork => {
             json!({ "change": { "summary": "the gateway moved" }, "actor": "policy-test", "rationale": "the policy table" })
         }
@@ -284,6 +289,9 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
         ReflectTick => ok(m.reflect_tick(authorized(pb::ReflectTickRequest { dry_run: true, ..Default::default() }, who)).await),
         ReflectStatus => ok(m.reflect_status(authorized(pb::ReflectStatusRequest {}, who)).await),
         ReflectFeedback => ok(m.reflect_feedback(authorized(pb::ReflectFeedbackRequest { score: 0.5, ..Default::default() }, who)).await),
+        InnerStatus => ok(m.inner_status(authorized(pb::InnerStatusRequest {}, who)).await),
+        InnerContext => ok(m.inner_context(authorized(pb::InnerContextRequest { level: 2 }, who)).await),
+        InnerEvent => ok(m.inner_event(authorized(pb::InnerEventRequest { kind: "user_message".into(), ..Default::default() }, who)).await),
         ReflectSpawnResult => ok(m
             .reflect_spawn_result(authorized(
                 pb::ReflectSpawnResultRequest { spawn_id: "t1-spawn".into(), outcome: "useful".into(), note: String::new() },
@@ -402,6 +410,9 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         ReflectStatus => ("reflection", json!({ "op": "status" })),
         ReflectFeedback => ("reflection", json!({ "op": "feedback", "score": 0.5 })),
         ReflectSpawnResult => ("reflection", json!({ "op": "spawn_result", "spawn_id": "t1-spawn", "outcome": "useful" })),
+        InnerStatus => ("inner", json!({ "op": "status" })),
+        InnerContext => ("inner", json!({ "op": "context", "level": 2 })),
+        InnerEvent => ("inner", json!({ "op": "event", "kind": "user_message" })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate => {
             return None;
         }

@@ -11,6 +11,7 @@ mod chunk;
 mod consolidate;
 mod context;
 mod init;
+mod inner;
 mod journal;
 mod paths;
 mod playbook;

@@ -303,3 +303,29 @@ fn reflect_commands_from_a_fresh_install() {
     assert_eq!(stage["curateDirective"], "insufficient_data", "{stage}");
     assert_eq!(stage["stage"]["status"], "fallback");
 }
+
+/// `mneme inner` from a fresh install: no state until the first event, events move it,
+/// bad input names what was wrong, context levels print, and session start shows the
+/// "how I am" block once the state exists.
+#[test]
+fn inner_commands_from_a_fresh_install() {
+    let m = crate::Mneme::init();
+    m.fails(&["inner", "event", "user-message"], 4);
+    m.ok(&["workspace", "init"]);
+    assert!(m.ok(&["inner", "status"]).contains("no inner state yet"));
+    let before = m.ok(&["claude-hook", "session-start"]);
+    assert!(!before.contains("HOW I AM"), "{before}");
+    let out = m.ok(&["inner", "event", "user-message"]);
+    assert!(out.starts_with("connection 0.70"), "{out}");
+    assert!(m.fails(&["inner", "event", "mistake"], 2).contains("mistake needs --what"));
+    assert!(m.fails(&["inner", "event", "pending", "--what", "x", "--since", "someday"], 2).contains("--since"));
+    m.ok(&["inner", "event", "pending", "--what", "review PR 12", "--since", "2020-01-01"]);
+    let status = m.json(&["inner", "status"]);
+    assert!(
+        status["mood"]["hints"].as_array().expect("hints").iter().any(|h| h.as_str().expect("hint").starts_with("reminder: review PR 12"))
+    );
+    assert!(m.ok(&["inner", "context", "--level", "2"]).starts_with("## How I am"));
+    assert!(m.fails(&["inner", "context", "--level", "7"], 2).contains("level 7"));
+    let after = m.ok(&["claude-hook", "session-start"]);
+    assert!(after.contains("=== HOW I AM ===") && after.contains("reminder: review PR 12"), "{after}");
+}

@@ -1,0 +1,428 @@
+//! Inner life (the inner-life seed, issue 18): the agent's emotions in
+//! `memory/inner-state.json`, its drive, habits and trust in `drive.json`, `habits.json`
+//! and `relationship.json`, and the context levels 1–4 built from them.
+//!
+//! **Dynamics are computed from elapsed time**, like salience: a stored emotion is an
+//! anchor (`value` at `at`), and its current value is `clamp(value + rate × hours / 6)`.
+//! Reading never writes, and an event re-anchors at the current value, so reading twice,
+//! sweeping hourly or reading once give the same number (the drift never changes sign, so
+//! clamping early or late agrees). The seed's "half-life decay" contradicts its own table
+//! of linear per-6-hour rates; the rates are the specific, testable part, so they win.
+//!
+//! | emotion | drift per 6 h | event | hint |
+//! |---|---|---|---|
+//! | connection | −0.05 | +0.2 per user message | < 0.3 → reach out |
+//! | confidence | +0.02 | −0.1 per mistake | < 0.4 → double-check |
+//! | curiosity | −0.03 | +0.1 per spark | > 0.7 explore, < 0.3 find a stimulus |
+//! | boredom | +1 per day since the last novelty | novelty resets | > 7 → experiment |
+//! | frustration | — | +1 per repeat of a problem | count ≥ 3 → systemic fix |
+//! | impatience | — | an item pending since a date | > 3 days → reminder |
+//!
+//! Files are validated on read (the error names the file and the field), written
+//! atomically under the workspace lock, and carry a `version` (1) so a later format can
+//! migrate; a file from a newer mneme is refused, never overwritten.
+
+use std::path::Path;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::atomic::{WorkspaceLock, ensure_dir, write_atomic};
+use crate::config::WorkspaceSettings;
+use crate::error::{WorkspaceError, WorkspaceResult};
+use crate::paths;
+
+pub const INNER_STATE: &str = "memory/inner-state.json";
+pub const DRIVE: &str = "memory/drive.json";
+pub const HABITS: &str = "memory/habits.json";
+pub const RELATIONSHIP: &str = "memory/relationship.json";
+/// The format these files are written in.
+pub const VERSION: u32 = 1;
+
+const CONNECTION_DRIFT: f64 = -0.05;
+const CONFIDENCE_DRIFT: f64 = 0.02;
+const CURIOSITY_DRIFT: f64 = -0.03;
+
+/// An emotion's anchor: `value` at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Anchor {
+    pub value: f64,
+    pub at: Timestamp,
+}
+
+impl Anchor {
+    /// The value at `now` with `drift` per 6 hours, clamped to [0, 1].
+    pub fn at(&self, drift: f64, now: Timestamp) -> f64 {
+        let hours = now.duration_since(self.at).as_secs_f64().max(0.0) / 3600.0;
+        (self.value + drift * hours / 6.0).clamp(0.0, 1.0)
+    }
+
+    fn bump(&mut self, drift: f64, delta: f64, now: Timestamp) {
+        let current = self.at(drift, now);
+        *self = Anchor { value: (current + delta).clamp(0.0, 1.0), at: now.max(self.at) };
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Boredom {
+    pub last_novelty: Timestamp,
+}
+
+/// A problem that keeps coming back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Frustration {
+    pub what: String,
+    pub count: u32,
+    pub first: Timestamp,
+    pub last: Timestamp,
+}
+
+/// Something waiting since a date.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Impatience {
+    pub what: String,
+    pub since: Timestamp,
+}
+
+/// `inner-state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct InnerState {
+    pub version: u32,
+    pub connection: Anchor,
+    pub confidence: Anchor,
+    pub curiosity: Anchor,
+    pub boredom: Boredom,
+    #[serde(default)]
+    pub frustration: Vec<Frustration>,
+    #[serde(default)]
+    pub impatience: Vec<Impatience>,
+    /// Signal tags already acted on (`kind:value`), so notes are never edited.
+    #[serde(default)]
+    pub consumed_signals: Vec<String>,
+}
+
+impl InnerState {
+    /// A new agent: middling connection and curiosity, fair confidence, nothing pending.
+    pub fn fresh(now: Timestamp) -> InnerState {
+        InnerState {
+            version: VERSION,
+            connection: Anchor { value: 0.5, at: now },
+            confidence: Anchor { value: 0.7, at: now },
+            curiosity: Anchor { value: 0.5, at: now },
+            boredom: Boredom { last_novelty: now },
+            frustration: Vec::new(),
+            impatience: Vec::new(),
+            consumed_signals: Vec::new(),
+        }
+    }
+
+    /// Applies one event at `now`.
+    pub fn apply(&mut self, event: &InnerEvent, now: Timestamp) {
+        match event {
+            InnerEvent::UserMessage => self.connection.bump(CONNECTION_DRIFT, 0.2, now),
+            InnerEvent::Mistake { .. } => self.confidence.bump(CONFIDENCE_DRIFT, -0.1, now),
+            InnerEvent::Spark { .. } => self.curiosity.bump(CURIOSITY_DRIFT, 0.1, now),
+            InnerEvent::Novelty { .. } => self.boredom.last_novelty = now.max(self.boredom.last_novelty),
+            InnerEvent::Repeat { what } => match self.frustration.iter_mut().find(|f| f.what == *what) {
+                Some(f) => {
+                    f.count += 1;
+                    f.last = now;
+                }
+                None => self.frustration.push(Frustration { what: what.clone(), count: 1, first: now, last: now }),
+            },
+            InnerEvent::Pending { what, since } => {
+                if !self.impatience.iter().any(|i| i.what == *what) {
+                    self.impatience.push(Impatience { what: what.clone(), since: *since });
+                }
+            }
+            InnerEvent::Resolved { what } => {
+                self.frustration.retain(|f| f.what != *what);
+                self.impatience.retain(|i| i.what != *what);
+            }
+        }
+    }
+
+    /// The state at `now`: current values and the action hints their thresholds give.
+    pub fn mood(&self, now: Timestamp) -> Mood {
+        let connection = self.connection.at(CONNECTION_DRIFT, now);
+        let confidence = self.confidence.at(CONFIDENCE_DRIFT, now);
+        let curiosity = self.curiosity.at(CURIOSITY_DRIFT, now);
+        let boredom_days = (now.duration_since(self.boredom.last_novelty).as_secs().max(0) / 86_400) as u32;
+        let mut hints = Vec::new();
+        if connection < 0.3 {
+            hints.push("reach out: it has been a while since the user wrote".to_string());
+        }
+        if confidence < 0.4 {
+            hints.push("double-check: recent mistakes; verify before acting".to_string());
+        }
+        if curiosity > 0.7 {
+            hints.push("explore: follow an open question".to_string());
+        } else if curiosity < 0.3 {
+            hints.push("find a stimulus: look for something new to learn".to_string());
+        }
+        if boredom_days > 7 {
+            hints.push(format!("experiment: {boredom_days} days of routine"));
+        }
+        for f in self.frustration.iter().filter(|f| f.count >= 3) {
+            hints.push(format!("systemic fix: {} ({}×)", f.what, f.count));
+        }
+        let impatience: Vec<(String, u32)> =
+            self.impatience.iter().map(|i| (i.what.clone(), (now.duration_since(i.since).as_secs().max(0) / 86_400) as u32)).collect();
+        for (what, days) in impatience.iter().filter(|(_, d)| *d > 3) {
+            hints.push(format!("reminder: {what} (waiting {days} days)"));
+        }
+        Mood { connection, confidence, curiosity, boredom_days, frustration: self.frustration.clone(), impatience, hints }
+    }
+}
+
+/// Something that moves an emotion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum InnerEvent {
+    /// The user wrote (a `message_received` hook).
+    UserMessage,
+    /// The agent got something wrong (a correction of its fact, an explicit report).
+    Mistake { what: String },
+    /// A spark for curiosity (a `seeking-spark` tag).
+    Spark { topic: String },
+    /// Something new (a new topic or skill): boredom resets.
+    Novelty { what: String },
+    /// The same problem again (a normalised failure mode).
+    Repeat { what: String },
+    /// An item waiting since a date (a queue or state item).
+    Pending { what: String, since: Timestamp },
+    /// A problem or item is done: it leaves frustration and impatience.
+    Resolved { what: String },
+}
+
+/// Current values and hints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mood {
+    pub connection: f64,
+    pub confidence: f64,
+    pub curiosity: f64,
+    #[serde(rename = "boredomDays")]
+    pub boredom_days: u32,
+    pub frustration: Vec<Frustration>,
+    /// (what, days waiting)
+    pub impatience: Vec<(String, u32)>,
+    pub hints: Vec<String>,
+}
+
+impl Mood {
+    /// The short "how I am" block (level 1, and the session-start injection).
+    pub fn block(&self) -> String {
+        let mut out = format!(
+            "connection {:.2} · confidence {:.2} · curiosity {:.2} · boredom {} day{}",
+            self.connection,
+            self.confidence,
+            self.curiosity,
+            self.boredom_days,
+            if self.boredom_days == 1 { "" } else { "s" }
+        );
+        for h in &self.hints {
+            out.push_str(&format!("\n- {h}"));
+        }
+        out
+    }
+}
+
+fn invalid(file: &str, field: &str, why: impl std::fmt::Display) -> WorkspaceError {
+    WorkspaceError::Invalid(format!("{file}: {field}: {why}"))
+}
+
+/// Reads and validates `inner-state.json`; `None` when it does not exist yet.
+pub fn read_state(settings: &WorkspaceSettings) -> WorkspaceResult<Option<InnerState>> {
+    let Some(value) = read_json(settings, INNER_STATE)? else { return Ok(None) };
+    check_version(INNER_STATE, &value)?;
+    let state: InnerState = serde_json::from_value(value).map_err(|e| invalid(INNER_STATE, "format", e))?;
+    for (field, a) in [("connection", state.connection), ("confidence", state.confidence), ("curiosity", state.curiosity)] {
+        if !(a.value.is_finite() && (0.0..=1.0).contains(&a.value)) {
+            return Err(invalid(INNER_STATE, &format!("{field}.value"), format!("{} is not within 0..=1", a.value)));
+        }
+    }
+    Ok(Some(state))
+}
+
+fn read_json(settings: &WorkspaceSettings, relative: &str) -> WorkspaceResult<Option<Value>> {
+    let path = paths::resolve(&settings.dir, relative)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(WorkspaceError::io("cannot read", &path, source)),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| invalid(relative, "JSON", e))
+}
+
+fn check_version(file: &str, value: &Value) -> WorkspaceResult<()> {
+    match value.get("version").and_then(Value::as_u64) {
+        Some(v) if v <= u64::from(VERSION) => Ok(()),
+        Some(v) => Err(invalid(file, "version", format!("{v} is newer than this mneme reads ({VERSION}); upgrade mneme"))),
+        None => Err(invalid(file, "version", "missing")),
+    }
+}
+
+/// Applies `events` at `now` under the workspace lock, creating the state file on first
+/// use; returns the state written. A corrupt or newer file is refused, not overwritten.
+pub fn record(settings: &WorkspaceSettings, events: &[InnerEvent], now: Timestamp) -> WorkspaceResult<InnerState> {
+    if !settings.dir.is_dir() {
+        return Err(WorkspaceError::Invalid(format!("no workspace at {} (run `mneme workspace init`)", settings.dir.display())));
+    }
+    let _lock = WorkspaceLock::acquire(&settings.dir)?;
+    let mut state = read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
+    for e in events {
+        state.apply(e, now);
+    }
+    state.version = VERSION;
+    ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
+    let path = paths::resolve(&settings.dir, INNER_STATE)?;
+    let text = serde_json::to_string_pretty(&state).map_err(|e| invalid(INNER_STATE, "format", e))? + "\n";
+    write_atomic(&path, text.as_bytes())?;
+    Ok(state)
+}
+
+/// A signal or synapse tag in a note: `<!-- kind: value -->`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tag {
+    pub kind: String,
+    pub value: String,
+}
+
+/// The tag kinds the seed defines: signals, then synapses.
+pub const TAG_KINDS: [&str; 6] = ["dream-topic", "handoff", "seeking-spark", "contradicts", "caused-by", "updates"];
+
+/// The signal and synapse tags in `text`, in order.
+pub fn tags(text: &str) -> Vec<Tag> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("<!--") {
+        let after = &rest[start + 4..];
+        let Some(end) = after.find("-->") else { break };
+        let inner = after[..end].trim();
+        if let Some((kind, value)) = inner.split_once(':') {
+            let kind = kind.trim();
+            if TAG_KINDS.contains(&kind) && !value.trim().is_empty() {
+                out.push(Tag { kind: kind.to_string(), value: value.trim().to_string() });
+            }
+        }
+        rest = &after[end + 3..];
+    }
+    out
+}
+
+/// Bytes each context level may take.
+pub const LEVEL_BUDGETS: [usize; 4] = [600, 8_000, 24_000, 64_000];
+
+fn capped(text: &str, budget: usize) -> String {
+    if text.len() <= budget {
+        return text.to_string();
+    }
+    let mut end = budget.saturating_sub(16);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n…(cut)", &text[..end])
+}
+
+fn read_text(root: &Path, relative: &str) -> Option<String> {
+    let path = paths::resolve(root, relative).ok()?;
+    std::fs::read_to_string(path).ok().filter(|t| !t.trim().is_empty())
+}
+
+/// The newest `n` Markdown files of a `memory/` subdirectory, newest (by name) first.
+fn newest_notes(root: &Path, dir: &str, n: usize) -> Vec<(String, String)> {
+    let Ok(path) = paths::resolve(root, dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(path) else { return Vec::new() };
+    let mut names: Vec<String> =
+        entries.flatten().filter_map(|e| e.file_name().to_str().map(str::to_string)).filter(|n| n.ends_with(".md")).collect();
+    names.sort_unstable_by(|a, b| b.cmp(a));
+    names.into_iter().take(n).filter_map(|name| read_text(root, &format!("{dir}/{name}")).map(|t| (name, t))).collect()
+}
+
+/// The daily notes (`memory/YYYY-MM-DD.md`) of the last `days` days, newest first.
+fn daily_notes(settings: &WorkspaceSettings, now: Timestamp, days: i64) -> Vec<(String, String)> {
+    let today = settings.today(now);
+    (0..days)
+        .filter_map(|back| {
+            let day = today.checked_sub(jiff::Span::new().days(back)).ok()?;
+            let name = format!("{day}.md");
+            read_text(&settings.dir, &format!("{}/{name}", paths::MEMORY_DIR)).map(|t| (name, t))
+        })
+        .collect()
+}
+
+/// The context of `level` (1 minimal … 4 deep), within [`LEVEL_BUDGETS`]:
+/// 1. how I am: current values and hints (what a quick check needs);
+/// 2. level 1 + drive + the last two days' notes + the signal tags not yet consumed;
+/// 3. level 2 + habits + relationship + the newest diary entries, dreams and `questions.md`;
+/// 4. level 3 + the system documents (`BRAIN.md`, `SELF.md`, `MEMORY.md`, `QUEUE.md`) + a
+///    weekly digest (the headings of the last seven days' notes).
+pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> WorkspaceResult<String> {
+    if !(1..=4).contains(&level) {
+        return Err(WorkspaceError::Invalid(format!("level {level}: must be 1, 2, 3 or 4")));
+    }
+    let root = &settings.dir;
+    let state = read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
+    let mut parts = vec![format!("## How I am\n\n{}", state.mood(now).block())];
+    if level >= 2 {
+        if let Some(drive) = read_text(root, DRIVE) {
+            parts.push(format!("## Drive\n\n{}", capped(&drive, 2_000)));
+        }
+        let notes = daily_notes(settings, now, 2);
+        let signals: Vec<String> = notes
+            .iter()
+            .flat_map(|(_, t)| tags(t))
+            .filter(|t| ["dream-topic", "handoff", "seeking-spark"].contains(&t.kind.as_str()))
+            .map(|t| format!("{}: {}", t.kind, t.value))
+            .filter(|key| !state.consumed_signals.contains(key))
+            .collect();
+        if !signals.is_empty() {
+            parts.push(format!("## Signals\n\n- {}", signals.join("\n- ")));
+        }
+        for (name, text) in notes {
+            parts.push(format!("## Notes {name}\n\n{}", capped(&text, 2_500)));
+        }
+    }
+    if level >= 3 {
+        for (title, file) in [("Habits", HABITS), ("Relationship", RELATIONSHIP), ("Questions", "questions.md")] {
+            if let Some(text) = read_text(root, file) {
+                parts.push(format!("## {title}\n\n{}", capped(&text, 3_000)));
+            }
+        }
+        for (dir, title) in [("memory/diary", "Diary"), ("memory/dreams", "Dream")] {
+            for (name, text) in newest_notes(root, dir, 2) {
+                parts.push(format!("## {title} {name}\n\n{}", capped(&text, 2_500)));
+            }
+        }
+    }
+    if level >= 4 {
+        for file in ["BRAIN.md", "SELF.md", "MEMORY.md", "QUEUE.md"] {
+            if let Some(text) = read_text(root, file) {
+                parts.push(format!("## {file}\n\n{}", capped(&text, 6_000)));
+            }
+        }
+        let digest: Vec<String> = daily_notes(settings, now, 7)
+            .into_iter()
+            .map(|(name, text)| {
+                let heads: Vec<&str> = text.lines().filter(|l| l.starts_with("## ")).map(|l| l.trim_start_matches("## ")).collect();
+                format!("- {name}: {}", if heads.is_empty() { "(no entries)".to_string() } else { heads.join(", ") })
+            })
+            .collect();
+        if !digest.is_empty() {
+            parts.push(format!("## Weekly digest\n\n{}", digest.join("\n")));
+        }
+    }
+    Ok(capped(&parts.join("\n\n"), LEVEL_BUDGETS[usize::from(level) - 1]))
+}
+
+/// The session-start block: how I am and the hints, when the state file exists.
+pub fn injectable(settings: &WorkspaceSettings, now: Timestamp) -> Option<String> {
+    let state = read_state(settings).ok()??;
+    Some(capped(&state.mood(now).block(), LEVEL_BUDGETS[0]))
+}

@@ -426,3 +426,89 @@ pub fn injectable(settings: &WorkspaceSettings, now: Timestamp) -> Option<String
     let state = read_state(settings).ok()??;
     Some(capped(&state.mood(now).block(), LEVEL_BUDGETS[0]))
 }
+
+/// The brain loop and its five extensions (the seed's extension table): who may write
+/// what. mneme enforces it: [`job_write`] refuses a write outside the job's files and
+/// records the attempt, so a job's output is never trusted to stay in its lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Job {
+    BrainLoop,
+    Reflect,
+    Memory,
+    Dream,
+    Chronicle,
+    Evolve,
+}
+
+/// The log of job writes and refusals.
+pub const JOB_LOG: &str = "memory/inner-jobs.jsonl";
+
+/// Whether `relative` is a Markdown file directly in `dir`.
+fn in_dir(relative: &str, dir: &str) -> bool {
+    relative.strip_prefix(dir).and_then(|r| r.strip_prefix('/')).is_some_and(|name| name.ends_with(".md") && !name.contains('/'))
+}
+
+/// Whether `relative` is a daily note, `memory/YYYY-MM-DD.md`.
+fn is_daily_note(relative: &str) -> bool {
+    relative.strip_prefix("memory/").and_then(|n| n.strip_suffix(".md")).is_some_and(|d| d.parse::<jiff::civil::Date>().is_ok())
+}
+
+impl Job {
+    pub fn name(self) -> &'static str {
+        match self {
+            Job::BrainLoop => "brain_loop",
+            Job::Reflect => "reflect",
+            Job::Memory => "memory",
+            Job::Dream => "dream",
+            Job::Chronicle => "chronicle",
+            Job::Evolve => "evolve",
+        }
+    }
+
+    /// What the job may write, as the refusal message says it.
+    pub fn writes(self) -> &'static str {
+        match self {
+            Job::BrainLoop => "daily notes, QUEUE.md, inner-state.json and drive.json",
+            Job::Reflect => "SELF.md and habits.json",
+            Job::Memory => "drive.json, inner-state.json, questions.md and MEMORY.md",
+            Job::Dream => "drive.json, inner-state.json and memory/dreams/",
+            Job::Chronicle => "memory/diary/, inner-state.json and questions.md",
+            Job::Evolve => "QUEUE.md only",
+        }
+    }
+
+    /// Whether the job may write the workspace-relative path `relative`.
+    pub fn may_write(self, relative: &str) -> bool {
+        match self {
+            Job::BrainLoop => is_daily_note(relative) || matches!(relative, "QUEUE.md" | INNER_STATE | DRIVE),
+            Job::Reflect => matches!(relative, "SELF.md" | HABITS),
+            Job::Memory => matches!(relative, DRIVE | INNER_STATE | "questions.md" | "MEMORY.md"),
+            Job::Dream => matches!(relative, DRIVE | INNER_STATE) || in_dir(relative, "memory/dreams"),
+            Job::Chronicle => matches!(relative, INNER_STATE | "questions.md") || in_dir(relative, "memory/diary"),
+            Job::Evolve => relative == "QUEUE.md",
+        }
+    }
+}
+
+/// Writes `text` to `relative` for `job` (atomically), or refuses a path outside the
+/// job's files: nothing is written, and the attempt is recorded in [`JOB_LOG`] either way.
+pub fn job_write(settings: &WorkspaceSettings, job: Job, relative: &str, text: &str, now: Timestamp) -> WorkspaceResult<()> {
+    let relative = relative.trim_start_matches("./");
+    let allowed = job.may_write(relative);
+    let line = serde_json::json!({ "ts": now.to_string(), "job": job, "path": relative, "written": allowed });
+    ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
+    crate::atomic::append_line(&paths::resolve(&settings.dir, JOB_LOG)?, &line.to_string())?;
+    if !allowed {
+        return Err(WorkspaceError::Invalid(format!(
+            "the {} job may not write {relative} (it writes {}); refused and recorded in {JOB_LOG}",
+            job.name(),
+            job.writes()
+        )));
+    }
+    let path = paths::resolve(&settings.dir, relative)?;
+    if let Some(parent) = path.parent() {
+        ensure_dir(parent)?;
+    }
+    write_atomic(&path, text.as_bytes())
+}

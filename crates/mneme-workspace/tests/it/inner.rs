@@ -174,3 +174,36 @@ fn context_levels_hold_their_contents_within_budget() {
     assert!(level(2).len() <= inner::LEVEL_BUDGETS[1]);
     assert!(inner::context(&settings, now, 5).expect_err("level 5").to_string().contains("level 5"));
 }
+
+/// Write permissions are mneme's, not the job's: evolve writes QUEUE.md only; a refused
+/// write changes nothing and is recorded, like an allowed one.
+#[test]
+fn a_job_writes_only_its_own_files() {
+    use mneme_workspace::inner::{JOB_LOG, Job, job_write};
+    let (_dir, settings) = workspace();
+    let root = settings.dir.clone();
+    inner::record(&settings, &[InnerEvent::UserMessage], t0()).expect("state");
+    let state_before = std::fs::read_to_string(root.join(inner::INNER_STATE)).expect("state");
+    let err = job_write(&settings, Job::Evolve, inner::INNER_STATE, "{}", t0()).expect_err("refused").to_string();
+    assert!(err.contains("the evolve job may not write memory/inner-state.json (it writes QUEUE.md only)"), "{err}");
+    assert_eq!(std::fs::read_to_string(root.join(inner::INNER_STATE)).expect("state"), state_before, "nothing changed");
+    job_write(&settings, Job::Evolve, "QUEUE.md", "- [ ] propose: weekly review\n", t0()).expect("evolve writes the queue");
+    job_write(&settings, Job::Dream, "memory/dreams/2026-11-23.md", "A tide of logs.\n", t0()).expect("dream");
+    job_write(&settings, Job::Chronicle, "memory/diary/2026-11-23.md", "Quiet day.\n", t0()).expect("chronicle");
+    for (job, path) in [
+        (Job::Dream, "memory/dreams/../../SELF.md"),
+        (Job::Reflect, "QUEUE.md"),
+        (Job::Memory, "SELF.md"),
+        (Job::Chronicle, "memory/diary/deep/x.md"),
+        (Job::BrainLoop, "memory/notes.md"),
+    ] {
+        assert!(job_write(&settings, job, path, "x", t0()).is_err(), "{job:?} {path}");
+    }
+    assert!(!root.join("SELF.md").exists());
+    let log = std::fs::read_to_string(root.join(JOB_LOG)).expect("log");
+    let lines: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    assert_eq!(lines.len(), 9);
+    assert_eq!(lines[0]["job"], "evolve");
+    assert_eq!(lines[0]["written"], false);
+    assert_eq!(lines.iter().filter(|l| l["written"] == true).count(), 3);
+}

@@ -244,7 +244,7 @@ pub fn document() -> Value {
         "post",
         op(
             "ReflectTick",
-            "Run one reflection heartbeat tick (owner principals): the tick line, the step-5 output line and the model calls. 412 when a tick is already running or there is no workspace.",
+            "Run one reflection heartbeat tick (owner principals): the tick line, the step-5 output line and the model calls. 409 when a tick is already running or there is no workspace.",
             Some("ReflectTickRequest"),
             "ReflectTick",
             false,

@@ -395,7 +395,7 @@ impl App {
 
     /// The owner's service, for the workspace's engines (reflection, inner life): owner
     /// principals only, and only when the workspace exists.
-    fn reflection(&self, p: &Principal) -> ApiResult<&MemoryService> {
+    fn owner_workspace(&self, p: &Principal) -> ApiResult<&MemoryService> {
         p.require_unrestricted("the workspace's reflection and inner life")?;
         if !self.workspace.dir.is_dir() {
             return Err(reflect_error(ReflectError::NoWorkspace(self.workspace.dir.clone())));
@@ -406,27 +406,27 @@ impl App {
     /// `POST /v1/reflect/tick`: one tick, on this blocking worker (model calls block on the
     /// daemon's runtime).
     pub fn reflect_tick(&self, p: &Principal, options: &TickOptions) -> ApiResult<serde_json::Value> {
-        let service = self.reflection(p)?;
+        let service = self.owner_workspace(p)?;
         let report =
             mneme_agent::reflect::tick::tick(&self.reflector, service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
         Ok(serde_json::json!(report))
     }
 
     pub fn reflect_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        self.reflection(p)?;
+        self.owner_workspace(p)?;
         let status = mneme_agent::reflect::status::status(&self.reflector, &self.workspace, self.ops.now()).map_err(reflect_error)?;
         Ok(serde_json::json!(status))
     }
 
     pub fn reflect_feedback(&self, p: &Principal, f: &mneme_agent::reflect::report::Feedback) -> ApiResult<serde_json::Value> {
-        self.reflection(p)?;
+        self.owner_workspace(p)?;
         let (line, _) = mneme_agent::reflect::report::feedback(&self.workspace, self.ops.now(), f)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "recorded": line }))
     }
 
     pub fn reflect_spawn_result(&self, p: &Principal, spawn_id: &str, outcome: &str, note: Option<&str>) -> ApiResult<serde_json::Value> {
-        self.reflection(p)?;
+        self.owner_workspace(p)?;
         let (line, _) = mneme_agent::reflect::report::spawn_result(&self.workspace, self.ops.now(), spawn_id, outcome, note)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "recorded": line }))
@@ -436,7 +436,7 @@ impl App {
 impl App {
     /// `GET /v1/inner/status`: the state and the current mood (values and hints).
     pub fn inner_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        self.reflection(p)?;
+        self.owner_workspace(p)?;
         let state = mneme_workspace::inner::read_state(&self.workspace).map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         let mood = state.as_ref().map(|s| s.mood(self.ops.now()));
         Ok(serde_json::json!({ "state": state, "mood": mood }))
@@ -444,7 +444,7 @@ impl App {
 
     /// `GET /v1/inner/context?level=N`.
     pub fn inner_context(&self, p: &Principal, level: u8) -> ApiResult<serde_json::Value> {
-        self.reflection(p)?;
+        self.owner_workspace(p)?;
         let text = mneme_workspace::inner::context(&self.workspace, self.ops.now(), level)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "level": level, "context": text }))
@@ -452,7 +452,7 @@ impl App {
 
     /// `POST /v1/inner/event`.
     pub fn inner_event(&self, p: &Principal, event: &mneme_workspace::inner::InnerEvent) -> ApiResult<serde_json::Value> {
-        self.reflection(p)?;
+        self.owner_workspace(p)?;
         let now = self.ops.now();
         let state = mneme_workspace::inner::record(&self.workspace, std::slice::from_ref(event), now)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;

@@ -39,12 +39,6 @@ pub struct SpawnPolicy {
     pub max: f64,
 }
 
-impl Default for SpawnPolicy {
-    fn default() -> Self {
-        SpawnPolicy::from(&super::config::ReflectionConfig::default())
-    }
-}
-
 impl From<&super::config::ReflectionConfig> for SpawnPolicy {
     fn from(c: &super::config::ReflectionConfig) -> Self {
         SpawnPolicy { base: c.spawn_threshold, step: c.spawn_threshold_step, max: c.spawn_threshold_max }

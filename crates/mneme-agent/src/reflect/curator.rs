@@ -108,6 +108,20 @@ fn add_to_section(body: &mut Vec<String>, heading: &str, line: String) {
     body.insert(at, line);
 }
 
+/// Adds a fixable item under `## Error prevention`, marked `[since: today]`; returns its text.
+fn track_fixable(body: &mut Vec<String>, text: &str, today: Date) -> String {
+    let line = PatternLine {
+        bullet: "-".into(),
+        text: text.trim().to_string(),
+        score: None,
+        since: Some(today),
+        deferred: None,
+        established: false,
+    };
+    add_to_section(body, "Error prevention", line.render());
+    line.text
+}
+
 /// Curates `input.playbook` without a model.
 pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
     let mut playbook = input.playbook.clone();
@@ -121,16 +135,7 @@ pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
         if key.is_empty() || seen.contains(&key) {
             continue;
         }
-        let line = PatternLine {
-            bullet: "-".into(),
-            text: text.trim().to_string(),
-            score: None,
-            since: Some(input.today),
-            deferred: None,
-            established: false,
-        };
-        add_to_section(&mut playbook.body, "Error prevention", line.render());
-        changes.added.push(line.text);
+        changes.added.push(track_fixable(&mut playbook.body, text, input.today));
         seen.push(key);
     }
     if input.directive != Directive::Stability {
@@ -338,15 +343,7 @@ pub fn govern(input: &CurateInput<'_>, proposed: Vec<String>) -> Curation {
     for text in input.fixable {
         let key = normalize(text);
         if !key.is_empty() && !present.contains(&key) {
-            let line = PatternLine {
-                bullet: "-".into(),
-                text: text.trim().to_string(),
-                score: None,
-                since: Some(input.today),
-                deferred: None,
-                established: false,
-            };
-            add_to_section(&mut playbook.body, "Error prevention", line.render());
+            track_fixable(&mut playbook.body, text, input.today);
         }
     }
     let new = playbook.patterns();

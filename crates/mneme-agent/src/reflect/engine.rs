@@ -52,6 +52,19 @@ pub struct Calls {
     pub by_stage: BTreeMap<&'static str, u32>,
 }
 
+impl Calls {
+    /// Adds `other`'s calls and tokens to these.
+    pub fn add(&mut self, other: Calls) {
+        self.calls += other.calls;
+        self.failures += other.failures;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        for (stage, n) in other.by_stage {
+            *self.by_stage.entry(stage).or_default() += n;
+        }
+    }
+}
+
 /// The reflection engine: settings plus, when configured, the model.
 pub struct Reflector {
     pub config: ReflectionConfig,

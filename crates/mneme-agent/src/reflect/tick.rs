@@ -365,13 +365,7 @@ pub fn tick(
         archived = playbook_log::archive_old(settings, today - jiff::Span::new().days(days))?;
     }
     let mut llm = calls_before_log;
-    llm.calls += calls_after_log.calls;
-    llm.failures += calls_after_log.failures;
-    llm.prompt_tokens += calls_after_log.prompt_tokens;
-    llm.completion_tokens += calls_after_log.completion_tokens;
-    for (k, v) in calls_after_log.by_stage {
-        *llm.by_stage.entry(k).or_default() += v;
-    }
+    llm.add(calls_after_log);
     let status = if options.dry_run { "DRY_RUN" } else { "HEARTBEAT_OK" };
     Ok(TickReport { status, tick_id, line, output, log, llm, archived })
 }

@@ -47,7 +47,8 @@ impl History {
         let mut events: Vec<Event> = recent
             .into_iter()
             .filter_map(|r| match r.payload? {
-                Payload::Event(e) => Some(Event::Message {
+                // Messages only: outcome and note events are not something anyone said.
+                Payload::Event(e) if e.event_kind == "message" || e.event_kind.ends_with("_message") => Some(Event::Message {
                     at: e.event_time.unwrap_or(r.created_at),
                     sender: e.sender,
                     text: e.text,

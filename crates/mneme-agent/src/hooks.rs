@@ -360,6 +360,10 @@ impl Hooks {
     /// Runs one hook. Messages to buffer for consolidation are pushed into `buffer`.
     pub fn handle(&self, p: &Principal, name: HookName, input: HookInput, buffer: &mut Vec<BufferedMessage>) -> HookOutcome {
         let mut outcome = HookOutcome { hook: Some(name), ..HookOutcome::default() };
+        // Every hook event is activity: the heartbeat and require-idle tasks read it.
+        if let Err(e) = self.ops.touch_activity() {
+            tracing::warn!(hook = name.as_str(), error = %e, "activity not recorded");
+        }
         let result = match name {
             HookName::SessionStart => self.session_start(p, &input, &mut outcome),
             HookName::MessageReceived => self.message(p, &input, "user", buffer, &mut outcome),

@@ -203,6 +203,12 @@ impl Ops {
         Ok(&self.service)
     }
 
+    /// Marks the agent active now (what idle detection reads: the scheduler's require-idle
+    /// tasks, the heartbeat). Activity is not data, so any principal's hook counts.
+    pub fn touch_activity(&self) -> ServiceResult<()> {
+        self.service.touch_activity()
+    }
+
     /// The service clock's "now" (injected: tests run on a fixed clock).
     pub fn now(&self) -> jiff::Timestamp {
         self.service.now()

@@ -627,11 +627,14 @@ mod next_session {
         let service = MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store");
         let (_ws, settings) = crate::reflect::workspace();
         std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
-        let hooks = Hooks::new(Ops::new(Arc::new(service), false), HooksConfig::default()).with_workspace(settings.clone());
+        let service = Arc::new(service);
+        let hooks = Hooks::new(Ops::new(service.clone(), false), HooksConfig::default()).with_workspace(settings.clone());
+        assert_eq!(service.last_activity().expect("activity"), None);
         let owner = Principal::internal("owner", Access::owner(), mneme_core::Sensitivity::Critical);
         let mut buffer = Vec::new();
         let message = HookInput::from_json(json!({ "content": "can you check the deploy?", "sessionId": "s" })).expect("input");
         hooks.handle(&owner, HookName::MessageReceived, message, &mut buffer);
+        assert_eq!(service.last_activity().expect("activity"), Some(now), "a hook is activity (idle detection reads it)");
         let state = mneme_workspace::inner::read_state(&settings).expect("read").expect("created by the hook");
         assert!((state.connection.value - 0.7).abs() < 1e-9, "{state:?}");
         for _ in 0..3 {

@@ -149,8 +149,17 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     let names: Vec<&str> = listed.as_array().expect("list").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["context-check", "memory-consolidation-weekly", "reflection-heartbeat", "report", "session-rotation-daily"]);
 
-    // Two days of downtime: every task is due, each runs once, memory tasks first.
-    let later = Timestamp::now() + SignedDuration::from_hours(48);
+    // Two days of downtime: every task is due, each runs once, memory tasks first. The pass
+    // runs at 03:00 UTC (noon in Tokyo), so the hour below never crosses the workspace's
+    // midnight whatever time of day the test runs (it did at 15:44 UTC, and the daily
+    // rotation fell due again).
+    let later = (Timestamp::now() + SignedDuration::from_hours(72))
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date()
+        .at(3, 0, 0, 0)
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .expect("a UTC time")
+        .timestamp();
     let pass = m.json(&["schedule", "run-due", "--idle", "--now", &later.to_string()]);
     let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
     assert_eq!(ran[0], "context-check", "{pass}");

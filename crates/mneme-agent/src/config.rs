@@ -84,6 +84,8 @@ pub struct MnemeConfig {
     pub workspace: mneme_workspace::WorkspaceConfig,
     /// The reflection heartbeat (`mneme reflect`), its model routing included.
     pub reflection: crate::reflect::config::ReflectionConfig,
+    /// The inner life's jobs (`mneme inner run`).
+    pub inner: crate::inner::InnerConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

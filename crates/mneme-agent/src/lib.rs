@@ -17,6 +17,7 @@ pub mod consolidate;
 pub mod file_index;
 pub mod format;
 pub mod hooks;
+pub mod inner;
 pub mod llm;
 pub mod patterns;
 pub mod reflect;

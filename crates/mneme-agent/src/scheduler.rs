@@ -26,6 +26,8 @@ const BUILTINS_FLAG: &str = "scheduler_builtins_installed";
 /// `meta` flag: the reflection heartbeat task was installed (stores created before it
 /// existed get it once, like the others).
 const REFLECTION_FLAG: &str = "scheduler_reflection_installed";
+/// `meta` flag: the inner life's jobs were installed.
+const INNER_FLAG: &str = "scheduler_inner_installed";
 
 /// A task as `mneme schedule list` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -85,7 +87,11 @@ fn from_row(row: &TaskRow) -> ServiceResult<Task> {
 
 /// Installs the built-in tasks the first time (and never again, so a removed one stays removed).
 pub fn ensure_builtins(service: &MemoryService, now: Timestamp) -> ServiceResult<()> {
-    for (flag, tasks) in [(BUILTINS_FLAG, schedule::builtin_tasks(now)), (REFLECTION_FLAG, vec![schedule::reflection_task(now)])] {
+    for (flag, tasks) in [
+        (BUILTINS_FLAG, schedule::builtin_tasks(now)),
+        (REFLECTION_FLAG, vec![schedule::reflection_task(now)]),
+        (INNER_FLAG, schedule::inner_tasks(now)),
+    ] {
         if service.meta_value(flag)?.is_some() {
             continue;
         }
@@ -299,6 +305,28 @@ fn perform(
                 line["playbookChanges"]["playbookLines"]
             );
             // The tick queues its own instructions (with their spawn ids).
+            Ok((detail, None))
+        }
+        TaskAction::InnerJob(job) => {
+            if !reflector.inner.jobs {
+                return Ok(("skipped: [inner] jobs = false".into(), None));
+            }
+            let report = match crate::inner::run(reflector, service, settings, *job, now, &Default::default()) {
+                Ok(report) => report,
+                Err(e @ crate::reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
+                Err(e) => return Err(e.to_string()),
+            };
+            let mut detail = report.status.to_string();
+            if let Some(reason) = &report.reason {
+                detail.push_str(&format!(": {reason}"));
+            }
+            if !report.wrote.is_empty() {
+                detail.push_str(&format!(" (wrote {})", report.wrote.join(", ")));
+            }
+            if !report.refused.is_empty() {
+                detail.push_str(&format!(" (refused {})", report.refused.len()));
+            }
+            // The job queues its own instruction.
             Ok((detail, None))
         }
         TaskAction::RotateSessions => {

@@ -1,6 +1,7 @@
 //! `App`: the daemon's shared state, and the one path every request takes — authenticate,
 //! rate-limit, run the operation on a blocking thread, record metrics.
 
+use mneme_workspace::inner::Job;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -458,6 +459,23 @@ impl App {
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "mood": state.mood(now), "state": state }))
     }
+
+    /// `POST /v1/inner/run`: one job, on this blocking worker (model calls block on the
+    /// daemon's runtime).
+    pub fn inner_run(&self, p: &Principal, job: Job, options: &mneme_agent::inner::JobOptions) -> ApiResult<serde_json::Value> {
+        let service = self.owner_workspace(p)?;
+        let report =
+            mneme_agent::inner::run(&self.reflector, service, &self.workspace, job, self.ops.now(), options).map_err(reflect_error)?;
+        Ok(serde_json::json!(report))
+    }
+
+    /// `POST /v1/inner/write`: a file written for a job, refused outside the job's files.
+    pub fn inner_write(&self, p: &Principal, job: Job, path: &str, content: &str, append: bool) -> ApiResult<serde_json::Value> {
+        self.owner_workspace(p)?;
+        let written = mneme_workspace::inner::write_for(&self.workspace, job, path, content, append, self.ops.now())
+            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
+        Ok(serde_json::json!({ "job": job, "path": written, "append": append }))
+    }
 }
 
 /// A heartbeat error as the API reports it: a tick already running or no workspace is a
@@ -466,6 +484,9 @@ fn reflect_error(e: ReflectError) -> ApiError {
     match e {
         ReflectError::Busy(_) => ApiError::Service(ServiceError::Precondition(
             "another reflection tick is running on this workspace; try again when it is done".into(),
+        )),
+        ReflectError::JobBusy(_) => ApiError::Service(ServiceError::Precondition(
+            "another inner-life job is running on this workspace; try again when it is done".into(),
         )),
         ReflectError::NoWorkspace(_) => ApiError::Service(ServiceError::Precondition(
             "the daemon has no workspace (run `mneme workspace init`); the heartbeat never creates one".into(),

@@ -159,7 +159,8 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             Some(llm.clone()),
             Some(mneme_agent::reflect::engine::Exec::Handle(tokio::runtime::Handle::current())),
         )
-        .with_env(|var| env.get(var).cloned()),
+        .with_env(|var| env.get(var).cloned())
+        .with_inner(config.inner.clone()),
     );
     let consolidator = Arc::new(Consolidator::new(ops.clone(), internal.clone(), &config.consolidation, llm));
     let app = Arc::new(App {

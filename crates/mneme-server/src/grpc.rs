@@ -278,6 +278,23 @@ impl pb::memory_server::Memory for GrpcApi {
         .await
     }
 
+    async fn inner_run(&self, request: Request<pb::InnerRunRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::InnerRun, request, |app, p, m| {
+            let job = m.job.parse().map_err(|e: mneme_workspace::WorkspaceError| ApiError::BadRequest(e.to_string()))?;
+            let value = app.inner_run(p, job, &mneme_agent::inner::JobOptions { force: !m.if_triggered, dry_run: m.dry_run })?;
+            Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
+        })
+        .await
+    }
+
+    async fn inner_write(&self, request: Request<pb::InnerWriteRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::InnerWrite, request, |app, p, m| {
+            let job = m.job.parse().map_err(|e: mneme_workspace::WorkspaceError| ApiError::BadRequest(e.to_string()))?;
+            Ok(pb::ReflectReply { status: "written".into(), json: app.inner_write(p, job, &m.path, &m.content, m.append)?.to_string() })
+        })
+        .await
+    }
+
     async fn reflect_status(&self, request: Request<pb::ReflectStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ReflectStatus, request, |app, p, _m| {
             Ok(pb::ReflectReply { status: "ok".into(), json: app.reflect_status(p)?.to_string() })

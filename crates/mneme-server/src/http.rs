@@ -283,6 +283,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/inner/status", get(inner_status))
         .route("/v1/inner/context", get(inner_context))
         .route("/v1/inner/event", post(inner_event))
+        .route("/v1/inner/run", post(inner_run))
+        .route("/v1/inner/write", post(inner_write))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -474,6 +476,41 @@ async fn inner_context(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery
 }
 
 handler!(inner_event, Operation::InnerEvent, |app, p, body: mneme_workspace::inner::InnerEvent| app.inner_event(p, &body));
+
+/// `POST /v1/inner/run`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct InnerRunBody {
+    job: mneme_workspace::inner::Job,
+    /// Run only when the job's trigger holds (as the scheduler does).
+    #[serde(default)]
+    if_triggered: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+handler!(inner_run, Operation::InnerRun, |app, p, body: InnerRunBody| {
+    app.inner_run(p, body.job, &mneme_agent::inner::JobOptions { force: !body.if_triggered, dry_run: body.dry_run })
+});
+
+/// `POST /v1/inner/write`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InnerWriteBody {
+    job: mneme_workspace::inner::Job,
+    path: String,
+    content: String,
+    #[serde(default)]
+    append: bool,
+}
+
+handler!(inner_write, Operation::InnerWrite, |app, p, body: InnerWriteBody| app.inner_write(
+    p,
+    body.job,
+    &body.path,
+    &body.content,
+    body.append
+));
 
 /// `POST /v1/forget`: what to erase (ids, a query, a subject), why, and whether to only plan.
 #[derive(Debug, Deserialize)]

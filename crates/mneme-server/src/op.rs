@@ -42,10 +42,12 @@ pub enum Operation {
     InnerStatus,
     InnerContext,
     InnerEvent,
+    InnerRun,
+    InnerWrite,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 33] = [
+    pub const ALL: [Operation; 35] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -79,6 +81,8 @@ impl Operation {
         Operation::InnerStatus,
         Operation::InnerContext,
         Operation::InnerEvent,
+        Operation::InnerRun,
+        Operation::InnerWrite,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -117,6 +121,8 @@ impl Operation {
             Operation::InnerStatus => "InnerStatus",
             Operation::InnerContext => "InnerContext",
             Operation::InnerEvent => "InnerEvent",
+            Operation::InnerRun => "InnerRun",
+            Operation::InnerWrite => "InnerWrite",
         }
     }
 
@@ -176,6 +182,8 @@ impl Operation {
             Operation::InnerStatus => ("GET", "/v1/inner/status"),
             Operation::InnerContext => ("GET", "/v1/inner/context"),
             Operation::InnerEvent => ("POST", "/v1/inner/event"),
+            Operation::InnerRun => ("POST", "/v1/inner/run"),
+            Operation::InnerWrite => ("POST", "/v1/inner/write"),
         }
     }
 

@@ -310,6 +310,28 @@ pub fn document() -> Value {
         op("InnerEvent", "Record an event that moves the inner state.", Some("InnerEventRequest"), "InnerResult", false),
     );
     add(
+        "/v1/inner/run",
+        "post",
+        op(
+            "InnerRun",
+            "Run one inner-life job now: the mechanical core, then the model, the agent (dispatch) or the deterministic fallback.",
+            Some("InnerRunRequest"),
+            "InnerResult",
+            false,
+        ),
+    );
+    add(
+        "/v1/inner/write",
+        "post",
+        op(
+            "InnerWrite",
+            "Write a workspace file for a job; refused (400) outside the job's files, and recorded.",
+            Some("InnerWriteRequest"),
+            "InnerResult",
+            false,
+        ),
+    );
+    add(
         "/v1/hooks/{name}",
         "post",
         json!({
@@ -587,6 +609,20 @@ pub fn document() -> Value {
             "properties": {
                 "kind": enumeration(&["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"]),
                 "what": string(), "topic": string(), "since": { "type": "string", "format": "date-time" }
+            }
+        },
+        "InnerRunRequest": {
+            "type": "object", "additionalProperties": false, "required": ["job"],
+            "properties": {
+                "job": enumeration(&["brain_loop", "reflect", "memory", "dream", "chronicle", "evolve"]),
+                "ifTriggered": { "type": "boolean", "default": false }, "dryRun": { "type": "boolean", "default": false }
+            }
+        },
+        "InnerWriteRequest": {
+            "type": "object", "additionalProperties": false, "required": ["job", "path", "content"],
+            "properties": {
+                "job": enumeration(&["brain_loop", "reflect", "memory", "dream", "chronicle", "evolve"]),
+                "path": string(), "content": string(), "append": { "type": "boolean", "default": false }
             }
         },
         "ReflectFeedbackRequest": {

@@ -269,6 +269,30 @@ impl MemoryService {
         name.into()
     }
 
+    /// The highest audit sequence so far: where the inner life starts looking for
+    /// corrections on its first run.
+    pub fn max_audit_seq(&self) -> ServiceResult<i64> {
+        self.reader()?.read(|tx| tx.max_audit_seq().map_err(ServiceError::from))
+    }
+
+    /// Corrections and new skills after audit sequence `after` (see
+    /// `ReadTx::audit_events_after`), for the inner life's sense step.
+    pub fn audit_events_after(&self, after: i64, limit: usize) -> ServiceResult<Vec<mneme_store::AuditEvent>> {
+        self.reader()?.read(|tx| tx.audit_events_after(after, limit).map_err(ServiceError::from))
+    }
+
+    /// Links `from` to `to` with a relation `kind` (`caused_by`, `updates`), both records
+    /// existing and live; in one transaction.
+    pub fn relate(&self, from: &mneme_core::RecordId, to: &mneme_core::RecordId, kind: &str, note: &str) -> ServiceResult<()> {
+        let now = self.now();
+        self.store()?.write(|tx| {
+            tx.require(from)?;
+            tx.require(to)?;
+            tx.add_link(from, to, kind, note, now)?;
+            Ok::<_, ServiceError>(())
+        })
+    }
+
     /// A `meta` value.
     pub fn meta_value(&self, key: &str) -> ServiceResult<Option<String>> {
         self.reader()?.read(|tx| tx.meta(key).map_err(ServiceError::from))

@@ -31,6 +31,7 @@ pub use agent::{
     Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState, TaskRow, TaskRun,
 };
 pub use error::{StoreError, StoreResult};
+pub use lookup::AuditEvent;
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};

@@ -113,3 +113,63 @@ impl ReadTx<'_> {
         self.get_many(&seqs)
     }
 }
+
+/// An audit entry with what the inner life's sense step needs of its record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEvent {
+    /// The audit log's own sequence (increasing).
+    pub seq: i64,
+    pub record: RecordId,
+    pub memory_type: MemoryType,
+    /// `create`, `supersede` or `contest`.
+    pub action: String,
+    pub actor: String,
+    pub rationale: String,
+    /// The record's summary (empty once forgotten).
+    pub summary: String,
+}
+
+impl ReadTx<'_> {
+    /// The highest audit sequence so far (0 for an empty store).
+    pub fn max_audit_seq(&self) -> StoreResult<i64> {
+        Ok(self.query_all("SELECT coalesce(max(seq), 0) FROM audit", [], |r| r.get::<_, i64>(0))?.first().copied().unwrap_or(0))
+    }
+
+    /// Corrections (`supersede`, `contest`) and new competence records (`create`) after
+    /// audit sequence `after`, oldest first, at most `limit`: a range scan of the audit
+    /// log's rowid.
+    pub fn audit_events_after(&self, after: i64, limit: usize) -> StoreResult<Vec<AuditEvent>> {
+        let rows = self.query_all(
+            "SELECT a.seq, r.id, r.memory_type, a.action, a.actor, a.rationale, coalesce(r.summary, '') \
+             FROM audit a JOIN records r ON r.seq = a.record_seq \
+             WHERE a.seq > ?1 AND (a.action IN ('supersede', 'contest') \
+                                   OR (a.action = 'create' AND r.memory_type = 'competence')) \
+             ORDER BY a.seq LIMIT ?2",
+            rusqlite::params![after, limit as i64],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            },
+        )?;
+        rows.into_iter()
+            .map(|(seq, id, memory_type, action, actor, rationale, summary)| {
+                Ok(AuditEvent {
+                    seq,
+                    record: id.parse().map_err(|e| crate::rows::decode(self.path, e))?,
+                    memory_type: memory_type.parse().map_err(|e| crate::rows::decode(self.path, e))?,
+                    action,
+                    actor,
+                    rationale,
+                    summary,
+                })
+            })
+            .collect()
+    }
+}

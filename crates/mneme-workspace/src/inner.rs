@@ -87,6 +87,10 @@ pub struct Frustration {
 pub struct Impatience {
     pub what: String,
     pub since: Timestamp,
+    /// Where it came from: `queue` for an open task line in `QUEUE.md` or `state.md`
+    /// (gone from there, it is resolved); unset for an event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// `inner-state.json`.
@@ -105,6 +109,13 @@ pub struct InnerState {
     /// Signal tags already acted on (`kind:value`), so notes are never edited.
     #[serde(default)]
     pub consumed_signals: Vec<String>,
+    /// The store's audit sequence already looked at for corrections and new skills
+    /// (mneme's bookkeeping; unset until the first sense).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_seen: Option<i64>,
+    /// The last mistake or repeated problem (what triggers the reflect job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_mistake: Option<Timestamp>,
 }
 
 impl InnerState {
@@ -119,6 +130,8 @@ impl InnerState {
             frustration: Vec::new(),
             impatience: Vec::new(),
             consumed_signals: Vec::new(),
+            audit_seen: None,
+            last_mistake: None,
         }
     }
 
@@ -126,19 +139,25 @@ impl InnerState {
     pub fn apply(&mut self, event: &InnerEvent, now: Timestamp) {
         match event {
             InnerEvent::UserMessage => self.connection.bump(CONNECTION_DRIFT, 0.2, now),
-            InnerEvent::Mistake { .. } => self.confidence.bump(CONFIDENCE_DRIFT, -0.1, now),
+            InnerEvent::Mistake { .. } => {
+                self.confidence.bump(CONFIDENCE_DRIFT, -0.1, now);
+                self.last_mistake = Some(now);
+            }
             InnerEvent::Spark { .. } => self.curiosity.bump(CURIOSITY_DRIFT, 0.1, now),
             InnerEvent::Novelty { .. } => self.boredom.last_novelty = now.max(self.boredom.last_novelty),
             InnerEvent::Repeat { what } => match self.frustration.iter_mut().find(|f| f.what == *what) {
                 Some(f) => {
                     f.count += 1;
                     f.last = now;
+                    if f.count >= 3 {
+                        self.last_mistake = Some(now);
+                    }
                 }
                 None => self.frustration.push(Frustration { what: what.clone(), count: 1, first: now, last: now }),
             },
             InnerEvent::Pending { what, since } => {
                 if !self.impatience.iter().any(|i| i.what == *what) {
-                    self.impatience.push(Impatience { what: what.clone(), since: *since });
+                    self.impatience.push(Impatience { what: what.clone(), since: *since, source: None });
                 }
             }
             InnerEvent::Resolved { what } => {
@@ -250,7 +269,7 @@ pub fn read_state(settings: &WorkspaceSettings) -> WorkspaceResult<Option<InnerS
     Ok(Some(state))
 }
 
-fn read_json(settings: &WorkspaceSettings, relative: &str) -> WorkspaceResult<Option<Value>> {
+pub(crate) fn read_json(settings: &WorkspaceSettings, relative: &str) -> WorkspaceResult<Option<Value>> {
     let path = paths::resolve(&settings.dir, relative)?;
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -260,7 +279,7 @@ fn read_json(settings: &WorkspaceSettings, relative: &str) -> WorkspaceResult<Op
     serde_json::from_str(&text).map(Some).map_err(|e| invalid(relative, "JSON", e))
 }
 
-fn check_version(file: &str, value: &Value) -> WorkspaceResult<()> {
+pub(crate) fn check_version(file: &str, value: &Value) -> WorkspaceResult<()> {
     match value.get("version").and_then(Value::as_u64) {
         Some(v) if v <= u64::from(VERSION) => Ok(()),
         Some(v) => Err(invalid(file, "version", format!("{v} is newer than this mneme reads ({VERSION}); upgrade mneme"))),
@@ -271,14 +290,22 @@ fn check_version(file: &str, value: &Value) -> WorkspaceResult<()> {
 /// Applies `events` at `now` under the workspace lock, creating the state file on first
 /// use; returns the state written. A corrupt or newer file is refused, not overwritten.
 pub fn record(settings: &WorkspaceSettings, events: &[InnerEvent], now: Timestamp) -> WorkspaceResult<InnerState> {
+    update(settings, now, |state| {
+        for e in events {
+            state.apply(e, now);
+        }
+    })
+}
+
+/// Changes the state with `change` under the workspace lock (read, change, atomic write),
+/// creating the file on first use; returns the state written.
+pub fn update(settings: &WorkspaceSettings, now: Timestamp, change: impl FnOnce(&mut InnerState)) -> WorkspaceResult<InnerState> {
     if !settings.dir.is_dir() {
         return Err(WorkspaceError::Invalid(format!("no workspace at {} (run `mneme workspace init`)", settings.dir.display())));
     }
     let _lock = WorkspaceLock::acquire(&settings.dir)?;
     let mut state = read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
-    for e in events {
-        state.apply(e, now);
-    }
+    change(&mut state);
     state.version = VERSION;
     ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
     let path = paths::resolve(&settings.dir, INNER_STATE)?;
@@ -454,6 +481,17 @@ fn is_daily_note(relative: &str) -> bool {
     relative.strip_prefix("memory/").and_then(|n| n.strip_suffix(".md")).is_some_and(|d| d.parse::<jiff::civil::Date>().is_ok())
 }
 
+impl std::str::FromStr for Job {
+    type Err = WorkspaceError;
+    fn from_str(s: &str) -> WorkspaceResult<Job> {
+        let wanted = s.trim().replace('-', "_");
+        Job::ALL
+            .into_iter()
+            .find(|j| j.name() == wanted)
+            .ok_or_else(|| WorkspaceError::Invalid(format!("job {s:?}: must be brain_loop, reflect, memory, dream, chronicle or evolve")))
+    }
+}
+
 impl Job {
     pub fn name(self) -> &'static str {
         match self {
@@ -463,6 +501,29 @@ impl Job {
             Job::Dream => "dream",
             Job::Chronicle => "chronicle",
             Job::Evolve => "evolve",
+        }
+    }
+
+    pub const ALL: [Job; 6] = [Job::BrainLoop, Job::Reflect, Job::Memory, Job::Dream, Job::Chronicle, Job::Evolve];
+
+    /// The scheduled task that runs it.
+    pub fn task_name(self) -> &'static str {
+        match self {
+            Job::BrainLoop => "inner-brain-loop",
+            Job::Reflect => "inner-reflect",
+            Job::Memory => "inner-memory",
+            Job::Dream => "inner-dream",
+            Job::Chronicle => "inner-chronicle",
+            Job::Evolve => "inner-evolve",
+        }
+    }
+
+    /// The context level it reads (the seed's context protocol).
+    pub fn level(self) -> u8 {
+        match self {
+            Job::BrainLoop | Job::Memory | Job::Dream => 2,
+            Job::Reflect | Job::Chronicle => 3,
+            Job::Evolve => 4,
         }
     }
 
@@ -491,24 +552,81 @@ impl Job {
     }
 }
 
+fn log_line(settings: &WorkspaceSettings, line: &Value) -> WorkspaceResult<()> {
+    ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
+    crate::atomic::append_line(&paths::resolve(&settings.dir, JOB_LOG)?, &line.to_string())
+}
+
+/// Checks that `job` may write `relative` and records the attempt in [`JOB_LOG`]; a path
+/// outside the job's files is refused (the error names the job, the path and what the job
+/// writes).
+pub fn job_check(settings: &WorkspaceSettings, job: Job, relative: &str, now: Timestamp) -> WorkspaceResult<()> {
+    let relative = relative.trim_start_matches("./");
+    let allowed = job.may_write(relative);
+    log_line(settings, &serde_json::json!({ "ts": now.to_string(), "job": job, "path": relative, "written": allowed }))?;
+    if allowed {
+        Ok(())
+    } else {
+        Err(WorkspaceError::Invalid(format!(
+            "the {} job may not write {relative} (it writes {}); refused and recorded in {JOB_LOG}",
+            job.name(),
+            job.writes()
+        )))
+    }
+}
+
+/// Records that `job` ran at `now` with `status` (`ok`, `fallback`, `dispatched`,
+/// `skipped`) and why.
+pub fn log_run(settings: &WorkspaceSettings, job: Job, status: &str, reason: Option<&str>, now: Timestamp) -> WorkspaceResult<()> {
+    log_line(settings, &serde_json::json!({ "ts": now.to_string(), "job": job, "run": status, "reason": reason }))
+}
+
+/// The job log's lines, oldest first (unreadable lines skipped).
+pub fn job_log(settings: &WorkspaceSettings) -> Vec<Value> {
+    let Ok(path) = paths::resolve(&settings.dir, JOB_LOG) else { return Vec::new() };
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// When `job` last ran (any status), from [`JOB_LOG`].
+pub fn last_run(settings: &WorkspaceSettings, job: Job) -> Option<Timestamp> {
+    job_log(settings).iter().rev().find(|l| l["job"] == job.name() && l.get("run").is_some()).and_then(|l| l["ts"].as_str()?.parse().ok())
+}
+
 /// Writes `text` to `relative` for `job` (atomically), or refuses a path outside the
 /// job's files: nothing is written, and the attempt is recorded in [`JOB_LOG`] either way.
 pub fn job_write(settings: &WorkspaceSettings, job: Job, relative: &str, text: &str, now: Timestamp) -> WorkspaceResult<()> {
     let relative = relative.trim_start_matches("./");
-    let allowed = job.may_write(relative);
-    let line = serde_json::json!({ "ts": now.to_string(), "job": job, "path": relative, "written": allowed });
-    ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
-    crate::atomic::append_line(&paths::resolve(&settings.dir, JOB_LOG)?, &line.to_string())?;
-    if !allowed {
-        return Err(WorkspaceError::Invalid(format!(
-            "the {} job may not write {relative} (it writes {}); refused and recorded in {JOB_LOG}",
-            job.name(),
-            job.writes()
-        )));
-    }
+    job_check(settings, job, relative, now)?;
     let path = paths::resolve(&settings.dir, relative)?;
     if let Some(parent) = path.parent() {
         ensure_dir(parent)?;
     }
     write_atomic(&path, text.as_bytes())
+}
+
+/// [`job_write`], appending to the file when `append` (under the workspace lock, so two
+/// appends never lose one); returns the normalised path written.
+pub fn write_for(
+    settings: &WorkspaceSettings,
+    job: Job,
+    relative: &str,
+    text: &str,
+    append: bool,
+    now: Timestamp,
+) -> WorkspaceResult<String> {
+    let relative = relative.trim_start_matches("./").to_string();
+    if !settings.dir.is_dir() {
+        return Err(WorkspaceError::Invalid(format!("no workspace at {} (run `mneme workspace init`)", settings.dir.display())));
+    }
+    if append {
+        let _lock = WorkspaceLock::acquire(&settings.dir)?;
+        let mut current = read_text(&settings.dir, &relative).unwrap_or_default();
+        if !current.is_empty() && !current.ends_with('\n') {
+            current.push('\n');
+        }
+        job_write(settings, job, &relative, &(current + text), now)?;
+    } else {
+        job_write(settings, job, &relative, text, now)?;
+    }
+    Ok(relative)
 }

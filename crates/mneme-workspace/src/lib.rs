@@ -25,6 +25,7 @@ pub mod context;
 pub mod error;
 pub mod init;
 pub mod inner;
+pub mod inner_data;
 pub mod journal;
 pub mod paths;
 pub mod playbook;

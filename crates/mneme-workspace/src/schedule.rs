@@ -65,6 +65,8 @@ pub enum TaskAction {
     Message(String),
     /// Run one reflection heartbeat tick (the agent engine's `reflect::tick`).
     ReflectionTick,
+    /// Run one inner-life job (the brain loop or an extension; the agent engine's `inner::run`).
+    InnerJob(crate::inner::Job),
 }
 
 /// A scheduled task.
@@ -107,6 +109,33 @@ pub fn reflection_task(created: Timestamp) -> Task {
         created,
         last_run: None,
     }
+}
+
+/// The inner life's jobs (inner-life seed): the brain loop at 09:00, 14:00 and 19:00; the
+/// dream at 03:00 once idle; the chronicle at 21:00; evolve on Monday and Thursday at
+/// 10:00, once idle; reflect and memory every 30 minutes, each running only when its own
+/// trigger holds (a correction or a repeated problem; a session that has ended).
+pub fn inner_tasks(created: Timestamp) -> Vec<Task> {
+    use crate::inner::Job;
+    let task = |job: Job, trigger: Trigger, require_idle| Task {
+        name: job.task_name().to_owned(),
+        trigger,
+        action: TaskAction::InnerJob(job),
+        priority: Priority::Normal,
+        require_idle,
+        enabled: true,
+        created,
+        last_run: None,
+    };
+    let cron = |e: &str| Trigger::cron(e).expect("the built-in inner-life crons are valid");
+    vec![
+        task(Job::BrainLoop, cron("0 9,14,19 * * *"), false),
+        task(Job::Reflect, Trigger::Every(SignedDuration::from_mins(30)), false),
+        task(Job::Memory, Trigger::Every(SignedDuration::from_mins(30)), true),
+        task(Job::Dream, cron("0 3 * * *"), true),
+        task(Job::Chronicle, cron("0 21 * * *"), false),
+        task(Job::Evolve, cron("0 10 * * 1,4"), true),
+    ]
 }
 
 /// The built-in tasks (zylos seed §11): rotation daily at 00:00, the consolidation report

@@ -191,7 +191,9 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
 fn reflector(ctx: &Invocation) -> Result<mneme_agent::reflect::engine::Reflector> {
     use mneme_agent::reflect::engine::{Exec, Reflector};
     let llm = std::sync::Arc::new(mneme_agent::llm::LlmClient::new(ctx.config.llm_settings()));
-    Ok(Reflector::new(ctx.config.reflection.clone(), Some(llm), Some(Exec::owned()?)).with_env(|var| std::env::var(var).ok()))
+    Ok(Reflector::new(ctx.config.reflection.clone(), Some(llm), Some(Exec::owned()?))
+        .with_env(|var| std::env::var(var).ok())
+        .with_inner(ctx.config.inner.clone()))
 }
 
 /// A workspace file error from bad input: exit 2 with the message.
@@ -209,6 +211,7 @@ fn reflect_error(e: mneme_agent::reflect::ReflectError) -> anyhow::Error {
             "another reflection tick is running on this workspace (lock {})",
             path.display()
         ))),
+        e @ ReflectError::JobBusy(_) => anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())),
         e @ ReflectError::NoWorkspace(_) => anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())),
         ReflectError::Workspace(w) => invalid(w),
         e => e.into(),
@@ -276,6 +279,41 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
                 return print_json(&serde_json::json!({ "state": state, "mood": state.mood(now) }));
             }
             outln!("{}", state.mood(now).block());
+            Ok(())
+        }
+        InnerCommand::Run { job, dry_run, if_triggered, now: at } => {
+            let job: inner::Job = job.parse().map_err(invalid)?;
+            let now = match at.as_deref() {
+                Some(t) => parse_time("--now", t)?,
+                None => now,
+            };
+            let service = ctx.open(false)?;
+            let options = mneme_agent::inner::JobOptions { force: !if_triggered, dry_run };
+            let report = mneme_agent::inner::run(&reflector(ctx)?, &service, &settings, job, now, &options).map_err(reflect_error)?;
+            if ctx.json {
+                return print_json(&report);
+            }
+            outln!("{} {}{}", job.name(), report.status, report.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
+            for path in &report.wrote {
+                outln!("  wrote {path}");
+            }
+            for why in &report.refused {
+                outln!("  refused: {why}");
+            }
+            if let Some(d) = &report.dispatch {
+                outln!("  queued for the agent: {d}");
+            }
+            Ok(())
+        }
+        InnerCommand::Write { job, path, append } => {
+            let job: inner::Job = job.parse().map_err(invalid)?;
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).map_err(|e| anyhow::anyhow!("cannot read stdin: {e}"))?;
+            let written = inner::write_for(&settings, job, &path, &text, append, now).map_err(invalid)?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "job": job, "path": written, "append": append }));
+            }
+            outln!("wrote {written}");
             Ok(())
         }
     }

@@ -744,6 +744,44 @@ pub enum InnerCommand {
         #[arg(long)]
         since: Option<String>,
     },
+    /// Run one job now: brain-loop, reflect, memory, dream, chronicle or evolve. The
+    /// mechanical core runs first (queue, tags, corrections); then the model when one is
+    /// configured, else the agent (`[inner] dispatch = true`), else the job's deterministic
+    /// fallback, else it is skipped with the reason.
+    #[command(after_help = "Examples:
+  mneme inner run chronicle
+  mneme inner run dream --dry-run --json
+  mneme inner run reflect --if-triggered")]
+    Run {
+        /// brain-loop, reflect, memory, dream, chronicle or evolve.
+        job: String,
+        /// Compute everything, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only when the job's trigger holds, as the scheduler runs it (reflect: a correction
+        /// or repeated problem since its last run; memory: a session since its last run).
+        #[arg(long)]
+        if_triggered: bool,
+        /// Run as of this time (tests and replays; default now).
+        #[arg(long)]
+        now: Option<String>,
+    },
+    /// Write a workspace file for a job, text on stdin: refused (exit 2, nothing written)
+    /// unless the job may write that file; every attempt is recorded in
+    /// memory/inner-jobs.jsonl.
+    #[command(after_help = "Examples:
+  echo '- [ ] P3 try pairing on the deploy script' | mneme inner write --job evolve QUEUE.md --append
+  mneme inner write --job dream memory/dreams/2026-11-23.md < dream.md")]
+    Write {
+        /// The job writing: brain-loop, reflect, memory, dream, chronicle or evolve.
+        #[arg(long)]
+        job: String,
+        /// Workspace-relative path.
+        path: String,
+        /// Append to the file instead of replacing it.
+        #[arg(long)]
+        append: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -24,16 +24,19 @@ pub enum Stage {
     MemoryMiner,
     PlaybookCurator,
     InsightSynthesizer,
+    /// The inner life's thinking steps (the brain loop and its extensions).
+    InnerLife,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::SessionSummary,
         Stage::SignalAnalyzer,
         Stage::FeedbackAnalyzer,
         Stage::MemoryMiner,
         Stage::PlaybookCurator,
         Stage::InsightSynthesizer,
+        Stage::InnerLife,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +47,7 @@ impl Stage {
             Stage::MemoryMiner => "memory_miner",
             Stage::PlaybookCurator => "playbook_curator",
             Stage::InsightSynthesizer => "insight_synthesizer",
+            Stage::InnerLife => "inner_life",
         }
     }
 }
@@ -79,6 +83,7 @@ pub struct StagesConfig {
     pub memory_miner: StageConfig,
     pub playbook_curator: StageConfig,
     pub insight_synthesizer: StageConfig,
+    pub inner_life: StageConfig,
 }
 
 impl Default for StagesConfig {
@@ -90,6 +95,7 @@ impl Default for StagesConfig {
             memory_miner: stage("fast", 1000, None),
             playbook_curator: stage("fast", 3000, Some(90)),
             insight_synthesizer: stage("smart", 800, None),
+            inner_life: stage("fast", 1500, None),
         }
     }
 }
@@ -103,6 +109,7 @@ impl StagesConfig {
             Stage::MemoryMiner => &self.memory_miner,
             Stage::PlaybookCurator => &self.playbook_curator,
             Stage::InsightSynthesizer => &self.insight_synthesizer,
+            Stage::InnerLife => &self.inner_life,
         }
     }
 }

@@ -68,6 +68,8 @@ impl Calls {
 /// The reflection engine: settings plus, when configured, the model.
 pub struct Reflector {
     pub config: ReflectionConfig,
+    /// `[inner]`: the inner life's jobs share this engine's model and runtime.
+    pub inner: crate::inner::InnerConfig,
     llm: Option<Arc<LlmClient>>,
     exec: Option<Exec>,
     http: reqwest::Client,
@@ -103,7 +105,13 @@ impl Reflector {
         crate::init_tls();
         let llm = llm.filter(|l| l.enabled() && exec.is_some());
         let http = reqwest::Client::builder().timeout(config.outbound.timeout.get()).build().unwrap_or_default();
-        Reflector { config, llm, exec, http, calls: Mutex::default(), telegram_token: None }
+        Reflector { config, inner: Default::default(), llm, exec, http, calls: Mutex::default(), telegram_token: None }
+    }
+
+    /// With the `[inner]` settings.
+    pub fn with_inner(mut self, inner: crate::inner::InnerConfig) -> Reflector {
+        self.inner = inner;
+        self
     }
 
     /// Resolves `outbound.telegram_token_env` through `env`.

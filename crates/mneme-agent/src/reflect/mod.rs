@@ -36,6 +36,9 @@ pub enum ReflectError {
     /// Another tick holds the workspace's reflection lock.
     #[error("another reflection tick is running on this workspace (lock {0:?})")]
     Busy(PathBuf),
+    /// Another inner-life job holds the workspace's job lock.
+    #[error("another inner-life job is running on this workspace (lock {0:?})")]
+    JobBusy(PathBuf),
     /// The workspace does not exist (the heartbeat never creates one).
     #[error("no workspace at {0:?} (run `mneme workspace init`)")]
     NoWorkspace(PathBuf),

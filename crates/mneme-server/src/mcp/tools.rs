@@ -284,10 +284,16 @@ pub fn tools() -> Vec<ToolSpec> {
             description: "How the agent is (owner only): op=status gives connection, confidence, curiosity, boredom, \
                           frustration and impatience with the action hints they imply; op=context gives the context of \
                           a level (1 how I am .. 4 deep); op=event records what moved it (kind: user_message, mistake, \
-                          spark, novelty, repeat, pending, resolved; what, or since for pending).",
+                          spark, novelty, repeat, pending, resolved; what, or since for pending); op=run runs a job now \
+                          (job: brain_loop, reflect, memory, dream, chronicle, evolve); op=write writes a file for a job \
+                          (job, path, content, append), refused outside that job's files.",
             schema: object(
                 json!({
-                    "op": { "type": "string", "enum": ["status", "context", "event"] },
+                    "op": { "type": "string", "enum": ["status", "context", "event", "run", "write"] },
+                    "job": { "type": "string", "enum": ["brain_loop", "reflect", "memory", "dream", "chronicle", "evolve"] },
+                    "path": string("write: the workspace-relative file."),
+                    "content": string("write: the text."),
+                    "append": { "type": "boolean", "description": "write: append instead of replacing." },
                     "level": { "type": "integer", "minimum": 1, "maximum": 4, "description": "context: 1..4 (default 1)." },
                     "kind": { "type": "string", "enum": ["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"] },
                     "what": string("event: what it is about (the topic, for a spark)."),
@@ -511,7 +517,17 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
                 }
                 send("POST", "/v1/inner/event".into(), Some(body)).await
             }
-            other => Err(ToolError(format!("op {other:?}: status, context or event"))),
+            "run" => send("POST", "/v1/inner/run".into(), Some(json!({ "job": required(&args, "job")? }))).await,
+            "write" => {
+                let body = json!({
+                    "job": required(&args, "job")?,
+                    "path": required(&args, "path")?,
+                    "content": args.get("content").and_then(Value::as_str).ok_or_else(|| ToolError("content is required".into()))?,
+                    "append": args.get("append").and_then(Value::as_bool).unwrap_or(false),
+                });
+                send("POST", "/v1/inner/write".into(), Some(body)).await
+            }
+            other => Err(ToolError(format!("op {other:?}: status, context, event, run or write"))),
         },
         "reflection" => match required(&args, "op")? {
             "status" => send("GET", "/v1/reflect/status".into(), None).await,

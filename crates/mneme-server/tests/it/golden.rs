@@ -160,6 +160,10 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("InnerEvent", "/v1/inner/event", json!({ "kind": "repeat", "what": "quota exceeded" })).await;
     g.get("InnerStatus", "/v1/inner/status").await;
     g.get("InnerContext", "/v1/inner/context?level=2").await;
+    let queue =
+        json!({ "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P1 rotate the API keys (added 2026-11-01)\n", "append": true });
+    g.post("InnerWrite", "/v1/inner/write", queue).await;
+    g.post("InnerRun", "/v1/inner/run", json!({ "job": "evolve" })).await;
 
     // ---- the daemon -------------------------------------------------------------------
     g.check("Consolidate", "POST", "/v1/consolidate", None).await;

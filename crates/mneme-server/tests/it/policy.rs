@@ -73,6 +73,8 @@ fn expected(op: Operation, who: Who) -> u16 {
             | InnerStatus
             | InnerContext
             | InnerEvent
+            | InnerRun
+            | InnerWrite
     );
     let changes_target = on_target && !matches!(op, RetrieveById | History);
     match who {
@@ -148,6 +150,10 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         ReflectSpawnResult => json!({ "spawnId": "t1-spawn", "outcome": "useful" }),
         InnerStatus | InnerContext => Value::Null,
         InnerEvent => json!({ "kind": "user_message" }),
+        InnerRun => json!({ "job": "chronicle" }),
+        InnerWrite => {
+            json!({ "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 policy table (added 2026-11-23)\n", "append": true })
+        }
         Supersede | Fork => {
             json!({ "change": { "summary": "the gateway moved" }, "actor": "policy-test", "rationale": "the policy table" })
         }
@@ -292,6 +298,13 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
         InnerStatus => ok(m.inner_status(authorized(pb::InnerStatusRequest {}, who)).await),
         InnerContext => ok(m.inner_context(authorized(pb::InnerContextRequest { level: 2 }, who)).await),
         InnerEvent => ok(m.inner_event(authorized(pb::InnerEventRequest { kind: "user_message".into(), ..Default::default() }, who)).await),
+        InnerRun => ok(m.inner_run(authorized(pb::InnerRunRequest { job: "chronicle".into(), ..Default::default() }, who)).await),
+        InnerWrite => ok(m
+            .inner_write(authorized(
+                pb::InnerWriteRequest { job: "evolve".into(), path: "QUEUE.md".into(), content: "- [ ] P3 policy\n".into(), append: true },
+                who,
+            ))
+            .await),
         ReflectSpawnResult => ok(m
             .reflect_spawn_result(authorized(
                 pb::ReflectSpawnResultRequest { spawn_id: "t1-spawn".into(), outcome: "useful".into(), note: String::new() },
@@ -413,6 +426,8 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         InnerStatus => ("inner", json!({ "op": "status" })),
         InnerContext => ("inner", json!({ "op": "context", "level": 2 })),
         InnerEvent => ("inner", json!({ "op": "event", "kind": "user_message" })),
+        InnerRun => ("inner", json!({ "op": "run", "job": "chronicle" })),
+        InnerWrite => ("inner", json!({ "op": "write", "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 mcp\n", "append": true })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate => {
             return None;
         }

@@ -147,7 +147,22 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     m.ok(&["schedule", "add", "report", "--every", "1h", "--message", "Send the report", "--priority", "3"]);
     let listed = m.json(&["schedule", "list"]);
     let names: Vec<&str> = listed.as_array().expect("list").iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["context-check", "memory-consolidation-weekly", "reflection-heartbeat", "report", "session-rotation-daily"]);
+    assert_eq!(
+        names,
+        [
+            "context-check",
+            "inner-brain-loop",
+            "inner-chronicle",
+            "inner-dream",
+            "inner-evolve",
+            "inner-memory",
+            "inner-reflect",
+            "memory-consolidation-weekly",
+            "reflection-heartbeat",
+            "report",
+            "session-rotation-daily"
+        ]
+    );
 
     // Two days of downtime: every task is due, each runs once, memory tasks first. The pass
     // runs at 03:00 UTC (noon in Tokyo), so the hour below never crosses the workspace's
@@ -163,7 +178,10 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     let pass = m.json(&["schedule", "run-due", "--idle", "--now", &later.to_string()]);
     let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
     assert_eq!(ran[0], "context-check", "{pass}");
-    assert_eq!(ran.last(), Some(&"report"), "{pass}");
+    // Normal-priority tasks (the user's and the inner life's) after memory and maintenance.
+    let report_at = ran.iter().position(|t| *t == "report").expect("report ran");
+    assert!(ran[report_at..].iter().all(|t| *t == "report" || t.starts_with("inner-")), "{pass}");
+    assert!(ran.contains(&"inner-chronicle") && ran.contains(&"inner-dream"), "the inner life's jobs ran: {pass}");
     assert!(ran.contains(&"session-rotation-daily"), "{pass}");
     assert_eq!(ran.iter().filter(|t| **t == "report").count(), 1);
     let heartbeat = pass["ran"].as_array().expect("ran").iter().find(|r| r["task"] == "reflection-heartbeat").expect("heartbeat");
@@ -185,8 +203,8 @@ fn the_scheduler_catches_up_once_in_priority_order_and_waits_for_idle() {
     let hour = later + SignedDuration::from_mins(61);
     let pass = m.json(&["schedule", "run-due", "--now", &hour.to_string()]);
     let ran: Vec<&str> = pass["ran"].as_array().expect("ran").iter().filter_map(|r| r["task"].as_str()).collect();
-    assert_eq!(ran, ["reflection-heartbeat", "report"], "the heartbeat does not wait for idle: {pass}");
-    assert_eq!(pass["waiting_for_idle"], serde_json::json!(["context-check"]), "{pass}");
+    assert_eq!(ran, ["reflection-heartbeat", "inner-reflect", "report"], "the heartbeat does not wait for idle: {pass}");
+    assert_eq!(pass["waiting_for_idle"], serde_json::json!(["context-check", "inner-memory"]), "{pass}");
 
     // Bad input is refused with the field named; removal works and sticks.
     assert!(m.fails(&["schedule", "add", "x", "--cron", "61 * * * *", "--message", "m"], 2).contains("--cron"));

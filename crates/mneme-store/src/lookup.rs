@@ -125,7 +125,7 @@ pub struct AuditEvent {
     pub action: String,
     pub actor: String,
     pub rationale: String,
-    /// The record's summary (empty once forgotten).
+    /// The record's summary, else what its payload is about (empty once forgotten).
     pub summary: String,
 }
 
@@ -140,7 +140,11 @@ impl ReadTx<'_> {
     /// log's rowid.
     pub fn audit_events_after(&self, after: i64, limit: usize) -> StoreResult<Vec<AuditEvent>> {
         let rows = self.query_all(
-            "SELECT a.seq, r.id, r.memory_type, a.action, a.actor, a.rationale, coalesce(r.summary, '') \
+            "SELECT a.seq, r.id, r.memory_type, a.action, a.actor, a.rationale, \
+                    coalesce(r.summary, json_extract(r.payload, '$.skill'), \
+                             json_extract(r.payload, '$.subject') || ' ' || json_extract(r.payload, '$.predicate') \
+                                 || ' ' || json_extract(r.payload, '$.object'), \
+                             json_extract(r.payload, '$.text'), '') \
              FROM audit a JOIN records r ON r.seq = a.record_seq \
              WHERE a.seq > ?1 AND (a.action IN ('supersede', 'contest') \
                                    OR (a.action = 'create' AND r.memory_type = 'competence')) \

@@ -343,6 +343,24 @@ pub fn tags(text: &str) -> Vec<Tag> {
     out
 }
 
+/// Where signal and synapse tags are read, as (workspace-relative path, text): the last
+/// two days' daily notes, the newest dream and the newest diary entry (the dream and the
+/// chronicle write their signals there, the only files they may write).
+pub fn tag_sources(settings: &WorkspaceSettings, now: Timestamp) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> =
+        daily_notes(settings, now, 2).into_iter().map(|(name, text)| (format!("{}/{name}", paths::MEMORY_DIR), text)).collect();
+    for dir in ["memory/dreams", "memory/diary"] {
+        out.extend(newest_notes(&settings.dir, dir, 1).into_iter().map(|(name, text)| (format!("{dir}/{name}"), text)));
+    }
+    out
+}
+
+/// The key a consumed signal is recorded under: the tag and the file it is in, so the same
+/// topic signalled again on another day counts again.
+pub fn signal_key(kind: &str, value: &str, source: &str) -> String {
+    format!("{kind}: {value} @ {source}")
+}
+
 /// Bytes each context level may take.
 pub const LEVEL_BUDGETS: [usize; 4] = [600, 8_000, 24_000, 64_000];
 
@@ -402,12 +420,12 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
             parts.push(format!("## Drive\n\n{}", capped(&drive, 2_000)));
         }
         let notes = daily_notes(settings, now, 2);
-        let signals: Vec<String> = notes
+        let signals: Vec<String> = tag_sources(settings, now)
             .iter()
-            .flat_map(|(_, t)| tags(t))
-            .filter(|t| ["dream-topic", "handoff", "seeking-spark"].contains(&t.kind.as_str()))
-            .map(|t| format!("{}: {}", t.kind, t.value))
-            .filter(|key| !state.consumed_signals.contains(key))
+            .flat_map(|(source, t)| tags(t).into_iter().map(move |tag| (source, tag)))
+            .filter(|(_, t)| ["dream-topic", "handoff", "seeking-spark"].contains(&t.kind.as_str()))
+            .filter(|(source, t)| !state.consumed_signals.contains(&signal_key(&t.kind, &t.value, source)))
+            .map(|(_, t)| format!("{}: {}", t.kind, t.value))
             .collect();
         if !signals.is_empty() {
             parts.push(format!("## Signals\n\n- {}", signals.join("\n- ")));

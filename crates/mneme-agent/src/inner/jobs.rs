@@ -332,7 +332,7 @@ fn plan_from_answer(job: Job, settings: &WorkspaceSettings, now: Timestamp, v: &
             }
             plan.writes.push((format!("memory/dreams/{day}.md"), body, false));
             plan.drive = seek(settings, &topics(v, "seeking")?, "dream", now, &mut plan.events)?;
-            plan.consumed = dream_topics(settings, state, now).into_iter().map(|t| sense::signal_key("dream-topic", &t)).collect();
+            plan.consumed = dream_topics(settings, state, now).into_iter().map(|(_, key)| key).collect();
         }
         Job::Chronicle => {
             let entry = text(v, "entry").ok_or("entry: missing")?;
@@ -376,7 +376,7 @@ fn seek(
     Ok(Some(drive))
 }
 
-fn dream_topics(settings: &WorkspaceSettings, state: &InnerState, now: Timestamp) -> Vec<String> {
+fn dream_topics(settings: &WorkspaceSettings, state: &InnerState, now: Timestamp) -> Vec<(String, String)> {
     sense::unconsumed(settings, state, "dream-topic", now)
 }
 
@@ -436,8 +436,9 @@ fn fallback(job: Job, settings: &WorkspaceSettings, now: Timestamp, state: &Inne
         Job::Dream => {
             // Recombination without a model: each topic (tonight's dream topics, then the
             // strongest seeking topics) meets older notes that mention it.
-            let mut wanted = dream_topics(settings, state, now);
-            plan.consumed = wanted.iter().map(|t| sense::signal_key("dream-topic", t)).collect();
+            let signalled = dream_topics(settings, state, now);
+            plan.consumed = signalled.iter().map(|(_, key)| key.clone()).collect();
+            let mut wanted: Vec<String> = signalled.into_iter().map(|(topic, _)| topic).collect();
             let drive = inner_data::read_drive(settings).map_err(|e| e.to_string())?.unwrap_or_default();
             let mut seeking = drive.seeking.clone();
             seeking.sort_by(|a, b| b.intensity.total_cmp(&a.intensity));
@@ -646,7 +647,7 @@ pub fn run(
         report.dispatch = Some(text);
         if job == Job::Dream {
             let topics = dream_topics(settings, &state, now);
-            plan = Some(Plan { consumed: topics.iter().map(|t| sense::signal_key("dream-topic", t)).collect(), ..Plan::default() });
+            plan = Some(Plan { consumed: topics.into_iter().map(|(_, key)| key).collect(), ..Plan::default() });
         }
     }
     if plan.is_none() && report.status == "skipped" {
@@ -665,7 +666,7 @@ pub fn run(
         // The handoffs of earlier loops are read by this one.
         let handoffs = sense::unconsumed(settings, &state, "handoff", now);
         if let Some(p) = plan.as_mut() {
-            p.consumed.extend(handoffs.iter().map(|h| sense::signal_key("handoff", h)));
+            p.consumed.extend(handoffs.into_iter().map(|(_, key)| key));
         }
     }
     if let Some(p) = &plan {

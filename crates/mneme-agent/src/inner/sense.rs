@@ -49,43 +49,14 @@ fn text_of(settings: &WorkspaceSettings, relative: &str) -> Option<String> {
     std::fs::read_to_string(paths::resolve(&settings.dir, relative).ok()?).ok()
 }
 
-/// The newest Markdown file of a workspace directory (by name), as (path, text).
-pub fn newest_in(settings: &WorkspaceSettings, dir: &str) -> Option<(String, String)> {
-    let entries = std::fs::read_dir(paths::resolve(&settings.dir, dir).ok()?).ok()?;
-    let name = entries.flatten().filter_map(|e| e.file_name().to_str().map(str::to_string)).filter(|n| n.ends_with(".md")).max()?;
-    let path = format!("{dir}/{name}");
-    text_of(settings, &path).map(|t| (path, t))
-}
-
-/// The last two days' daily notes, the newest dream and the newest diary entry, as
-/// (path, text): where signal and synapse tags are read.
-pub fn tag_sources(settings: &WorkspaceSettings, now: Timestamp) -> Vec<(String, String)> {
-    let today = settings.today(now);
-    let mut out: Vec<(String, String)> = [Some(today), today.yesterday().ok()]
-        .into_iter()
-        .flatten()
-        .filter_map(|d| {
-            let path = format!("{}/{d}.md", paths::MEMORY_DIR);
-            text_of(settings, &path).map(|t| (path, t))
-        })
-        .collect();
-    out.extend(newest_in(settings, "memory/dreams"));
-    out.extend(newest_in(settings, "memory/diary"));
-    out
-}
-
-/// The tag key recorded as consumed.
-pub fn signal_key(kind: &str, value: &str) -> String {
-    format!("{kind}: {value}")
-}
-
-/// Unconsumed signal tags of `kind` in the tag sources.
-pub fn unconsumed(settings: &WorkspaceSettings, state: &InnerState, kind: &str, now: Timestamp) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for (_, text) in tag_sources(settings, now) {
+/// Unconsumed signal tags of `kind` in the tag sources, as (value, consumed key).
+pub fn unconsumed(settings: &WorkspaceSettings, state: &InnerState, kind: &str, now: Timestamp) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (source, text) in inner::tag_sources(settings, now) {
         for tag in inner::tags(&text) {
-            if tag.kind == kind && !state.consumed_signals.contains(&signal_key(kind, &tag.value)) && !out.contains(&tag.value) {
-                out.push(tag.value);
+            let key = inner::signal_key(kind, &tag.value, &source);
+            if tag.kind == kind && !state.consumed_signals.contains(&key) && !out.iter().any(|(v, _)| *v == tag.value) {
+                out.push((tag.value, key));
             }
         }
     }
@@ -176,9 +147,9 @@ pub fn sense(service: &MemoryService, settings: &WorkspaceSettings, now: Timesta
     let mut consumed = Vec::new();
 
     // Signals and synapses.
-    for (source, text) in tag_sources(settings, now) {
+    for (source, text) in inner::tag_sources(settings, now) {
         for tag in inner::tags(&text) {
-            let key = signal_key(&tag.kind, &tag.value);
+            let key = inner::signal_key(&tag.kind, &tag.value, &source);
             if state.consumed_signals.contains(&key) || consumed.contains(&key) {
                 continue;
             }

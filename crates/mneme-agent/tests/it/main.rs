@@ -2,6 +2,7 @@
 //! against scripted OpenAI-compatible servers on loopback.
 
 mod config;
+mod inner;
 mod llm;
 mod parsers;
 mod reflect;

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
-enum Reply {
+pub(crate) enum Reply {
     Ok(String),
     Status(u16),
     /// Answer after this long (longer than the stage's timeout).
@@ -35,6 +35,14 @@ enum Reply {
 
 /// The stage a request is for, from the start of its system prompt.
 fn stage_of(system: &str) -> &'static str {
+    // The inner life's jobs: "You are the inner life of an AI agent, running its dream job."
+    if let Some(rest) = system.strip_prefix("You are the inner life of an AI agent, running its ") {
+        for job in ["brain_loop", "reflect", "memory", "dream", "chronicle", "evolve"] {
+            if rest.starts_with(&format!("{job} job")) {
+                return job;
+            }
+        }
+    }
     for (prefix, stage) in [
         ("You summarise", "summary"),
         ("You analyse", "signals"),
@@ -96,18 +104,18 @@ async fn completions(State(script): State<Arc<Mutex<Script>>>, Json(body): Json<
 }
 
 /// The scripted endpoint on its own runtime, and a store and workspace to tick on.
-struct Bench {
+pub(crate) struct Bench {
     rt: tokio::runtime::Runtime,
     url: String,
     script: Arc<Mutex<Script>>,
-    clock: Arc<FixedClock>,
-    service: MemoryService,
-    settings: mneme_workspace::WorkspaceSettings,
+    pub(crate) clock: Arc<FixedClock>,
+    pub(crate) service: MemoryService,
+    pub(crate) settings: mneme_workspace::WorkspaceSettings,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
 impl Bench {
-    fn new() -> Bench {
+    pub(crate) fn new() -> Bench {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
         let script = Arc::new(Mutex::new(Script::default()));
         let app = axum::Router::new().route("/v1/chat/completions", post(completions)).with_state(script.clone());
@@ -122,7 +130,7 @@ impl Bench {
         Bench { rt, url: format!("http://{addr}/v1"), script, clock, service, settings, _dirs: (dir, ws) }
     }
 
-    fn engine(&self, config: ReflectionConfig) -> Reflector {
+    pub(crate) fn engine(&self, config: ReflectionConfig) -> Reflector {
         let mut routes = BTreeMap::new();
         routes.insert("big".to_string(), Route { endpoint: self.url.clone(), api_key: None });
         let llm = LlmClient::new(LlmSettings {
@@ -135,15 +143,15 @@ impl Bench {
         Reflector::new(config, Some(Arc::new(llm)), Some(Exec::Handle(self.rt.handle().clone())))
     }
 
-    fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         mneme_core::Clock::now(&*self.clock)
     }
 
-    fn script(&self, stage: &'static str, reply: Reply) {
+    pub(crate) fn script(&self, stage: &'static str, reply: Reply) {
         self.script.lock().expect("script").fallback.insert(stage, reply);
     }
 
-    fn seen(&self) -> Vec<(&'static str, Value)> {
+    pub(crate) fn seen(&self) -> Vec<(&'static str, Value)> {
         std::mem::take(&mut self.script.lock().expect("script").seen)
     }
 

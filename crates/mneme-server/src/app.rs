@@ -391,6 +391,37 @@ impl App {
                 ),
             ]);
         }
+        // The inner life's state (when it exists) and its jobs.
+        let now = self.ops.now();
+        if let Ok(Some(state)) = mneme_workspace::inner::read_state(&self.workspace) {
+            let m = state.mood(now);
+            let log = mneme_workspace::inner::job_log(&self.workspace);
+            let day_ago = now - jiff::SignedDuration::from_hours(24);
+            let recent = |l: &&serde_json::Value| l["ts"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_some_and(|t| t >= day_ago);
+            gauges.extend([
+                ("mneme_inner_connection", "Connection, 0..1 (inner life).", m.connection),
+                ("mneme_inner_confidence", "Confidence, 0..1.", m.confidence),
+                ("mneme_inner_curiosity", "Curiosity, 0..1.", m.curiosity),
+                ("mneme_inner_boredom_days", "Days since the last novelty.", f64::from(m.boredom_days)),
+                (
+                    "mneme_inner_frustration_max",
+                    "The most repeated open problem's count.",
+                    f64::from(m.frustration.iter().map(|f| f.count).max().unwrap_or(0)),
+                ),
+                ("mneme_inner_impatience_items", "Items waiting (queue and events).", m.impatience.len() as f64),
+                ("mneme_inner_hints", "Action hints the state gives now.", m.hints.len() as f64),
+                (
+                    "mneme_inner_job_runs_24h",
+                    "Inner-life job runs in the last 24 hours.",
+                    log.iter().filter(recent).filter(|l| l.get("run").is_some()).count() as f64,
+                ),
+                (
+                    "mneme_inner_job_refusals_24h",
+                    "Writes refused to a job outside its files (24 hours).",
+                    log.iter().filter(recent).filter(|l| l["written"] == false).count() as f64,
+                ),
+            ]);
+        }
         Ok(self.metrics.render(&records, &gauges))
     }
 

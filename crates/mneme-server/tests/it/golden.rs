@@ -172,6 +172,10 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     let (status, content_type, text) = g.send("GET", "/metrics", None).await;
     assert_eq!((status, content_type.as_str()), (200, "text/plain; version=0.0.4"), "/metrics");
     assert!(text.contains("# TYPE mneme_uptime_seconds"), "/metrics:\n{text}");
+    // The inner life's figures: the repeat recorded above, the evolve run, no refusal.
+    for line in ["mneme_inner_frustration_max 1", "mneme_inner_job_runs_24h 1", "mneme_inner_job_refusals_24h 0"] {
+        assert!(text.lines().any(|l| l == line), "{line} in /metrics:\n{text}");
+    }
     g.covered.insert("Prometheus".into());
 
     g.finish();

@@ -355,4 +355,31 @@ fn inner_commands_from_a_fresh_install() {
     assert!(m.fails(&["inner", "context", "--level", "7"], 2).contains("level 7"));
     let after = m.ok(&["claude-hook", "session-start"]);
     assert!(after.contains("=== HOW I AM ===") && after.contains("reminder: review PR 12"), "{after}");
+
+    // The jobs, offline: the brain loop says why it skipped, the chronicle falls back.
+    let brain = m.json(&["inner", "run", "brain-loop"]);
+    assert_eq!(brain["status"], "skipped", "{brain}");
+    assert!(brain["reason"].as_str().is_some_and(|r| r.starts_with("no LLM configured")), "{brain}");
+    assert!(m.ok(&["inner", "run", "chronicle"]).starts_with("chronicle fallback"));
+    assert!(m.dir.path().join("workspace/memory/diary").is_dir());
+    assert!(m.ok(&["inner", "run", "reflect", "--if-triggered"]).starts_with("reflect not_triggered"));
+    assert!(m.fails(&["inner", "run", "sleep"], 2).contains("job \"sleep\": must be brain_loop"));
+    // Writing for a job: inside its lane it works; outside it is refused, nothing written.
+    let write = |args: &[&str], text: &str| {
+        let mut child = m.command().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+        child.wait_with_output().expect("runs")
+    };
+    let ok = write(&["inner", "write", "--job", "evolve", "QUEUE.md", "--append"], "- [ ] P3 try pairing on deploys\n");
+    assert!(ok.status.success(), "{ok:?}");
+    let refused = write(&["inner", "write", "--job", "evolve", "SELF.md"], "I am evolve now");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("the evolve job may not write SELF.md (it writes QUEUE.md only)"));
+    assert!(!m.dir.path().join("workspace/SELF.md").exists());
+    let log = std::fs::read_to_string(m.dir.path().join("workspace/memory/inner-jobs.jsonl")).expect("job log");
+    assert!(log.contains(r#""path":"SELF.md","ts""#) || log.contains(r#""written":false"#), "{log}");
+    // The next job's sense step sees the new queue item.
+    m.ok(&["inner", "run", "reflect", "--if-triggered"]);
+    let status = m.json(&["inner", "status"]);
+    assert!(status["state"]["impatience"].as_array().expect("list").iter().any(|i| i["what"] == "try pairing on deploys"), "{status}");
 }

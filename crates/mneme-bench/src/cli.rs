@@ -59,6 +59,15 @@ pub enum Command {
         #[arg(long, default_value_t = 40)]
         ticks: usize,
     },
+    /// The inner life's context assembly (levels 1–4) and an offline job run on a
+    /// workspace with N days of notes, diary entries and dreams, against one day.
+    Inner {
+        #[arg(long, default_value_t = 90)]
+        days: i64,
+        /// Timed repetitions per level.
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+    },
     /// Ingest throughput and recall latency on synthetic records, beside raw SQLite.
     Store {
         /// Store sizes to measure, comma separated.

@@ -397,7 +397,8 @@ impl App {
             let m = state.mood(now);
             let log = mneme_workspace::inner::job_log(&self.workspace);
             let day_ago = now - jiff::SignedDuration::from_hours(24);
-            let recent = |l: &&serde_json::Value| l["ts"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_some_and(|t| t >= day_ago);
+            let recent =
+                |l: &&serde_json::Value| l["ts"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_some_and(|t| t >= day_ago);
             gauges.extend([
                 ("mneme_inner_connection", "Connection, 0..1 (inner life).", m.connection),
                 ("mneme_inner_confidence", "Confidence, 0..1.", m.confidence),

@@ -416,6 +416,8 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
     let state = read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
     let mut parts = vec![format!("## How I am\n\n{}", state.mood(now).block())];
     if level >= 2 {
+        // Validated: a broken file is an error naming it and the field, not silent text.
+        crate::inner_data::read_drive(settings)?;
         if let Some(drive) = read_text(root, DRIVE) {
             parts.push(format!("## Drive\n\n{}", capped(&drive, 2_000)));
         }
@@ -435,6 +437,13 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
         }
     }
     if level >= 3 {
+        crate::inner_data::read_habits(settings)?;
+        if let Some(rel) = crate::inner_data::read_relationship(settings)? {
+            let rules = rel.active_rules();
+            if !rules.is_empty() {
+                parts.push(format!("## Trust rules in force\n\n- {}", rules.join("\n- ")));
+            }
+        }
         for (title, file) in [("Habits", HABITS), ("Relationship", RELATIONSHIP), ("Questions", "questions.md")] {
             if let Some(text) = read_text(root, file) {
                 parts.push(format!("## {title}\n\n{}", capped(&text, 3_000)));

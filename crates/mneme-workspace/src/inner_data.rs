@@ -35,8 +35,10 @@ fn unit(file: &str, field: &str, v: f64) -> WorkspaceResult<()> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Seeking {
     pub topic: String,
-    pub since: Timestamp,
-    /// 0–1.
+    #[serde(default)]
+    pub since: Option<Timestamp>,
+    /// 0–1 (0.5 when not given).
+    #[serde(default = "half")]
     pub intensity: f64,
     /// Who started it (a job's name, `user`, `agent`).
     #[serde(default)]
@@ -44,6 +46,10 @@ pub struct Seeking {
     /// Free text: what has been found so far.
     #[serde(default)]
     pub progress: String,
+}
+
+fn half() -> f64 {
+    0.5
 }
 
 /// Something the agent looks forward to.
@@ -89,7 +95,7 @@ impl Drive {
             None => {
                 self.seeking.push(Seeking {
                     topic: topic.to_string(),
-                    since: now,
+                    since: Some(now),
                     intensity,
                     source: source.to_string(),
                     progress: String::new(),
@@ -204,8 +210,10 @@ impl Habits {
                 h.confirmed = Some(since + jiff::SignedDuration::from_hours(24 * 7 * weeks as i64));
             }
         }
-        let dropped = self.my_habits.iter().filter(|h| h.strength < rule.drop_below).map(|h| h.trigger.clone()).collect();
-        self.my_habits.retain(|h| h.strength >= rule.drop_below);
+        // (Within rounding: 0.3 − 4 × 0.05 is at the threshold, not below it.)
+        let below = |h: &Habit| h.strength < rule.drop_below - 1e-9;
+        let dropped = self.my_habits.iter().filter(|h| below(h)).map(|h| h.trigger.clone()).collect();
+        self.my_habits.retain(|h| !below(h));
         dropped
     }
 }

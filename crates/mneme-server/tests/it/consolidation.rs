@@ -467,3 +467,36 @@ async fn the_heartbeat_uses_the_daemons_model() {
     assert_eq!(status, 400, "{err}");
     assert!(err.to_string().contains("score 3: must be within -1..=1"), "{err}");
 }
+
+/// The inner life's jobs on the daemon use its model and its `[inner]` settings: an
+/// evolve run asks the model, writes its proposal to QUEUE.md and refuses the file the
+/// model tried to write beside it (400 for the same attempt over `/v1/inner/write`).
+#[tokio::test]
+async fn inner_jobs_use_the_daemons_model_and_stay_in_their_lanes() {
+    let answer = json!({
+        "proposals": ["Add a quota check to the deploy script"],
+        "files": [{ "path": "SELF.md", "content": "evolve was here" }],
+    });
+    let (url, script) = llm(vec![Reply::Content(answer.to_string())]).await;
+    let ws = tempfile::tempdir().expect("workspace");
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(url);
+    c.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(c).await;
+    let (status, report) = d.post("/v1/inner/run", json!({ "job": "evolve" })).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["status"], "ok", "{report}");
+    assert_eq!(report["llm"]["calls"], 1);
+    assert_eq!(script.count.load(Ordering::SeqCst), 1);
+    assert_eq!(report["refused"].as_array().map(Vec::len), Some(1), "{report}");
+    let queue = std::fs::read_to_string(ws.path().join("QUEUE.md")).expect("queue");
+    assert!(queue.contains("- [ ] P3 Add a quota check to the deploy script"), "{queue}");
+    assert!(!ws.path().join("SELF.md").exists());
+    let (status, err) = d.post("/v1/inner/write", json!({ "job": "evolve", "path": "SELF.md", "content": "x" })).await;
+    assert_eq!(status, 400, "{err}");
+    assert!(err.to_string().contains("the evolve job may not write SELF.md"), "{err}");
+    let (status, err) = d.post("/v1/inner/run", json!({ "job": "nap" })).await;
+    assert_eq!(status, 400, "{err}");
+    let text = d.http.get(d.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    assert!(text.lines().any(|l| l == "mneme_inner_job_refusals_24h 2"), "{text}");
+}

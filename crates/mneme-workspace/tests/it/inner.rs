@@ -161,15 +161,30 @@ fn context_levels_hold_their_contents_within_budget() {
     std::fs::create_dir_all(root.join("memory/diary")).expect("diary");
     std::fs::write(root.join("memory/diary/2026-11-20.md"), "Quiet day.").expect("diary");
     std::fs::write(root.join("BRAIN.md"), "# Brain\nThe protocol.").expect("brain");
+    let relationship = r#"{"version":1,"trustLevel":{"technical":0.8,"proactive":0.5,"creative":0.5,"spending":0.1},
+        "trustRules":[{"domain":"spending","below":0.5,"then":"ask before any purchase"},{"domain":"technical","below":0.5,"then":"explain first"}]}"#;
+    std::fs::write(root.join(inner::RELATIONSHIP), relationship).expect("relationship");
     let level = |n| inner::context(&settings, now, n).expect("context");
     let (l1, l2, l3, l4) = (level(1), level(2), level(3), level(4));
     assert!(l1.starts_with("## How I am") && !l1.contains("Drive"), "{l1}");
     assert!(l2.contains("## Drive") && l2.contains("Worked on the store") && l2.contains("- dream-topic: tides"), "{l2}");
     assert!(!l2.contains("Habits") && l3.contains("## Habits") && l3.contains("Quiet day."), "{l3}");
+    assert!(l3.contains("## Trust rules in force\n\n- spending (trust 0.10 < 0.50): ask before any purchase\n"), "{l3}");
+    let in_force = l3.split("## Trust rules in force").nth(1).and_then(|t| t.split("\n## ").next()).unwrap_or_default();
+    assert!(!in_force.contains("explain first"), "technical trust is above its rule's threshold: {in_force}");
     assert!(!l3.contains("The protocol.") && l4.contains("The protocol.") && l4.contains("## Weekly digest"), "{l4}");
     for (n, text) in [l1, l2, l3, l4].iter().enumerate() {
         assert!(text.len() <= inner::LEVEL_BUDGETS[n]);
     }
+    // A broken file is an error naming the file and the field.
+    std::fs::write(
+        root.join(inner::HABITS),
+        r#"{"version":1,"myHabits":[{"trigger":"t","action":"a","strength":2,"formed":"2026-11-01T00:00:00Z"}]}"#,
+    )
+    .expect("habits");
+    let err = inner::context(&settings, now, 3).expect_err("invalid habits").to_string();
+    assert!(err.contains("memory/habits.json: myHabits[0].strength: 2 is not within 0..=1"), "{err}");
+    assert!(inner::context(&settings, now, 2).is_ok(), "level 2 does not read habits");
     std::fs::write(root.join(format!("memory/{today}.md")), "x".repeat(50_000)).expect("big note");
     assert!(level(2).len() <= inner::LEVEL_BUDGETS[1]);
     assert!(inner::context(&settings, now, 5).expect_err("level 5").to_string().contains("level 5"));
@@ -206,4 +221,35 @@ fn a_job_writes_only_its_own_files() {
     assert_eq!(lines[0]["job"], "evolve");
     assert_eq!(lines[0]["written"], false);
     assert_eq!(lines.iter().filter(|l| l["written"] == true).count(), 3);
+}
+
+/// The strength rule: a confirmed habit grows by `reinforce`, loses `weaken` per whole week
+/// unconfirmed (applying it twice changes nothing more), and is dropped below `dropBelow`.
+#[test]
+fn habits_follow_the_strength_rule() {
+    use mneme_workspace::inner_data::{Habits, NEW_HABIT_STRENGTH};
+    let mut h = Habits::default();
+    assert_eq!(h.confirm("deploy fails", "read the quota", "", t0()), NEW_HABIT_STRENGTH);
+    assert!((h.confirm("Deploy fails", "", "", t0()) - 0.4).abs() < 1e-9, "case-insensitive trigger, +0.1");
+    assert_eq!(h.my_habits[0].action, "read the quota", "an empty action keeps the old one");
+    let weeks = |n: i64| t0() + jiff::SignedDuration::from_hours(24 * 7 * n);
+    assert!(h.weaken(weeks(2)).is_empty());
+    assert!((h.my_habits[0].strength - 0.3).abs() < 1e-9, "{:?}", h.my_habits);
+    assert!(h.weaken(weeks(2)).is_empty());
+    assert!((h.my_habits[0].strength - 0.3).abs() < 1e-9, "path-independent: {:?}", h.my_habits);
+    assert!(h.weaken(weeks(6)).is_empty(), "0.3 − 4 × 0.05 = 0.1 is at the threshold: kept");
+    assert_eq!(h.weaken(weeks(7)), ["deploy fails"], "one more week drops it");
+    assert!(h.my_habits.is_empty());
+}
+
+/// Queue lines: checkboxes, dates, priorities; open items sort by priority, then age.
+#[test]
+fn queue_lines_parse_and_prioritise() {
+    use mneme_workspace::inner_data::{parse_queue, prioritize};
+    let text = "# Queue\n- [ ] write docs\n- [x] ship it (added 2026-11-01)\n* [ ] P1 fix login (since 2026-11-10)\n- [ ] [P1] rotate keys (added 2026-11-05)\n- [] not a task\n  - [ ] P3 someday\n";
+    let items = parse_queue(text);
+    assert_eq!(items.len(), 5, "{items:?}");
+    assert!(items[1].done && items[1].text == "ship it" && items[1].since.is_some());
+    let order: Vec<String> = prioritize(&items).into_iter().map(|i| i.text).collect();
+    assert_eq!(order, ["rotate keys", "fix login", "write docs", "someday"]);
 }

@@ -158,7 +158,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     // The store part (conversation log, dispatches, activity) is optional: without a store
     // the workspace files are still injected.
     let user = args.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| s.primary_user.clone());
-    let agent = match agent_state(ctx, prompt, user, args.name == "session-start") {
+    let agent = match agent_state(ctx, &s, prompt, user, args.name == "session-start") {
         Ok(state) => state,
         Err(e) => {
             eprintln!("mneme claude-hook {}: conversation log unavailable: {e:#}", args.name);
@@ -206,7 +206,13 @@ struct AgentState {
 
 /// Logs the prompt (prompt-submit), notes the agent's activity and reads the unsummarized
 /// range. No store (never initialised): nothing to add.
-fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String, session_start: bool) -> Result<AgentState> {
+fn agent_state(
+    ctx: &Invocation,
+    s: &mneme_workspace::WorkspaceSettings,
+    prompt: Option<String>,
+    user: String,
+    session_start: bool,
+) -> Result<AgentState> {
     if !ctx.store_path().exists() {
         return Ok(AgentState::default());
     }
@@ -234,6 +240,13 @@ fn agent_state(ctx: &Invocation, prompt: Option<String>, user: String, session_s
             // A prompt that is all <private> is not remembered; that is not a hook failure.
             if let Some(e) = outcome.error {
                 eprintln!("mneme claude-hook prompt-submit: prompt not remembered: {e}");
+            }
+            // Inner life: the user wrote (the daemon's hooks do this in their journal step).
+            if s.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir()
+                && let Err(e) =
+                    mneme_workspace::inner::record(s, &[mneme_workspace::inner::InnerEvent::UserMessage], jiff::Timestamp::now())
+            {
+                eprintln!("mneme claude-hook prompt-submit: inner state not updated: {e}");
             }
         }
         None if session_start => {

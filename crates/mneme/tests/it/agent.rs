@@ -342,8 +342,12 @@ fn inner_commands_from_a_fresh_install() {
     assert!(m.ok(&["inner", "status"]).contains("no inner state yet"));
     let before = m.ok(&["claude-hook", "session-start"]);
     assert!(!before.contains("HOW I AM"), "{before}");
-    let out = m.ok(&["inner", "event", "user-message"]);
+    // Claude Code's prompt hook is a user message: connection rises from 0.5.
+    hook(&m, "prompt-submit", r#"{"prompt":"morning! the deploy is on Friday"}"#);
+    let out = m.ok(&["inner", "status"]);
     assert!(out.starts_with("connection 0.70"), "{out}");
+    let out = m.ok(&["inner", "event", "user-message"]);
+    assert!(out.starts_with("connection 0.90"), "{out}");
     assert!(m.fails(&["inner", "event", "mistake"], 2).contains("mistake needs --what"));
     assert!(m.fails(&["inner", "event", "pending", "--what", "x", "--since", "someday"], 2).contains("--since"));
     m.ok(&["inner", "event", "pending", "--what", "review PR 12", "--since", "2020-01-01"]);

@@ -499,7 +499,12 @@ fn fallback(job: Job, settings: &WorkspaceSettings, now: Timestamp, state: &Inne
             for f in state.frustration.iter().filter(|f| f.count >= 3) {
                 proposals.push(format!("Systemic fix for \"{}\" ({}× so far)", f.what, f.count));
             }
-            for (what, days) in mood.impatience.iter().filter(|(_, d)| *d > 3) {
+            // (Evolve's own proposals waiting in the queue are the user's to decide; no
+            // proposal about a proposal.)
+            let own = |w: &str| {
+                ["Systemic fix for ", "Decide or drop ", "Experiment: ", "Add a verification step"].iter().any(|p| w.starts_with(p))
+            };
+            for (what, days) in mood.impatience.iter().filter(|(w, d)| *d > 3 && !own(w)) {
                 if !sensed.queue.iter().any(|q| q.text == *what) || *days > 7 {
                     proposals.push(format!("Decide or drop \"{what}\" (waiting {days} days)"));
                 }

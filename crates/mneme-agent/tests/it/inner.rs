@@ -274,6 +274,13 @@ fn offline_the_extensions_fall_back_and_the_brain_loop_skips() {
         "{queue}"
     );
     assert_eq!(evolve.wrote, ["QUEUE.md"]);
+    // Its proposals wait in the queue for the user; a week later evolve does not propose
+    // deciding on its own proposals, and repeats none.
+    b.clock.advance(SignedDuration::from_hours(24 * 8));
+    go(&b, &engine, Job::Evolve);
+    let queue = file(&b, "QUEUE.md");
+    assert!(!queue.contains("Decide or drop \"Systemic fix") && !queue.contains("Decide or drop \"Decide"), "{queue}");
+    assert_eq!(queue.matches("Systemic fix for \"quota exceeded\"").count(), 1, "{queue}");
     assert!(inner::job_log(&b.settings).iter().all(|l| l["written"] != false), "no job tried another's files");
 }
 

@@ -86,6 +86,8 @@ pub struct MnemeConfig {
     pub reflection: crate::reflect::config::ReflectionConfig,
     /// The inner life's jobs (`mneme inner run`).
     pub inner: crate::inner::InnerConfig,
+    /// The relay's feed, sense and analysis loop (`/feed`, `/sense`, `/agent/*`).
+    pub relay: crate::relay::RelayConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -547,6 +549,7 @@ impl MnemeConfig {
             }
         }
         self.reflection.check().map_err(|(key, msg)| err(&key, msg))?;
+        self.relay.validate().map_err(|(key, msg)| err(&key, msg))?;
         let ss = &self.hooks.session_start;
         if ss.max_records == 0 || ss.max_records > self.limits.max_limit {
             return Err(err(

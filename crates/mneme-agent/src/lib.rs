@@ -21,6 +21,7 @@ pub mod inner;
 pub mod llm;
 pub mod patterns;
 pub mod reflect;
+pub mod relay;
 pub mod scheduler;
 pub mod truth;
 

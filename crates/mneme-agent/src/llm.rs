@@ -216,12 +216,16 @@ impl LlmClient {
     }
 
     async fn send(&self, route: &Route, model: &str, chat: &Chat<'_>) -> Result<(String, Usage), LlmError> {
+        // An empty system prompt sends the user message alone (the relay's prompt is one
+        // user message, as its seed sends it).
+        let messages = if chat.system.is_empty() {
+            serde_json::json!([{ "role": "user", "content": chat.user }])
+        } else {
+            serde_json::json!([{ "role": "system", "content": chat.system }, { "role": "user", "content": chat.user }])
+        };
         let mut body = serde_json::json!({
             "model": model,
-            "messages": [
-                { "role": "system", "content": chat.system },
-                { "role": "user", "content": chat.user },
-            ],
+            "messages": messages,
             "temperature": chat.temperature,
             "max_tokens": chat.max_tokens,
         });

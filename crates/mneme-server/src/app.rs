@@ -111,6 +111,8 @@ pub struct App {
     pub consolidator: Arc<Consolidator>,
     /// The reflection heartbeat's engine (settings, model routing, outbound channel).
     pub reflector: Arc<mneme_agent::reflect::engine::Reflector>,
+    /// The relay's buffers and analysis loop (`/feed`, `/sense`, `/agent/*`).
+    pub relay: Arc<mneme_agent::relay::Relay>,
     pub metrics: Registry,
     pub passes: JobPasses,
     /// The agent's file workspace (scheduler, search index); its directory may not exist.
@@ -526,5 +528,71 @@ fn reflect_error(e: ReflectError) -> ApiError {
         ReflectError::Workspace(mneme_workspace::WorkspaceError::Invalid(msg)) => ApiError::BadRequest(msg),
         ReflectError::Workspace(other) => ApiError::Unavailable(other.to_string()),
         ReflectError::Service(e) => ApiError::Service(e),
+    }
+}
+
+/// The relay (the relay seed's routes). Screen text and transcripts are the owner's: with
+/// API keys configured, only an unrestricted principal may use them.
+impl App {
+    fn relay_owner(&self, p: &Principal) -> ApiResult<&mneme_agent::relay::Relay> {
+        p.require_unrestricted("the relay")?;
+        Ok(&self.relay)
+    }
+
+    /// `POST /feed`.
+    pub fn relay_feed(&self, p: &Principal, item: mneme_agent::relay::NewFeed) -> ApiResult<serde_json::Value> {
+        let item = self.relay_owner(p)?.feed(item, self.ops.now()).map_err(ApiError::BadRequest)?;
+        Ok(serde_json::json!({ "ok": true, "id": item.id }))
+    }
+
+    /// `GET /feed?after=ID`.
+    pub fn relay_feed_poll(&self, p: &Principal, after: u64) -> ApiResult<serde_json::Value> {
+        let items = self.relay_owner(p)?.feed_after(after);
+        Ok(serde_json::json!({ "ok": true, "messages": items }))
+    }
+
+    /// `POST /sense`.
+    pub fn relay_sense(&self, p: &Principal, event: mneme_agent::relay::SenseEvent) -> ApiResult<serde_json::Value> {
+        self.relay_owner(p)?.sense(event, self.ops.now()).map_err(ApiError::BadRequest)?;
+        Ok(serde_json::json!({ "ok": true }))
+    }
+
+    /// `GET /health`.
+    pub fn relay_health(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        Ok(self.relay_owner(p)?.health())
+    }
+
+    /// `GET /agent/last`.
+    pub fn relay_last(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        Ok(serde_json::json!({ "ok": true, "result": self.relay_owner(p)?.last() }))
+    }
+
+    /// `GET /agent/history?limit=N`.
+    pub fn relay_history(&self, p: &Principal, limit: usize) -> ApiResult<serde_json::Value> {
+        Ok(serde_json::json!({ "ok": true, "results": self.relay_owner(p)?.history(limit) }))
+    }
+
+    /// `GET /agent/context`.
+    pub fn relay_context(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        Ok(serde_json::json!({ "ok": true, "context": self.relay_owner(p)?.context(self.ops.now()) }))
+    }
+
+    /// `GET /agent/config`.
+    pub fn relay_config(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        Ok(serde_json::json!({ "ok": true, "config": self.relay_owner(p)?.runtime_config() }))
+    }
+
+    /// `POST /agent/config`.
+    pub fn relay_configure(&self, p: &Principal, change: mneme_agent::relay::ConfigChange) -> ApiResult<serde_json::Value> {
+        let config = self.relay_owner(p)?.configure(change).map_err(ApiError::BadRequest)?;
+        Ok(serde_json::json!({ "ok": true, "config": config }))
+    }
+
+    /// `POST /agent/tick`: one tick now (on this blocking worker; a model call blocks on
+    /// the daemon's runtime).
+    pub fn relay_tick(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        let relay = self.relay_owner(p)?;
+        let outcome = tokio::runtime::Handle::current().block_on(relay.tick(self.ops.now()));
+        Ok(serde_json::json!({ "ok": true, "tick": outcome }))
     }
 }

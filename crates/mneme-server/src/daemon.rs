@@ -162,6 +162,10 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         .with_env(|var| env.get(var).cloned())
         .with_inner(config.inner.clone()),
     );
+    let relay = Arc::new(mneme_agent::relay::Relay::new(config.relay.clone(), Some(llm.clone())));
+    if let Some(warning) = relay.warning() {
+        tracing::warn!("relay: {warning}");
+    }
     let consolidator = Arc::new(Consolidator::new(ops.clone(), internal.clone(), &config.consolidation, llm));
     let app = Arc::new(App {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()).with_workspace(workspace.clone()),
@@ -172,6 +176,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         auth,
         consolidator,
         reflector,
+        relay,
         metrics: Registry::default(),
         passes: Default::default(),
         workspace,
@@ -360,6 +365,9 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             }
         }));
     }
+    if app.config.relay.routes {
+        jobs.push(relay_loop(app.clone(), rx.clone()));
+    }
     let decay = app.config.maintenance.decay_interval.get();
     let retains = !app.config.maintenance.retention.policy().is_empty();
     if !decay.is_zero() && (app.config.maintenance.prune || retains) {
@@ -382,6 +390,52 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         }));
     }
     jobs
+}
+
+/// The relay's analysis loop: a tick every interval (doubled after a 429 until a success),
+/// woken early when `/agent/config` changes it. An analysis kept as a record
+/// (`relay.keep_analyses`) is ingested at `high` sensitivity by the daemon's principal.
+fn relay_loop(app: Arc<App>, mut rx: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let wait = app.relay.next_wait();
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {
+                    let outcome = app.relay.tick(app.ops.now()).await;
+                    if let mneme_agent::relay::TickOutcome::Analysed { result } = &outcome
+                        && app.relay.keeps_analyses()
+                        && result.analysis != mneme_agent::relay::NOTHING
+                    {
+                        let text = result.analysis.clone();
+                        let _ = blocking_job(&app, "relay", move |job| {
+                            let payload = mneme_core::Payload::Event(mneme_core::EventPayload {
+                                event_kind: "relay_analysis".into(),
+                                reference: None,
+                                sender: Some("relay".into()),
+                                text,
+                                event_time: None,
+                            });
+                            let options = mneme_service::IngestOptions {
+                                sensitivity: Some(mneme_core::Sensitivity::High),
+                                tags: vec!["source:relay".into()],
+                                actor: Some("mneme:relay".into()),
+                                ..Default::default()
+                            };
+                            job.ops.ingest(&job.internal, payload, options).map(|_| ())
+                        })
+                        .await;
+                    }
+                    app.passes.done("relay");
+                }
+                _ = app.relay.changed.notified() => {}
+                changed = rx.changed() => {
+                    if changed.is_err() || *rx.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// Runs a background job's blocking work off the async threads. A failure (or a panic)

@@ -247,7 +247,22 @@ struct AdjustBody {
 
 pub fn router(app: Arc<App>) -> Router {
     let limit = app.config.server.max_request_bytes;
+    // The relay's routes (the relay seed, on the same port): on unless `relay.routes = false`.
+    let relay = if app.config.relay.routes {
+        Router::new()
+            .route("/feed", post(relay_feed).get(relay_feed_poll))
+            .route("/sense", post(relay_sense))
+            .route("/health", get(relay_health))
+            .route("/agent/last", get(relay_last))
+            .route("/agent/history", get(relay_history))
+            .route("/agent/context", get(relay_context))
+            .route("/agent/config", get(relay_config).post(relay_configure))
+            .route("/agent/tick", post(relay_tick))
+    } else {
+        Router::new()
+    };
     Router::new()
+        .merge(relay)
         .route("/healthz", get(healthz))
         .route("/metrics", get(prometheus))
         .route("/openapi.json", get(openapi))
@@ -660,4 +675,64 @@ async fn hook(State(app): State<Arc<App>>, headers: HeaderMap, Path(name): Path<
         Err(e) => app.hook_rejected("http", auth.as_deref(), hook, e.to_string())?,
     };
     Ok(axum::Json(json!(outcome)))
+}
+
+// ---- the relay -----------------------------------------------------------------------
+
+/// A query's one numeric parameter `name` (default `default`); anything else is refused.
+fn query_number(query: Option<&str>, name: &str, default: u64) -> ApiResult<u64> {
+    let mut value = default;
+    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((key, raw)) if key == name => {
+                value = raw.parse().map_err(|_| ApiError::BadRequest(format!("{name} {raw:?}: must be a whole number")))?;
+            }
+            _ => return Err(ApiError::BadRequest(format!("unknown query parameter {pair:?} (only {name})"))),
+        }
+    }
+    Ok(value)
+}
+
+handler!(relay_feed, Operation::RelayFeed, |app, p, body: mneme_agent::relay::NewFeed| app.relay_feed(p, body));
+handler!(relay_sense, Operation::RelaySense, |app, p, body: mneme_agent::relay::SenseEvent| app.relay_sense(p, body));
+handler!(relay_configure, Operation::RelayConfigure, |app, p, body: mneme_agent::relay::ConfigChange| app.relay_configure(p, body));
+
+async fn relay_feed_poll(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::RelayFeedPoll, auth.as_deref(), move |app, p| {
+            app.relay_feed_poll(p, query_number(query.as_deref(), "after", 0)?)
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+async fn relay_history(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::RelayHistory, auth.as_deref(), move |app, p| {
+            let limit = query_number(query.as_deref(), "limit", 10)?;
+            app.relay_history(p, usize::try_from(limit).unwrap_or(usize::MAX))
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+macro_rules! relay_get {
+    ($name:ident, $op:expr, $method:ident) => {
+        async fn $name(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+            let auth = authorization(&headers);
+            Ok(axum::Json(app.call("http", $op, auth.as_deref(), |app, p| app.$method(p)).await?))
+        }
+    };
+}
+
+relay_get!(relay_health, Operation::RelayHealth, relay_health);
+relay_get!(relay_last, Operation::RelayLast, relay_last);
+relay_get!(relay_context, Operation::RelayContext, relay_context);
+relay_get!(relay_config, Operation::RelayConfig, relay_config);
+
+async fn relay_tick(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", Operation::RelayTick, auth.as_deref(), |app, p| app.relay_tick(p)).await?))
 }

@@ -44,10 +44,20 @@ pub enum Operation {
     InnerEvent,
     InnerRun,
     InnerWrite,
+    RelayFeed,
+    RelayFeedPoll,
+    RelaySense,
+    RelayHealth,
+    RelayLast,
+    RelayHistory,
+    RelayContext,
+    RelayConfig,
+    RelayConfigure,
+    RelayTick,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 35] = [
+    pub const ALL: [Operation; 45] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -83,6 +93,16 @@ impl Operation {
         Operation::InnerEvent,
         Operation::InnerRun,
         Operation::InnerWrite,
+        Operation::RelayFeed,
+        Operation::RelayFeedPoll,
+        Operation::RelaySense,
+        Operation::RelayHealth,
+        Operation::RelayLast,
+        Operation::RelayHistory,
+        Operation::RelayContext,
+        Operation::RelayConfig,
+        Operation::RelayConfigure,
+        Operation::RelayTick,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -123,6 +143,16 @@ impl Operation {
             Operation::InnerEvent => "InnerEvent",
             Operation::InnerRun => "InnerRun",
             Operation::InnerWrite => "InnerWrite",
+            Operation::RelayFeed => "RelayFeed",
+            Operation::RelayFeedPoll => "RelayFeedPoll",
+            Operation::RelaySense => "RelaySense",
+            Operation::RelayHealth => "RelayHealth",
+            Operation::RelayLast => "RelayLast",
+            Operation::RelayHistory => "RelayHistory",
+            Operation::RelayContext => "RelayContext",
+            Operation::RelayConfig => "RelayConfig",
+            Operation::RelayConfigure => "RelayConfigure",
+            Operation::RelayTick => "RelayTick",
         }
     }
 
@@ -184,6 +214,16 @@ impl Operation {
             Operation::InnerEvent => ("POST", "/v1/inner/event"),
             Operation::InnerRun => ("POST", "/v1/inner/run"),
             Operation::InnerWrite => ("POST", "/v1/inner/write"),
+            Operation::RelayFeed => ("POST", "/feed"),
+            Operation::RelayFeedPoll => ("GET", "/feed"),
+            Operation::RelaySense => ("POST", "/sense"),
+            Operation::RelayHealth => ("GET", "/health"),
+            Operation::RelayLast => ("GET", "/agent/last"),
+            Operation::RelayHistory => ("GET", "/agent/history"),
+            Operation::RelayContext => ("GET", "/agent/context"),
+            Operation::RelayConfig => ("GET", "/agent/config"),
+            Operation::RelayConfigure => ("POST", "/agent/config"),
+            Operation::RelayTick => ("POST", "/agent/tick"),
         }
     }
 
@@ -198,7 +238,17 @@ impl Operation {
             | Operation::SyncStatus
             | Operation::SyncFetch
             | Operation::SyncCheckpoint
-            | Operation::SearchFiles => None,
+            | Operation::SearchFiles
+            | Operation::RelayFeed
+            | Operation::RelayFeedPoll
+            | Operation::RelaySense
+            | Operation::RelayHealth
+            | Operation::RelayLast
+            | Operation::RelayHistory
+            | Operation::RelayContext
+            | Operation::RelayConfig
+            | Operation::RelayConfigure
+            | Operation::RelayTick => None,
             Operation::Hook => Some("Hooks/*"),
             other => Some(other.name()),
         }

@@ -309,6 +309,47 @@ pub fn document() -> Value {
         "post",
         op("InnerEvent", "Record an event that moves the inner state.", Some("InnerEventRequest"), "InnerResult", false),
     );
+    // The relay (the relay seed's routes, unversioned as the seed has them).
+    add(
+        "/feed",
+        "post",
+        op("RelayFeed", "Add a feed item (a transcript chunk, a message for the HUD).", Some("RelayFeedRequest"), "RelayAck", false),
+    );
+    add(
+        "/feed",
+        "get",
+        json!({
+            "operationId": "RelayFeedPoll",
+            "summary": "Feed items after an id, oldest first (HUD polling).",
+            "parameters": [{ "name": "after", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 } }],
+            "responses": ok("RelayFeed"),
+        }),
+    );
+    add(
+        "/sense",
+        "post",
+        op("RelaySense", "Add a screen event (OCR text, app, similarity).", Some("RelaySenseRequest"), "RelayAck", false),
+    );
+    add("/health", "get", op("RelayHealth", "Buffer sizes and the analysis loop's stats.", None, "RelayHealth", false));
+    add("/agent/last", "get", op("RelayLast", "The latest analysis.", None, "RelayLast", false));
+    add(
+        "/agent/history",
+        "get",
+        json!({
+            "operationId": "RelayHistory",
+            "summary": "The last analyses, newest first (default 10, at most 50).",
+            "parameters": [{ "name": "limit", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1, "maximum": 50 } }],
+            "responses": ok("RelayHistory"),
+        }),
+    );
+    add("/agent/context", "get", op("RelayContext", "The context window the next tick would analyse.", None, "RelayContext", false));
+    add("/agent/config", "get", op("RelayConfig", "The analysis loop's settings.", None, "RelayConfigResult", false));
+    add(
+        "/agent/config",
+        "post",
+        op("RelayConfigure", "Change any of the loop's settings at run time.", Some("RelayConfigRequest"), "RelayConfigResult", false),
+    );
+    add("/agent/tick", "post", op("RelayTick", "Run one analysis tick now.", None, "RelayTickResult", false));
     add(
         "/v1/inner/run",
         "post",
@@ -611,6 +652,48 @@ pub fn document() -> Value {
                 "what": string(), "topic": string(), "since": { "type": "string", "format": "date-time" }
             }
         },
+        "RelayAck": { "type": "object", "required": ["ok"], "properties": { "ok": { "type": "boolean" }, "id": { "type": "integer" } } },
+        "RelayFeedRequest": {
+            "type": "object", "additionalProperties": false, "required": ["text"],
+            "properties": { "text": text(), "priority": enumeration(&["low", "normal", "high", "urgent"]), "source": string() }
+        },
+        "RelayFeed": {
+            "type": "object", "required": ["ok", "messages"],
+            "properties": { "ok": { "type": "boolean" }, "messages": { "type": "array", "items": { "type": "object", "required": ["id", "text", "priority", "ts"] } } }
+        },
+        "RelaySenseRequest": {
+            "type": "object", "required": ["type"],
+            "properties": { "type": text(), "ts": { "type": "integer" }, "ocr": string(), "meta": { "type": "object", "properties": { "app": string(), "ssim": { "type": "number" } } } }
+        },
+        "RelayHealth": {
+            "type": "object", "required": ["ok", "messages", "senseEvents", "agent"],
+            "properties": {
+                "ok": { "type": "boolean" }, "messages": { "type": "integer" }, "senseEvents": { "type": "integer" },
+                "agent": { "type": "object", "required": ["enabled", "totalCalls", "totalTokens", "estimatedCost", "model"] }
+            }
+        },
+        "RelayResult": {
+            "type": "object", "required": ["id", "ts", "analysis", "context", "pushed", "model", "latencyMs"],
+            "properties": { "id": { "type": "integer" }, "ts": { "type": "integer" }, "analysis": string(), "pushed": { "type": "boolean" }, "model": string() }
+        },
+        "RelayLast": { "type": "object", "required": ["ok", "result"], "properties": { "ok": { "type": "boolean" }, "result": { "type": "object", "nullable": true, "description": "A RelayResult; null before the first analysis." } } },
+        "RelayHistory": { "type": "object", "required": ["ok", "results"], "properties": { "ok": { "type": "boolean" }, "results": { "type": "array", "items": { "$ref": "#/components/schemas/RelayResult" } } } },
+        "RelayContext": {
+            "type": "object", "required": ["ok", "context"],
+            "properties": { "ok": { "type": "boolean" }, "context": { "type": "object", "required": ["currentApp", "audio", "screen", "audioCount", "screenCount", "windowMs"] } }
+        },
+        "RelayConfigRequest": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "enabled": { "type": "boolean" }, "intervalMs": { "type": "integer", "minimum": 100 }, "model": string(),
+                "maxAge": { "type": "integer", "minimum": 1000 }, "pushToFeed": { "type": "boolean" }, "temperature": { "type": "number", "minimum": 0, "maximum": 2 }
+            }
+        },
+        "RelayConfigResult": {
+            "type": "object", "required": ["ok", "config"],
+            "properties": { "ok": { "type": "boolean" }, "config": { "type": "object", "required": ["enabled", "intervalMs", "model", "maxAge", "pushToFeed", "temperature"] } }
+        },
+        "RelayTickResult": { "type": "object", "required": ["ok", "tick"], "properties": { "ok": { "type": "boolean" }, "tick": { "type": "object", "required": ["outcome"] } } },
         "InnerRunRequest": {
             "type": "object", "additionalProperties": false, "required": ["job"],
             "properties": {

@@ -7,4 +7,5 @@ mod llm;
 mod parsers;
 mod reflect;
 mod reflect_model;
+mod relay;
 mod truth;

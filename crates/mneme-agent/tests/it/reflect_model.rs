@@ -44,6 +44,7 @@ fn stage_of(system: &str) -> &'static str {
         }
     }
     for (prefix, stage) in [
+        ("You are Sinain", "relay"),
         ("You summarise", "summary"),
         ("You analyse", "signals"),
         ("You interpret", "feedback"),
@@ -128,6 +129,21 @@ impl Bench {
         let service = MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store");
         let (ws, settings) = crate::reflect::workspace();
         Bench { rt, url: format!("http://{addr}/v1"), script, clock, service, settings, _dirs: (dir, ws) }
+    }
+
+    /// The shared client, pointed at the scripted endpoint (default model `small`).
+    pub(crate) fn llm(&self) -> Arc<LlmClient> {
+        Arc::new(LlmClient::new(LlmSettings {
+            default: Some(Route { endpoint: self.url.clone(), api_key: None }),
+            model: "small".into(),
+            routes: BTreeMap::new(),
+            timeout: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(1),
+        }))
+    }
+
+    pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
     }
 
     pub(crate) fn engine(&self, config: ReflectionConfig) -> Reflector {

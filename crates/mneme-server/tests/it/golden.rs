@@ -35,8 +35,9 @@ use crate::{TestDaemon, test_config};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/http");
 
 /// Keys whose values differ between runs, and what they become.
-const VARYING_KEYS: [(&str, &str); 7] = [
+const VARYING_KEYS: [(&str, &str); 8] = [
     ("durationMs", "<ms>"),
+    ("latencyMs", "<ms>"),
     ("pid", "<pid>"),
     ("grpc_addr", "<addr>"),
     ("http_addr", "<addr>"),
@@ -164,6 +165,19 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
         json!({ "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P1 rotate the API keys (added 2026-11-01)\n", "append": true });
     g.post("InnerWrite", "/v1/inner/write", queue).await;
     g.post("InnerRun", "/v1/inner/run", json!({ "job": "evolve" })).await;
+
+    // ---- the relay (rules analyzer: no model in this daemon) ---------------------------
+    // Each request here is a minute after the last: a ten-minute window holds them all.
+    g.post("RelayConfigure", "/agent/config", json!({ "maxAge": 600000 })).await;
+    g.post("RelaySense", "/sense", json!({ "type": "text", "ts": 1, "ocr": "TypeError: Cannot read properties of undefined (reading 'config')", "meta": { "app": "VS Code", "ssim": 0.85 } })).await;
+    g.post("RelayFeed", "/feed", json!({ "text": "[PERIODIC] (normal)\n[1s ago, openrouter] Laplace transforms turn derivatives into products", "priority": "normal" })).await;
+    g.get("RelayContext", "/agent/context").await;
+    g.check("RelayTick", "POST", "/agent/tick", None).await;
+    g.get("RelayLast", "/agent/last").await;
+    g.get("RelayHistory", "/agent/history?limit=5").await;
+    g.get("RelayFeedPoll", "/feed?after=1").await;
+    g.get("RelayConfig", "/agent/config").await;
+    g.get("RelayHealth", "/health").await;
 
     // ---- the daemon -------------------------------------------------------------------
     g.check("Consolidate", "POST", "/v1/consolidate", None).await;

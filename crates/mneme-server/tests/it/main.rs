@@ -40,6 +40,8 @@ pub fn test_config() -> MnemeConfig {
     c.maintenance.decay_interval = mneme_core::Span::secs(0);
     c.workspace.scheduler = false;
     c.workspace.index = false;
+    // The relay's loop ticks only when a test asks (`POST /agent/tick`).
+    c.relay.interval = mneme_core::Span::secs(3600);
     c
 }
 

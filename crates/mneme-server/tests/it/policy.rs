@@ -75,6 +75,16 @@ fn expected(op: Operation, who: Who) -> u16 {
             | InnerEvent
             | InnerRun
             | InnerWrite
+            | RelayFeed
+            | RelayFeedPoll
+            | RelaySense
+            | RelayHealth
+            | RelayLast
+            | RelayHistory
+            | RelayContext
+            | RelayConfig
+            | RelayConfigure
+            | RelayTick
     );
     let changes_target = on_target && !matches!(op, RetrieveById | History);
     match who {
@@ -151,6 +161,10 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         InnerStatus | InnerContext => Value::Null,
         InnerEvent => json!({ "kind": "user_message" }),
         InnerRun => json!({ "job": "chronicle" }),
+        RelayFeed => json!({ "text": "[PERIODIC] policy table" }),
+        RelaySense => json!({ "type": "text", "ocr": "policy table", "meta": { "app": "Terminal" } }),
+        RelayConfigure => json!({ "intervalMs": 10000 }),
+        RelayFeedPoll | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayTick => Value::Null,
         InnerWrite => {
             json!({ "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 policy table (added 2026-11-23)\n", "append": true })
         }
@@ -317,6 +331,8 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             ok(h.message_received(authorized(event, who)).await)
         }
         Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles => return None,
+        RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure
+        | RelayTick => return None,
     };
     Some(result)
 }
@@ -431,6 +447,8 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate => {
             return None;
         }
+        RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure
+        | RelayTick => return None,
     })
 }
 

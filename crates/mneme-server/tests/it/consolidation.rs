@@ -500,3 +500,60 @@ async fn inner_jobs_use_the_daemons_model_and_stay_in_their_lanes() {
     let text = d.http.get(d.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
     assert!(text.lines().any(|l| l == "mneme_inner_job_refusals_24h 2"), "{text}");
 }
+
+/// The relay seed's §14 flow on a running daemon with a (scripted) model: a screen event
+/// and a transcript in, the loop ticks on its own, the analysis is served, pushed to the
+/// feed, counted in /health and (opted in) kept as a high-sensitivity record; the loop
+/// can be disabled at run time.
+#[tokio::test]
+async fn the_relay_runs_the_seeds_flow_on_the_daemon() {
+    let answer = "TypeError in VS Code: 'config' may be undefined. Try optional chaining.";
+    let (url, script) = llm(vec![Reply::Content(answer.into())]).await;
+    let mut c = test_config();
+    c.consolidation.llm_endpoint = Some(url);
+    c.relay.interval = mneme_core::Span::millis(200);
+    c.relay.keep_analyses = true;
+    let d = TestDaemon::with(c).await;
+    let (status, health) = d.get("/health").await;
+    assert_eq!(status, 200);
+    assert_eq!((health["agent"]["analyzer"].as_str(), health["agent"]["enabled"].as_bool()), (Some("llm"), Some(true)));
+    let sense = json!({ "type": "text", "ts": 1, "ocr": "function main() { throw new Error(\"null ref\") }", "meta": { "app": "VS Code", "ssim": 0.85 } });
+    assert_eq!(d.post("/sense", sense).await.0, 200);
+    let transcript = "[PERIODIC] (normal)\nContext (1 entries):\n[1s ago, openrouter] So the key insight with Laplace transforms is...";
+    let (status, fed) = d.post("/feed", json!({ "text": transcript, "priority": "normal" })).await;
+    assert_eq!((status, fed["id"].as_u64()), (200, Some(1)));
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while d.get("/agent/last").await.1["result"].is_null() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the loop analysed within 10 s");
+    let (_, last) = d.get("/agent/last").await;
+    assert_eq!(last["result"]["analysis"], answer);
+    assert_eq!(last["result"]["context"], json!({ "currentApp": "VS Code", "audioCount": 1, "screenCount": 1 }));
+    let (_, pushed) = d.get("/feed?after=1").await;
+    assert_eq!(pushed["messages"][0]["text"], format!("[🧠] {answer}"));
+    assert_eq!(pushed["messages"][0]["source"], "agent");
+    let (_, context) = d.get("/agent/context").await;
+    assert_eq!(context["context"]["audio"][0]["text"], "So the key insight with Laplace transforms is...");
+    // Idle ticks make no call: one call however long the loop runs with nothing new.
+    d.daemon.app.passes.wait_for("relay", d.daemon.app.passes.count("relay") + 3).await;
+    assert_eq!(script.count.load(Ordering::SeqCst), 1);
+    let (_, health) = d.get("/health").await;
+    assert_eq!(health["agent"]["totalCalls"], 1);
+    // Opted in: the analysis is a record, high sensitivity, tagged.
+    let (_, found) =
+        d.post("/v1/retrieve", json!({ "query": "optional chaining", "tags": ["source:relay"], "max_sensitivity": "high" })).await;
+    let hit = &found["hits"][0]["record"];
+    assert_eq!(hit["sensitivity"], "high", "{found}");
+    // Disabled at run time: further ticks do nothing.
+    let (status, config) = d.post("/agent/config", json!({ "enabled": false })).await;
+    assert_eq!((status, config["config"]["enabled"].as_bool()), (200, Some(false)));
+    let (_, tick) = d.post("/agent/tick", json!({})).await;
+    assert_eq!(tick["tick"]["outcome"], "disabled");
+    let (status, err) = d.post("/agent/config", json!({ "intervalMs": "fast" })).await;
+    assert_eq!(status, 400, "{err}");
+    let (status, err) = d.get("/agent/history?limit=x").await;
+    assert_eq!(status, 400, "{err}");
+}

@@ -263,6 +263,7 @@ pub fn router(app: Arc<App>) -> Router {
     };
     Router::new()
         .merge(relay)
+        .route("/", get(console))
         .route("/healthz", get(healthz))
         .route("/metrics", get(prometheus))
         .route("/openapi.json", get(openapi))
@@ -277,6 +278,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/retrieve", post(retrieve))
         .route("/v1/records/{id}", get(retrieve_by_id))
         .route("/v1/records/{id}/history", get(history))
+        .route("/v1/records/{id}/salience", get(salience_curve))
         .route("/v1/records/{id}/supersede", post(supersede))
         .route("/v1/records/{id}/fork", post(fork))
         .route("/v1/records/{id}/retract", post(retract))
@@ -320,6 +322,24 @@ async fn healthz(State(app): State<Arc<App>>) -> axum::Json<Value> {
         "http_addr": app.http_addr.to_string(),
         "store_id": crate::store_id(app.ops.store_path()),
     }))
+}
+
+/// The web console: one self-contained page (HTML, CSS and script in the binary, no CDN).
+/// The page holds no data; everything it shows comes from the API with the key the person
+/// enters, so with keys configured it shows nothing without one.
+async fn console() -> Response {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (axum::http::header::CACHE_CONTROL, "no-cache"),
+            (
+                axum::http::header::HeaderName::from_static("content-security-policy"),
+                "default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; img-src 'self' data:",
+            ),
+        ],
+        crate::console::PAGE,
+    )
+        .into_response()
 }
 
 async fn openapi() -> axum::Json<Value> {
@@ -650,6 +670,29 @@ async fn retrieve_by_id(State(app): State<Arc<App>>, headers: HeaderMap, Path(ra
         .call("http", Operation::RetrieveById, auth.as_deref(), move |app, p| {
             let (record, salience) = app.ops.get(p, &id(&raw_id)?)?;
             Ok(json!({ "record": record, "current_salience": salience }))
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+/// `GET /v1/records/{id}/salience?days=N`: the record's salience from its anchor to N days
+/// ahead (default 90), for the console's plot.
+async fn salience_curve(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(raw_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::SalienceCurve, auth.as_deref(), move |app, p| {
+            let days = query_number(query.as_deref(), "days", 90)?;
+            if !(1..=3650).contains(&days) {
+                return Err(ApiError::BadRequest(format!("days {days}: must be between 1 and 3650")));
+            }
+            let points = app.ops.salience_curve(p, &id(&raw_id)?, days as u32)?;
+            let points: Vec<Value> = points.into_iter().map(|(at, s)| json!({ "at": at, "salience": s })).collect();
+            Ok(json!({ "points": points, "now": app.ops.now() }))
         })
         .await?;
     Ok(axum::Json(value))

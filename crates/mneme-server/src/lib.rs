@@ -11,6 +11,7 @@
 pub mod app;
 pub mod auth;
 mod codec;
+mod console;
 mod convert;
 pub mod daemon;
 pub mod error;

@@ -54,10 +54,11 @@ pub enum Operation {
     RelayConfig,
     RelayConfigure,
     RelayTick,
+    SalienceCurve,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 45] = [
+    pub const ALL: [Operation; 46] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -103,6 +104,7 @@ impl Operation {
         Operation::RelayConfig,
         Operation::RelayConfigure,
         Operation::RelayTick,
+        Operation::SalienceCurve,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -153,6 +155,7 @@ impl Operation {
             Operation::RelayConfig => "RelayConfig",
             Operation::RelayConfigure => "RelayConfigure",
             Operation::RelayTick => "RelayTick",
+            Operation::SalienceCurve => "SalienceCurve",
         }
     }
 
@@ -163,6 +166,7 @@ impl Operation {
             self,
             Operation::Retrieve
                 | Operation::RetrieveById
+                | Operation::SalienceCurve
                 | Operation::History
                 | Operation::GetMetrics
                 | Operation::Status
@@ -224,6 +228,7 @@ impl Operation {
             Operation::RelayConfig => ("GET", "/agent/config"),
             Operation::RelayConfigure => ("POST", "/agent/config"),
             Operation::RelayTick => ("POST", "/agent/tick"),
+            Operation::SalienceCurve => ("GET", "/v1/records/{id}/salience"),
         }
     }
 
@@ -248,7 +253,8 @@ impl Operation {
             | Operation::RelayContext
             | Operation::RelayConfig
             | Operation::RelayConfigure
-            | Operation::RelayTick => None,
+            | Operation::RelayTick
+            | Operation::SalienceCurve => None,
             Operation::Hook => Some("Hooks/*"),
             other => Some(other.name()),
         }

@@ -111,6 +111,11 @@ pub fn document() -> Value {
         json!({ "operationId": "Prometheus", "summary": "Prometheus metrics (text exposition). Without configured keys (loopback) open; with keys, a key whose reads are not narrowed (else 401/403).", "responses": { "200": { "description": "Metrics", "content": { "text/plain": { "schema": { "type": "string" } } } }, "401": { "$ref": "#/components/responses/Error" }, "403": { "$ref": "#/components/responses/Error" } } }),
     );
     add(
+        "/",
+        "get",
+        json!({ "operationId": "Console", "summary": "The web console: one self-contained HTML page (no data; it reads this API with the key the person enters).", "security": [], "responses": { "200": { "description": "HTML", "content": { "text/html": { "schema": { "type": "string" } } } } } }),
+    );
+    add(
         "/openapi.json",
         "get",
         json!({ "operationId": "OpenApi", "summary": "This document.", "security": [], "responses": { "200": { "description": "OpenAPI 3 document" } } }),
@@ -308,6 +313,19 @@ pub fn document() -> Value {
         "/v1/inner/event",
         "post",
         op("InnerEvent", "Record an event that moves the inner state.", Some("InnerEventRequest"), "InnerResult", false),
+    );
+    add(
+        "/v1/records/{id}/salience",
+        "get",
+        json!({
+            "operationId": "SalienceCurve",
+            "summary": "A record's salience from its last reinforcement to N days ahead (61 points), for plotting.",
+            "parameters": [
+                { "name": "id", "in": "path", "required": true, "schema": { "type": "string", "format": "uuid" } },
+                { "name": "days", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 1, "maximum": 3650 } }
+            ],
+            "responses": ok("SalienceCurve"),
+        }),
     );
     // The relay (the relay seed's routes, unversioned as the seed has them).
     add(
@@ -650,6 +668,13 @@ pub fn document() -> Value {
             "properties": {
                 "kind": enumeration(&["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"]),
                 "what": string(), "topic": string(), "since": { "type": "string", "format": "date-time" }
+            }
+        },
+        "SalienceCurve": {
+            "type": "object", "required": ["points", "now"],
+            "properties": {
+                "now": { "type": "string", "format": "date-time" },
+                "points": { "type": "array", "items": { "type": "object", "required": ["at", "salience"], "properties": { "at": { "type": "string", "format": "date-time" }, "salience": { "type": "number" } } } }
             }
         },
         "RelayAck": { "type": "object", "required": ["ok"], "properties": { "ok": { "type": "boolean" }, "id": { "type": "integer" } } },

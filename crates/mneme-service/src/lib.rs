@@ -433,6 +433,20 @@ impl MemoryService {
         self.config.decay.salience_at(record.memory_type, &record.salience, self.now())
     }
 
+    /// Salience from its anchor (the last reinforcement) to `days` days from now, at 61
+    /// evenly spaced instants: what the console plots. Pure: decay is read-time only.
+    pub fn salience_curve(&self, record: &MemoryRecord, days: u32) -> Vec<(Timestamp, f64)> {
+        let from = record.salience.reinforced_at.min(self.now());
+        let to = self.now() + jiff::SignedDuration::from_hours(24 * i64::from(days));
+        let step = to.duration_since(from) / 60;
+        (0..=60)
+            .map(|i| {
+                let at = from + step * i;
+                (at, self.config.decay.salience_at(record.memory_type, &record.salience, at))
+            })
+            .collect()
+    }
+
     /// Lineage (ancestors and descendants), links and the audit log of a record.
     pub fn history(&self, id: &RecordId, access: &Access) -> ServiceResult<History> {
         const MAX_RELATED: usize = 1000;

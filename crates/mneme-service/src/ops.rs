@@ -260,6 +260,12 @@ impl Ops {
     }
 
     /// A record's salience now (no policy: the caller already holds the record).
+    /// A visible record's salience curve (see `MemoryService::salience_curve`).
+    pub fn salience_curve(&self, p: &Principal, id: &RecordId, days: u32) -> ServiceResult<Vec<(jiff::Timestamp, f64)>> {
+        let (record, _) = self.get(p, id)?;
+        Ok(self.service.salience_curve(&record, days))
+    }
+
     pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
         self.service.current_salience(record)
     }

@@ -58,6 +58,10 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     let served: Value = serde_json::from_str(&text).expect("/openapi.json is JSON");
     assert_eq!(served, mneme_server::openapi::document(), "/openapi.json serves the document");
     g.covered.insert("OpenApi".into());
+    let (status, content_type, page) = g.send("GET", "/", None).await;
+    assert_eq!((status, content_type.as_str()), (200, "text/html; charset=utf-8"), "/");
+    assert!(page.contains("<title>mneme console</title>") && !page.contains("http://") && !page.contains("https://"), "no CDN");
+    g.covered.insert("Console".into());
 
     // ---- ingest ------------------------------------------------------------------------
     let event = json!({
@@ -136,6 +140,7 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     });
     g.create("merge", "Merge", "/v1/merge", merge).await;
     g.get("History", &format!("/v1/records/{fact}/history")).await;
+    g.get("SalienceCurve", &format!("/v1/records/{fact}/salience?days=30")).await;
 
     // ---- the agent's side: hooks, conversation log, sync, file search ------------------
     let message = json!({
@@ -464,7 +469,7 @@ impl Golden {
         for entry in std::fs::read_dir(FIXTURES).expect("fixture dir") {
             let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
             let operation = name.strip_suffix(".json").unwrap_or(&name);
-            if !self.covered.contains(operation) || matches!(operation, "OpenApi" | "Prometheus") {
+            if !self.covered.contains(operation) || matches!(operation, "OpenApi" | "Prometheus" | "Console") {
                 self.problems.push(format!("{FIXTURES}/{name} belongs to no call of this test: remove it"));
             }
         }

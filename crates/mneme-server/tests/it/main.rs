@@ -4,6 +4,7 @@
 mod agent;
 mod api;
 mod auth;
+mod console;
 mod consolidation;
 mod embedding;
 mod golden;

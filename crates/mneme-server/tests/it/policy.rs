@@ -54,8 +54,10 @@ fn expected(op: Operation, who: Who) -> u16 {
     if who == Who::NoKey {
         return 401;
     }
-    let on_target =
-        matches!(op, IngestOutcome | RetrieveById | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize);
+    let on_target = matches!(
+        op,
+        IngestOutcome | RetrieveById | SalienceCurve | History | Supersede | Fork | Retract | Merge | Contest | Reinforce | Penalize
+    );
     let store_wide = matches!(op, GetMetrics | Status | Prometheus);
     let owner_only = matches!(
         op,
@@ -86,7 +88,7 @@ fn expected(op: Operation, who: Who) -> u16 {
             | RelayConfigure
             | RelayTick
     );
-    let changes_target = on_target && !matches!(op, RetrieveById | History);
+    let changes_target = on_target && !matches!(op, RetrieveById | SalienceCurve | History);
     match who {
         Who::Unrestricted => 200,
         // A hidden record is "not found", for reads and writes alike.
@@ -154,7 +156,7 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         IngestWorkingState => json!({ "state": { "thread_id": "t1", "state": "checking the policy" } }),
         IngestOutcome => json!({ "target_id": id, "outcome": "success" }),
         Retrieve => json!({ "query": "gateway" }),
-        RetrieveById | History | GetMetrics | Status | Prometheus | SyncStatus | ReflectStatus => Value::Null,
+        RetrieveById | SalienceCurve | History | GetMetrics | Status | Prometheus | SyncStatus | ReflectStatus => Value::Null,
         ReflectTick => json!({ "dryRun": true }),
         ReflectFeedback => json!({ "score": 0.5 }),
         ReflectSpawnResult => json!({ "spawnId": "t1-spawn", "outcome": "useful" }),
@@ -330,7 +332,9 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             let event = pb::MessageEvent { content: "Checking the policy table.".into(), ..Default::default() };
             ok(h.message_received(authorized(event, who)).await)
         }
-        Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles => return None,
+        Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles | SalienceCurve => {
+            return None;
+        }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure
         | RelayTick => return None,
     };
@@ -444,7 +448,8 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         InnerEvent => ("inner", json!({ "op": "event", "kind": "user_message" })),
         InnerRun => ("inner", json!({ "op": "run", "job": "chronicle" })),
         InnerWrite => ("inner", json!({ "op": "write", "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 mcp\n", "append": true })),
-        IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate => {
+        IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate
+        | SalienceCurve => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure

@@ -1,0 +1,215 @@
+//! The web console in a real headless browser (Debian's `chromium`, driven over WebDriver
+//! through `chromedriver`): the page loads with no console errors, a search finds the
+//! expected record with its score parts, the lineage view shows a supersede chain made
+//! through the API, and a feed item posted to `/feed` appears without a reload.
+//!
+//! Screenshots of the main views: `MNEME_SCREENSHOTS=DIR cargo test -p mneme-server
+//! console` saves `memories.png`, `record.png`, `status.png` and `relay.png` in DIR.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::TestDaemon;
+
+/// `chromedriver` on a free port, killed when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (Debian: apt-get install chromium chromium-driver; .ci/run installs them)");
+        let driver = Driver { child, url: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
+        for _ in 0..100 {
+            if let Ok(r) = driver.http.get(format!("{}/status", driver.url)).send().await
+                && r.status().is_success()
+            {
+                return driver;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver did not start on port {port}");
+    }
+
+    async fn session(&self) -> Session<'_> {
+        let caps = json!({ "capabilities": { "alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
+            }
+        } } });
+        let r: Value =
+            self.http.post(format!("{}/session", self.url)).json(&caps).send().await.expect("new session").json().await.expect("json");
+        let id = r["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {r}")).to_string();
+        Session { driver: self, id }
+    }
+}
+
+struct Session<'a> {
+    driver: &'a Driver,
+    id: String,
+}
+
+impl Session<'_> {
+    async fn cmd(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.driver.url, self.id);
+        let request = match method {
+            "GET" => self.driver.http.get(url),
+            "DELETE" => self.driver.http.delete(url),
+            _ => self.driver.http.post(url).json(&body),
+        };
+        let r: Value = request.send().await.expect("webdriver").json().await.expect("json");
+        if r["value"].get("error").is_some() {
+            panic!("webdriver {method} {path}: {}", r["value"]);
+        }
+        r["value"].clone()
+    }
+
+    async fn go(&self, url: &str) {
+        self.cmd("POST", "/url", json!({ "url": url })).await;
+    }
+
+    async fn script(&self, script: &str) -> Value {
+        self.cmd("POST", "/execute/sync", json!({ "script": script, "args": [] })).await
+    }
+
+    /// Polls `script` (a JS expression) until it is truthy; returns its value.
+    async fn until(&self, what: &str, expression: &str) -> Value {
+        for _ in 0..100 {
+            let v = self.script(&format!("return {expression};")).await;
+            if !(v.is_null() || v == json!(false) || v == json!("") || v == json!(0)) {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let page = self.script("return document.body.innerText;").await;
+        panic!("{what}: not shown within 10 s; the page says:\n{}", page.as_str().unwrap_or_default());
+    }
+
+    async fn no_errors(&self) {
+        let errors = self.script("return window.__consoleErrors.concat(document.getElementById('error').textContent ? [document.getElementById('error').textContent] : []);").await;
+        assert_eq!(errors, json!([]), "the console reported errors");
+    }
+
+    /// Saves a screenshot as `NAME.png` when `MNEME_SCREENSHOTS` names a directory.
+    async fn shot(&self, name: &str) {
+        #[allow(clippy::disallowed_methods)] // the test's own switch
+        let Ok(dir) = std::env::var("MNEME_SCREENSHOTS") else { return };
+        let png = self.cmd("GET", "/screenshot", Value::Null).await;
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        let bytes = base64(png.as_str().expect("base64"));
+        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), bytes).expect("screenshot");
+    }
+}
+
+fn base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let clean: Vec<u8> = text.bytes().filter(|c| !matches!(c, b'=' | b'\n' | b'\r')).collect();
+    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
+    for chunk in clean.chunks(4) {
+        let v: Vec<u32> = chunk.iter().map(|&c| u32::from(value(c))).collect();
+        let n = v.iter().enumerate().fold(0u32, |acc, (i, x)| acc | (x << (18 - 6 * i)));
+        for i in 0..chunk.len().saturating_sub(1) {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_console_shows_memories_lineage_and_the_live_feed_in_a_real_browser() {
+    let d = TestDaemon::start().await;
+    // Memories made through the API: a message and a fact superseded twice.
+    let (_, event) = d
+        .post(
+            "/v1/ingest/event",
+            json!({ "event": { "event_kind": "message", "sender": "dana", "text": "Dana moved to Hamburg last week" } }),
+        )
+        .await;
+    let (_, first) =
+        d.post("/v1/ingest/observation", json!({ "fact": { "subject": "Dana", "predicate": "lives in", "object": "Berlin" } })).await;
+    let first = first["record"]["id"].as_str().expect("id").to_string();
+    let revise = |id: String, city: &'static str| {
+        let d = &d;
+        async move {
+            let body =
+                json!({ "change": { "summary": format!("Dana lives in {city}") }, "actor": "console-test", "rationale": "she moved" });
+            let (status, r) = d.post(&format!("/v1/records/{id}/supersede"), body).await;
+            assert_eq!(status, 200, "{r}");
+            r["record"]["id"].as_str().expect("id").to_string()
+        }
+    };
+    let second = revise(first.clone(), "Hamburg").await;
+    let third = revise(second.clone(), "Munich").await;
+    assert!(event["record"]["id"].is_string());
+
+    let driver = Driver::start().await;
+    let s = driver.session().await;
+    let base = d.url("/");
+    s.go(&base).await;
+    s.until("the most salient memories", "document.querySelectorAll('#hits .hit').length >= 2").await;
+    s.no_errors().await;
+    s.shot("memories").await;
+
+    // A search returns the expected record, with its score parts.
+    s.script("document.getElementById('q').value = 'Hamburg moved'; document.querySelector('#search button').click(); return 1;").await;
+    let first_hit = s.until("the search hit", "(document.querySelector('#hits .hit') || {}).innerText").await;
+    let first_hit = first_hit.as_str().unwrap_or_default();
+    assert!(first_hit.contains("Dana moved to Hamburg last week"), "{first_hit}");
+    assert!(first_hit.contains("bm25"), "the score parts are shown: {first_hit}");
+
+    // The lineage of the middle version: its ancestor and its successor, the tombstone dashed.
+    s.go(&format!("{base}#record/{second}")).await;
+    let nodes = s.until("the lineage graph", "document.querySelectorAll('#lineage .node').length === 3 && Array.from(document.querySelectorAll('#lineage .node')).map(n => n.dataset.id)").await;
+    let ids: Vec<&str> = nodes.as_array().expect("ids").iter().filter_map(Value::as_str).collect();
+    for id in [&first, &second, &third] {
+        assert!(ids.contains(&id.as_str()), "{id} in {ids:?}");
+    }
+    let dashed = s.script("return document.querySelectorAll('#lineage rect[stroke-dasharray]').length;").await;
+    assert_eq!(dashed, json!(1), "the superseded ancestor is drawn as a tombstone");
+    s.until("the salience plot", "document.querySelector('#salience polyline')").await;
+    s.until("the audit log", "document.querySelector('#audit').innerText.includes('superseded_by')").await;
+    s.no_errors().await;
+    s.shot("record").await;
+
+    s.go(&format!("{base}#status")).await;
+    s.until("the daemon status", "document.querySelector('#status').innerText.includes('errors in the last hour')").await;
+    s.no_errors().await;
+    s.shot("status").await;
+
+    // The relay: a feed item posted through the API appears without a reload.
+    s.go(&format!("{base}#relay")).await;
+    s.until("the relay health", "document.querySelector('#relay-health').innerText.includes('feed items')").await;
+    s.script("window.__sameLoad = true; return 1;").await;
+    let (status, _) = d.post("/feed", json!({ "text": "Build finished: 3 warnings" })).await;
+    assert_eq!(status, 200);
+    s.until("the new feed item", "document.querySelector('#feed').innerText.includes('Build finished: 3 warnings')").await;
+    assert_eq!(s.script("return window.__sameLoad === true;").await, json!(true), "no reload");
+    s.no_errors().await;
+    s.shot("relay").await;
+    s.cmd("DELETE", "", Value::Null).await;
+}

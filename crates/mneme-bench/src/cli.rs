@@ -59,6 +59,15 @@ pub enum Command {
         #[arg(long, default_value_t = 40)]
         ticks: usize,
     },
+    /// What each web-console view costs to load (its API requests) on a store of N
+    /// records, against an empty store.
+    Console {
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// Timed loads per view.
+        #[arg(long, default_value_t = 30)]
+        runs: usize,
+    },
     /// The inner life's context assembly (levels 1–4) and an offline job run on a
     /// workspace with N days of notes, diary entries and dreams, against one day.
     Inner {

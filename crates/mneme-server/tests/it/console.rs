@@ -4,7 +4,8 @@
 //! through the API, and a feed item posted to `/feed` appears without a reload.
 //!
 //! Screenshots of the main views: `MNEME_SCREENSHOTS=DIR cargo test -p mneme-server
-//! console` saves `memories.png`, `record.png`, `status.png` and `relay.png` in DIR.
+//! console` saves `memories.png`, `record.png`, `status.png`, `relay.png` and `phone.png`
+//! in DIR.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -214,5 +215,43 @@ async fn the_console_shows_memories_lineage_and_the_live_feed_in_a_real_browser(
     assert_eq!(s.script("return window.__sameLoad === true;").await, json!(true), "no reload");
     s.no_errors().await;
     s.shot("relay").await;
+
+    // On a phone's width the record view still works (the graph scrolls sideways).
+    s.cmd("POST", "/window/rect", json!({ "width": 390, "height": 844 })).await;
+    s.go(&format!("{base}#record/{third}")).await;
+    s.until("the lineage graph on a phone", "document.querySelectorAll('#lineage .node').length === 3").await;
+    // One generation per column: Berlin, then Hamburg, then Munich, left to right.
+    let xs = s
+        .script("return Array.from(document.querySelectorAll('#lineage .node')).map(n => [n.dataset.id, n.transform.baseVal[0].matrix.e]);")
+        .await;
+    let x_of = |id: &str| xs.as_array().and_then(|a| a.iter().find(|p| p[0] == id)).and_then(|p| p[1].as_f64()).expect("node");
+    assert!(x_of(&first) < x_of(&second) && x_of(&second) < x_of(&third), "{xs}");
+    let overflow = s.script("return document.documentElement.scrollWidth <= window.innerWidth + 1;").await;
+    assert_eq!(overflow, json!(true), "the page itself does not scroll sideways");
+    s.shot("phone").await;
+
+    // Behind keys: the page asks for one and shows nothing without it; with it, memories.
+    let mut config = crate::test_config();
+    config.principals = vec![crate::auth::principal("admin", "console-key-0123456789abcdef")];
+    let keyed = TestDaemon::with(config).await;
+    keyed
+        .post_auth(
+            "/v1/ingest/event",
+            json!({ "event": { "event_kind": "message", "text": "Keyed memory about tides" } }),
+            Some("console-key-0123456789abcdef"),
+        )
+        .await;
+    s.go(&keyed.url("/")).await;
+    s.until(
+        "the key prompt",
+        "!document.getElementById('keybox').hidden && document.getElementById('error').textContent.includes('API key')",
+    )
+    .await;
+    assert_eq!(s.script("return document.querySelectorAll('#hits .hit').length;").await, json!(0));
+    s.script(
+        "document.getElementById('key').value = 'console-key-0123456789abcdef'; document.getElementById('savekey').click(); return 1;",
+    )
+    .await;
+    s.until("the memories with the key", "document.querySelector('#hits').innerText.includes('Keyed memory about tides')").await;
     s.cmd("DELETE", "", Value::Null).await;
 }

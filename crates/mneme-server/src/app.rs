@@ -453,6 +453,19 @@ impl App {
         Ok(serde_json::json!(status))
     }
 
+    /// `GET /v1/reflect/playbook`: the base playbook and the effective one (null when
+    /// not generated yet).
+    pub fn reflect_playbook(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        self.owner_workspace(p)?;
+        let read = |relative: &str| {
+            mneme_workspace::paths::resolve(&self.workspace.dir, relative).ok().and_then(|path| std::fs::read_to_string(path).ok())
+        };
+        Ok(serde_json::json!({
+            "base": read(mneme_workspace::paths::PLAYBOOK),
+            "effective": read(mneme_workspace::paths::EFFECTIVE_PLAYBOOK),
+        }))
+    }
+
     pub fn reflect_feedback(&self, p: &Principal, f: &mneme_agent::reflect::report::Feedback) -> ApiResult<serde_json::Value> {
         self.owner_workspace(p)?;
         let (line, _) = mneme_agent::reflect::report::feedback(&self.workspace, self.ops.now(), f)

@@ -295,6 +295,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/forget", post(forget))
         .route("/v1/reflect/tick", post(reflect_tick))
         .route("/v1/reflect/status", get(reflect_status))
+        .route("/v1/reflect/playbook", get(reflect_playbook))
         .route("/v1/reflect/feedback", post(reflect_feedback))
         .route("/v1/reflect/spawn-result", post(reflect_spawn_result))
         .route("/v1/inner/status", get(inner_status))
@@ -771,6 +772,7 @@ macro_rules! relay_get {
 }
 
 relay_get!(relay_health, Operation::RelayHealth, relay_health);
+relay_get!(reflect_playbook, Operation::ReflectPlaybook, reflect_playbook);
 relay_get!(relay_last, Operation::RelayLast, relay_last);
 relay_get!(relay_context, Operation::RelayContext, relay_context);
 relay_get!(relay_config, Operation::RelayConfig, relay_config);

@@ -55,10 +55,11 @@ pub enum Operation {
     RelayConfigure,
     RelayTick,
     SalienceCurve,
+    ReflectPlaybook,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 46] = [
+    pub const ALL: [Operation; 47] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -105,6 +106,7 @@ impl Operation {
         Operation::RelayConfigure,
         Operation::RelayTick,
         Operation::SalienceCurve,
+        Operation::ReflectPlaybook,
     ];
 
     /// The metrics label and OpenAPI `operationId` (and the gRPC method, where served).
@@ -156,6 +158,7 @@ impl Operation {
             Operation::RelayConfigure => "RelayConfigure",
             Operation::RelayTick => "RelayTick",
             Operation::SalienceCurve => "SalienceCurve",
+            Operation::ReflectPlaybook => "ReflectPlaybook",
         }
     }
 
@@ -175,6 +178,7 @@ impl Operation {
                 | Operation::SyncFetch
                 | Operation::SearchFiles
                 | Operation::ReflectStatus
+                | Operation::ReflectPlaybook
                 | Operation::InnerStatus
                 | Operation::InnerContext
         )
@@ -229,6 +233,7 @@ impl Operation {
             Operation::RelayConfigure => ("POST", "/agent/config"),
             Operation::RelayTick => ("POST", "/agent/tick"),
             Operation::SalienceCurve => ("GET", "/v1/records/{id}/salience"),
+            Operation::ReflectPlaybook => ("GET", "/v1/reflect/playbook"),
         }
     }
 
@@ -254,7 +259,8 @@ impl Operation {
             | Operation::RelayConfig
             | Operation::RelayConfigure
             | Operation::RelayTick
-            | Operation::SalienceCurve => None,
+            | Operation::SalienceCurve
+            | Operation::ReflectPlaybook => None,
             Operation::Hook => Some("Hooks/*"),
             other => Some(other.name()),
         }

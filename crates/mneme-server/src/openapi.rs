@@ -315,6 +315,17 @@ pub fn document() -> Value {
         op("InnerEvent", "Record an event that moves the inner state.", Some("InnerEventRequest"), "InnerResult", false),
     );
     add(
+        "/v1/reflect/playbook",
+        "get",
+        op(
+            "ReflectPlaybook",
+            "The reflection playbook: the base file and the effective one (null when absent).",
+            None,
+            "ReflectPlaybook",
+            false,
+        ),
+    );
+    add(
         "/v1/records/{id}/salience",
         "get",
         json!({
@@ -669,6 +680,10 @@ pub fn document() -> Value {
                 "kind": enumeration(&["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"]),
                 "what": string(), "topic": string(), "since": { "type": "string", "format": "date-time" }
             }
+        },
+        "ReflectPlaybook": {
+            "type": "object", "required": ["base", "effective"],
+            "properties": { "base": { "type": "string", "nullable": true }, "effective": { "type": "string", "nullable": true } }
         },
         "SalienceCurve": {
             "type": "object", "required": ["points", "now"],

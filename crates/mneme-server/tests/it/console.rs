@@ -4,8 +4,8 @@
 //! through the API, and a feed item posted to `/feed` appears without a reload.
 //!
 //! Screenshots of the main views: `MNEME_SCREENSHOTS=DIR cargo test -p mneme-server
-//! console` saves `memories.png`, `record.png`, `status.png`, `relay.png` and `phone.png`
-//! in DIR.
+//! console` saves `memories.png`, `record.png`, `status.png`, `relay.png`,
+//! `reflection.png` and `phone.png` in DIR.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -143,7 +143,10 @@ fn base64(text: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_console_shows_memories_lineage_and_the_live_feed_in_a_real_browser() {
-    let d = TestDaemon::start().await;
+    let ws = tempfile::tempdir().expect("workspace");
+    let mut config = crate::test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(config).await;
     // Memories made through the API: a message and a fact superseded twice.
     let (_, event) = d
         .post(
@@ -215,6 +218,20 @@ async fn the_console_shows_memories_lineage_and_the_live_feed_in_a_real_browser(
     assert_eq!(s.script("return window.__sameLoad === true;").await, json!(true), "no reload");
     s.no_errors().await;
     s.shot("relay").await;
+
+    // Reflection: a heartbeat tick made through the API shows in the tick log, and the
+    // playbook it wrote.
+    let (status, tick) = d.post("/v1/reflect/tick", json!({ "idle": false })).await;
+    assert_eq!(status, 200, "{tick}");
+    s.go(&format!("{base}#reflection")).await;
+    s.until(
+        "the tick log",
+        "document.querySelectorAll('#ticks tr').length === 2 && document.querySelector('#ticks').innerText.includes('insufficient_data')",
+    )
+    .await;
+    s.until("the playbook", "(document.querySelector('#playbook') || {innerText: ''}).innerText.includes('Playbook')").await;
+    s.no_errors().await;
+    s.shot("reflection").await;
 
     // On a phone's width the record view still works (the graph scrolls sideways).
     s.cmd("POST", "/window/rect", json!({ "width": 390, "height": 844 })).await;

@@ -163,6 +163,7 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("ReflectFeedback", "/v1/reflect/feedback", json!({ "outputId": "t-golden-tip", "score": 0.5, "errorCleared": true })).await;
     g.post("ReflectSpawnResult", "/v1/reflect/spawn-result", json!({ "spawnId": "t-golden-spawn", "outcome": "useful" })).await;
     g.get("ReflectStatus", "/v1/reflect/status").await;
+    g.get("ReflectPlaybook", "/v1/reflect/playbook").await;
     g.post("InnerEvent", "/v1/inner/event", json!({ "kind": "repeat", "what": "quota exceeded" })).await;
     g.get("InnerStatus", "/v1/inner/status").await;
     g.get("InnerContext", "/v1/inner/context?level=2").await;

@@ -70,6 +70,7 @@ fn expected(op: Operation, who: Who) -> u16 {
             | Forget
             | ReflectTick
             | ReflectStatus
+            | ReflectPlaybook
             | ReflectFeedback
             | ReflectSpawnResult
             | InnerStatus
@@ -156,7 +157,9 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         IngestWorkingState => json!({ "state": { "thread_id": "t1", "state": "checking the policy" } }),
         IngestOutcome => json!({ "target_id": id, "outcome": "success" }),
         Retrieve => json!({ "query": "gateway" }),
-        RetrieveById | SalienceCurve | History | GetMetrics | Status | Prometheus | SyncStatus | ReflectStatus => Value::Null,
+        RetrieveById | SalienceCurve | History | GetMetrics | Status | Prometheus | SyncStatus | ReflectStatus | ReflectPlaybook => {
+            Value::Null
+        }
         ReflectTick => json!({ "dryRun": true }),
         ReflectFeedback => json!({ "score": 0.5 }),
         ReflectSpawnResult => json!({ "spawnId": "t1-spawn", "outcome": "useful" }),
@@ -332,7 +335,8 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             let event = pb::MessageEvent { content: "Checking the policy table.".into(), ..Default::default() };
             ok(h.message_received(authorized(event, who)).await)
         }
-        Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles | SalienceCurve => {
+        Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles | SalienceCurve
+        | ReflectPlaybook => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure
@@ -449,7 +453,7 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         InnerRun => ("inner", json!({ "op": "run", "job": "chronicle" })),
         InnerWrite => ("inner", json!({ "op": "write", "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 mcp\n", "append": true })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate
-        | SalienceCurve => {
+        | SalienceCurve | ReflectPlaybook => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure

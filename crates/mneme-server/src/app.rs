@@ -393,6 +393,21 @@ impl App {
                 ),
             ]);
         }
+        // The relay's buffers and analysis loop.
+        let relay = self.relay.health();
+        let n = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+        gauges.extend([
+            ("mneme_relay_enabled", "1 when the relay's analysis loop runs.", f64::from(u8::from(relay["agent"]["enabled"] == true))),
+            ("mneme_relay_feed_items", "Items in the relay's feed ring.", n(&relay["messages"])),
+            ("mneme_relay_sense_events", "Screen events in the relay's sense ring.", n(&relay["senseEvents"])),
+            ("mneme_relay_llm_calls", "Model calls by the relay's analysis loop since start.", n(&relay["agent"]["totalCalls"])),
+            (
+                "mneme_relay_llm_tokens",
+                "Prompt and completion tokens of those calls.",
+                n(&relay["agent"]["totalTokens"]["in"]) + n(&relay["agent"]["totalTokens"]["out"]),
+            ),
+            ("mneme_relay_failures", "Relay ticks skipped by a failed model call since start.", n(&relay["agent"]["failures"])),
+        ]);
         // The inner life's state (when it exists) and its jobs.
         let now = self.ops.now();
         if let Ok(Some(state)) = mneme_workspace::inner::read_state(&self.workspace) {

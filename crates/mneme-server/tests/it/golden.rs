@@ -193,7 +193,14 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     assert_eq!((status, content_type.as_str()), (200, "text/plain; version=0.0.4"), "/metrics");
     assert!(text.contains("# TYPE mneme_uptime_seconds"), "/metrics:\n{text}");
     // The inner life's figures: the repeat recorded above, the evolve run, no refusal.
-    for line in ["mneme_inner_frustration_max 1", "mneme_inner_job_runs_24h 1", "mneme_inner_job_refusals_24h 0"] {
+    for line in [
+        "mneme_inner_frustration_max 1",
+        "mneme_inner_job_runs_24h 1",
+        "mneme_inner_job_refusals_24h 0",
+        "mneme_relay_feed_items 2",
+        "mneme_relay_sense_events 1",
+        "mneme_relay_llm_calls 0",
+    ] {
         assert!(text.lines().any(|l| l == line), "{line} in /metrics:\n{text}");
     }
     g.covered.insert("Prometheus".into());

@@ -506,7 +506,7 @@ impl Relay {
     /// One analysis tick at `now`.
     pub async fn tick(&self, now: Timestamp) -> TickOutcome {
         let started = std::time::Instant::now();
-        let (w, model, temperature) = {
+        let (w, model, temperature, before) = {
             let mut s = self.lock();
             if !s.enabled {
                 return TickOutcome::Disabled;
@@ -515,8 +515,8 @@ impl Relay {
             if seen == s.seen_at_last_tick {
                 return TickOutcome::Idle;
             }
-            s.seen_at_last_tick = seen;
-            (window(&s, ms(now)), s.model.clone(), s.temperature)
+            let before = std::mem::replace(&mut s.seen_at_last_tick, seen);
+            (window(&s, ms(now)), s.model.clone(), s.temperature, before)
         };
         let mut called = false;
         let (analysis, tokens_in, tokens_out, model) = if w.audio.is_empty() && w.screen.is_empty() {
@@ -548,6 +548,8 @@ impl Relay {
                         Err(e) => {
                             let mut s = self.lock();
                             s.stats.failures += 1;
+                            // Not analysed: the next tick retries the same events.
+                            s.seen_at_last_tick = before;
                             if matches!(e, LlmError::Status(429)) {
                                 s.backoff = s.backoff.saturating_mul(2).min(64);
                             }

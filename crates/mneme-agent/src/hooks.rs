@@ -257,6 +257,8 @@ pub struct Hooks {
     /// The file workspace's journals (session summaries, daily log, command log), written
     /// when the workspace exists.
     journal: Option<Journal>,
+    /// The workspace whose inner state hook events move (`memory/inner-state.json`).
+    inner: Option<mneme_workspace::WorkspaceSettings>,
 }
 
 /// The sinain journals the hooks keep in the workspace's `memory/` folder.
@@ -268,15 +270,48 @@ struct Journal {
 
 impl Hooks {
     pub fn new(ops: Ops, config: HooksConfig) -> Self {
-        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()), journal: None }
+        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()), journal: None, inner: None }
     }
 
     /// Also keep the workspace journals: per-session tool and message counts with a summary
     /// line in `memory/session-summaries.jsonl` at agent end, the pre-compaction flush in
     /// the daily log, and session starts and ends in `memory/commands.log`.
     pub fn with_workspace(mut self, settings: mneme_workspace::WorkspaceSettings) -> Self {
+        self.inner = Some(settings.clone());
         self.journal = Some(Journal { settings, sessions: Mutex::new(Default::default()) });
         self
+    }
+
+    /// Only move the workspace's inner state (without the journals): what a one-shot hook
+    /// process such as `mneme claude-hook` wants.
+    pub fn with_inner_life(mut self, settings: mneme_workspace::WorkspaceSettings) -> Self {
+        self.inner = Some(settings);
+        self
+    }
+
+    /// Inner life: a user message lifts connection; a failed tool call is a repeat of its
+    /// normalised failure mode (frustration). Never fails the hook: a write error is logged.
+    fn record_inner(&self, name: HookName, input: &HookInput) {
+        let Some(settings) = &self.inner else { return };
+        if !settings.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
+            return;
+        }
+        let events = match name {
+            HookName::MessageReceived => vec![mneme_workspace::inner::InnerEvent::UserMessage],
+            HookName::AfterToolCall => input
+                .event
+                .error
+                .as_deref()
+                .filter(|e| !e.trim().is_empty())
+                .map(|e| vec![mneme_workspace::inner::InnerEvent::Repeat { what: normalize_error(e) }])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if !events.is_empty()
+            && let Err(e) = mneme_workspace::inner::record(settings, &events, self.ops.now())
+        {
+            tracing::warn!(hook = name.as_str(), error = %e, "inner state not updated");
+        }
     }
 
     /// Updates the journals for one hook event. Never fails the hook: a write error is logged.
@@ -297,24 +332,6 @@ impl Hooks {
             source: "hook".into(),
             detail,
         };
-        // Inner life: a user message lifts connection; a failed tool call is a repeat of its
-        // normalised failure mode (frustration).
-        let inner = match name {
-            HookName::MessageReceived => vec![mneme_workspace::inner::InnerEvent::UserMessage],
-            HookName::AfterToolCall => input
-                .event
-                .error
-                .as_deref()
-                .filter(|e| !e.trim().is_empty())
-                .map(|e| vec![mneme_workspace::inner::InnerEvent::Repeat { what: normalize_error(e) }])
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        if !inner.is_empty()
-            && let Err(e) = mneme_workspace::inner::record(&j.settings, &inner, now)
-        {
-            tracing::warn!(hook = name.as_str(), error = %e, "inner state not updated");
-        }
         let written = match name {
             HookName::SessionStart => {
                 tracker.start(&session, now);
@@ -376,7 +393,10 @@ impl Hooks {
         };
         match result {
             // The journals are unlabeled workspace files: only for unrestricted principals.
-            Ok(()) if p.unrestricted() => self.keep_journal(name, &input),
+            Ok(()) if p.unrestricted() => {
+                self.record_inner(name, &input);
+                self.keep_journal(name, &input);
+            }
             Ok(()) => {}
             Err(e) => {
                 tracing::warn!(hook = name.as_str(), error = %e, "hook failed");

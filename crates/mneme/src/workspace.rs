@@ -219,7 +219,7 @@ fn agent_state(
     let service = std::sync::Arc::new(ctx.open(false)?);
     let ops = mneme_service::Ops::new(service.clone(), false);
     let owner = mneme_service::Principal::internal("claude-code", mneme_service::Access::owner(), mneme_core::Sensitivity::Critical);
-    let hooks = mneme_agent::hooks::Hooks::new(ops, ctx.config.hooks.clone());
+    let hooks = mneme_agent::hooks::Hooks::new(ops, ctx.config.hooks.clone()).with_inner_life(s.clone());
     let hook_ctx = mneme_agent::hooks::HookContext {
         session_id: Some("claude-code".into()),
         channel_id: Some("claude-code".into()),
@@ -240,13 +240,6 @@ fn agent_state(
             // A prompt that is all <private> is not remembered; that is not a hook failure.
             if let Some(e) = outcome.error {
                 eprintln!("mneme claude-hook prompt-submit: prompt not remembered: {e}");
-            }
-            // Inner life: the user wrote (the daemon's hooks do this in their journal step).
-            if s.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir()
-                && let Err(e) =
-                    mneme_workspace::inner::record(s, &[mneme_workspace::inner::InnerEvent::UserMessage], jiff::Timestamp::now())
-            {
-                eprintln!("mneme claude-hook prompt-submit: inner state not updated: {e}");
             }
         }
         None if session_start => {

@@ -255,8 +255,7 @@ pub enum TickOutcome {
     Analysed { result: AnalysisResult },
 }
 
-#[derive(Debug, Default, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default, Clone)]
 struct Stats {
     total_calls: u64,
     tokens_in: u64,

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
-use mneme_core::{EventPayload, Payload, SemanticPayload};
+use mneme_core::{Payload, SemanticPayload};
 use mneme_server::daemon::DaemonOptions;
 use mneme_service::{IngestOptions, MemoryService, Revision, ServiceConfig};
 use mneme_store::StoreOptions;
@@ -31,16 +31,7 @@ async fn site(records: usize) -> Result<Site> {
         let mut text = TextGen::new(3);
         for start in (0..records).step_by(1000) {
             let batch = (start..records.min(start + 1000))
-                .map(|i| {
-                    let payload = Payload::Event(EventPayload {
-                        event_kind: "message".into(),
-                        reference: None,
-                        sender: Some(if i % 2 == 0 { "user".into() } else { "assistant".into() }),
-                        text: text.sentence(),
-                        event_time: None,
-                    });
-                    (payload, IngestOptions::default())
-                })
+                .map(|i| (crate::synth::message_event(text.sentence(), i), IngestOptions::default()))
                 .collect();
             service.ingest_batch(batch)?;
         }

@@ -11,7 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 use mneme_agent::reflect::config::ReflectionConfig;
 use mneme_agent::reflect::engine::Reflector;
 use mneme_agent::reflect::tick::{TickOptions, tick};
-use mneme_core::{EventPayload, FixedClock, Payload, ToolOutputPayload};
+use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 use serde_json::json;
@@ -47,13 +47,7 @@ fn setup(records: usize, log_days: i64, start: Timestamp) -> Result<Setup> {
                         duration_ms: Some(1200),
                     })
                 } else {
-                    Payload::Event(EventPayload {
-                        event_kind: "message".into(),
-                        reference: None,
-                        sender: Some(if i % 2 == 0 { "user".into() } else { "assistant".into() }),
-                        text: text.sentence(),
-                        event_time: None,
-                    })
+                    crate::synth::message_event(text.sentence(), i)
                 };
                 (payload, IngestOptions::default())
             })

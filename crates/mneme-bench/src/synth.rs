@@ -79,6 +79,17 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// A chat message event, user and assistant turns alternating with `i`.
+pub fn message_event(text: String, i: usize) -> mneme_core::Payload {
+    mneme_core::Payload::Event(mneme_core::EventPayload {
+        event_kind: "message".into(),
+        reference: None,
+        sender: Some(if i.is_multiple_of(2) { "user".into() } else { "assistant".into() }),
+        text,
+        event_time: None,
+    })
+}
+
 pub fn summarize(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (percentile(&v, 0.5), percentile(&v, 0.99))

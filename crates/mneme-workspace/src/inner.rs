@@ -375,6 +375,11 @@ fn capped(text: &str, budget: usize) -> String {
     format!("{}\n…(cut)", &text[..end])
 }
 
+/// A workspace file's text, `None` when it is missing, unreadable or blank.
+pub fn read_file(settings: &WorkspaceSettings, relative: &str) -> Option<String> {
+    read_text(&settings.dir, relative)
+}
+
 fn read_text(root: &Path, relative: &str) -> Option<String> {
     let path = paths::resolve(root, relative).ok()?;
     std::fs::read_to_string(path).ok().filter(|t| !t.trim().is_empty())

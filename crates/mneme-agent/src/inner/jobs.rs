@@ -167,7 +167,7 @@ fn hhmm(settings: &WorkspaceSettings, now: Timestamp) -> String {
 }
 
 fn read(settings: &WorkspaceSettings, relative: &str) -> String {
-    paths::resolve(&settings.dir, relative).ok().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default()
+    inner::read_file(settings, relative).unwrap_or_default()
 }
 
 fn bullets(items: &[String]) -> String {
@@ -453,12 +453,16 @@ fn fallback(job: Job, settings: &WorkspaceSettings, now: Timestamp, state: &Inne
             let today = settings.today(now);
             let mut body = format!("# Dream {day}\n\n(Recombined without a model: each topic beside older notes that mention it.)\n");
             let mut sparks = Vec::new();
+            // The last two weeks' notes (not today's), read once for every topic.
+            let older: Vec<(jiff::civil::Date, String)> = (1..=14)
+                .filter_map(|back| today.checked_sub(jiff::Span::new().days(back)).ok())
+                .map(|d| (d, read(settings, &format!("memory/{d}.md"))))
+                .collect();
             for topic in &wanted {
                 let words: Vec<String> = topic.split_whitespace().filter(|w| w.len() > 3).map(str::to_lowercase).collect();
                 let mut found = Vec::new();
-                for back in 1..=14 {
-                    let Ok(d) = today.checked_sub(jiff::Span::new().days(back)) else { continue };
-                    for line in read(settings, &format!("memory/{d}.md")).lines() {
+                for (d, text) in &older {
+                    for line in text.lines() {
                         let lower = line.to_lowercase();
                         if !words.is_empty() && words.iter().any(|w| lower.contains(w)) && !line.contains("<!--") && found.len() < 3 {
                             found.push(format!("{d}: {}", mneme_core::private::strip(line.trim())));

@@ -18,9 +18,9 @@
 use jiff::Timestamp;
 use mneme_core::{EventPayload, Payload, RecordId, Sensitivity};
 use mneme_service::{Actor, ContestRequest, IngestOptions, MemoryService};
+use mneme_workspace::WorkspaceSettings;
 use mneme_workspace::inner::{self, Impatience, InnerEvent, InnerState};
 use mneme_workspace::inner_data::{self, QueueItem};
-use mneme_workspace::{WorkspaceSettings, paths};
 use serde::Serialize;
 
 use crate::reflect::ReflectError;
@@ -43,10 +43,6 @@ pub struct Sensed {
     pub links: Vec<String>,
     /// Tags that could not be applied (and why); they are consumed all the same.
     pub errors: Vec<String>,
-}
-
-fn text_of(settings: &WorkspaceSettings, relative: &str) -> Option<String> {
-    std::fs::read_to_string(paths::resolve(&settings.dir, relative).ok()?).ok()
 }
 
 /// Unconsumed signal tags of `kind` in the tag sources, as (value, consumed key).
@@ -86,7 +82,7 @@ fn push_consumed(state: &mut InnerState, keys: Vec<String>) {
 pub fn open_queue(settings: &WorkspaceSettings) -> Vec<QueueItem> {
     let mut items = Vec::new();
     for file in ["QUEUE.md", "state.md"] {
-        if let Some(text) = text_of(settings, file) {
+        if let Some(text) = inner::read_file(settings, file) {
             items.extend(inner_data::parse_queue(&text));
         }
     }

@@ -7,7 +7,9 @@
 //!
 //! Only regular files are indexed: symlinks are not followed (a link cannot pull a file
 //! from outside the workspace into the index), hidden files and directories (`.git`,
-//! `.mneme-tmp*` leftovers) are skipped, and so are files over [`MAX_FILE_BYTES`].
+//! `.mneme-tmp*` leftovers) are skipped, and so are files over [`MAX_FILE_BYTES`] and the
+//! instruction files the sync engine deploys at the root (`HEARTBEAT.md`, `SKILL.md`,
+//! `CLAUDE.md`).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -72,7 +74,9 @@ fn scan(root: &Path, skipped: &mut Vec<(String, String)>) -> Vec<DiskFile> {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if name.starts_with('.') {
+            // Hidden names, and the instruction files the sync engine deploys (mneme's
+            // protocol, not the agent's memory).
+            if name.starts_with('.') || prefix.is_empty() && mneme_workspace::deploy::INSTRUCTION_FILES.contains(&name) {
                 continue;
             }
             let relative = if prefix.is_empty() { name.to_string() } else { format!("{prefix}/{name}") };

@@ -47,10 +47,16 @@ pub enum HookName {
     BeforeCompaction,
     AgentEnd,
     GatewayStop,
+    /// A session is over (`/new`, the host closing it): its daily-log entry and named
+    /// snapshot are written and its tracking freed.
+    SessionEnd,
+    /// Before the host persists a tool result in its history: the result comes back with
+    /// `<private>` blocks removed.
+    ToolResultPersist,
 }
 
 impl HookName {
-    pub const ALL: [HookName; 8] = [
+    pub const ALL: [HookName; 10] = [
         HookName::SessionStart,
         HookName::MessageReceived,
         HookName::MessageSent,
@@ -59,6 +65,8 @@ impl HookName {
         HookName::BeforeCompaction,
         HookName::AgentEnd,
         HookName::GatewayStop,
+        HookName::SessionEnd,
+        HookName::ToolResultPersist,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +79,8 @@ impl HookName {
             HookName::BeforeCompaction => "before_compaction",
             HookName::AgentEnd => "agent_end",
             HookName::GatewayStop => "gateway_stop",
+            HookName::SessionEnd => "session_end",
+            HookName::ToolResultPersist => "tool_result_persist",
         }
     }
 
@@ -142,6 +152,11 @@ pub struct HookEvent {
     pub query: Option<String>,
     /// session_start: `markdown` or `json`.
     pub format: Option<ContextFormat>,
+    /// tool_result_persist: the tool's result as the host will store it (a string, an
+    /// array of content blocks, or any JSON).
+    pub result: Option<serde_json::Value>,
+    /// session_end: why it ended (`clear`, `logout`, …) and a name for its snapshot.
+    pub reason: Option<String>,
     /// session_start: also write the block to the workspace's `memory/membrane/context.md`
     /// (for hosts that cannot inject context; default `hooks.session_start.context_file`).
     pub write_context_file: Option<bool>,
@@ -191,6 +206,13 @@ pub struct HookOutcome {
     pub context: Option<String>,
     /// Records written (or, for session_start, injected).
     pub record_ids: Vec<RecordId>,
+    /// tool_result_persist: the result with `<private>` blocks removed, for the host to
+    /// store instead of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// session_end: the files written (the daily-log entry and the snapshot).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -344,6 +366,11 @@ impl Hooks {
             HookName::AfterToolCall => {
                 if let Some(tool) = input.event.tool_name.as_deref().filter(|t| !t.is_empty()) {
                     tracker.record_tool(&session, tool, now);
+                    // The active modules this call used: a keyword in it, a file it touched.
+                    let (text, files) = tool_call_terms(tool, input.event.params.as_ref());
+                    if let Err(e) = mneme_workspace::modules::record_triggers(&j.settings, &text, &files, now) {
+                        tracing::warn!(error = %e, "module triggers not recorded");
+                    }
                 }
                 Ok(())
             }
@@ -362,8 +389,15 @@ impl Hooks {
                     },
                 )
             }
-            HookName::GatewayStop => journal::log_command(&j.settings, &command("gateway_stop", None)),
-            HookName::BeforeToolCall | HookName::BeforeCompaction => Ok(()),
+            HookName::GatewayStop => {
+                let open = tracker.forget_all();
+                journal::log_command(&j.settings, &command("gateway_stop", (open > 0).then(|| serde_json::json!({ "openSessions": open }))))
+            }
+            HookName::SessionEnd => journal::log_command(
+                &j.settings,
+                &command("session_end", input.event.reason.clone().map(|r| serde_json::json!({ "reason": r }))),
+            ),
+            HookName::BeforeToolCall | HookName::BeforeCompaction | HookName::ToolResultPersist => Ok(()),
         };
         if let Err(e) = written {
             tracing::warn!(hook = name.as_str(), error = %e, "workspace journal not written");
@@ -390,6 +424,8 @@ impl Hooks {
             HookName::BeforeCompaction => self.before_compaction(p, &input, &mut outcome),
             HookName::AgentEnd => self.agent_end(p, &input),
             HookName::GatewayStop => Ok(()),
+            HookName::SessionEnd => self.session_end(p, &input, &mut outcome),
+            HookName::ToolResultPersist => tool_result_persist(&input, &mut outcome),
         };
         match result {
             // The journals are unlabeled workspace files: only for unrestricted principals.
@@ -463,6 +499,16 @@ impl Hooks {
     // ---- session start ---------------------------------------------------------------
 
     fn session_start(&self, p: &Principal, input: &HookInput, outcome: &mut HookOutcome) -> ServiceResult<()> {
+        // Agent start: the agent's files are deployed and the effective playbook
+        // regenerated before anything reads them (sinain §3.2).
+        if let Some(j) = &self.journal
+            && p.unrestricted()
+            && j.settings.sync_on_start
+            && j.settings.dir.is_dir()
+            && let Err(e) = mneme_workspace::deploy::sync(&j.settings, self.ops.now())
+        {
+            tracing::warn!(error = %e, "workspace sync at session start failed");
+        }
         let cfg = &self.config.session_start;
         let format = input.event.format.unwrap_or(cfg.format);
         if !cfg.enabled {
@@ -548,6 +594,7 @@ impl Hooks {
         let block = match (&self.journal, format) {
             (Some(j), ContextFormat::Markdown) if p.unrestricted() => {
                 let extra = [
+                    ("Curated memory", mneme_workspace::context::curated_memory(&j.settings).map(|(_, text)| text)),
                     ("Playbook", mneme_workspace::playbook::injectable(&j.settings, j.settings.budgets.playbook as usize)),
                     ("How I am", mneme_workspace::inner::injectable(&j.settings, self.ops.now())),
                 ];
@@ -890,6 +937,34 @@ impl Hooks {
     }
 
     /// Reinforces the records injected at the session's start when it ended well.
+    /// Session end: frees the session's tracking and, for the owner with a workspace,
+    /// writes its daily-log entry and named snapshot (from `compactingMessages`, the
+    /// conversation's last messages, when the host sends them).
+    fn session_end(&self, p: &Principal, input: &HookInput, out: &mut HookOutcome) -> ServiceResult<()> {
+        let session = input.ctx.session();
+        {
+            let mut state = self.state();
+            state.injected.remove(&session);
+            state.users.remove(&session);
+            state.pending.retain(|(s, _), _| *s != session);
+        }
+        let Some(j) = &self.journal else { return Ok(()) };
+        let tracked = j.sessions.lock().unwrap_or_else(|p| p.into_inner()).take(&session);
+        if !p.unrestricted() || !j.settings.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
+            return Ok(());
+        }
+        let end = mneme_workspace::journal::SessionEnd {
+            session_key: &session,
+            reason: input.event.reason.as_deref().filter(|r| !r.trim().is_empty()),
+            tracked,
+            messages: input.event.compacting_messages.iter().map(|m| (m.role.clone(), m.content.clone())).collect(),
+        };
+        let files = mneme_workspace::journal::write_session_end(&j.settings, self.ops.now(), &end)
+            .map_err(|e| ServiceError::Precondition(format!("the session-end files were not written: {e}")))?;
+        out.files = files.iter().map(|f| f.display().to_string()).collect();
+        Ok(())
+    }
+
     fn agent_end(&self, p: &Principal, input: &HookInput) -> ServiceResult<()> {
         let session = input.ctx.session();
         let injected = self.state().injected.remove(&session).map(|(_, ids)| ids).unwrap_or_default();
@@ -910,6 +985,45 @@ impl Hooks {
         }
         Ok(())
     }
+}
+
+/// tool_result_persist: the result with `<private>` blocks removed from every string in
+/// it (a string, content blocks, or any JSON), for the host to store in its history.
+fn tool_result_persist(input: &HookInput, out: &mut HookOutcome) -> ServiceResult<()> {
+    let Some(result) = input.event.result.clone() else {
+        return Err(ServiceError::invalid("result", "tool_result_persist needs the tool's result"));
+    };
+    let mut result = result;
+    mneme_core::private::strip_value(&mut result);
+    out.result = Some(result);
+    Ok(())
+}
+
+/// What a tool call offers module triggers: its name and parameters as text (for
+/// keywords), and the parameter strings that look like file paths (for file patterns).
+fn tool_call_terms(tool: &str, params: Option<&serde_json::Value>) -> (String, Vec<String>) {
+    fn walk(v: &serde_json::Value, text: &mut String, files: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(s) => {
+                text.push(' ');
+                text.push_str(s);
+                let t = s.trim();
+                let pathlike = !t.is_empty() && !t.contains(char::is_whitespace) && (t.contains('/') || t.contains('.')) && t.len() <= 512;
+                if pathlike && files.len() < 64 {
+                    files.push(t.to_string());
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, text, files)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| walk(x, text, files)),
+            _ => {}
+        }
+    }
+    let mut text = tool.to_string();
+    let mut files = Vec::new();
+    if let Some(p) = params {
+        walk(p, &mut text, &mut files);
+    }
+    (text, files)
 }
 
 /// Third-person statements about things ("Docker requires the sg wrapper"), from the

@@ -277,6 +277,20 @@ pub fn run_task(
         &detail,
         dispatch.as_deref().map(|text| (u8::from(task.priority), text)),
     )?;
+    // Every scheduler action in the workspace's command log (sinain §2.7).
+    if settings.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
+        let entry = mneme_workspace::journal::CommandLogEntry {
+            timestamp: now,
+            action: task.name.clone(),
+            session_key: None,
+            sender_id: None,
+            source: "scheduler".into(),
+            detail: Some(serde_json::json!({ "ok": ok, "detail": detail })),
+        };
+        if let Err(e) = mneme_workspace::journal::log_command(settings, &entry) {
+            tracing::warn!(task = %task.name, error = %e, "the command log was not written");
+        }
+    }
     Ok(RunOutcome { task: task.name, at: now, ok, detail, dispatched: dispatched.then_some(dispatch).flatten() })
 }
 

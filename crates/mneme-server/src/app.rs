@@ -531,12 +531,82 @@ impl App {
         Ok(serde_json::json!(report))
     }
 
+    /// The workspace for module and sync operations: the owner's, and it must exist.
+    fn owner_files(&self, p: &Principal) -> ApiResult<&mneme_workspace::WorkspaceSettings> {
+        self.owner_workspace(p)?;
+        Ok(&self.workspace)
+    }
+
+    /// `GET /v1/modules`: registered and unregistered modules and the active stack.
+    pub fn module_list(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        let list = mneme_workspace::modules::list(self.owner_files(p)?).map_err(workspace_error)?;
+        Ok(serde_json::json!(list))
+    }
+
+    /// `GET /v1/modules/{id}`.
+    pub fn module_info(&self, p: &Principal, id: &str) -> ApiResult<serde_json::Value> {
+        let info = mneme_workspace::modules::info(self.owner_files(p)?, id).map_err(workspace_error)?;
+        Ok(serde_json::json!(info))
+    }
+
+    /// `POST /v1/modules/{id}`: activate (optionally at a priority), suspend, disable, or
+    /// set the priority.
+    pub fn module_change(&self, p: &Principal, id: &str, action: &str, priority: Option<i64>) -> ApiResult<serde_json::Value> {
+        use mneme_workspace::modules;
+        let ws = self.owner_files(p)?;
+        let change = match (action, priority) {
+            ("activate", priority) => modules::activate(ws, id, priority, self.ops.now()),
+            ("suspend", None) => modules::suspend(ws, id),
+            ("disable", None) => modules::disable(ws, id),
+            ("priority", Some(n)) => modules::set_priority(ws, id, n),
+            ("priority", None) => return Err(ApiError::BadRequest("action \"priority\" needs \"priority\"".into())),
+            ("suspend" | "disable", Some(_)) => {
+                return Err(ApiError::BadRequest(format!("action {action:?} takes no \"priority\"")));
+            }
+            (other, _) => {
+                return Err(ApiError::BadRequest(format!("action {other:?}: must be activate, suspend, disable or priority")));
+            }
+        }
+        .map_err(workspace_error)?;
+        Ok(serde_json::json!(change))
+    }
+
+    /// `POST /v1/modules/{id}/extract`: a module from the playbook and recent logs, on
+    /// this blocking worker (a model call blocks on the daemon's runtime).
+    pub fn module_extract(&self, p: &Principal, request: &mneme_agent::reflect::extract::ExtractRequest) -> ApiResult<serde_json::Value> {
+        use mneme_agent::reflect::extract::{self, ExtractError};
+        let ws = self.owner_files(p)?;
+        let extracted = extract::extract(&self.reflector, ws, request, self.ops.now()).map_err(|e| match e {
+            ExtractError::Invalid(msg) => ApiError::BadRequest(msg),
+            ExtractError::Workspace(w) => workspace_error(w),
+        })?;
+        Ok(serde_json::json!(extracted))
+    }
+
+    /// `POST /v1/workspace/sync`: the sync engine's report.
+    pub fn workspace_sync(&self, p: &Principal) -> ApiResult<serde_json::Value> {
+        let report = mneme_workspace::deploy::sync(self.owner_files(p)?, self.ops.now()).map_err(workspace_error)?;
+        Ok(serde_json::json!(report))
+    }
+
     /// `POST /v1/inner/write`: a file written for a job, refused outside the job's files.
     pub fn inner_write(&self, p: &Principal, job: Job, path: &str, content: &str, append: bool) -> ApiResult<serde_json::Value> {
         self.owner_workspace(p)?;
         let written = mneme_workspace::inner::write_for(&self.workspace, job, path, content, append, self.ops.now())
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "job": job, "path": written, "append": append }))
+    }
+}
+
+/// A workspace file error as the API reports it: bad input 400, unknown 404, refused in
+/// its state 409, anything else (the disk) 503.
+fn workspace_error(e: mneme_workspace::WorkspaceError) -> ApiError {
+    use mneme_workspace::WorkspaceError;
+    match e {
+        WorkspaceError::Invalid(msg) => ApiError::BadRequest(msg),
+        WorkspaceError::NotFound(msg) => ApiError::Service(ServiceError::NoSuch(msg)),
+        WorkspaceError::Refused(msg) => ApiError::Service(ServiceError::Precondition(msg)),
+        other => reflect_error(ReflectError::Workspace(other)),
     }
 }
 

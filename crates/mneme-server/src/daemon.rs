@@ -200,6 +200,12 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
 
+    // Agent start (sinain §2.6, §3.2): the agent's files deployed, BOOT.md queued.
+    let started = app.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || agent_start(&started)).await {
+        tracing::warn!(error = %e, "agent start work aborted");
+    }
+
     let (shutdown, rx) = watch::channel(false);
     let gate = Gate::new(ConnectionLimits::from_config(&app.config));
     let grpc = grpc_server(app.clone(), grpc_listener, gate.clone(), rx.clone()).await?;
@@ -217,6 +223,49 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs }, daemon_file));
     Ok(Daemon { app, shutdown, task })
 }
+
+/// What the daemon does for the agent when it starts, each step logged and never fatal:
+/// - the sync engine deploys the agent's files and regenerates the effective playbook
+///   (`[workspace] sync_on_start`);
+/// - `BOOT.md` (workspace root), when it has content, is queued once as a priority-1
+///   dispatch for the agent's next hook (not again while an earlier one is undelivered);
+/// - `gateway_start` goes in the command log.
+fn agent_start(app: &App) {
+    let ws = &app.workspace;
+    if !ws.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
+        return;
+    }
+    let now = app.ops.now();
+    if ws.sync_on_start {
+        match mneme_workspace::deploy::sync(ws, now) {
+            Ok(report) => tracing::info!(written = ?report.written(), repaired = report.repaired.is_some(), "workspace synced"),
+            Err(e) => tracing::warn!(error = %e, "workspace sync at start failed"),
+        }
+    }
+    let boot = mneme_workspace::paths::resolve(&ws.dir, BOOT_FILE).ok().and_then(|p| std::fs::read_to_string(p).ok());
+    let mut queued = false;
+    if let Some(text) = boot.map(|t| mneme_workspace::private::strip(&t).trim().to_string()).filter(|t| !t.is_empty()) {
+        let text = format!("[BOOT.md] Start-up instructions from the workspace's BOOT.md:\n\n{text}");
+        match app.ops.owner_service(&app.internal).and_then(|s| s.queue_dispatch("boot-md", 1, &text, now)) {
+            Ok(q) => queued = q,
+            Err(e) => tracing::warn!(error = %e, "BOOT.md not queued"),
+        }
+    }
+    let entry = mneme_workspace::journal::CommandLogEntry {
+        timestamp: now,
+        action: "gateway_start".into(),
+        session_key: None,
+        sender_id: None,
+        source: "daemon".into(),
+        detail: Some(serde_json::json!({ "bootQueued": queued })),
+    };
+    if let Err(e) = mneme_workspace::journal::log_command(ws, &entry) {
+        tracing::warn!(error = %e, "the command log was not written");
+    }
+}
+
+/// The workspace file whose instructions the agent gets once per daemon start.
+const BOOT_FILE: &str = "BOOT.md";
 
 /// What `start` runs and `shutdown` stops.
 struct Servers {

@@ -295,6 +295,53 @@ impl pb::memory_server::Memory for GrpcApi {
         .await
     }
 
+    async fn module_list(&self, request: Request<pb::ModuleListRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ModuleList, request, |app, p, _m| {
+            Ok(pb::ReflectReply { status: "ok".into(), json: app.module_list(p)?.to_string() })
+        })
+        .await
+    }
+
+    async fn module_info(&self, request: Request<pb::ModuleInfoRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ModuleInfo, request, |app, p, m| {
+            Ok(pb::ReflectReply { status: "ok".into(), json: app.module_info(p, &m.id)?.to_string() })
+        })
+        .await
+    }
+
+    async fn module_change(&self, request: Request<pb::ModuleChangeRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ModuleChange, request, |app, p, m| {
+            let value = app.module_change(p, &m.id, &m.action, m.priority)?;
+            Ok(pb::ReflectReply { status: value["action"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
+        })
+        .await
+    }
+
+    async fn module_extract(&self, request: Request<pb::ModuleExtractRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::ModuleExtract, request, |app, p, m| {
+            let request = mneme_agent::reflect::extract::ExtractRequest {
+                id: m.id,
+                domain: m.domain,
+                name: Some(m.name).filter(|n| !n.trim().is_empty()),
+                keywords: m.keywords,
+                file_patterns: m.file_patterns,
+                priority: m.priority,
+                days: (m.days > 0).then_some(m.days),
+                dry_run: m.dry_run,
+            };
+            let value = app.module_extract(p, &request)?;
+            Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
+        })
+        .await
+    }
+
+    async fn workspace_sync(&self, request: Request<pb::WorkspaceSyncRequest>) -> Result<Response<pb::ReflectReply>, Status> {
+        self.run(Operation::WorkspaceSync, request, |app, p, _m| {
+            Ok(pb::ReflectReply { status: "ok".into(), json: app.workspace_sync(p)?.to_string() })
+        })
+        .await
+    }
+
     async fn reflect_status(&self, request: Request<pb::ReflectStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ReflectStatus, request, |app, p, _m| {
             Ok(pb::ReflectReply { status: "ok".into(), json: app.reflect_status(p)?.to_string() })

@@ -303,6 +303,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/inner/event", post(inner_event))
         .route("/v1/inner/run", post(inner_run))
         .route("/v1/inner/write", post(inner_write))
+        .route("/v1/modules", get(module_list))
+        .route("/v1/modules/{id}", get(module_info).post(module_change))
+        .route("/v1/modules/{id}/extract", post(module_extract))
+        .route("/v1/workspace/sync", post(workspace_sync))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -528,6 +532,83 @@ struct InnerRunBody {
 handler!(inner_run, Operation::InnerRun, |app, p, body: InnerRunBody| {
     app.inner_run(p, body.job, &mneme_agent::inner::JobOptions { force: !body.if_triggered, dry_run: body.dry_run })
 });
+
+// ---- knowledge modules and the sync engine --------------------------------------------
+
+async fn module_list(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", Operation::ModuleList, auth.as_deref(), |app, p| app.module_list(p)).await?))
+}
+
+async fn module_info(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", Operation::ModuleInfo, auth.as_deref(), move |app, p| app.module_info(p, &id)).await?))
+}
+
+/// `POST /v1/modules/{id}`: `{"action": "activate"|"suspend"|"disable"|"priority", "priority": N}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModuleChangeBody {
+    action: String,
+    #[serde(default)]
+    priority: Option<i64>,
+}
+
+async fn module_change(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>, Body(raw): Body) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::ModuleChange, auth.as_deref(), move |app, p| {
+            let body: ModuleChangeBody = parse(&raw)?;
+            app.module_change(p, &id, &body.action, body.priority)
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+/// `POST /v1/modules/{id}/extract`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ModuleExtractBody {
+    domain: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    keywords: Vec<String>,
+    #[serde(default)]
+    file_patterns: Vec<String>,
+    #[serde(default)]
+    priority: Option<i64>,
+    #[serde(default)]
+    days: Option<u32>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn module_extract(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>, Body(raw): Body) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::ModuleExtract, auth.as_deref(), move |app, p| {
+            let b: ModuleExtractBody = parse(&raw)?;
+            let request = mneme_agent::reflect::extract::ExtractRequest {
+                id,
+                domain: b.domain,
+                name: b.name,
+                keywords: b.keywords,
+                file_patterns: b.file_patterns,
+                priority: b.priority,
+                days: b.days,
+                dry_run: b.dry_run,
+            };
+            app.module_extract(p, &request)
+        })
+        .await?;
+    Ok(axum::Json(value))
+}
+
+async fn workspace_sync(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(app.call("http", Operation::WorkspaceSync, auth.as_deref(), |app, p| app.workspace_sync(p)).await?))
+}
 
 /// `POST /v1/inner/write`.
 #[derive(Debug, Deserialize)]

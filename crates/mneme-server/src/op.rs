@@ -44,6 +44,11 @@ pub enum Operation {
     InnerEvent,
     InnerRun,
     InnerWrite,
+    ModuleList,
+    ModuleInfo,
+    ModuleChange,
+    ModuleExtract,
+    WorkspaceSync,
     RelayFeed,
     RelayFeedPoll,
     RelaySense,
@@ -59,7 +64,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 47] = [
+    pub const ALL: [Operation; 52] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -95,6 +100,11 @@ impl Operation {
         Operation::InnerEvent,
         Operation::InnerRun,
         Operation::InnerWrite,
+        Operation::ModuleList,
+        Operation::ModuleInfo,
+        Operation::ModuleChange,
+        Operation::ModuleExtract,
+        Operation::WorkspaceSync,
         Operation::RelayFeed,
         Operation::RelayFeedPoll,
         Operation::RelaySense,
@@ -147,6 +157,11 @@ impl Operation {
             Operation::InnerEvent => "InnerEvent",
             Operation::InnerRun => "InnerRun",
             Operation::InnerWrite => "InnerWrite",
+            Operation::ModuleList => "ModuleList",
+            Operation::ModuleInfo => "ModuleInfo",
+            Operation::ModuleChange => "ModuleChange",
+            Operation::ModuleExtract => "ModuleExtract",
+            Operation::WorkspaceSync => "WorkspaceSync",
             Operation::RelayFeed => "RelayFeed",
             Operation::RelayFeedPoll => "RelayFeedPoll",
             Operation::RelaySense => "RelaySense",
@@ -181,6 +196,8 @@ impl Operation {
                 | Operation::ReflectPlaybook
                 | Operation::InnerStatus
                 | Operation::InnerContext
+                | Operation::ModuleList
+                | Operation::ModuleInfo
         )
     }
 
@@ -222,6 +239,11 @@ impl Operation {
             Operation::InnerEvent => ("POST", "/v1/inner/event"),
             Operation::InnerRun => ("POST", "/v1/inner/run"),
             Operation::InnerWrite => ("POST", "/v1/inner/write"),
+            Operation::ModuleList => ("GET", "/v1/modules"),
+            Operation::ModuleInfo => ("GET", "/v1/modules/{id}"),
+            Operation::ModuleChange => ("POST", "/v1/modules/{id}"),
+            Operation::ModuleExtract => ("POST", "/v1/modules/{id}/extract"),
+            Operation::WorkspaceSync => ("POST", "/v1/workspace/sync"),
             Operation::RelayFeed => ("POST", "/feed"),
             Operation::RelayFeedPoll => ("GET", "/feed"),
             Operation::RelaySense => ("POST", "/sense"),

@@ -401,13 +401,53 @@ pub fn document() -> Value {
             false,
         ),
     );
+    let module_id =
+        json!([{ "name": "id", "in": "path", "required": true, "schema": { "type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,63}$" } }]);
+    add(
+        "/v1/modules",
+        "get",
+        op("ModuleList", "Registered and unregistered knowledge modules, and the active stack.", None, "ModuleList", false),
+    );
+    let mut info =
+        op("ModuleInfo", "A module's manifest, registry entry and pattern count (404 for an unknown id).", None, "ModuleInfo", false);
+    info["parameters"] = module_id.clone();
+    add("/v1/modules/{id}", "get", info);
+    let mut change = op(
+        "ModuleChange",
+        "Activate (optionally at a priority), suspend, disable, or set a module's priority. Priorities stay within the manifest's range (400); locked modules cannot be suspended or disabled (409); an unknown id is 404; a corrupt registry is 409 and nothing changes. The effective playbook is regenerated.",
+        Some("ModuleChangeRequest"),
+        "ModuleChange",
+        false,
+    );
+    change["parameters"] = module_id.clone();
+    add("/v1/modules/{id}", "post", change);
+    let mut extract = op(
+        "ModuleExtract",
+        "Extract a module from the base playbook and recent logs (the model when configured, else deterministic); registered suspended.",
+        Some("ModuleExtractRequest"),
+        "ModuleExtracted",
+        false,
+    );
+    extract["parameters"] = module_id;
+    add("/v1/modules/{id}/extract", "post", extract);
+    add(
+        "/v1/workspace/sync",
+        "post",
+        op(
+            "WorkspaceSync",
+            "Deploy the agent's files by their policies, repair a corrupt registry (setting it aside), regenerate the effective playbook; report each file.",
+            None,
+            "WorkspaceSyncReport",
+            false,
+        ),
+    );
     add(
         "/v1/hooks/{name}",
         "post",
         json!({
             "operationId": "Hook",
             "summary": "An agent hook event. Never fails the caller: problems are reported in `error` with status 200.",
-            "parameters": [{ "name": "name", "in": "path", "required": true, "schema": enumeration(&["session_start", "message_received", "message_sent", "before_tool_call", "after_tool_call", "before_compaction", "agent_end", "gateway_stop"]) }],
+            "parameters": [{ "name": "name", "in": "path", "required": true, "schema": enumeration(&["session_start", "message_received", "message_sent", "before_tool_call", "after_tool_call", "before_compaction", "agent_end", "gateway_stop", "session_end", "tool_result_persist"]) }],
             "requestBody": body("HookRequest"),
             "responses": ok("HookOutcome"),
         }),
@@ -658,7 +698,7 @@ pub fn document() -> Value {
     }
     // Another map for the same reason.
     let forget = json!({
-        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "oneOf": [{ "type": "string" }, { "type": "object" }] }, "record_ids": strings(), "error": string() } },
+        "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "oneOf": [{ "type": "string" }, { "type": "object" }] }, "record_ids": strings(), "error": string(), "result": { "description": "tool_result_persist: the result with <private> blocks removed" }, "files": strings() } },
         "ReflectTickRequest": {
             "type": "object", "additionalProperties": false,
             "properties": { "idle": { "type": "boolean", "description": "Unset: decided from hook activity" }, "summary": string(), "dryRun": { "type": "boolean", "default": false } }
@@ -769,6 +809,72 @@ pub fn document() -> Value {
         },
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), forget) {
+        all.extend(typed);
+    }
+    // Knowledge modules and the sync engine.
+    let modules = json!({
+        "ModuleView": {
+            "type": "object", "required": ["id", "locked", "patternLines", "problems"],
+            "properties": {
+                "id": string(), "status": { "type": "string", "enum": ["active", "suspended", "disabled"], "nullable": true },
+                "priority": { "type": "integer", "nullable": true }, "locked": { "type": "boolean" }, "activatedAt": { "type": "string", "nullable": true },
+                "lastTriggered": { "type": "string", "nullable": true }, "name": { "type": "string", "nullable": true }, "patternLines": { "type": "integer" },
+                "problems": strings()
+            }
+        },
+        "StackEntry": { "type": "object", "required": ["id", "priority"], "properties": { "id": string(), "priority": { "type": "integer" } } },
+        "ModuleList": {
+            "type": "object", "required": ["modules", "unregistered", "stack"],
+            "properties": {
+                "modules": { "type": "array", "items": { "$ref": "#/components/schemas/ModuleView" } },
+                "unregistered": { "type": "array", "items": { "$ref": "#/components/schemas/ModuleView" } },
+                "stack": { "type": "array", "items": { "$ref": "#/components/schemas/StackEntry" } }
+            }
+        },
+        "ModuleInfo": {
+            "allOf": [{ "$ref": "#/components/schemas/ModuleView" }],
+            "properties": { "manifest": { "type": "object", "nullable": true }, "entry": { "type": "object", "nullable": true }, "path": string() }
+        },
+        "ModuleChangeRequest": {
+            "type": "object", "additionalProperties": false, "required": ["action"],
+            "properties": { "action": enumeration(&["activate", "suspend", "disable", "priority"]), "priority": { "type": "integer" } }
+        },
+        "ModuleChange": {
+            "type": "object", "required": ["id", "action", "status", "priority", "stack", "effectiveChanged"],
+            "properties": {
+                "id": string(), "action": enumeration(&["activated", "suspended", "disabled", "priority", "unchanged"]),
+                "status": enumeration(&["active", "suspended", "disabled"]), "priority": { "type": "integer" },
+                "stack": { "type": "array", "items": { "$ref": "#/components/schemas/StackEntry" } }, "effectiveChanged": { "type": "boolean" }
+            }
+        },
+        "ModuleExtractRequest": {
+            "type": "object", "additionalProperties": false, "required": ["domain"],
+            "properties": {
+                "domain": text(), "name": string(), "keywords": strings(), "filePatterns": strings(),
+                "priority": { "type": "integer", "minimum": 50, "maximum": 100 }, "days": { "type": "integer", "minimum": 1 },
+                "dryRun": { "type": "boolean", "default": false }
+            }
+        },
+        "ModuleExtracted": {
+            "type": "object", "required": ["id", "status", "manifest", "patterns", "stage", "activate"],
+            "properties": {
+                "id": string(), "path": { "type": "string", "nullable": true }, "status": string(), "manifest": { "type": "object" }, "patterns": string(),
+                "established": { "type": "integer" }, "emerging": { "type": "integer" }, "vocabulary": { "type": "integer" },
+                "stage": { "type": "object", "description": "ok (the model) or fallback with the reason" }, "read": { "type": "object" }, "activate": string()
+            }
+        },
+        "WorkspaceSyncReport": {
+            "type": "object", "required": ["files", "effective", "directories"],
+            "properties": {
+                "files": { "type": "array", "items": { "type": "object", "required": ["path", "policy", "action", "reason"], "properties": {
+                    "path": string(), "policy": enumeration(&["always-overwrite", "deploy-once", "managed-section"]),
+                    "action": enumeration(&["created", "updated", "unchanged", "skipped"]), "reason": string() } } },
+                "repaired": { "type": "object", "nullable": true, "description": "A corrupt registry set aside and rebuilt" },
+                "effective": { "type": "object" }, "directories": strings()
+            }
+        },
+    });
+    if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), modules) {
         all.extend(typed);
     }
     json!({

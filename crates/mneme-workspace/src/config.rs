@@ -57,6 +57,16 @@ pub struct WorkspaceConfig {
     pub index: bool,
     /// A changed file is re-indexed once it has stayed unchanged this long (ms).
     pub reindex_debounce_ms: u64,
+    /// A directory whose files replace or add to the built-in agent files `mneme workspace
+    /// sync` deploys (same layout: `HEARTBEAT.md`, `SKILL.md`, `koog/`, `modules/`,
+    /// `skills/mneme-memory/SKILL.md`, `CLAUDE-memory-section.md`).
+    pub agent_files: Option<PathBuf>,
+    /// Also keep the Claude Code instruction files current: `.claude/skills/mneme-memory/
+    /// SKILL.md` and the memory section of `CLAUDE.md` (they are kept current anyway once
+    /// they exist, e.g. after `mneme workspace init --agent-docs`).
+    pub agent_docs: bool,
+    /// Run the sync at agent start (the session-start hooks) and daemon start.
+    pub sync_on_start: bool,
 }
 
 /// Size budgets of the always-loaded files, in bytes.
@@ -88,6 +98,9 @@ pub struct WorkspaceSettings {
     pub idle_after: std::time::Duration,
     pub index: bool,
     pub reindex_debounce: std::time::Duration,
+    pub agent_files: Option<PathBuf>,
+    pub agent_docs: bool,
+    pub sync_on_start: bool,
 }
 
 impl Default for WorkspaceConfig {
@@ -103,6 +116,9 @@ impl Default for WorkspaceConfig {
             idle_after_secs: DEFAULT_IDLE_AFTER_SECS,
             index: true,
             reindex_debounce_ms: DEFAULT_REINDEX_DEBOUNCE_MS,
+            agent_files: None,
+            agent_docs: false,
+            sync_on_start: true,
         }
     }
 }
@@ -164,6 +180,9 @@ impl WorkspaceConfig {
             idle_after: std::time::Duration::from_secs(self.idle_after_secs),
             index: self.index,
             reindex_debounce: std::time::Duration::from_millis(self.reindex_debounce_ms),
+            agent_files: self.agent_files.clone(),
+            agent_docs: self.agent_docs,
+            sync_on_start: self.sync_on_start,
         })
     }
 }
@@ -183,6 +202,9 @@ impl WorkspaceSettings {
             idle_after: std::time::Duration::from_secs(defaults.idle_after_secs),
             index: defaults.index,
             reindex_debounce: std::time::Duration::from_millis(defaults.reindex_debounce_ms),
+            agent_files: defaults.agent_files,
+            agent_docs: defaults.agent_docs,
+            sync_on_start: defaults.sync_on_start,
         }
     }
 

@@ -55,6 +55,13 @@ pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&Unsumma
         parts.push("=== CORE MEMORY ===".to_owned());
         parts.push("No memory files found. This may be a fresh install.".to_owned());
     }
+    // The curated long-term memory (sinain §2.1), within the same per-file cap.
+    if let Some((name, text)) = curated_memory(settings)
+        && let Some(content) = capped(Path::new(name), &text)
+    {
+        parts.push(format!("=== CURATED MEMORY ({name}) ==="));
+        parts.push(content);
+    }
     // What reflection learned (the curated playbook), so curation changes the next session.
     if let Some(playbook) = crate::playbook::injectable(settings, settings.budgets.playbook as usize) {
         parts.push("=== PLAYBOOK ===".to_owned());
@@ -192,13 +199,18 @@ fn read_memory_file(root: &Path, relative: &Path) -> WorkspaceResult<Option<Stri
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(WorkspaceError::io("cannot read", &path, error)),
     };
-    let text = String::from_utf8_lossy(&bytes);
+    Ok(capped(relative, &String::from_utf8_lossy(&bytes)))
+}
+
+/// `text` as injected: `None` when blank, cut at a line with a note past
+/// [`MAX_INJECTED_BYTES`].
+fn capped(relative: &Path, text: &str) -> Option<String> {
     let text = text.trim_end();
     if text.trim_start().is_empty() {
-        return Ok(None);
+        return None;
     }
     if text.len() <= MAX_INJECTED_BYTES {
-        return Ok(Some(text.to_owned()));
+        return Some(text.to_owned());
     }
     // An oversized file would flood the context: inject its beginning, cut at a line.
     let mut cut = MAX_INJECTED_BYTES;
@@ -206,12 +218,12 @@ fn read_memory_file(root: &Path, relative: &Path) -> WorkspaceResult<Option<Stri
         cut -= 1;
     }
     let head = text[..cut].rfind('\n').map_or(&text[..cut], |at| &text[..at]);
-    Ok(Some(format!(
+    Some(format!(
         "{head}\n[... truncated: {} is {} bytes; only the first {MAX_INJECTED_BYTES} are injected. Move details to reference/ \
          or archive/ (`mneme workspace consolidate`).]",
         relative.display(),
-        bytes.len()
-    )))
+        text.len()
+    ))
 }
 
 /// The most of one memory file injected at session start, in bytes.
@@ -221,6 +233,48 @@ pub const MAX_INJECTED_BYTES: usize = 16 * 1024;
 /// last assistant entry's `message.usage` (input, cache-creation and cache-read tokens,
 /// which together are what the model was sent) against `window` tokens. `None` when the
 /// file cannot be read or holds no usage.
+/// The last `max` user and assistant text messages of a Claude Code transcript (JSON
+/// lines with `type` and `message.content`, a string or text blocks), oldest first.
+/// Tool calls and results are left out. Unreadable lines are skipped.
+pub fn transcript_messages(path: &std::path::Path, max: usize) -> Vec<(String, String)> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    let mut out: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let role = v.get("type")?.as_str().filter(|r| *r == "user" || *r == "assistant")?;
+            let content = v.get("message")?.get("content")?;
+            let text = match content {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(blocks) => blocks
+                    .iter()
+                    .filter(|b| b.get("type").and_then(|t| t.as_str()) == Some("text"))
+                    .filter_map(|b| b.get("text")?.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => return None,
+            };
+            (!text.trim().is_empty()).then(|| (role.to_string(), text))
+        })
+        .collect();
+    let skip = out.len().saturating_sub(max);
+    out.drain(..skip);
+    out
+}
+
+/// The curated long-term memory file (sinain §2.1): `memory.md` in the workspace root, else
+/// `MEMORY.md`; `None` when neither exists or it is blank.
+pub fn curated_memory(settings: &WorkspaceSettings) -> Option<(&'static str, String)> {
+    ["memory.md", "MEMORY.md"].into_iter().find_map(|name| {
+        let path = paths::resolve(&settings.dir, name).ok()?;
+        // Exact name: on a case-insensitive file system both names reach one file.
+        let listed = std::fs::read_dir(&settings.dir).ok()?.flatten().any(|e| e.file_name() == name);
+        let text = if listed { std::fs::read_to_string(path).ok()? } else { return None };
+        let text = crate::private::strip(&text).trim().to_string();
+        (!text.is_empty()).then_some((name, text))
+    })
+}
+
 pub fn usage_from_transcript(path: &std::path::Path, window: u64) -> Option<f64> {
     let text = std::fs::read_to_string(path).ok()?;
     let used = text.lines().rev().find_map(|line| {

@@ -36,6 +36,15 @@ pub enum WorkspaceError {
     #[error("{0}")]
     Invalid(String),
 
+    /// The thing named does not exist (an unknown module), in words.
+    #[error("{0}")]
+    NotFound(String),
+
+    /// Not allowed in the current state (suspending a locked module, a name already taken,
+    /// a corrupt file that must be fixed first), in words. Nothing was changed.
+    #[error("{0}")]
+    Refused(String),
+
     /// A schedule trigger (cron expression or interval) was refused.
     #[error("invalid schedule trigger {value:?}: {reason}")]
     Schedule { value: String, reason: String },

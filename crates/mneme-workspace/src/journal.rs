@@ -150,6 +150,20 @@ impl SessionTracker {
         self.sessions.remove(session_key).is_some()
     }
 
+    /// Stops tracking every session (the gateway stopped); returns how many were open.
+    pub fn forget_all(&mut self) -> usize {
+        std::mem::take(&mut self.sessions).len()
+    }
+
+    /// Stops tracking a session and returns what was tracked (session end).
+    pub fn take(&mut self, session_key: &str) -> Option<TrackedSession> {
+        self.sessions.remove(session_key).map(|s| TrackedSession {
+            started_at: s.started_at,
+            tool_usage: s.tool_usage,
+            messages: s.messages,
+        })
+    }
+
     /// Ends `session_key`: appends its summary to `memory/session-summaries.jsonl` (private
     /// blocks stripped) and stops tracking it. `None` (nothing written) if the session was
     /// not tracked. If the write fails the session stays tracked, so the call can be
@@ -190,6 +204,83 @@ impl SessionState {
     fn new(now: Timestamp) -> Self {
         Self { started_at: now, tool_usage: BTreeMap::new(), messages: 0 }
     }
+}
+
+/// What the tracker knew of a session when it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedSession {
+    pub started_at: Timestamp,
+    pub tool_usage: BTreeMap<String, u64>,
+    pub messages: u64,
+}
+
+/// A session that ended (`/new`, the host closing it), as the session-end path records it.
+#[derive(Debug, Clone, Default)]
+pub struct SessionEnd<'a> {
+    pub session_key: &'a str,
+    /// Why it ended (`clear`, `logout`, `prompt_input_exit`, …).
+    pub reason: Option<&'a str>,
+    /// What the tracker knew (none after a restart).
+    pub tracked: Option<TrackedSession>,
+    /// The conversation's last messages as (role, text), oldest first.
+    pub messages: Vec<(String, String)>,
+}
+
+/// Most messages a session snapshot keeps, and characters per message.
+const SNAPSHOT_MESSAGES: usize = 20;
+const SNAPSHOT_CHARS: usize = 500;
+
+/// The session-end path (sinain §2.2, the session-memory hook on `/new`): a daily-log entry
+/// saying the session ended (length, messages, tools) and a named snapshot
+/// `memory/YYYY-MM-DD-<slug>.md` with its last messages, named after its first user
+/// message. Private blocks are removed from both. Returns the two workspace-relative paths.
+pub fn write_session_end(settings: &WorkspaceSettings, now: Timestamp, end: &SessionEnd<'_>) -> WorkspaceResult<Vec<PathBuf>> {
+    let first_user = end.messages.iter().find(|(role, _)| role == "user").map(|(_, t)| private::strip(t).into_owned());
+    let name = first_user.as_deref().map(|t| t.split_whitespace().take(6).collect::<Vec<_>>().join(" ")).filter(|n| !n.is_empty());
+    let name = name.unwrap_or_else(|| end.session_key.to_string());
+    let mut facts = Vec::new();
+    if let Some(t) = &end.tracked {
+        let minutes = now.duration_since(t.started_at).as_secs().max(0) / 60;
+        let tools: u64 = t.tool_usage.values().sum();
+        let breakdown: Vec<String> = t.tool_usage.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        facts.push(format!(
+            "{minutes} min, {} messages, {tools} tool calls{}",
+            t.messages,
+            if breakdown.is_empty() { String::new() } else { format!(" ({})", breakdown.join(", ")) }
+        ));
+    }
+    if !end.messages.is_empty() {
+        facts.push(format!("{} messages in the snapshot", end.messages.len().min(SNAPSHOT_MESSAGES)));
+    }
+    let mut snapshot = format!("# Session: {name}\n\n- session: {}\n- ended: {now}\n", end.session_key);
+    if let Some(r) = end.reason {
+        snapshot.push_str(&format!("- reason: {r}\n"));
+    }
+    for f in &facts {
+        snapshot.push_str(&format!("- {f}\n"));
+    }
+    let skip = end.messages.len().saturating_sub(SNAPSHOT_MESSAGES);
+    if !end.messages.is_empty() {
+        snapshot.push_str("\n## Conversation\n");
+        for (role, text) in end.messages.iter().skip(skip) {
+            let text = private::strip(text);
+            let mut cut: String = text.trim().chars().take(SNAPSHOT_CHARS).collect();
+            if text.trim().chars().count() > SNAPSHOT_CHARS {
+                cut.push('…');
+            }
+            snapshot.push_str(&format!("\n**{role}**: {cut}\n"));
+        }
+    }
+    let snapshot_path = write_snapshot(settings, now, &name, &snapshot)?;
+    let entry = format!(
+        "Session ended: {}{}{}. Snapshot: {}",
+        end.session_key,
+        end.reason.map(|r| format!(" ({r})")).unwrap_or_default(),
+        if facts.is_empty() { String::new() } else { format!(", {}", facts.join("; ")) },
+        snapshot_path.display()
+    );
+    let daily = append_daily(settings, now, &entry)?;
+    Ok(vec![daily, snapshot_path])
 }
 
 /// One line of the command audit log `memory/commands.log` (the fields of OpenClaw's

@@ -1,8 +1,9 @@
 //! The agent's file memory: a tiered Markdown workspace the agent reads and edits itself
 //! (zylos memory v3: `identity.md`, `state.md`, `references.md`, `users/<id>/profile.md`,
 //! `reference/`, `sessions/`, `archive/`; sinain layer 1's files: `memory/` daily logs,
-//! session snapshots, session summaries, command log; not yet layer 2's sync engine, deploy
-//! policies or effective playbook), and the logic around it: templates and
+//! session snapshots, session summaries, command log; layer 2's sync engine (`deploy`) and
+//! layer 4's knowledge modules (`modules`) merged into the effective playbook), and the
+//! logic around it: templates and
 //! `init`, the context the agent hooks inject, session rotation, status, consolidation,
 //! private-tag stripping, Markdown chunking for search, and the scheduler's due rules.
 //!
@@ -22,11 +23,13 @@ pub mod chunk;
 pub mod config;
 pub mod consolidate;
 pub mod context;
+pub mod deploy;
 pub mod error;
 pub mod init;
 pub mod inner;
 pub mod inner_data;
 pub mod journal;
+pub mod modules;
 pub mod paths;
 pub mod playbook;
 pub mod playbook_log;

@@ -318,19 +318,81 @@ pub fn write_curated(
 /// Most bytes of playbook a session-start context carries.
 pub const INJECT_BUDGET: usize = 4000;
 
-/// Regenerates `memory/sinain-playbook-effective.md` from the base playbook: the module
-/// stack line, then `<!-- base-playbook -->` and the base (sinain §3.4). Knowledge modules
-/// are not built yet, so the stack is empty. Returns whether a base playbook existed.
-pub fn generate_effective(settings: &crate::WorkspaceSettings) -> crate::WorkspaceResult<bool> {
-    use crate::{atomic, paths};
+/// What [`generate_effective`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Effective {
+    /// Whether the file's text changed (it is only written when it did).
+    pub changed: bool,
+    /// The active modules merged, highest priority first.
+    pub stack: Vec<crate::modules::StackEntry>,
+    /// Whether a base playbook existed.
+    pub base: bool,
+    /// Active modules left out, and why (no `patterns.md`).
+    pub skipped: Vec<String>,
+}
+
+/// The effective playbook's text (sinain §3.4): the stack line, then each active module's
+/// `patterns.md` by priority (highest first) under `<!-- module: id (priority N) -->`, then
+/// `<!-- base-playbook -->` and the base playbook. Blank lines separate the parts.
+pub fn render_effective(stack: &[(crate::modules::StackEntry, String)], base: &str) -> String {
+    let names: Vec<String> = stack.iter().map(|(e, _)| format!("{}({})", e.id, e.priority)).collect();
+    let mut out =
+        if names.is_empty() { "<!-- module-stack: -->\n".to_string() } else { format!("<!-- module-stack: {} -->\n", names.join(", ")) };
+    for (entry, patterns) in stack {
+        out.push_str(&format!("\n<!-- module: {} (priority {}) -->\n\n", entry.id, entry.priority));
+        let patterns = patterns.trim();
+        if !patterns.is_empty() {
+            out.push_str(patterns);
+            out.push('\n');
+        }
+    }
+    out.push_str("\n<!-- base-playbook -->\n");
+    let base = base.trim_end();
+    if !base.is_empty() {
+        out.push('\n');
+        out.push_str(base);
+        out.push('\n');
+    }
+    out
+}
+
+/// Regenerates `memory/sinain-playbook-effective.md` from the module registry's active
+/// stack and the base playbook ([`render_effective`]). Written only when its text changes,
+/// and only when there is something to merge (a base playbook or an active module). A
+/// corrupt registry is an error (the file is left as it was). Never takes the workspace
+/// lock: module changes call it while holding it.
+pub fn generate_effective(settings: &crate::WorkspaceSettings) -> crate::WorkspaceResult<Effective> {
+    use crate::{atomic, modules, paths};
     if !settings.dir.is_dir() {
-        return Ok(false);
+        return Ok(Effective::default());
+    }
+    let registry = modules::read_registry(settings)?.unwrap_or_default();
+    let mut outcome = Effective::default();
+    let mut stack = Vec::new();
+    for entry in modules::stack_of(&registry) {
+        match modules::read_patterns(settings, &entry.id)? {
+            Some(p) => {
+                outcome.stack.push(entry.clone());
+                stack.push((entry, p));
+            }
+            None => outcome.skipped.push(format!("{}: modules/{}/patterns.md is missing", entry.id, entry.id)),
+        }
     }
     let base_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
-    let Ok(base) = std::fs::read_to_string(&base_path) else { return Ok(false) };
-    let text = format!("<!-- module-stack: -->\n<!-- base-playbook -->\n{base}");
-    atomic::write_atomic(&paths::resolve(&settings.dir, paths::EFFECTIVE_PLAYBOOK)?, text.as_bytes())?;
-    Ok(true)
+    let base = std::fs::read_to_string(&base_path).ok();
+    outcome.base = base.is_some();
+    if base.is_none() && stack.is_empty() {
+        return Ok(outcome);
+    }
+    let text = render_effective(&stack, base.as_deref().unwrap_or_default());
+    atomic::ensure_dir(&paths::resolve(&settings.dir, paths::MEMORY_DIR)?)?;
+    let path = paths::resolve(&settings.dir, paths::EFFECTIVE_PLAYBOOK)?;
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        atomic::write_atomic(&path, text.as_bytes())?;
+        outcome.changed = true;
+    }
+    Ok(outcome)
 }
 
 /// The playbook as a session-start context carries it: the effective playbook (else the
@@ -342,7 +404,10 @@ pub fn injectable(settings: &crate::WorkspaceSettings, budget: usize) -> Option<
         return None;
     }
     let read = |p: &str| paths::resolve(&settings.dir, p).ok().and_then(|p| std::fs::read_to_string(p).ok());
-    let text = read(paths::EFFECTIVE_PLAYBOOK).or_else(|| read(paths::PLAYBOOK))?;
+    let (file, text) = match read(paths::EFFECTIVE_PLAYBOOK) {
+        Some(t) => (paths::EFFECTIVE_PLAYBOOK, t),
+        None => (paths::PLAYBOOK, read(paths::PLAYBOOK)?),
+    };
     let mut lines: Vec<&str> = Vec::new();
     for line in text.lines() {
         let t = line.trim();
@@ -363,7 +428,7 @@ pub fn injectable(settings: &crate::WorkspaceSettings, budget: usize) -> Option<
     let mut out = String::new();
     for line in lines {
         if out.len() + line.len() + 1 > budget {
-            out.push_str("… (the playbook continues in memory/sinain-playbook.md)\n");
+            out.push_str(&format!("… (the playbook continues in {file})\n"));
             break;
         }
         out.push_str(line);

@@ -9,7 +9,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use mneme_agent::{file_index, scheduler};
 
-use crate::cli::{InnerCommand, ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
+use crate::cli::{InnerCommand, ModuleCommand, ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
 use crate::commands::{Invocation, input_error as input, parse_time};
 use crate::render::print_json;
 
@@ -314,6 +314,135 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
                 return print_json(&serde_json::json!({ "job": job, "path": written, "append": append }));
             }
             outln!("wrote {written}");
+            Ok(())
+        }
+    }
+}
+
+/// `mneme module …`: the files under the workspace's `modules/` (no store or daemon).
+pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
+    use mneme_workspace::modules;
+    let settings = crate::workspace::settings(ctx, None)?;
+    let now = jiff::Timestamp::now();
+    let changed = |change: modules::Change| -> Result<()> {
+        if ctx.json {
+            return print_json(&change);
+        }
+        let stack: Vec<String> = change.stack.iter().map(|m| format!("{}({})", m.id, m.priority)).collect();
+        outln!("{}: {} ({} at priority {})", change.id, change.action, change.status.as_str(), change.priority);
+        outln!("stack: {}", if stack.is_empty() { "empty".to_string() } else { stack.join(", ") });
+        Ok(())
+    };
+    match cmd {
+        ModuleCommand::List => {
+            let list = modules::list(&settings).map_err(invalid)?;
+            if ctx.json {
+                return print_json(&list);
+            }
+            if list.modules.is_empty() && list.unregistered.is_empty() {
+                outln!("no modules (run `mneme workspace sync` to deploy base-behaviors, or `mneme module extract`)");
+            }
+            for m in &list.modules {
+                let status = m.status.map_or("?", |s| s.as_str());
+                outln!(
+                    "{:<24} {:<9} priority {:<4}{} {} pattern lines  {}",
+                    m.id,
+                    status,
+                    m.priority.unwrap_or_default(),
+                    if m.locked { " locked" } else { "       " },
+                    m.pattern_lines,
+                    m.name.as_deref().unwrap_or("")
+                );
+                for p in &m.problems {
+                    outln!("    problem: {p}");
+                }
+            }
+            for m in &list.unregistered {
+                outln!("{:<24} unregistered (activate it with `mneme module activate {}`)", m.id, m.id);
+                for p in &m.problems {
+                    outln!("    problem: {p}");
+                }
+            }
+            Ok(())
+        }
+        ModuleCommand::Activate { id, priority } => changed(modules::activate(&settings, &id, priority, now).map_err(invalid)?),
+        ModuleCommand::Suspend { id } => changed(modules::suspend(&settings, &id).map_err(invalid)?),
+        ModuleCommand::Disable { id } => changed(modules::disable(&settings, &id).map_err(invalid)?),
+        ModuleCommand::Priority { id, priority } => changed(modules::set_priority(&settings, &id, priority).map_err(invalid)?),
+        ModuleCommand::Stack => {
+            let stack = modules::list(&settings).map_err(invalid)?.stack;
+            if ctx.json {
+                return print_json(&stack);
+            }
+            if stack.is_empty() {
+                outln!("no active modules");
+            }
+            for m in &stack {
+                outln!("{:>4}  {}", m.priority, m.id);
+            }
+            Ok(())
+        }
+        ModuleCommand::Info { id } => {
+            let info = modules::info(&settings, &id).map_err(invalid)?;
+            if ctx.json {
+                return print_json(&info);
+            }
+            let v = &info.view;
+            outln!("{} — {}", v.id, v.name.as_deref().unwrap_or("(no manifest)"));
+            if let Some(d) = v.description.as_deref().filter(|d| !d.is_empty()) {
+                outln!("  {d}");
+            }
+            outln!("  status:        {}", v.status.map_or("unregistered", |s| s.as_str()));
+            if let (Some(p), Some([lo, hi])) = (v.priority, v.range) {
+                outln!("  priority:      {p} (range {lo}..={hi})");
+            }
+            outln!("  locked:        {}", v.locked);
+            outln!("  version:       {}", v.version.as_deref().unwrap_or("-"));
+            outln!("  activated at:  {}", v.activated_at.map_or("-".into(), |t| t.to_string()));
+            outln!("  last triggered: {}", v.last_triggered.map_or("-".into(), |t| t.to_string()));
+            if let Some(m) = &info.manifest {
+                outln!("  keywords:      {}", m.triggers.keywords.join(", "));
+                outln!("  file patterns: {}", m.triggers.file_patterns.join(", "));
+            }
+            outln!("  patterns:      {} lines in {}/patterns.md", v.pattern_lines, info.path);
+            for p in &v.problems {
+                outln!("  problem: {p}");
+            }
+            Ok(())
+        }
+        ModuleCommand::Extract { id, domain, name, keywords, file_patterns, priority, days, dry_run } => {
+            use mneme_agent::reflect::extract::{self, ExtractError, ExtractRequest};
+            let request = ExtractRequest { id, domain, name, keywords, file_patterns, priority, days: Some(days), dry_run };
+            let extracted = extract::extract(&reflector(ctx)?, &settings, &request, now).map_err(|e| match e {
+                ExtractError::Invalid(msg) => input(msg),
+                ExtractError::Workspace(w) => invalid(w),
+            })?;
+            if ctx.json {
+                return print_json(&extracted);
+            }
+            let how = match &extracted.stage.reason {
+                None => "by the model".to_string(),
+                Some(r) => format!("offline ({r})"),
+            };
+            outln!(
+                "extracted {} {how}: {} established, {} emerging, {} vocabulary (from {} playbook patterns and {} log lines)",
+                extracted.id,
+                extracted.established,
+                extracted.emerging,
+                extracted.vocabulary,
+                extracted.read["playbookPatterns"],
+                extracted.read["logLines"]
+            );
+            match &extracted.path {
+                Some(path) => {
+                    outln!("wrote {path}/manifest.json and {path}/patterns.md; registered suspended");
+                    outln!("activate it with: {}", extracted.activate);
+                }
+                None => {
+                    outln!("(dry run: nothing written)\n");
+                    out!("{}", extracted.patterns);
+                }
+            }
             Ok(())
         }
     }

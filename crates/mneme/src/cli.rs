@@ -107,6 +107,10 @@ pub enum Command {
     /// frustration, impatience) and the context levels built from them.
     #[command(subcommand)]
     Inner(InnerCommand),
+    /// Knowledge modules: domain patterns merged by priority into the effective playbook
+    /// (memory/sinain-playbook-effective.md).
+    #[command(subcommand)]
+    Module(ModuleCommand),
     /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
     #[command(after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json")]
     Search(SearchArgs),
@@ -540,9 +544,10 @@ pub struct HookArgs {
 
 #[derive(Debug, Args)]
 pub struct ClaudeHookArgs {
-    /// Which hook: session-start (SessionStart), prompt-submit (UserPromptSubmit) or
-    /// context (the pre-compaction flush check).
-    #[arg(value_parser = ["session-start", "prompt-submit", "context"])]
+    /// Which hook: session-start (SessionStart), prompt-submit (UserPromptSubmit),
+    /// context (the pre-compaction flush check) or session-end (SessionEnd: the daily-log
+    /// entry and a named snapshot from the transcript).
+    #[arg(value_parser = ["session-start", "prompt-submit", "context", "session-end"])]
     pub name: String,
     /// Context window usage in percent (the `context` hook).
     #[arg(long)]
@@ -560,6 +565,20 @@ pub enum WorkspaceCommand {
     #[command(after_help = "Examples:\n  mneme workspace init\n  mneme workspace init ~/agent-workspace")]
     Init {
         /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
+        dir: Option<PathBuf>,
+        /// Also write the Claude Code instruction files (.claude/skills/mneme-memory/SKILL.md
+        /// and mneme's section of CLAUDE.md); `workspace sync` keeps them current after.
+        #[arg(long)]
+        agent_docs: bool,
+    },
+    /// Deploy the agent's files (HEARTBEAT.md, SKILL.md, modules/, the Claude Code files
+    /// once present) by their policies, regenerate the effective playbook, report each file.
+    /// Files the user owns (patterns, the registry, CLAUDE.md outside mneme's section) are
+    /// never overwritten.
+    #[command(after_help = "Examples:\n  mneme workspace sync\n  mneme workspace sync --json")]
+    Sync {
+        /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
+        #[arg(long)]
         dir: Option<PathBuf>,
     },
     /// Sizes, modification times and budgets of the memory files.
@@ -585,6 +604,83 @@ pub enum WorkspaceCommand {
         /// Move the archive candidates into archive/ (nothing is ever deleted).
         #[arg(long)]
         apply: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModuleCommand {
+    /// Registered modules (status, priority, lock, pattern lines) and unregistered folders.
+    #[command(after_help = "Examples:\n  mneme module list\n  mneme module list --json")]
+    List,
+    /// Activate a module (registering a folder that has a manifest); merged from now on.
+    #[command(after_help = "Examples:\n  mneme module activate react-native-dev\n  mneme module activate react-native-dev --priority 90")]
+    Activate {
+        /// The module's id (its folder under modules/).
+        id: String,
+        /// Its priority, within the manifest's range [default: the registry's, else the manifest's default].
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i64>,
+    },
+    /// Suspend a module: kept, no longer merged (refused for locked modules).
+    #[command(after_help = "Examples:\n  mneme module suspend react-native-dev")]
+    Suspend {
+        /// The module's id.
+        id: String,
+    },
+    /// Disable a module: not merged and never matched against triggers (refused for locked modules).
+    #[command(after_help = "Examples:\n  mneme module disable old-domain")]
+    Disable {
+        /// The module's id.
+        id: String,
+    },
+    /// Change a module's priority (within its manifest's range).
+    #[command(after_help = "Examples:\n  mneme module priority react-native-dev 70")]
+    Priority {
+        /// The module's id.
+        id: String,
+        /// The new priority (higher merges first), within the manifest's range.
+        #[arg(allow_negative_numbers = true)]
+        priority: i64,
+    },
+    /// The active stack, highest priority first (the order of the effective playbook).
+    #[command(after_help = "Examples:\n  mneme module stack")]
+    Stack,
+    /// A module's manifest, registry entry and pattern count.
+    #[command(after_help = "Examples:\n  mneme module info base-behaviors --json")]
+    Info {
+        /// The module's id.
+        id: String,
+    },
+    /// Extract a module from the base playbook and the last days of logs (the model when
+    /// configured, else a deterministic selection by keyword): Established, Emerging and
+    /// Vocabulary sections. It starts suspended; the command to activate it is printed.
+    #[command(after_help = "Examples:
+  mneme module extract react-native-dev --domain \"React Native mobile development\"
+  mneme module extract deploys --domain \"deploys and releases\" --keyword deploy --keyword rollback --dry-run")]
+    Extract {
+        /// The new module's id (lowercase letters, digits, '-').
+        id: String,
+        /// What the module is about, in words.
+        #[arg(long)]
+        domain: String,
+        /// Its display name [default: from the domain].
+        #[arg(long)]
+        name: Option<String>,
+        /// A trigger keyword (repeatable) [default: the domain's words].
+        #[arg(long = "keyword")]
+        keywords: Vec<String>,
+        /// A trigger file glob such as '*.tsx' (repeatable).
+        #[arg(long = "file-pattern")]
+        file_patterns: Vec<String>,
+        /// Its default priority, within [50, 100] [default: 50].
+        #[arg(long)]
+        priority: Option<i64>,
+        /// Days of logs to read.
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+        /// Show the module without writing it.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

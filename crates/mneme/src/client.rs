@@ -91,11 +91,21 @@ pub struct HookAnswer {
     #[serde(default)]
     pub record_ids: Vec<RecordId>,
     pub error: Option<String>,
+    pub result: Option<serde_json::Value>,
+    #[serde(default)]
+    pub files: Vec<String>,
 }
 
 impl HookAnswer {
     pub fn into_outcome(self, name: HookName) -> HookOutcome {
-        HookOutcome { hook: Some(name), context: self.context, record_ids: self.record_ids, error: self.error }
+        HookOutcome {
+            hook: Some(name),
+            context: self.context,
+            record_ids: self.record_ids,
+            error: self.error,
+            result: self.result,
+            files: self.files,
+        }
     }
 }
 

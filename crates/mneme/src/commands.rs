@@ -220,8 +220,55 @@ fn key_hash() -> Result<()> {
 /// Every other command: the layered configuration, then the command (most open the store).
 fn with_store(cli: Cli) -> Result<()> {
     let ctx = Invocation::from_cli(&cli)?;
+    // Every command is recorded in the workspace's command log (sinain §2.7) when the
+    // workspace exists: long-running ones when they start, the rest with their outcome.
+    let action = action_name();
+    let long_running = matches!(cli.command, Command::Serve(_) | Command::Up(_) | Command::Supervise(_) | Command::Mcp { .. });
+    let workspace = crate::workspace::settings(&ctx, None).ok().filter(|s| s.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir());
+    let log = |detail: serde_json::Value| {
+        if let Some(s) = &workspace {
+            let entry = mneme_workspace::journal::CommandLogEntry {
+                timestamp: jiff::Timestamp::now(),
+                action: action.clone(),
+                session_key: None,
+                sender_id: None,
+                source: "cli".into(),
+                detail: Some(detail),
+            };
+            if let Err(e) = mneme_workspace::journal::log_command(s, &entry) {
+                eprintln!("warning: the command log was not written: {e}");
+            }
+        }
+    };
+    if long_running {
+        log(serde_json::json!({ "started": true }));
+        return dispatch(ctx, cli.command);
+    }
+    let started = std::time::Instant::now();
+    let result = dispatch(ctx, cli.command);
+    log(serde_json::json!({
+        "ok": result.is_ok(),
+        "exit": result.as_ref().err().map_or(0, exit_code),
+        "ms": started.elapsed().as_millis() as u64,
+    }));
+    result
+}
+
+/// The subcommand path of this process's command line (`module activate`).
+fn action_name() -> String {
+    let Ok(matches) = <Cli as clap::CommandFactory>::command().try_get_matches_from(std::env::args_os()) else { return "unknown".into() };
+    let mut names = Vec::new();
+    let mut at = &matches;
+    while let Some((name, sub)) = at.subcommand() {
+        names.push(name.to_string());
+        at = sub;
+    }
+    names.join(" ")
+}
+
+fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
     let access = Access::owner();
-    match cli.command {
+    match command {
         Command::Serve(_) => crate::daemon::serve(&ctx),
         Command::Up(args) => crate::supervise::up(&ctx, &args),
         Command::Supervise(args) => crate::supervise::supervise(&ctx, &args),
@@ -256,6 +303,7 @@ fn with_store(cli: Cli) -> Result<()> {
         Command::Schedule(cmd) => crate::agent::schedule(&ctx, cmd),
         Command::Reflect(cmd) => crate::agent::reflect(&ctx, cmd),
         Command::Inner(cmd) => crate::agent::inner(&ctx, cmd),
+        Command::Module(cmd) => crate::agent::module(&ctx, cmd),
         Command::Search(args) => crate::agent::search(&ctx, args),
         Command::Mcp { local } => crate::daemon::mcp(&ctx, local),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
@@ -386,6 +434,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(e) = err.downcast_ref::<mneme_workspace::WorkspaceError>() {
         return match e {
             mneme_workspace::WorkspaceError::Io { .. } => 6,
+            mneme_workspace::WorkspaceError::NotFound(_) => 3,
+            mneme_workspace::WorkspaceError::Refused(_) => 4,
             _ => 2,
         };
     }

@@ -15,7 +15,7 @@ use crate::cli::{HookArgs, WorkspaceCommand};
 use crate::commands::Invocation;
 use crate::render::print_json;
 
-const HOOKS: [&str; 3] = ["session-start", "prompt-submit", "context"];
+const HOOKS: [&str; 4] = ["session-start", "prompt-submit", "context", "session-end"];
 
 pub fn is_workspace_hook(name: &str) -> bool {
     HOOKS.contains(&name)
@@ -32,11 +32,16 @@ pub(crate) fn settings(ctx: &Invocation, dir: Option<&Path>) -> Result<Workspace
 pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
     let now = jiff::Timestamp::now();
     match cmd {
-        WorkspaceCommand::Init { dir } => {
-            let s = settings(ctx, dir.as_deref())?;
+        WorkspaceCommand::Init { dir, agent_docs } => {
+            let mut s = settings(ctx, dir.as_deref())?;
+            s.agent_docs |= agent_docs;
             let report = init::init(&s, now)?;
+            // The agent's files go in with the layout (the sync an agent start would run).
+            let sync = mneme_workspace::deploy::sync(&s, now)?;
             if ctx.json {
-                return print_json(&report);
+                let mut value = serde_json::to_value(&report)?;
+                value["sync"] = serde_json::to_value(&sync)?;
+                return print_json(&value);
             }
             outln!("workspace {}", report.dir.display());
             for p in &report.created {
@@ -45,7 +50,18 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
             for p in &report.skipped {
                 outln!("  kept     {}", p.display());
             }
+            for f in sync.files.iter().filter(|f| f.action == "created" || f.action == "updated") {
+                outln!("  {:<8} {}", f.action, f.path);
+            }
             Ok(())
+        }
+        WorkspaceCommand::Sync { dir } => {
+            let s = settings(ctx, dir.as_deref())?;
+            let report = mneme_workspace::deploy::sync(&s, now)?;
+            if ctx.json {
+                return print_json(&report);
+            }
+            render_sync(&report)
         }
         WorkspaceCommand::Status { dir } => {
             let s = settings(ctx, dir.as_deref())?;
@@ -101,6 +117,31 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
     }
 }
 
+/// The sync report, one line per file: what happened and why.
+fn render_sync(report: &mneme_workspace::deploy::SyncReport) -> Result<()> {
+    if let Some(r) = &report.repaired {
+        outln!("the module registry was unreadable ({}): set aside as {}, rebuilt with {}", r.error, r.set_aside, r.registered.join(", "));
+    }
+    for f in &report.files {
+        outln!("  {:<9} {}  ({})", f.action, f.path, f.reason);
+    }
+    for d in &report.directories {
+        outln!("  created   {d}/");
+    }
+    let e = &report.effective;
+    let stack: Vec<String> = e.stack.iter().map(|m| format!("{}({})", m.id, m.priority)).collect();
+    outln!(
+        "effective playbook {}: modules {}{}",
+        if e.changed { "regenerated" } else { "unchanged" },
+        if stack.is_empty() { "none".to_string() } else { stack.join(", ") },
+        if e.base { ", then the base playbook" } else { "" }
+    );
+    for why in &e.skipped {
+        outln!("  left out: {why}");
+    }
+    Ok(())
+}
+
 /// A workspace hook: prints the Claude Code JSON and always exits 0.
 pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
     match run_hook(ctx, args) {
@@ -138,6 +179,18 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     let s = settings(ctx, None)?;
     let event = event_of(&args.name);
     let input = read_hook_input();
+    if args.name == "session-end" {
+        session_end(&s, input.as_ref())?;
+        return Ok((event, None));
+    }
+    if args.name == "session-start"
+        && s.sync_on_start
+        && s.dir.is_dir()
+        && let Err(e) = mneme_workspace::deploy::sync(&s, jiff::Timestamp::now())
+    {
+        // Agent start deploys the agent's files; a failure never costs the session its context.
+        eprintln!("mneme claude-hook session-start: workspace sync failed: {e}");
+    }
     if args.name == "context" {
         // --usage when given; else what Claude Code sends: the transcript, whose last
         // assistant turn says how many tokens the model was sent.
@@ -192,6 +245,30 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     };
     let parts: Vec<String> = base.into_iter().chain(memory).chain(dispatches).collect();
     Ok((event, (!parts.is_empty()).then(|| parts.join("\n\n"))))
+}
+
+/// Claude Code's SessionEnd: the daily-log entry and a named snapshot from the transcript's
+/// last messages. Nothing to print (Claude Code reads no output from it).
+fn session_end(s: &WorkspaceSettings, input: Option<&serde_json::Value>) -> Result<()> {
+    if !s.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
+        anyhow::bail!("no workspace at {} (run `mneme workspace init`)", s.dir.display());
+    }
+    let field = |k: &str| input.and_then(|v| v.get(k)).and_then(|v| v.as_str());
+    let messages = field("transcript_path").map(|p| mneme_workspace::context::transcript_messages(Path::new(p), 20)).unwrap_or_default();
+    let session = field("session_id").unwrap_or("claude-code").to_string();
+    let end = mneme_workspace::journal::SessionEnd { session_key: &session, reason: field("reason"), tracked: None, messages };
+    let now = jiff::Timestamp::now();
+    mneme_workspace::journal::write_session_end(s, now, &end)?;
+    let entry = mneme_workspace::journal::CommandLogEntry {
+        timestamp: now,
+        action: "session_end".into(),
+        session_key: Some(session.clone()),
+        sender_id: None,
+        source: "claude-code".into(),
+        detail: field("reason").map(|r| serde_json::json!({ "reason": r })),
+    };
+    mneme_workspace::journal::log_command(s, &entry)?;
+    Ok(())
 }
 
 /// What the store adds to a hook's answer.

@@ -26,10 +26,12 @@ pub enum Stage {
     InsightSynthesizer,
     /// The inner life's thinking steps (the brain loop and its extensions).
     InnerLife,
+    /// Knowledge-module extraction (`mneme module extract`).
+    ModuleExtractor,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::SessionSummary,
         Stage::SignalAnalyzer,
         Stage::FeedbackAnalyzer,
@@ -37,6 +39,7 @@ impl Stage {
         Stage::PlaybookCurator,
         Stage::InsightSynthesizer,
         Stage::InnerLife,
+        Stage::ModuleExtractor,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +51,7 @@ impl Stage {
             Stage::PlaybookCurator => "playbook_curator",
             Stage::InsightSynthesizer => "insight_synthesizer",
             Stage::InnerLife => "inner_life",
+            Stage::ModuleExtractor => "module_extractor",
         }
     }
 }
@@ -84,6 +88,7 @@ pub struct StagesConfig {
     pub playbook_curator: StageConfig,
     pub insight_synthesizer: StageConfig,
     pub inner_life: StageConfig,
+    pub module_extractor: StageConfig,
 }
 
 impl Default for StagesConfig {
@@ -96,6 +101,7 @@ impl Default for StagesConfig {
             playbook_curator: stage("fast", 3000, Some(90)),
             insight_synthesizer: stage("smart", 800, None),
             inner_life: stage("fast", 1500, None),
+            module_extractor: stage("fast", 2000, None),
         }
     }
 }
@@ -110,6 +116,7 @@ impl StagesConfig {
             Stage::PlaybookCurator => &self.playbook_curator,
             Stage::InsightSynthesizer => &self.insight_synthesizer,
             Stage::InnerLife => &self.inner_life,
+            Stage::ModuleExtractor => &self.module_extractor,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod actions;
 pub mod config;
 pub mod curator;
 pub mod engine;
+pub mod extract;
 pub mod feedback;
 pub mod git;
 pub mod insight;

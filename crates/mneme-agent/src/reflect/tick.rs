@@ -289,6 +289,17 @@ pub fn tick(
         // What stages and the next session read: regenerated after every curation.
         mneme_workspace::playbook::generate_effective(settings)?;
     }
+    // The active modules this tick used: their keywords in the summary or the signals.
+    let modules_triggered = if options.dry_run {
+        Vec::new()
+    } else {
+        let signals = serde_json::to_string(&(&report.signals, &report.recommended_action)).unwrap_or_default();
+        let text = format!("{summary}\n{signals}");
+        mneme_workspace::modules::record_triggers(settings, &text, &[], now).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "module triggers not recorded");
+            Vec::new()
+        })
+    };
     let calls_before_log = engine.take_calls();
 
     // ---- step 4: the log line; HEARTBEAT_OK only once it is appended ----
@@ -300,6 +311,7 @@ pub fn tick(
         "idle": idle,
         "sessionSummary": summary,
         "moduleStack": module_stack,
+        "modulesTriggered": modules_triggered,
         "git": git,
         "signals": report.signals,
         "recommendedAction": report.recommended_action,

@@ -172,6 +172,17 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("InnerWrite", "/v1/inner/write", queue).await;
     g.post("InnerRun", "/v1/inner/run", json!({ "job": "evolve" })).await;
 
+    // ---- knowledge modules and the sync engine ------------------------------------------
+    let notes = "# Daily Log: 2026-11-22\n\n- kubectl apply failed: the storage class is missing\n\
+                 - kubectl apply failed: the storage class is missing\n- Helm: the package manager for Kubernetes charts\n";
+    std::fs::write(g.workspace.path().join("memory/2026-11-22.md"), notes).expect("daily note");
+    g.post("WorkspaceSync", "/v1/workspace/sync", json!({})).await;
+    let extract = json!({ "domain": "Kubernetes clusters", "keywords": ["kubernetes", "kubectl"], "filePatterns": ["*.yaml"] });
+    g.post("ModuleExtract", "/v1/modules/k8s/extract", extract).await;
+    g.post("ModuleChange", "/v1/modules/k8s", json!({ "action": "activate", "priority": 70 })).await;
+    g.get("ModuleInfo", "/v1/modules/k8s").await;
+    g.get("ModuleList", "/v1/modules").await;
+
     // ---- the relay (rules analyzer: no model in this daemon) ---------------------------
     // Each request here is a minute after the last: a ten-minute window holds them all.
     g.post("RelayConfigure", "/agent/config", json!({ "maxAge": 600000 })).await;

@@ -78,6 +78,11 @@ fn expected(op: Operation, who: Who) -> u16 {
             | InnerEvent
             | InnerRun
             | InnerWrite
+            | ModuleList
+            | ModuleInfo
+            | ModuleChange
+            | ModuleExtract
+            | WorkspaceSync
             | RelayFeed
             | RelayFeedPoll
             | RelaySense
@@ -149,7 +154,9 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
     use Operation::*;
     let id = t.one.to_string();
     let (method, template) = op.http();
-    let path = template.replace("{id}", &id).replace("{name}", "message_received");
+    let module = if op == ModuleExtract { "policy-extract" } else { "base-behaviors" };
+    let path = if op.name().starts_with("Module") { template.replace("{id}", module) } else { template.replace("{id}", &id) };
+    let path = path.replace("{name}", "message_received");
     let body = match op {
         IngestEvent => json!({ "event": { "event_kind": "message", "text": "policy table event" } }),
         IngestToolOutput => json!({ "output": { "tool": "ls", "args": { "path": "." }, "result": "ok" } }),
@@ -166,6 +173,9 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         InnerStatus | InnerContext => Value::Null,
         InnerEvent => json!({ "kind": "user_message" }),
         InnerRun => json!({ "job": "chronicle" }),
+        ModuleList | ModuleInfo | WorkspaceSync => Value::Null,
+        ModuleChange => json!({ "action": "activate" }),
+        ModuleExtract => json!({ "domain": "the policy table", "dryRun": true }),
         RelayFeed => json!({ "text": "[PERIODIC] policy table" }),
         RelaySense => json!({ "type": "text", "ocr": "policy table", "meta": { "app": "Terminal" } }),
         RelayConfigure => json!({ "intervalMs": 10000 }),
@@ -324,6 +334,26 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
                 who,
             ))
             .await),
+        ModuleList => ok(m.module_list(authorized(pb::ModuleListRequest {}, who)).await),
+        ModuleInfo => ok(m.module_info(authorized(pb::ModuleInfoRequest { id: "base-behaviors".into() }, who)).await),
+        ModuleChange => ok(m
+            .module_change(authorized(
+                pb::ModuleChangeRequest { id: "base-behaviors".into(), action: "activate".into(), priority: None },
+                who,
+            ))
+            .await),
+        ModuleExtract => ok(m
+            .module_extract(authorized(
+                pb::ModuleExtractRequest {
+                    id: "policy-extract".into(),
+                    domain: "the policy table".into(),
+                    dry_run: true,
+                    ..Default::default()
+                },
+                who,
+            ))
+            .await),
+        WorkspaceSync => ok(m.workspace_sync(authorized(pb::WorkspaceSyncRequest {}, who)).await),
         ReflectSpawnResult => ok(m
             .reflect_spawn_result(authorized(
                 pb::ReflectSpawnResultRequest { spawn_id: "t1-spawn".into(), outcome: "useful".into(), note: String::new() },
@@ -347,6 +377,11 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
 
 async fn policy_daemon() -> TestDaemon {
     let ws = tempfile::tempdir().expect("workspace dir");
+    // A workspace with memory/: the daemon's start deploys base-behaviors, and the base
+    // playbook gives module extraction something to draw on.
+    std::fs::create_dir_all(ws.path().join("memory")).expect("memory dir");
+    std::fs::write(ws.path().join("memory/sinain-playbook.md"), "# Playbook\n\n## Patterns\n- Check the policy table before a release\n")
+        .expect("playbook");
     let mut config = test_config();
     config.workspace.dir = Some(ws.keep());
     let mut reader = principal("reader", READER);
@@ -453,7 +488,7 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         InnerRun => ("inner", json!({ "op": "run", "job": "chronicle" })),
         InnerWrite => ("inner", json!({ "op": "write", "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 mcp\n", "append": true })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate
-        | SalienceCurve | ReflectPlaybook => {
+        | SalienceCurve | ReflectPlaybook | ModuleList | ModuleInfo | ModuleChange | ModuleExtract | WorkspaceSync => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure

@@ -166,15 +166,18 @@ mod injection {
         let (_dir, settings) = workspace("UTC");
         assert_eq!(injectable(&settings, INJECT_BUDGET), None, "no workspace, no playbook");
         std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
-        assert!(!generate_effective(&settings).expect("generate"), "no base playbook yet");
+        assert!(!generate_effective(&settings).expect("generate").base, "no base playbook yet");
+        assert!(!settings.dir.join("memory/sinain-playbook-effective.md").exists(), "nothing to merge, nothing written");
         std::fs::write(
             settings.dir.join("memory/sinain-playbook.md"),
             "<!-- mining-index: -->\n# Playbook\n\n\n## Error prevention\n- Never deploy on Fridays\n\n## Patterns\n\n<!-- effectiveness: outputs=0 -->\n",
         )
         .expect("write");
-        assert!(generate_effective(&settings).expect("generate"));
+        let generated = generate_effective(&settings).expect("generate");
+        assert!(generated.base && generated.changed && generated.stack.is_empty());
+        assert!(!generate_effective(&settings).expect("again").changed, "the same text is not rewritten");
         let effective = std::fs::read_to_string(settings.dir.join("memory/sinain-playbook-effective.md")).expect("effective");
-        assert!(effective.starts_with("<!-- module-stack: -->\n<!-- base-playbook -->\n<!-- mining-index: -->"), "{effective}");
+        assert!(effective.starts_with("<!-- module-stack: -->\n\n<!-- base-playbook -->\n\n<!-- mining-index: -->"), "{effective}");
         let injected = injectable(&settings, INJECT_BUDGET).expect("a playbook with a pattern");
         assert_eq!(injected, "## Error prevention\n- Never deploy on Fridays\n\n## Patterns");
         let context = session_start(&settings, None).expect("context");
@@ -183,7 +186,7 @@ mod injection {
         let long: String = (0..200).map(|i| format!("- pattern number {i}\n")).collect();
         std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), format!("## Patterns\n{long}")).expect("write");
         let cut = injectable(&settings, 500).expect("cut");
-        assert!(cut.len() <= 560 && cut.ends_with("(the playbook continues in memory/sinain-playbook.md)"), "{cut}");
+        assert!(cut.len() <= 580 && cut.ends_with("(the playbook continues in memory/sinain-playbook-effective.md)"), "{cut}");
         // Headings without a single pattern are not worth a section.
         std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), "# Playbook\n## Patterns\n").expect("write");
         assert_eq!(injectable(&settings, INJECT_BUDGET), None);

@@ -165,7 +165,13 @@ fn parse_json<T: DeserializeOwned>(file: &str, text: &str) -> WorkspaceResult<T>
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();
-        let field = if field == "." { "(top level)".to_string() } else { field };
+        let field = if e.inner().is_syntax() || e.inner().is_eof() {
+            "JSON".to_string()
+        } else if field == "." || field == "?" {
+            "(top level)".to_string()
+        } else {
+            field
+        };
         invalid(file, &field, e.into_inner())
     })
 }

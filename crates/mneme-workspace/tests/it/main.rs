@@ -13,6 +13,7 @@ mod context;
 mod init;
 mod inner;
 mod journal;
+mod modules;
 mod paths;
 mod playbook;
 mod private;

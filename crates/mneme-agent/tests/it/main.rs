@@ -4,6 +4,7 @@
 mod config;
 mod inner;
 mod llm;
+mod modules;
 mod parsers;
 mod reflect;
 mod reflect_model;

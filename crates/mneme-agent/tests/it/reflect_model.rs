@@ -51,6 +51,7 @@ fn stage_of(system: &str) -> &'static str {
         ("You deep-mine", "mine"),
         ("You curate", "curate"),
         ("From the agent's playbook", "insight"),
+        ("You extract a knowledge module", "extract"),
     ] {
         if system.starts_with(prefix) {
             return stage;

@@ -183,3 +183,75 @@ async fn the_conversation_log_and_file_search_over_http_are_for_owners_only() {
     assert_eq!(d.get_auth("/v1/sync/status", reader).await.0, 403);
     d.stop().await;
 }
+
+/// The daemon's start is the agent's: the files are deployed and BOOT.md is queued once
+/// (not queued twice while undelivered); modules over HTTP with
+/// each refusal's status and nothing changed; session end and the tool-result hook.
+#[tokio::test]
+async fn the_daemon_deploys_at_start_queues_boot_md_once_and_serves_modules() {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    let settings = mneme_workspace::WorkspaceSettings::new(ws.path(), jiff::tz::TimeZone::UTC);
+    mneme_workspace::init::init(&settings, Timestamp::now()).expect("workspace init");
+    std::fs::write(ws.path().join("BOOT.md"), "Check the deploy queue first. <private>pw</private>\n").expect("boot");
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(config.clone()).await;
+    assert!(ws.path().join("HEARTBEAT.md").exists() && ws.path().join("modules/module-registry.json").exists(), "deployed at start");
+    let service = d.daemon.app.ops.owner_service(&d.daemon.app.internal).expect("owner");
+    let pending = service.pending_dispatches(10).expect("dispatches");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert!(
+        pending[0].text.starts_with("[BOOT.md]")
+            && pending[0].text.contains("Check the deploy queue first.")
+            && !pending[0].text.contains("pw")
+    );
+    d.stop().await;
+    // A restart before delivery: still one.
+    let d = TestDaemon::with(config).await;
+    let service = d.daemon.app.ops.owner_service(&d.daemon.app.internal).expect("owner");
+    assert_eq!(service.pending_dispatches(10).expect("dispatches").len(), 1);
+    let commands = std::fs::read_to_string(ws.path().join("memory/commands.log")).expect("command log");
+    assert_eq!(commands.matches("\"gateway_start\"").count(), 2, "{commands}");
+
+    // Modules over HTTP.
+    std::fs::create_dir_all(ws.path().join("modules/ops")).expect("dir");
+    let manifest = serde_json::json!({ "id": "ops", "name": "Ops", "version": "1", "priority": { "default": 60, "range": [50, 90] }, "triggers": { "keywords": ["pager"] } });
+    std::fs::write(ws.path().join("modules/ops/manifest.json"), manifest.to_string()).expect("manifest");
+    std::fs::write(ws.path().join("modules/ops/patterns.md"), "- Page the on-call after 5 minutes\n").expect("patterns");
+    let (status, list) = d.get("/v1/modules").await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["unregistered"][0]["id"], "ops");
+    let registry = || std::fs::read_to_string(ws.path().join("modules/module-registry.json")).expect("registry");
+    let before = registry();
+    for (path, body, want) in [
+        ("/v1/modules/ops", serde_json::json!({ "action": "activate", "priority": 95 }), 400),
+        ("/v1/modules/base-behaviors", serde_json::json!({ "action": "suspend" }), 409),
+        ("/v1/modules/nope", serde_json::json!({ "action": "activate" }), 404),
+        ("/v1/modules/ops", serde_json::json!({ "action": "nap" }), 400),
+        ("/v1/modules/ops", serde_json::json!({ "action": "priority" }), 400),
+        ("/v1/modules/Bad%20Id", serde_json::json!({ "action": "activate" }), 400),
+    ] {
+        let (status, answer) = d.post(path, body.clone()).await;
+        assert_eq!(status, want, "{path} {body}: {answer}");
+        assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+    }
+    assert_eq!(registry(), before, "refusals change nothing");
+    let (status, change) = d.post("/v1/modules/ops", serde_json::json!({ "action": "activate", "priority": 70 })).await;
+    assert_eq!(status, 200, "{change}");
+    assert_eq!(change["stack"][0], serde_json::json!({ "id": "ops", "priority": 70 }));
+    let (_, info) = d.get("/v1/modules/ops").await;
+    assert_eq!((info["status"].as_str(), info["patternLines"].as_u64()), (Some("active"), Some(1)));
+    let (status, _) = d.get("/v1/modules/nope").await;
+    assert_eq!(status, 404);
+
+    // The next session start sees the module; the tool-result and session-end hooks answer.
+    let (_, outcome) = d.post("/v1/hooks/session_start", serde_json::json!({ "ctx": { "sessionId": "s1" } })).await;
+    let context = outcome["context"].as_str().unwrap_or_default();
+    assert!(context.contains("- Page the on-call after 5 minutes"), "{context}");
+    let (_, outcome) = d.post("/v1/hooks/tool_result_persist", serde_json::json!({ "result": "ok <private>secret</private>" })).await;
+    assert_eq!(outcome["result"], "ok");
+    let (_, outcome) =
+        d.post("/v1/hooks/session_end", serde_json::json!({ "ctx": { "sessionId": "s1" }, "event": { "reason": "new" } })).await;
+    assert_eq!(outcome["files"].as_array().map(Vec::len), Some(2), "{outcome}");
+    d.stop().await;
+}

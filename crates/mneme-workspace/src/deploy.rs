@@ -188,9 +188,7 @@ pub fn with_section(existing: Option<&str>, section: &str) -> Result<String, Str
             Ok(format!("{}{block}{}", &text[..b], &text[e + SECTION_END.len()..]))
         }
         (None, None) => {
-            let sep = if text.is_empty() {
-                ""
-            } else if text.ends_with("\n\n") {
+            let sep = if text.is_empty() || text.ends_with("\n\n") {
                 ""
             } else if text.ends_with('\n') {
                 "\n"
@@ -294,13 +292,13 @@ mod tests {
 
     #[test]
     fn the_claude_section_is_replaced_between_markers_and_appended_otherwise() {
-        let fresh = with_section(None, "## Memory System\nA").unwrap();
+        let fresh = with_section(None, "## Memory System\nA").expect("section");
         assert_eq!(fresh, format!("{SECTION_BEGIN}\n## Memory System\nA\n{SECTION_END}\n"));
         let mine = "# My project\n\nRules.\n";
-        let appended = with_section(Some(mine), "## Memory System\nA").unwrap();
+        let appended = with_section(Some(mine), "## Memory System\nA").expect("section");
         assert!(appended.starts_with("# My project\n\nRules.\n\n<!-- mneme:memory-section begin"), "{appended}");
         let user_edit = appended.replace("Rules.", "Rules, edited.") + "\nMore of mine.\n";
-        let updated = with_section(Some(&user_edit), "## Memory System\nB").unwrap();
+        let updated = with_section(Some(&user_edit), "## Memory System\nB").expect("section");
         assert!(updated.contains("Rules, edited.") && updated.ends_with("\nMore of mine.\n"), "{updated}");
         assert!(updated.contains("## Memory System\nB\n") && !updated.contains("\nA\n"), "{updated}");
         assert!(with_section(Some(&format!("{SECTION_BEGIN}\nno end")), "x").is_err());
@@ -310,11 +308,11 @@ mod tests {
     fn placements() {
         assert_eq!(placement("koog/x.json", false), Some(("koog/x.json".into(), Policy::AlwaysOverwrite)));
         assert_eq!(placement("koog/x.py", false), Some(("koog/x.py".into(), Policy::DeployOnce)));
-        assert_eq!(placement("modules/a/manifest.json", false).unwrap().1, Policy::AlwaysOverwrite);
-        assert_eq!(placement("modules/module-registry.json", false).unwrap().1, Policy::DeployOnce);
-        assert_eq!(placement("modules/a/notes.txt", false).unwrap().1, Policy::DeployOnce);
+        assert_eq!(placement("modules/a/manifest.json", false).expect("placed").1, Policy::AlwaysOverwrite);
+        assert_eq!(placement("modules/module-registry.json", false).expect("placed").1, Policy::DeployOnce);
+        assert_eq!(placement("modules/a/notes.txt", false).expect("placed").1, Policy::DeployOnce);
         assert_eq!(placement(MEMORY_SKILL_SOURCE, false), None);
-        assert_eq!(placement(MEMORY_SKILL_SOURCE, true).unwrap().0, MEMORY_SKILL);
+        assert_eq!(placement(MEMORY_SKILL_SOURCE, true).expect("placed").0, MEMORY_SKILL);
         assert_eq!(placement("README.md", true), None);
     }
 }

@@ -762,15 +762,15 @@ mod tests {
     #[test]
     fn registry_errors_name_the_field() {
         let e = parse_registry(r#"{"version":1,"modules":{"rn":{"status":"active","priority":"high","activatedAt":null,"lastTriggered":null,"locked":false}}}"#)
-            .unwrap_err()
+            .expect_err("refused")
             .to_string();
         assert!(e.starts_with("modules/module-registry.json: modules.rn.priority: invalid type"), "{e}");
         let e =
             parse_registry(r#"{"version":1,"modules":{"rn":{"status":"paused","priority":1,"activatedAt":null,"lastTriggered":null}}}"#)
-                .unwrap_err()
+                .expect_err("refused")
                 .to_string();
         assert!(e.contains("modules.rn.status: unknown variant `paused`"), "{e}");
-        let e = parse_registry(r#"{"version":2,"modules":{}}"#).unwrap_err().to_string();
+        let e = parse_registry(r#"{"version":2,"modules":{}}"#).expect_err("refused").to_string();
         assert!(e.contains("version: 2 is newer"), "{e}");
     }
 }

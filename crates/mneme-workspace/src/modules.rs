@@ -607,7 +607,7 @@ pub fn register_new(settings: &WorkspaceSettings, module: &NewModule) -> Workspa
     Ok(relative)
 }
 
-/// What [`repair_registry`] did.
+/// What [`repair_registry_locked`] did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Repair {

@@ -88,6 +88,30 @@ pub struct MnemeConfig {
     pub inner: crate::inner::InnerConfig,
     /// The relay's feed, sense and analysis loop (`/feed`, `/sense`, `/agent/*`).
     pub relay: crate::relay::RelayConfig,
+    /// membrane's wire protocol (`membrane.v1.MembraneService`) on the gRPC port.
+    pub membrane: MembraneConfig,
+}
+
+/// `[membrane]`: serve membrane's `membrane.v1` protocol beside `mneme.v1`, so membrane's
+/// clients and the OpenClaw plugin work unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MembraneConfig {
+    /// Off by default.
+    pub enabled: bool,
+    /// The environment variable holding membraned's single shared API key (read at start;
+    /// never logged). Unset or empty: no shared key.
+    pub api_key_env: String,
+    /// The principal that key maps to: the `[[principals]]` entry of this name (its
+    /// sensitivity and scope policy), else a principal of this name with full access, as
+    /// membraned's key has.
+    pub principal: String,
+}
+
+impl Default for MembraneConfig {
+    fn default() -> Self {
+        MembraneConfig { enabled: false, api_key_env: "MEMBRANE_API_KEY".into(), principal: "membrane".into() }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -58,6 +58,15 @@ impl Caller {
     }
 }
 
+/// A configured principal's policy (its scopes parsed).
+fn policy(p: &mneme_agent::config::PrincipalConfig) -> Result<Principal, String> {
+    let parse = |list: &Option<Vec<String>>| -> Result<Option<Vec<Scope>>, String> {
+        list.as_ref().map(|l| l.iter().map(|s| Scope::parse(s).map_err(|e| format!("principal {:?}: {e}", p.name))).collect()).transpose()
+    };
+    let read = Access { max_sensitivity: p.read_max_sensitivity, scopes: parse(&p.read_scopes)? };
+    Ok(Principal::new(p.name.clone(), read, p.write_max_sensitivity, parse(&p.write_scopes)?))
+}
+
 /// The configured principals, or the single local one.
 #[derive(Debug)]
 pub struct Auth {
@@ -74,20 +83,24 @@ impl Auth {
         let rate = config.server.rate_limit_per_second;
         let burst = config.server.rate_limit_burst;
         let digests = config.resolved_keys(loopback_only, env)?;
-        if config.principals.is_empty() {
+        // membraned's single shared key (`[membrane]`), when the protocol is on and the key set.
+        let shared = config.membrane.enabled.then(|| env(&config.membrane.api_key_env)).flatten().filter(|k| !k.trim().is_empty());
+        if config.principals.is_empty() && shared.is_none() {
             let local = Caller::new(Principal::new("local", Access::owner(), Sensitivity::Critical, None), rate, burst);
             return Ok(Auth { keys: Vec::new(), local: Some(Arc::new(local)) });
         }
         let mut keys = Vec::new();
-        for (p, digest) in config.principals.iter().zip(digests) {
-            let parse = |list: &Option<Vec<String>>| -> Result<Option<Vec<Scope>>, String> {
-                list.as_ref()
-                    .map(|l| l.iter().map(|s| Scope::parse(s).map_err(|e| format!("principal {:?}: {e}", p.name))).collect())
-                    .transpose()
+        if let Some(key) = shared {
+            let name = &config.membrane.principal;
+            let principal = match config.principals.iter().find(|p| &p.name == name) {
+                Some(p) => policy(p)?,
+                None => Principal::new(name.clone(), Access::owner(), Sensitivity::Critical, None),
             };
-            let read = Access { max_sensitivity: p.read_max_sensitivity, scopes: parse(&p.read_scopes)? };
-            let principal = Principal::new(p.name.clone(), read, p.write_max_sensitivity, parse(&p.write_scopes)?);
-            keys.push((digest, Arc::new(Caller::new(principal, p.rate_limit_per_second.unwrap_or(rate), burst))));
+            let digest: [u8; 32] = Sha256::digest(key.trim().as_bytes()).into();
+            keys.push((digest, Arc::new(Caller::new(principal, rate, burst))));
+        }
+        for (p, digest) in config.principals.iter().zip(digests) {
+            keys.push((digest, Arc::new(Caller::new(policy(p)?, p.rate_limit_per_second.unwrap_or(rate), burst))));
         }
         Ok(Auth { keys, local: None })
     }

@@ -340,15 +340,41 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .map_err(|e| e.to_string())?;
+    let membrane_on = app.config.membrane.enabled;
+    let (reflection_v1, reflection_v1alpha) = if membrane_on {
+        // membrane's own service is listed by reflection only when it is served.
+        let v1 = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(crate::membrane_pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| e.to_string())?;
+        let v1alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(crate::membrane_pb::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()
+            .map_err(|e| e.to_string())?;
+        (v1, v1alpha)
+    } else {
+        (reflection_v1, reflection_v1alpha)
+    };
+    let membrane = crate::membrane::MembraneApi { app: app.clone() };
     let api = GrpcApi { app };
     let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);
     let hooks = pb::hooks_server::HooksServer::new(api).max_decoding_message_size(limit);
-    let routes = tonic::service::Routes::new(health)
+    let mut routes = tonic::service::Routes::new(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(memory)
-        .add_service(hooks)
-        .prepare();
+        .add_service(hooks);
+    if membrane_on {
+        reporter.set_service_status(crate::membrane::SERVICE, tonic_health::ServingStatus::Serving).await;
+        routes = routes.add_service(
+            crate::membrane_pb::membrane_service_server::MembraneServiceServer::new(membrane).max_decoding_message_size(limit),
+        );
+    }
+    let routes = routes.prepare();
     Ok(tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, routes, gate, rx)))
 }
 

@@ -18,6 +18,7 @@ pub mod error;
 mod grpc;
 mod http;
 pub mod mcp;
+pub mod membrane;
 mod metrics;
 pub mod op;
 pub mod openapi;
@@ -32,6 +33,14 @@ pub use mneme_agent::MnemeConfig;
 pub mod pb {
     tonic::include_proto!("mneme.v1");
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("mneme_descriptor");
+}
+
+/// Generated types and service of membrane's wire protocol (`proto/membrane/v1/membrane.proto`,
+/// membrane v0.2.0 verbatim), served by [`membrane`] when `[membrane] enabled`.
+#[allow(missing_debug_implementations, clippy::all)]
+pub mod membrane_pb {
+    tonic::include_proto!("membrane.v1");
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("membrane_descriptor");
 }
 
 /// A short, stable identity of a store file, for `/healthz` (which is unauthenticated, so

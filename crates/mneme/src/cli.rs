@@ -111,6 +111,18 @@ pub enum Command {
     /// (memory/sinain-playbook-effective.md).
     #[command(subcommand)]
     Module(ModuleCommand),
+    /// Run as a drop-in for membrane's daemon: membraned's flags (`-addr ADDR`, `-db PATH`,
+    /// `-version`) and `MEMBRANE_API_KEY`, serving `membrane.v1.MembraneService` beside
+    /// `mneme.v1` on the gRPC address. `-db PATH` names the data directory (`x.db` → `x.mneme/`).
+    #[command(
+        after_help = "Examples:\n  mneme membraned -addr 127.0.0.1:9090 -db ./membrane.db\n  MEMBRANE_API_KEY=secret mneme membraned -addr 127.0.0.1:50051",
+        disable_help_flag = true
+    )]
+    Membraned {
+        /// membraned's flags: -addr ADDR (default 127.0.0.1:9090), -db PATH (default ./membrane.db), -version.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
     #[command(after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json")]
     Search(SearchArgs),
@@ -1068,4 +1080,88 @@ pub struct AdjustArgs {
     /// Why (goes into the audit entry).
     #[arg(long, default_value = "")]
     pub rationale: String,
+}
+
+/// What `mneme membraned FLAGS` means.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Membraned {
+    /// Run `mneme` with these arguments instead (a `serve` with the membrane protocol on).
+    Serve(Vec<std::ffi::OsString>),
+    /// `-version`: print this and exit.
+    Version(String),
+}
+
+/// membraned's command line (Go `flag` style: `-x v`, `-x=v`, `--x v`) as mneme's:
+/// `--data-dir DIR serve --grpc-addr ADDR --http-addr 127.0.0.1:0 --set membrane.enabled=true`.
+/// `-db x.db` becomes the data directory `x.mneme` (a path not ending in `.db` is the
+/// directory itself); `-addr :PORT` (membraned's all-interfaces form) is `0.0.0.0:PORT`.
+/// `-config` (membrane's YAML) and `-postgres-dsn` are refused with the reason.
+pub fn membraned(args: &[String]) -> Result<Membraned, String> {
+    let mut addr = "127.0.0.1:9090".to_string();
+    let mut db = "membrane.db".to_string();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].trim_start_matches('-');
+        if arg.len() == args[i].len() {
+            return Err(format!("unexpected argument {:?} (membraned takes flags only)", args[i]));
+        }
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (arg, None),
+        };
+        let mut value = || -> Result<String, String> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            i += 1;
+            args.get(i).cloned().ok_or_else(|| format!("flag needs an argument: -{name}"))
+        };
+        match name {
+            "addr" => addr = value()?,
+            "db" => db = value()?,
+            "version" => return Ok(Membraned::Version(format!("membraned (mneme {})", env!("CARGO_PKG_VERSION")))),
+            "config" => {
+                return Err("-config reads membrane's YAML, which mneme does not: put settings in mneme's config.toml (MNEME_CONFIG or --config with `mneme serve`)".into());
+            }
+            "postgres-dsn" => return Err("-postgres-dsn: the PostgreSQL backend is not available in this build; use -db".into()),
+            "h" | "help" => return Err("usage: mneme membraned [-addr ADDR] [-db PATH] [-version]".into()),
+            other => return Err(format!("flag provided but not defined: -{other}")),
+        }
+        i += 1;
+    }
+    if addr.starts_with(':') {
+        addr = format!("0.0.0.0{addr}");
+    }
+    let dir = match db.strip_suffix(".db") {
+        Some(stem) if !stem.is_empty() => format!("{stem}.mneme"),
+        _ => db,
+    };
+    let out = ["mneme", "--data-dir", &dir, "serve", "--grpc-addr", &addr, "--http-addr", "127.0.0.1:0", "--set", "membrane.enabled=true"];
+    Ok(Membraned::Serve(out.iter().map(std::ffi::OsString::from).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Vec<String> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        match membraned(&args).expect("parsed") {
+            Membraned::Serve(v) => v.into_iter().map(|s| s.into_string().expect("utf-8")).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn membraned_flags_become_a_serve() {
+        let got = serve(&["-addr", "127.0.0.1:5000", "-db=/tmp/x/membrane.db"]);
+        assert_eq!(got[1..5], ["--data-dir", "/tmp/x/membrane.mneme", "serve", "--grpc-addr"]);
+        assert_eq!(got[5], "127.0.0.1:5000");
+        assert_eq!(serve(&["--addr", ":9090", "-db", "/data"])[2..6], ["/data", "serve", "--grpc-addr", "0.0.0.0:9090"]);
+        assert!(matches!(membraned(&["-version".into()]), Ok(Membraned::Version(_))));
+        for bad in [&["-config", "m.yaml"][..], &["-postgres-dsn", "x"], &["-nope"], &["-addr"], &["serve"]] {
+            let args: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            assert!(membraned(&args).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -304,6 +304,9 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
         Command::Reflect(cmd) => crate::agent::reflect(&ctx, cmd),
         Command::Inner(cmd) => crate::agent::inner(&ctx, cmd),
         Command::Module(cmd) => crate::agent::module(&ctx, cmd),
+        Command::Membraned { .. } => Err(input(
+            "run it as `mneme membraned -addr ADDR -db PATH` (first on the command line; mneme's own options go in MNEME_* variables)",
+        )),
         Command::Search(args) => crate::agent::search(&ctx, args),
         Command::Mcp { local } => crate::daemon::mcp(&ctx, local),
         Command::Ingest(cmd) => ingest(&ctx, cmd, &access),

@@ -44,7 +44,23 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    // `mneme membraned` takes membraned's Go-style flags, which clap does not parse.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "membraned") {
+        let rest: Vec<String> = args[2..].iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        match cli::membraned(&rest) {
+            Ok(cli::Membraned::Serve(translated)) => args = translated,
+            Ok(cli::Membraned::Version(v)) => {
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{v}\n").as_bytes());
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("mneme membraned: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let cli = cli::Cli::parse_from(args);
     // Outgoing HTTPS (daemon calls, LLM endpoints) uses rustls with ring.
     mneme_agent::init_tls();
     let json = cli.json;

@@ -10,6 +10,7 @@ mod durability;
 mod flows;
 mod forget;
 mod mcp;
+mod membrane;
 mod tidy;
 mod workspace;
 

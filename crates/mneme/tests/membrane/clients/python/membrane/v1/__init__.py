@@ -1,0 +1,1 @@
+"""Generated protobuf bindings for the Membrane gRPC API."""

@@ -10,6 +10,7 @@ mod embedding;
 mod golden;
 mod hooks;
 mod limits;
+mod membrane;
 mod policy;
 mod protocol;
 mod truth;

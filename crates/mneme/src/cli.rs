@@ -1089,6 +1089,8 @@ pub enum Membraned {
     Serve(Vec<std::ffi::OsString>),
     /// `-version`: print this and exit.
     Version(String),
+    /// `-h`, `-help`: the subcommand's help.
+    Help,
 }
 
 /// membraned's command line (Go `flag` style: `-x v`, `-x=v`, `--x v`) as mneme's:
@@ -1124,7 +1126,7 @@ pub fn membraned(args: &[String]) -> Result<Membraned, String> {
                 return Err("-config reads membrane's YAML, which mneme does not: put settings in mneme's config.toml (MNEME_CONFIG or --config with `mneme serve`)".into());
             }
             "postgres-dsn" => return Err("-postgres-dsn: the PostgreSQL backend is not available in this build; use -db".into()),
-            "h" | "help" => return Err("usage: mneme membraned [-addr ADDR] [-db PATH] [-version]".into()),
+            "h" | "help" => return Ok(Membraned::Help),
             other => return Err(format!("flag provided but not defined: -{other}")),
         }
         i += 1;

@@ -50,6 +50,7 @@ fn main() -> ExitCode {
         let rest: Vec<String> = args[2..].iter().map(|a| a.to_string_lossy().into_owned()).collect();
         match cli::membraned(&rest) {
             Ok(cli::Membraned::Serve(translated)) => args = translated,
+            Ok(cli::Membraned::Help) => args = ["mneme", "help", "membraned"].iter().map(std::ffi::OsString::from).collect(),
             Ok(cli::Membraned::Version(v)) => {
                 let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{v}\n").as_bytes());
                 return ExitCode::SUCCESS;

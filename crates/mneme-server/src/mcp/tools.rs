@@ -306,6 +306,30 @@ pub fn tools() -> Vec<ToolSpec> {
             idempotent: false,
         },
         ToolSpec {
+            name: "modules",
+            title: "Knowledge modules",
+            description: "Domain patterns merged by priority into the effective playbook the agent follows (owner only). \
+                          op=list shows every module (status, priority, lock) and the active stack; op=info one module; \
+                          op=activate (optionally at priority), op=suspend, op=disable and op=priority change one \
+                          (priorities stay in the manifest's range, locked modules stay active); op=extract draws a new \
+                          module from the playbook and the last days of logs (id, domain, keywords; it starts \
+                          suspended); op=sync redeploys the agent's files and regenerates the effective playbook.",
+            schema: object(
+                json!({
+                    "op": { "type": "string", "enum": ["list", "info", "activate", "suspend", "disable", "priority", "extract", "sync"] },
+                    "id": string("The module's id (all ops but list and sync)."),
+                    "priority": { "type": "integer", "description": "activate (optional), priority (required)." },
+                    "domain": string("extract: what the module is about."),
+                    "keywords": strings("extract: trigger keywords (default: the domain's words)."),
+                    "dry_run": { "type": "boolean", "description": "extract: show the module without writing it." }
+                }),
+                &["op"],
+            ),
+            read_only: false,
+            destructive: false,
+            idempotent: false,
+        },
+        ToolSpec {
             name: "reflection",
             title: "The reflection heartbeat",
             description: "The heartbeat that curates the agent's playbook (owner only). op=status shows the last ticks, \
@@ -529,6 +553,31 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
             }
             other => Err(ToolError(format!("op {other:?}: status, context, event, run or write"))),
         },
+        "modules" => {
+            let op = required(&args, "op")?;
+            let module = || -> Result<String, ToolError> { Ok(format!("/v1/modules/{}", urlencode(required(&args, "id")?))) };
+            match op {
+                "list" => send("GET", "/v1/modules".into(), None).await,
+                "info" => send("GET", module()?, None).await,
+                "activate" | "suspend" | "disable" | "priority" => {
+                    let mut body = json!({ "action": op });
+                    if let Some(p) = args.get("priority").filter(|p| !p.is_null()) {
+                        body["priority"] = p.clone();
+                    }
+                    send("POST", module()?, Some(body)).await
+                }
+                "extract" => {
+                    let mut body = json!({ "domain": required(&args, "domain")? });
+                    if let Some(k) = args.get("keywords").filter(|k| !k.is_null()) {
+                        body["keywords"] = k.clone();
+                    }
+                    body["dryRun"] = json!(args.get("dry_run").and_then(Value::as_bool).unwrap_or(false));
+                    send("POST", format!("{}/extract", module()?), Some(body)).await
+                }
+                "sync" => send("POST", "/v1/workspace/sync".into(), Some(json!({}))).await,
+                other => Err(ToolError(format!("op {other:?}: list, info, activate, suspend, disable, priority, extract or sync"))),
+            }
+        }
         "reflection" => match required(&args, "op")? {
             "status" => send("GET", "/v1/reflect/status".into(), None).await,
             "feedback" => {

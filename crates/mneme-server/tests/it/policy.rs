@@ -487,8 +487,13 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         InnerEvent => ("inner", json!({ "op": "event", "kind": "user_message" })),
         InnerRun => ("inner", json!({ "op": "run", "job": "chronicle" })),
         InnerWrite => ("inner", json!({ "op": "write", "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 mcp\n", "append": true })),
+        ModuleList => ("modules", json!({ "op": "list" })),
+        ModuleInfo => ("modules", json!({ "op": "info", "id": "base-behaviors" })),
+        ModuleChange => ("modules", json!({ "op": "activate", "id": "base-behaviors" })),
+        ModuleExtract => ("modules", json!({ "op": "extract", "id": "policy-extract", "domain": "the policy table", "dry_run": true })),
+        WorkspaceSync => ("modules", json!({ "op": "sync" })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate
-        | SalienceCurve | ReflectPlaybook | ModuleList | ModuleInfo | ModuleChange | ModuleExtract | WorkspaceSync => {
+        | SalienceCurve | ReflectPlaybook => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure

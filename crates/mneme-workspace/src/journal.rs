@@ -300,9 +300,40 @@ pub struct CommandLogEntry {
     pub detail: Option<Value>,
 }
 
-/// Appends `entry` to the command audit log (private blocks stripped).
+/// The command log is rotated once it reaches this size.
+pub const COMMAND_LOG_ROTATE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Appends `entry` to the command audit log (private blocks stripped). A log of
+/// [`COMMAND_LOG_ROTATE_BYTES`] or more is first moved aside to
+/// `memory/commands-YYYY-MM-DD[-N].log` (never deleted, never overwriting an earlier one).
 pub fn log_command(settings: &WorkspaceSettings, entry: &CommandLogEntry) -> WorkspaceResult<()> {
+    let path = memory_file(settings, Path::new(paths::COMMAND_LOG))?;
+    if path.metadata().is_ok_and(|m| m.len() >= COMMAND_LOG_ROTATE_BYTES) {
+        rotate_aside(&path, &format!("commands-{}", settings.today(entry.timestamp)), "log")?;
+    }
     append_json_line(settings, Path::new(paths::COMMAND_LOG), entry, "a command log entry")
+}
+
+/// Moves `path` to a free `<stem>[-N].<ext>` beside it without ever replacing a file: a
+/// hard link to the new name (which fails if taken), then the old name removed. Another
+/// writer that rotated it first leaves nothing to move; a line appended in between is in
+/// the same file under the new name.
+fn rotate_aside(path: &Path, stem: &str, ext: &str) -> WorkspaceResult<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    loop {
+        let target = paths::free_name(dir, stem, ext);
+        match std::fs::hard_link(path, &target) {
+            Ok(()) => {
+                return match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(WorkspaceError::io("cannot rotate", path, e)),
+                    _ => Ok(()),
+                };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(WorkspaceError::io("cannot rotate", path, e)),
+        }
+    }
 }
 
 /// Serialises `value`, strips private blocks from every string in it and appends it as one

@@ -127,3 +127,27 @@ fn command_log_lines_are_stripped_of_private_blocks() {
     );
     assert!(lines[1].get("detail").is_none());
 }
+
+#[test]
+fn a_full_command_log_is_moved_aside_never_over_an_earlier_one() {
+    use mneme_workspace::journal::COMMAND_LOG_ROTATE_BYTES;
+    let (_dir, settings) = workspace("UTC");
+    let entry = CommandLogEntry {
+        timestamp: ts("2024-03-09T10:00:00Z"),
+        action: "status".to_owned(),
+        session_key: None,
+        sender_id: None,
+        source: "cli".to_owned(),
+        detail: None,
+    };
+    log_command(&settings, &entry).expect("log");
+    let memory = settings.dir.join("memory");
+    let full = "x".repeat(COMMAND_LOG_ROTATE_BYTES as usize) + "\n";
+    for round in 0..2 {
+        std::fs::write(memory.join("commands.log"), format!("{round}{full}")).expect("fill");
+        log_command(&settings, &entry).expect("log");
+        assert_eq!(read(memory.join("commands.log")).lines().count(), 1, "a fresh log with the new line");
+    }
+    assert!(read(memory.join("commands-2024-03-09.log")).starts_with("0xxx"), "the first full log kept");
+    assert!(read(memory.join("commands-2024-03-09-2.log")).starts_with("1xxx"), "the second beside it");
+}

@@ -609,6 +609,24 @@ impl Hooks {
         if input.event.write_context_file.unwrap_or(cfg.context_file) {
             self.write_context_file(p, &block)?;
         }
+        // Instructions queued for the agent (BOOT.md at daemon start, spawned tasks, the
+        // heartbeat's tips, inner-life dispatches), for the owner's agent: taken last, once
+        // nothing else can fail, so each is delivered exactly once.
+        let mut block = block;
+        if self.journal.is_some() && format == ContextFormat::Markdown && p.unrestricted() {
+            match self.ops.owner_service(p).and_then(|s| s.take_dispatches(20)) {
+                Ok(taken) if !taken.is_empty() => {
+                    let text = taken.into_iter().map(|d| d.text).collect::<Vec<_>>().join("\n\n");
+                    block = if block.trim().is_empty() {
+                        format!("## Instructions from mneme\n\n{text}\n")
+                    } else {
+                        format!("{}\n\n## Instructions from mneme\n\n{text}\n", block.trim_end())
+                    };
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "queued instructions not delivered"),
+            }
+        }
         outcome.context = Some(block);
         outcome.record_ids = ids;
         Ok(())

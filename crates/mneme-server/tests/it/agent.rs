@@ -244,10 +244,14 @@ async fn the_daemon_deploys_at_start_queues_boot_md_once_and_serves_modules() {
     let (status, _) = d.get("/v1/modules/nope").await;
     assert_eq!(status, 404);
 
-    // The next session start sees the module; the tool-result and session-end hooks answer.
+    // The next session start sees the module and is given BOOT.md, once; the tool-result
+    // and session-end hooks answer.
     let (_, outcome) = d.post("/v1/hooks/session_start", serde_json::json!({ "ctx": { "sessionId": "s1" } })).await;
     let context = outcome["context"].as_str().unwrap_or_default();
     assert!(context.contains("- Page the on-call after 5 minutes"), "{context}");
+    assert!(context.contains("## Instructions from mneme\n\n[BOOT.md]") && context.contains("Check the deploy queue first."), "{context}");
+    let (_, again) = d.post("/v1/hooks/session_start", serde_json::json!({ "ctx": { "sessionId": "s2" } })).await;
+    assert!(!again["context"].as_str().unwrap_or_default().contains("[BOOT.md]"), "delivered once");
     let (_, outcome) = d.post("/v1/hooks/tool_result_persist", serde_json::json!({ "result": "ok <private>secret</private>" })).await;
     assert_eq!(outcome["result"], "ok");
     let (_, outcome) =

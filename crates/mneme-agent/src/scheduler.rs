@@ -279,14 +279,8 @@ pub fn run_task(
     )?;
     // Every scheduler action in the workspace's command log (sinain §2.7).
     if settings.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
-        let entry = mneme_workspace::journal::CommandLogEntry {
-            timestamp: now,
-            action: task.name.clone(),
-            session_key: None,
-            sender_id: None,
-            source: "scheduler".into(),
-            detail: Some(serde_json::json!({ "ok": ok, "detail": detail })),
-        };
+        let detail = Some(serde_json::json!({ "ok": ok, "detail": detail }));
+        let entry = mneme_workspace::journal::CommandLogEntry::new(now, task.name.clone(), "scheduler", detail);
         if let Err(e) = mneme_workspace::journal::log_command(settings, &entry) {
             tracing::warn!(task = %task.name, error = %e, "the command log was not written");
         }

@@ -251,14 +251,8 @@ fn agent_start(app: &App) {
             Err(e) => tracing::warn!(error = %e, "BOOT.md not queued"),
         }
     }
-    let entry = mneme_workspace::journal::CommandLogEntry {
-        timestamp: now,
-        action: "gateway_start".into(),
-        session_key: None,
-        sender_id: None,
-        source: "daemon".into(),
-        detail: Some(serde_json::json!({ "bootQueued": queued })),
-    };
+    let entry =
+        mneme_workspace::journal::CommandLogEntry::new(now, "gateway_start", "daemon", Some(serde_json::json!({ "bootQueued": queued })));
     if let Err(e) = mneme_workspace::journal::log_command(ws, &entry) {
         tracing::warn!(error = %e, "the command log was not written");
     }

@@ -300,6 +300,13 @@ pub struct CommandLogEntry {
     pub detail: Option<Value>,
 }
 
+impl CommandLogEntry {
+    /// An entry with no session or sender (a CLI command, a scheduled task, the daemon).
+    pub fn new(timestamp: Timestamp, action: impl Into<String>, source: impl Into<String>, detail: Option<Value>) -> Self {
+        CommandLogEntry { timestamp, action: action.into(), session_key: None, sender_id: None, source: source.into(), detail }
+    }
+}
+
 /// The command log is rotated once it reaches this size.
 pub const COMMAND_LOG_ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 

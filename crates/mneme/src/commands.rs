@@ -227,14 +227,7 @@ fn with_store(cli: Cli) -> Result<()> {
     let workspace = crate::workspace::settings(&ctx, None).ok().filter(|s| s.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir());
     let log = |detail: serde_json::Value| {
         if let Some(s) = &workspace {
-            let entry = mneme_workspace::journal::CommandLogEntry {
-                timestamp: jiff::Timestamp::now(),
-                action: action.clone(),
-                session_key: None,
-                sender_id: None,
-                source: "cli".into(),
-                detail: Some(detail),
-            };
+            let entry = mneme_workspace::journal::CommandLogEntry::new(jiff::Timestamp::now(), action.clone(), "cli", Some(detail));
             if let Err(e) = mneme_workspace::journal::log_command(s, &entry) {
                 eprintln!("warning: the command log was not written: {e}");
             }

@@ -260,12 +260,13 @@ fn session_end(s: &WorkspaceSettings, input: Option<&serde_json::Value>) -> Resu
     let now = jiff::Timestamp::now();
     mneme_workspace::journal::write_session_end(s, now, &end)?;
     let entry = mneme_workspace::journal::CommandLogEntry {
-        timestamp: now,
-        action: "session_end".into(),
         session_key: Some(session.clone()),
-        sender_id: None,
-        source: "claude-code".into(),
-        detail: field("reason").map(|r| serde_json::json!({ "reason": r })),
+        ..mneme_workspace::journal::CommandLogEntry::new(
+            now,
+            "session_end",
+            "claude-code",
+            field("reason").map(|r| serde_json::json!({ "reason": r })),
+        )
     };
     mneme_workspace::journal::log_command(s, &entry)?;
     Ok(())

@@ -121,10 +121,12 @@ impl std::fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs a parsed command; `action` is its subcommand path (`module activate`), for the
+/// command log.
+pub fn run(cli: Cli, action: String) -> Result<()> {
     match without_store(&cli) {
         Some(done) => done,
-        None => with_store(cli),
+        None => with_store(cli, action),
     }
 }
 
@@ -218,11 +220,10 @@ fn key_hash() -> Result<()> {
 }
 
 /// Every other command: the layered configuration, then the command (most open the store).
-fn with_store(cli: Cli) -> Result<()> {
+fn with_store(cli: Cli, action: String) -> Result<()> {
     let ctx = Invocation::from_cli(&cli)?;
     // Every command is recorded in the workspace's command log (sinain §2.7) when the
     // workspace exists: long-running ones when they start, the rest with their outcome.
-    let action = action_name();
     let long_running = matches!(cli.command, Command::Serve(_) | Command::Up(_) | Command::Supervise(_) | Command::Mcp { .. });
     let workspace = crate::workspace::settings(&ctx, None).ok().filter(|s| s.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir());
     let log = |detail: serde_json::Value| {
@@ -247,11 +248,10 @@ fn with_store(cli: Cli) -> Result<()> {
     result
 }
 
-/// The subcommand path of this process's command line (`module activate`).
-fn action_name() -> String {
-    let Ok(matches) = <Cli as clap::CommandFactory>::command().try_get_matches_from(std::env::args_os()) else { return "unknown".into() };
+/// The subcommand path of a parsed command line (`module activate`).
+pub fn action_name(matches: &clap::ArgMatches) -> String {
     let mut names = Vec::new();
-    let mut at = &matches;
+    let mut at = matches;
     while let Some((name, sub)) = at.subcommand() {
         names.push(name.to_string());
         at = sub;

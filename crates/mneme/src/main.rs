@@ -41,7 +41,7 @@ mod workspace;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, FromArgMatches as _};
 
 fn main() -> ExitCode {
     // `mneme membraned` takes membraned's Go-style flags, which clap does not parse.
@@ -61,11 +61,14 @@ fn main() -> ExitCode {
             }
         }
     }
-    let cli = cli::Cli::parse_from(args);
+    // One parse gives the typed command and the subcommand path the command log records.
+    let matches = cli::Cli::command().get_matches_from(args);
+    let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let action = commands::action_name(&matches);
     // Outgoing HTTPS (daemon calls, LLM endpoints) uses rustls with ring.
     mneme_agent::init_tls();
     let json = cli.json;
-    match commands::run(cli) {
+    match commands::run(cli, action) {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stops reading (`mneme recall | head`) is not an error.
         Err(err)

@@ -324,35 +324,16 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<pb::memory_server::MemoryServer<GrpcApi>>().await;
     reporter.set_serving::<pb::hooks_server::HooksServer<GrpcApi>>().await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| e.to_string())?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()
-        .map_err(|e| e.to_string())?;
     let membrane_on = app.config.membrane.enabled;
-    let (reflection_v1, reflection_v1alpha) = if membrane_on {
-        // membrane's own service is listed by reflection only when it is served.
-        let v1 = tonic_reflection::server::Builder::configure()
+    // Reflection lists membrane's own service only when it is served.
+    let reflection = || {
+        let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(crate::membrane_pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| e.to_string())?;
-        let v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(crate::membrane_pb::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()
-            .map_err(|e| e.to_string())?;
-        (v1, v1alpha)
-    } else {
-        (reflection_v1, reflection_v1alpha)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        if membrane_on { builder.register_encoded_file_descriptor_set(crate::membrane_pb::FILE_DESCRIPTOR_SET) } else { builder }
     };
+    let reflection_v1 = reflection().build_v1().map_err(|e| e.to_string())?;
+    let reflection_v1alpha = reflection().build_v1alpha().map_err(|e| e.to_string())?;
     let membrane = crate::membrane::MembraneApi { app: app.clone() };
     let api = GrpcApi { app };
     let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);

@@ -451,14 +451,7 @@ impl Hooks {
         if !cfg.enabled || cfg.limit == 0 || prompt.trim().is_empty() {
             return Ok(None);
         }
-        let max = self.ops.limits().max_query_bytes;
-        let mut query = String::new();
-        for c in prompt.chars() {
-            if query.len() + c.len_utf8() > max {
-                break;
-            }
-            query.push(c);
-        }
+        let query = prompt[..prompt.floor_char_boundary(self.ops.limits().max_query_bytes)].to_string();
         let scopes = user.and_then(|u| self.user_scope(u)).map(|s| vec![s]);
         let request = RetrieveRequest { query, scopes, limit: cfg.limit * 3, ..RetrieveRequest::default() };
         let lines: Vec<String> = self

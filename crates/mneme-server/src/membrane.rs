@@ -604,16 +604,10 @@ impl mb::membrane_service_server::MembraneService for MembraneApi {
             }
             let max = app.ops.limits().max_limit;
             let limit = if m.limit == 0 { max } else { (m.limit as usize).min(max) };
-            let max_query = app.ops.limits().max_query_bytes;
-            let mut query = String::new();
-            for c in m.task_descriptor.chars() {
-                if query.len() + c.len_utf8() > max_query {
-                    break;
-                }
-                query.push(c);
-            }
+            // A descriptor longer than a query may be is cut at a character boundary.
+            let cut = m.task_descriptor.floor_char_boundary(app.ops.limits().max_query_bytes);
             let request = RetrieveRequest {
-                query,
+                query: m.task_descriptor[..cut].to_string(),
                 types,
                 min_salience: (m.min_salience > 0.0).then_some(m.min_salience.min(1.0)),
                 max_sensitivity: Some(ceiling),

@@ -321,7 +321,8 @@ pub fn stack_of(registry: &Registry) -> Vec<StackEntry> {
     stack
 }
 
-fn view(settings: &WorkspaceSettings, id: &str, entry: Option<&RegistryEntry>) -> ModuleView {
+/// A module as listed, and its manifest when it reads valid (`info` shows both).
+fn view(settings: &WorkspaceSettings, id: &str, entry: Option<&RegistryEntry>) -> (ModuleView, Option<Manifest>) {
     let mut problems = Vec::new();
     let manifest = match read_manifest(settings, id) {
         Ok(Some(m)) => Some(m),
@@ -351,7 +352,7 @@ fn view(settings: &WorkspaceSettings, id: &str, entry: Option<&RegistryEntry>) -
         let [lo, hi] = m.priority.range;
         problems.push(format!("priority {} is outside the manifest's range [{lo}, {hi}]", e.priority));
     }
-    ModuleView {
+    let view = ModuleView {
         id: id.to_string(),
         status: entry.map(|e| e.status),
         priority: entry.map(|e| e.priority),
@@ -364,19 +365,20 @@ fn view(settings: &WorkspaceSettings, id: &str, entry: Option<&RegistryEntry>) -
         range: manifest.as_ref().map(|m| m.priority.range),
         pattern_lines,
         problems,
-    }
+    };
+    (view, manifest)
 }
 
 /// Registered and unregistered modules and the active stack. Fails (naming the file and
 /// field) when the registry is corrupt.
 pub fn list(settings: &WorkspaceSettings) -> WorkspaceResult<ModuleList> {
     let registry = read_registry(settings)?.unwrap_or_default();
-    let modules = registry.modules.iter().map(|(id, e)| view(settings, id, Some(e))).collect();
+    let modules = registry.modules.iter().map(|(id, e)| view(settings, id, Some(e)).0).collect();
     let unregistered = module_folders(settings)?
         .into_iter()
         .filter(|id| !registry.modules.contains_key(id))
         .filter(|id| settings.dir.join(MODULES_DIR).join(id).join(MANIFEST).exists())
-        .map(|id| view(settings, &id, None))
+        .map(|id| view(settings, &id, None).0)
         .collect();
     Ok(ModuleList { modules, unregistered, stack: stack_of(&registry) })
 }
@@ -402,8 +404,8 @@ pub fn info(settings: &WorkspaceSettings, id: &str) -> WorkspaceResult<ModuleInf
     if entry.is_none() && !folder.is_dir() {
         return Err(unknown(settings, id));
     }
-    let manifest = read_manifest(settings, id).ok().flatten();
-    Ok(ModuleInfo { view: view(settings, id, entry.as_ref()), manifest, entry, path: format!("{MODULES_DIR}/{id}") })
+    let (view, manifest) = view(settings, id, entry.as_ref());
+    Ok(ModuleInfo { view, manifest, entry, path: format!("{MODULES_DIR}/{id}") })
 }
 
 fn unknown(settings: &WorkspaceSettings, id: &str) -> WorkspaceError {

@@ -37,6 +37,22 @@ pub enum StoreError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: stored data could not be decoded: {detail}")]
     Decode { path: PathBuf, detail: String },
+    #[error("dump line {line}: {detail}")]
+    Dump { line: u64, detail: String },
+    #[error("{detail}")]
+    DumpWrite { detail: String },
+    #[error("cannot import into {target}: it is not empty ({table} has {rows} rows); import into a new store")]
+    NotEmpty { target: String, table: &'static str, rows: i64 },
+    #[error("{target}: {detail}")]
+    Postgres { target: String, detail: String },
+    #[error("cannot reach the database {target}: {detail}")]
+    Unreachable { target: String, detail: String },
+    #[error("{target} is not a mneme database: {detail}")]
+    PgNotMneme { target: String, detail: String },
+    #[error("{target} was written by a newer mneme (schema version {found}; this build supports up to {supported}); upgrade mneme")]
+    PgTooNew { target: String, found: i64, supported: i64 },
+    #[error("{target} holds no mneme store (run `mneme init` to create one)")]
+    PgMissing { target: String },
     #[error("{path}: {source}")]
     Sqlite { path: PathBuf, source: rusqlite::Error },
 }

@@ -11,8 +11,10 @@
 
 mod agent;
 mod context;
+mod dump;
 mod error;
 mod lookup;
+mod pg;
 mod rows;
 mod schema;
 mod search;
@@ -30,8 +32,10 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 pub use agent::{
     Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState, TaskRow, TaskRun,
 };
+pub use dump::{DUMP_FORMAT, DUMP_VERSION, DumpSummary};
 pub use error::{StoreError, StoreResult};
 pub use lookup::AuditEvent;
+pub use pg::{PG_SCHEMA_VERSION, PgOptions, PgStore};
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};
@@ -59,6 +63,13 @@ impl SecretKey {
             return Err("contains control characters");
         }
         Ok(SecretKey(trimmed))
+    }
+}
+
+impl SecretKey {
+    /// The key itself, for the one call that needs it (never for messages).
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
     }
 }
 

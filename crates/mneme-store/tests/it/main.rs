@@ -2,6 +2,7 @@
 //! foreign, newer, damaged or wrongly keyed files, encryption at rest, and the
 //! never-delete triggers.
 
+mod dump;
 mod encryption;
 mod open;
 

@@ -1,0 +1,447 @@
+//! The PostgreSQL engine: connection options, the schema and its migrations, and the
+//! dump (export and import).
+//!
+//! What holds here as in the SQLite store:
+//! - records, the audit log, the conversation log and checkpoints are never deleted: row
+//!   triggers refuse `DELETE` (and `UPDATE` of the logs, but for the one redaction that
+//!   forgetting makes), and statement triggers refuse `TRUNCATE`, which skips row triggers;
+//! - migrations are numbered, each runs in one transaction with its version bump, and a
+//!   database written by a newer build is refused before anything is written;
+//! - two processes starting at once migrate once: the migration transaction holds an
+//!   advisory lock.
+//!
+//! Invariant: the password never appears in an error, a log line or `Debug` output. Errors
+//! name the database by [`PgOptions::target`]: `postgres://user@host:port/db`.
+//!
+//! Not yet on this engine (the SQLite store has them): the record operations the service
+//! calls, full-text search and the vector index.
+
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use mneme_core::DecayConfig;
+use postgres::types::{IsNull, ToSql, Type};
+use postgres::{Client, NoTls, Transaction};
+
+use crate::SecretKey;
+use crate::dump::{Cell, DumpReader, DumpSummary, DumpWriter, Kind, TABLES, derived_of, emptiness_checks};
+use crate::error::{StoreError, StoreResult};
+
+/// The schema version this build writes on PostgreSQL (its own numbering: version 1 holds
+/// what SQLite's versions 1 to 8 built, less the SQLite-only full-text tables).
+pub const PG_SCHEMA_VERSION: i64 = 1;
+
+/// The advisory lock key of migrations ("mnem").
+const MIGRATION_LOCK: i64 = 0x6d6e_656d;
+
+/// How to reach a PostgreSQL database.
+#[derive(Clone)]
+pub struct PgOptions {
+    /// `postgres://user[:password]@host[:port]/database[?options]` or a `key=value` string.
+    pub url: String,
+    /// Overrides the URL's password (from `MNEME_DATABASE_PASSWORD` or a file).
+    pub password: Option<SecretKey>,
+    pub connect_timeout: Duration,
+    /// Every statement is cancelled after this long (`statement_timeout`).
+    pub statement_timeout: Duration,
+    /// Create the schema in an empty database (`mneme init`); otherwise refuse it.
+    pub create: bool,
+    pub decay: DecayConfig,
+}
+
+impl std::fmt::Debug for PgOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgOptions")
+            .field("target", &self.target())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("create", &self.create)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgOptions {
+    /// Options with the defaults: 10 s to connect, 30 s per statement.
+    pub fn new(url: impl Into<String>) -> Self {
+        PgOptions {
+            url: url.into(),
+            password: None,
+            connect_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+            create: false,
+            decay: DecayConfig::default(),
+        }
+    }
+
+    /// The database without its password: `postgres://user@host:port/database`, for
+    /// messages. An unparsable URL is shown only up to its scheme.
+    pub fn target(&self) -> String {
+        match self.url.parse::<postgres::Config>() {
+            Ok(config) => target_of(&config),
+            Err(_) => {
+                let scheme = self.url.split_once("://").map_or("", |(s, _)| s);
+                format!("{scheme}://… (unparsable)")
+            }
+        }
+    }
+
+    fn config(&self) -> StoreResult<postgres::Config> {
+        let mut config: postgres::Config = self.url.parse().map_err(|e: postgres::Error| StoreError::Postgres {
+            target: self.target(),
+            // The parser's message names the bad part, never the value.
+            detail: format!("invalid database URL: {e}"),
+        })?;
+        if let Some(password) = &self.password {
+            config.password(password.expose());
+        }
+        config.connect_timeout(self.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("mneme");
+        }
+        Ok(config)
+    }
+}
+
+fn target_of(config: &postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("");
+    let db = config.get_dbname().unwrap_or(user);
+    format!("postgres://{user}@{host}:{port}/{db}")
+}
+
+/// Turns a driver error into a store error naming the database, never the password.
+fn pg_error(target: &str, e: postgres::Error) -> StoreError {
+    let detail = match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(more) => format!("{} ({more})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text.push_str(": ");
+                text.push_str(&s.to_string());
+                source = s.source();
+            }
+            text
+        }
+    };
+    if e.as_db_error().is_none() && (e.is_closed() || detail.contains("connect")) {
+        return StoreError::Unreachable { target: target.to_string(), detail };
+    }
+    StoreError::Postgres { target: target.to_string(), detail }
+}
+
+/// An open connection to a mneme database on PostgreSQL.
+pub struct PgStore {
+    client: Client,
+    target: String,
+    decay: DecayConfig,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("target", &self.target).finish_non_exhaustive()
+    }
+}
+
+struct PgMigration {
+    version: i64,
+    description: &'static str,
+    sql: &'static str,
+}
+
+const PG_MIGRATIONS: &[PgMigration] = &[PgMigration {
+    version: 1,
+    description: "records, lineage, tags, links, append-only audit, vectors, the agent's tables, threads, forgetting",
+    sql: include_str!("pg_v1.sql"),
+}];
+
+impl PgStore {
+    /// Connects, then checks and migrates the schema under the migration lock:
+    ///
+    /// 1. An unreachable server or a refused login fails with the target named.
+    /// 2. A database that has tables but no mneme schema is refused, as is one whose
+    ///    schema is newer than this build; an empty one is refused unless `create`.
+    /// 3. Pending migrations run, each in its own transaction with its version bump.
+    pub fn connect(options: PgOptions) -> StoreResult<PgStore> {
+        let target = options.target();
+        let config = options.config()?;
+        let mut client = config.connect(NoTls).map_err(|e| pg_error(&target, e))?;
+        let timeout_ms = options.statement_timeout.as_millis().min(i32::MAX as u128);
+        client
+            .batch_execute(&format!("SET statement_timeout = {timeout_ms}; SET client_min_messages = warning"))
+            .map_err(|e| pg_error(&target, e))?;
+        let mut store = PgStore { client, target, decay: options.decay };
+        store.migrate(PG_SCHEMA_VERSION, options.create)?;
+        store.refresh_rank_anchors()?;
+        Ok(store)
+    }
+
+    /// The database, without its password.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    pub fn schema_version(&mut self) -> StoreResult<i64> {
+        let target = self.target.clone();
+        let row = self.client.query_one("SELECT version FROM mneme_schema", &[]).map_err(|e| pg_error(&target, e))?;
+        Ok(row.get(0))
+    }
+
+    /// Applies pending migrations up to `target_version`.
+    #[doc(hidden)]
+    pub fn migrate(&mut self, target_version: i64, create: bool) -> StoreResult<()> {
+        let target = self.target.clone();
+        let err = |e| pg_error(&target, e);
+        for m in PG_MIGRATIONS.iter().filter(|m| m.version <= target_version) {
+            let mut tx = self.client.transaction().map_err(err)?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(err)?;
+            let current = current_version(&mut tx, &target, create)?;
+            if current >= m.version {
+                tx.commit().map_err(err)?;
+                continue;
+            }
+            tx.batch_execute(m.sql).map_err(err)?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, applied_at, description) VALUES ($1, $2, $3)",
+                &[&m.version, &jiff::Timestamp::now().as_millisecond(), &m.description],
+            )
+            .map_err(err)?;
+            tx.execute("UPDATE mneme_schema SET version = $1", &[&m.version]).map_err(err)?;
+            tx.commit().map_err(err)?;
+        }
+        // Nothing pending: still check (a newer or foreign database is refused).
+        let mut tx = self.client.transaction().map_err(err)?;
+        current_version(&mut tx, &target, create)?;
+        tx.commit().map_err(err)
+    }
+
+    /// Executes raw SQL, for tests that fabricate damaged or newer databases.
+    #[doc(hidden)]
+    pub fn execute_raw(&mut self, sql: &str) -> StoreResult<()> {
+        let target = self.target.clone();
+        self.client.batch_execute(sql).map_err(|e| pg_error(&target, e))
+    }
+
+    /// Writes the whole database as a dump from one snapshot (`REPEATABLE READ`).
+    pub fn export(&mut self, out: &mut dyn Write, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+        let target = self.target.clone();
+        let err = |e| pg_error(&target, e);
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(err)?;
+        let mut writer = DumpWriter::new(out, "postgres", progress)?;
+        for table in TABLES {
+            // Text keys in byte order, as SQLite sorts them: the same data, the same dump.
+            let order: Vec<String> = table
+                .key
+                .iter()
+                .map(|k| match table.columns.iter().find(|(c, _)| c == k).map(|(_, kind)| *kind) {
+                    Some(Kind::Text) => format!("{k} COLLATE \"C\""),
+                    _ => (*k).to_string(),
+                })
+                .collect();
+            let sql = format!("SELECT {} FROM {} ORDER BY {}", table.column_list(), table.name, order.join(", "));
+            let mut rows = tx.query_raw(sql.as_str(), std::iter::empty::<i64>()).map_err(err)?;
+            let mut cells = Vec::with_capacity(table.columns.len());
+            use postgres::fallible_iterator::FallibleIterator;
+            while let Some(row) = rows.next().map_err(err)? {
+                cells.clear();
+                for (i, (_, kind)) in table.columns.iter().enumerate() {
+                    let cell = match kind {
+                        Kind::Int => row.try_get::<_, Option<i64>>(i).map(|v| v.map_or(Cell::Null, Cell::Int)),
+                        Kind::Real => row.try_get::<_, Option<f64>>(i).map(|v| v.map_or(Cell::Null, Cell::Real)),
+                        Kind::Text => row.try_get::<_, Option<String>>(i).map(|v| v.map_or(Cell::Null, Cell::Text)),
+                        Kind::Blob => row.try_get::<_, Option<Vec<u8>>>(i).map(|v| v.map_or(Cell::Null, Cell::Blob)),
+                    }
+                    .map_err(err)?;
+                    cells.push(cell);
+                }
+                writer.row(table, &cells)?;
+            }
+        }
+        let summary = writer.finish()?;
+        tx.commit().map_err(err)?;
+        Ok(summary)
+    }
+
+    /// Loads a dump into this database, which must hold no mneme data, in one transaction
+    /// that commits only after the trailer matched; then rebuilds the mirrors and threads
+    /// and moves the id sequences past the imported rows.
+    pub fn import(&mut self, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+        let target = self.target.clone();
+        let err = |e| pg_error(&target, e);
+        let mut tx = self.client.transaction().map_err(err)?;
+        for (table, sql) in emptiness_checks() {
+            let rows: i64 = tx.query_one(sql.as_str(), &[]).map_err(err)?.get(0);
+            if rows > 0 {
+                return Err(StoreError::NotEmpty { target: target.clone(), table, rows });
+            }
+        }
+        tx.execute("DELETE FROM meta", &[]).map_err(err)?;
+        let mut statements = std::collections::HashMap::new();
+        for table in TABLES {
+            let placeholders = (1..=table.columns.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+            let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", table.name, table.column_list());
+            let types: Vec<Type> = table
+                .columns
+                .iter()
+                .map(|(_, kind)| match kind {
+                    Kind::Int => Type::INT8,
+                    Kind::Real => Type::FLOAT8,
+                    Kind::Text => Type::TEXT,
+                    Kind::Blob => Type::BYTEA,
+                })
+                .collect();
+            statements.insert(table.name, tx.prepare_typed(&sql, &types).map_err(err)?);
+        }
+        let mut reader = DumpReader::new(input, progress)?;
+        let mut derived = Vec::new();
+        while let Some(row) = reader.next_row()? {
+            let params: Vec<&(dyn ToSql + Sync)> = row.cells.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+            tx.execute(&statements[row.table.name], &params)
+                .map_err(|e| StoreError::Dump { line: reader.line_no, detail: format!("{}: {}", row.table.name, pg_error(&target, e)) })?;
+            if row.table.name == "records" {
+                derived.push(derived_of(&row.cells));
+            }
+        }
+        let summary = reader.summary();
+        let tag = tx.prepare("INSERT INTO record_tags (tag, record_seq) VALUES ($1, $2) ON CONFLICT DO NOTHING").map_err(err)?;
+        let parent = tx
+            .prepare("INSERT INTO record_parents (parent_seq, child_seq) SELECT seq, $2 FROM records WHERE id = $1 ON CONFLICT DO NOTHING")
+            .map_err(err)?;
+        let thread = tx.prepare("INSERT INTO record_threads (thread, record_seq) VALUES ($1, $2)").map_err(err)?;
+        for d in &derived {
+            for t in &d.tags {
+                tx.execute(&tag, &[t, &d.seq]).map_err(err)?;
+            }
+            for p in &d.parents {
+                tx.execute(&parent, &[p, &d.seq]).map_err(err)?;
+            }
+            if let Some(key) = &d.thread {
+                tx.execute(&thread, &[key, &d.seq]).map_err(err)?;
+            }
+        }
+        for (table, column) in [
+            ("records", "seq"),
+            ("audit", "seq"),
+            ("conversations", "id"),
+            ("checkpoints", "id"),
+            ("task_runs", "id"),
+            ("dispatches", "id"),
+        ] {
+            tx.execute(
+                &format!(
+                    "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce((SELECT max({column}) FROM {table}), 0) + 1, false)"
+                ),
+                &[],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        self.refresh_rank_anchors()?;
+        Ok(summary)
+    }
+
+    /// Recomputes every rank anchor when the decay settings differ from the ones the
+    /// anchors were computed with (as `Store::open` does).
+    fn refresh_rank_anchors(&mut self) -> StoreResult<()> {
+        let target = self.target.clone();
+        let err = |e| pg_error(&target, e);
+        let fingerprint = serde_json::to_string(&self.decay.half_life_days).expect("plain numbers serialise");
+        let mut tx = self.client.transaction().map_err(err)?;
+        let stored: Option<String> =
+            tx.query_opt("SELECT value FROM meta WHERE key = 'decay_half_lives'", &[]).map_err(err)?.map(|r| r.get(0));
+        if stored.as_deref() == Some(fingerprint.as_str()) {
+            return tx.commit().map_err(err);
+        }
+        let rows = tx.query("SELECT seq, memory_type, salience_base, reinforced_at, pinned FROM records", &[]).map_err(err)?;
+        let update = tx.prepare("UPDATE records SET rank_anchor = $2 WHERE seq = $1").map_err(err)?;
+        for row in rows {
+            let seq: i64 = row.get(0);
+            let memory_type: mneme_core::MemoryType = row
+                .get::<_, String>(1)
+                .parse()
+                .map_err(|e| StoreError::Postgres { target: target.clone(), detail: format!("record {seq}: {e}") })?;
+            let reinforced: i64 = row.get(3);
+            let state = mneme_core::SalienceState {
+                base: row.get(2),
+                reinforced_at: jiff::Timestamp::from_millisecond(reinforced)
+                    .map_err(|e| StoreError::Postgres { target: target.clone(), detail: format!("record {seq}: {e}") })?,
+                pinned: row.get::<_, i64>(4) == 1,
+            };
+            tx.execute(&update, &[&seq, &self.decay.rank_anchor(memory_type, &state)]).map_err(err)?;
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('decay_half_lives', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&fingerprint],
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)
+    }
+}
+
+/// Reads the schema version inside the migration transaction, refusing a foreign or newer
+/// database; creates the version row in an empty database when `create`.
+fn current_version(tx: &mut Transaction<'_>, target: &str, create: bool) -> StoreResult<i64> {
+    let err = |e| pg_error(target, e);
+    let has_schema: bool = tx.query_one("SELECT to_regclass('mneme_schema') IS NOT NULL", &[]).map_err(err)?.get(0);
+    if has_schema {
+        let row = tx.query_one("SELECT application, version FROM mneme_schema", &[]).map_err(err)?;
+        let (application, version): (String, i64) = (row.get(0), row.get(1));
+        if application != "mneme" {
+            return Err(StoreError::PgNotMneme { target: target.to_string(), detail: format!("its schema belongs to {application:?}") });
+        }
+        if version > PG_SCHEMA_VERSION {
+            return Err(StoreError::PgTooNew { target: target.to_string(), found: version, supported: PG_SCHEMA_VERSION });
+        }
+        return Ok(version);
+    }
+    let tables: i64 =
+        tx.query_one("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()", &[]).map_err(err)?.get(0);
+    if tables > 0 {
+        return Err(StoreError::PgNotMneme {
+            target: target.to_string(),
+            detail: format!("its schema has {tables} tables but no mneme_schema; use an empty database"),
+        });
+    }
+    if !create {
+        return Err(StoreError::PgMissing { target: target.to_string() });
+    }
+    tx.batch_execute(
+        "CREATE TABLE mneme_schema (application TEXT NOT NULL, version BIGINT NOT NULL); \
+         INSERT INTO mneme_schema VALUES ('mneme', 0); \
+         CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL, description TEXT NOT NULL);",
+    )
+    .map_err(err)?;
+    Ok(0)
+}
+
+impl ToSql for Cell {
+    fn to_sql(&self, ty: &Type, out: &mut bytes::BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Cell::Null => Ok(IsNull::Yes),
+            Cell::Int(n) => n.to_sql(ty, out),
+            Cell::Real(x) => x.to_sql(ty, out),
+            Cell::Text(s) => s.to_sql(ty, out),
+            Cell::Blob(b) => b.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(*ty, Type::INT8 | Type::FLOAT8 | Type::TEXT | Type::BYTEA)
+    }
+
+    postgres::types::to_sql_checked!();
+}

@@ -1,0 +1,335 @@
+//! The dump (`export` / `import`) on both engines, and the PostgreSQL schema's guarantees.
+//! Each test runs on SQLite files and on a real PostgreSQL 18 (mneme-testkit's throwaway
+//! server, a fresh database per test).
+
+use jiff::Timestamp;
+use mneme_core::{AuditAction, EventPayload, Lineage, LineageOp, NewRecord, Payload, RecordId, SemanticPayload, Sensitivity, Status};
+use mneme_store::{
+    Direction, DumpSummary, NewConversation, PgOptions, PgStore, RecordFilter, StoreError, StoreResult, StoredVector, TaskRow,
+};
+
+use crate::{db_path, options};
+
+/// One store on either engine (a SQLite store keeps its directory alive).
+enum Db {
+    Lite(mneme_store::Store, #[allow(dead_code)] tempfile::TempDir),
+    Pg(PgStore),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+const ENGINES: [Engine; 2] = [Engine::Sqlite, Engine::Postgres];
+
+fn pg_options(url: String, create: bool) -> PgOptions {
+    PgOptions { create, ..PgOptions::new(url) }
+}
+
+impl Db {
+    fn new(engine: Engine) -> Db {
+        match engine {
+            Engine::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let store = mneme_store::Store::open(options(&db_path(&dir), None, true)).expect("new store");
+                Db::Lite(store, dir)
+            }
+            Engine::Postgres => Db::Pg(PgStore::connect(pg_options(mneme_testkit::postgres_database(), true)).expect("new database")),
+        }
+    }
+
+    fn export(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            Db::Lite(store, _) => store.export(&mut out, &mut |_, _| {}),
+            Db::Pg(store) => store.export(&mut out, &mut |_, _| {}),
+        }
+        .expect("export succeeds");
+        out
+    }
+
+    fn import(&mut self, dump: &[u8]) -> StoreResult<DumpSummary> {
+        let mut input = dump;
+        match self {
+            Db::Lite(store, _) => store.import(&mut input, &mut |_, _| {}),
+            Db::Pg(store) => store.import(&mut input, &mut |_, _| {}),
+        }
+    }
+}
+
+fn at(second: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + second).expect("in range")
+}
+
+fn id(n: u32) -> RecordId {
+    RecordId::parse(&format!("00000000-0000-7000-8000-{n:012}")).expect("valid id")
+}
+
+fn lineage(op: LineageOp, parents: Vec<RecordId>, second: i64) -> Lineage {
+    Lineage { parent_ids: parents, operation: op, actor: "test".into(), rationale: format!("{op:?}"), timestamp: at(second) }
+}
+
+fn message(text: &str, reference: Option<&str>) -> NewRecord {
+    NewRecord::new(Payload::Event(EventPayload {
+        event_kind: "message".into(),
+        reference: reference.map(str::to_string),
+        sender: Some("dana".into()),
+        text: text.into(),
+        event_time: None,
+    }))
+}
+
+fn fact(object: &str) -> NewRecord {
+    NewRecord::new(Payload::Semantic(SemanticPayload {
+        subject: "dana".into(),
+        predicate: "lives in".into(),
+        object: object.into(),
+        valid_from: None,
+        valid_to: None,
+        evidence: Vec::new(),
+    }))
+}
+
+/// A SQLite store with every kind of dumped row: threaded events, a superseded fact and its
+/// successor, a link, audit entries, a forgotten record, a vector, and the agent's tables.
+fn seeded() -> Db {
+    let mut db = Db::new(Engine::Sqlite);
+    let Db::Lite(store, _) = &mut db else { unreachable!() };
+    store
+        .write(|tx| {
+            tx.insert(&message("we planned the lisbon trip", Some("chat-1")), id(1), lineage(LineageOp::Original, vec![], 1), at(1))?;
+            tx.insert(&message("the flight leaves friday", Some("chat-1")), id(2), lineage(LineageOp::Original, vec![], 2), at(2))?;
+            let mut secret = message("my passport number is X123", Some("chat-1"));
+            secret.sensitivity = Sensitivity::High;
+            secret.tags = vec!["travel".into(), "private".into()];
+            tx.insert(&secret, id(3), lineage(LineageOp::Original, vec![], 3), at(3))?;
+            tx.insert(&fact("Porto"), id(4), lineage(LineageOp::Original, vec![], 4), at(4))?;
+            tx.insert(&fact("Lisbon"), id(5), lineage(LineageOp::Supersede, vec![id(4)], 5), at(5))?;
+            tx.set_status(&id(4), Status::Superseded, at(5))?;
+            tx.append_audit(&id(4), at(5), "test", AuditAction::SupersededBy, "moved", &serde_json::json!({"by": id(5).as_str()}))?;
+            tx.add_link(&id(2), &id(1), "contests", "dates differ", at(6))?;
+            tx.put_vectors("all-MiniLM-L6-v2", &[StoredVector { seq: 1, scale: 0.0123, codes: vec![-128, 0, 5, 127] }])?;
+            tx.forget(&id(3), at(7))?;
+            tx.append_audit(&id(3), at(7), "test", AuditAction::Retract, "forgotten", &serde_json::json!({}))?;
+            let first = tx.log_conversation(&NewConversation {
+                at: at(8),
+                channel: "telegram".into(),
+                user_id: Some("u-1".into()),
+                direction: Direction::In,
+                priority: 3,
+                content: "hello \"quoted\" ünïcode\nline".into(),
+            })?;
+            tx.log_conversation(&NewConversation {
+                at: at(9),
+                channel: "telegram".into(),
+                user_id: None,
+                direction: Direction::Out,
+                priority: 1,
+                content: "hi".into(),
+            })?;
+            tx.add_checkpoint(first.id, "greeted", at(10))?;
+            tx.put_task(&TaskRow { name: "zeta".into(), spec: "{\"every\":\"1h\"}".into(), builtin: false })?;
+            tx.put_task(&TaskRow { name: "Alpha".into(), spec: "{}".into(), builtin: true })?;
+            tx.log_task_run("zeta", at(11), false, "timed out")?;
+            let dispatch = tx.add_dispatch("zeta", 2, "review the notes", at(12))?.expect("queued");
+            tx.mark_delivered(&[dispatch], at(13))?;
+            tx.add_dispatch("zeta", 1, "still pending", at(14))?;
+            tx.put_meta("sync_cursor", "42")?;
+            StoreResult::Ok(())
+        })
+        .expect("seeding succeeds");
+    db
+}
+
+/// The dump's rows: without its header (whose engine and time differ between exports) and
+/// its trailer (whose digest covers the header).
+fn body(dump: &[u8]) -> &[u8] {
+    let start = dump.iter().position(|&b| b == b'\n').expect("a header line") + 1;
+    let end = dump[..dump.len() - 1].iter().rposition(|&b| b == b'\n').expect("a trailer line") + 1;
+    &dump[start..end]
+}
+
+#[test]
+fn round_trips_are_lossless_between_engines() {
+    let mut source = seeded();
+    let first = source.export();
+    let text = String::from_utf8(first.clone()).expect("utf-8");
+    assert!(text.starts_with("{\"t\":\"header\",\"format\":\"mneme-dump\",\"version\":1,\"engine\":\"sqlite\""), "{text}");
+    assert!(text.contains("\"records\":5"), "the trailer counts five records: {text}");
+
+    // SQLite → PostgreSQL → SQLite, and SQLite → SQLite: every export is the same bytes.
+    let mut pg = Db::new(Engine::Postgres);
+    let summary = pg.import(&first).expect("import into PostgreSQL");
+    assert_eq!(summary.records(), 5);
+    let second = pg.export();
+    assert!(String::from_utf8_lossy(&second).contains("\"engine\":\"postgres\""));
+    assert_eq!(String::from_utf8_lossy(body(&second)), String::from_utf8_lossy(body(&first)), "PostgreSQL's export differs");
+    for engine in ENGINES {
+        let mut target = Db::new(engine);
+        target.import(&second).expect("import the PostgreSQL export");
+        assert_eq!(String::from_utf8_lossy(body(&target.export())), String::from_utf8_lossy(body(&first)), "{engine:?}");
+    }
+
+    // What the dump does not carry was rebuilt: the lineage mirror, threads and full text.
+    let mut copy = Db::new(Engine::Sqlite);
+    copy.import(&first).expect("import into SQLite");
+    let Db::Lite(store, _) = &mut copy else { unreachable!() };
+    store
+        .read(|tx| {
+            let children = tx.children(&id(4))?;
+            assert_eq!(children.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), vec![id(5)]);
+            let hits = tx.lexical_candidates("lisbon", &RecordFilter::default(), 10, (0.5, 0.5))?;
+            // "lisbon" is record 1's own word and record 2's thread context; the forgotten
+            // record is in no index.
+            let seqs: Vec<i64> = hits.iter().map(|c| c.seq).collect();
+            assert!(seqs.contains(&1) && seqs.contains(&2) && seqs.contains(&5), "{seqs:?}");
+            assert!(tx.lexical_candidates("passport", &RecordFilter::default(), 10, (0.5, 0.5))?.is_empty());
+            let forgotten = tx.require(&id(3))?;
+            assert!(forgotten.forgotten_at.is_some() && forgotten.payload.is_none());
+            StoreResult::Ok(())
+        })
+        .expect("reads succeed");
+}
+
+#[test]
+fn a_damaged_dump_changes_nothing() {
+    let good = seeded().export();
+    let text = String::from_utf8(good.clone()).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    let without_trailer = lines[..lines.len() - 1].join("\n") + "\n";
+    let edited = text.replacen("we planned the lisbon trip", "we planned the porto trip", 1);
+    let cut = &text[..text.len() - 10];
+    let newer = text.replacen("\"version\":1", "\"version\":9", 1);
+    let foreign = text.replacen("mneme-dump", "other-dump", 1);
+    let bad_kind = text.replacen("\"u-1\"", "17", 1);
+    let extra = format!("{text}{{\"t\":\"meta\",\"v\":[\"a\",\"b\"]}}\n");
+    let cases: [(&str, &str, &str); 7] = [
+        ("no trailer", &without_trailer, "ends without its trailer"),
+        ("an edited value", &edited, "was changed or damaged"),
+        ("cut short", cut, "cut short"),
+        ("a newer format", &newer, "format version 9, this build reads up to 1"),
+        ("another format", &foreign, "not a mneme dump"),
+        ("a number for text", &bad_kind, "conversations.user_id: expected Text, found 17"),
+        ("data after the trailer", &extra, "data after the trailer"),
+    ];
+    for engine in ENGINES {
+        let mut target = Db::new(engine);
+        let empty = target.export();
+        for (what, dump, expected) in cases {
+            let err = target.import(dump.as_bytes()).expect_err(what);
+            assert!(matches!(err, StoreError::Dump { .. }), "{engine:?}, {what}: {err:?}");
+            assert!(err.to_string().contains(expected), "{engine:?}, {what}: {err}");
+            assert_eq!(body(&target.export()), body(&empty), "{engine:?}, {what}: the failed import left rows behind");
+        }
+        // The rolled-back target takes the good dump afterwards.
+        target.import(&good).expect("the good dump imports");
+        assert_eq!(body(&target.export()), body(&good), "{engine:?}");
+    }
+}
+
+#[test]
+fn import_refuses_a_store_that_holds_data() {
+    let dump = seeded().export();
+    for engine in ENGINES {
+        let mut target = Db::new(engine);
+        target.import(&dump).expect("the first import");
+        let before = target.export();
+        let err = target.import(&dump).expect_err("a second import");
+        assert!(matches!(err, StoreError::NotEmpty { table: "records", rows: 5, .. }), "{engine:?}: {err:?}");
+        assert!(err.to_string().contains("import into a new store"), "{err}");
+        assert_eq!(body(&target.export()), body(&before));
+    }
+}
+
+#[test]
+fn postgres_refuses_deleting_history() {
+    let url = mneme_testkit::postgres_database();
+    let mut db = PgStore::connect(pg_options(url.clone(), true)).expect("new database");
+    let mut input = &seeded().export()[..];
+    db.import(&mut input, &mut |_, _| {}).expect("import");
+    for (sql, expected) in [
+        ("DELETE FROM records WHERE seq = 1", "records are never deleted"),
+        ("TRUNCATE records CASCADE", "records are never deleted"),
+        ("DELETE FROM audit", "the audit log is append-only"),
+        ("TRUNCATE audit", "the audit log is append-only"),
+        ("UPDATE audit SET actor = 'someone else'", "the audit log is append-only"),
+        ("UPDATE conversations SET content = 'rewritten'", "the conversation log is append-only"),
+        ("DELETE FROM conversations", "the conversation log is append-only"),
+        ("UPDATE checkpoints SET summary = 'other'", "checkpoints are append-only"),
+    ] {
+        let err = db.execute_raw(sql).expect_err(sql);
+        assert!(err.to_string().contains(expected), "{sql}: {err}");
+    }
+    // The one update forgetting makes is allowed.
+    db.execute_raw("UPDATE audit SET rationale = '[forgotten]', details = '{}' WHERE record_seq = 1").expect("redaction");
+    db.execute_raw("UPDATE conversations SET content = '[forgotten]' WHERE id = 1").expect("redaction");
+}
+
+#[test]
+fn postgres_refuses_newer_foreign_and_missing_databases() {
+    // An empty database is not a store unless asked to create one.
+    let url = mneme_testkit::postgres_database();
+    let err = PgStore::connect(pg_options(url.clone(), false)).expect_err("no store yet");
+    assert!(matches!(err, StoreError::PgMissing { .. }), "{err:?}");
+    assert!(err.to_string().contains("run `mneme init`"), "{err}");
+
+    // Two processes creating the same store at once migrate it once.
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PgStore::connect(pg_options(url, true)).map(|mut s| s.schema_version()))
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().expect("no panic").expect("connects").expect("version"), mneme_store::PG_SCHEMA_VERSION);
+    }
+
+    let mut db = PgStore::connect(pg_options(url.clone(), false)).expect("the store exists now");
+    db.execute_raw("UPDATE mneme_schema SET version = 99").expect("fabricate a newer schema");
+    let err = PgStore::connect(pg_options(url, false)).expect_err("newer schema");
+    assert!(err.to_string().contains("schema version 99; this build supports up to 1"), "{err}");
+
+    // A database that holds someone else's tables.
+    let other = mneme_testkit::postgres_database();
+    let mut client = postgres::Client::connect(&other, postgres::NoTls).expect("plain client");
+    client.batch_execute("CREATE TABLE invoices (id int)").expect("a foreign table");
+    let err = PgStore::connect(pg_options(other, true)).expect_err("foreign database");
+    assert!(err.to_string().contains("is not a mneme database: its schema has 1 tables but no mneme_schema"), "{err}");
+}
+
+#[test]
+fn postgres_errors_name_the_database_but_never_the_password() {
+    // A closed port: the connection is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a port").local_addr().expect("addr").port();
+    let url = format!("postgres://agent:hunter2-secret@127.0.0.1:{port}/memories");
+    let options = PgOptions { connect_timeout: std::time::Duration::from_secs(2), ..pg_options(url, false) };
+    assert!(!format!("{options:?}").contains("hunter2"));
+    let err = PgStore::connect(options).expect_err("nothing listens");
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Unreachable { .. }), "{err:?}");
+    assert!(text.contains(&format!("postgres://agent@127.0.0.1:{port}/memories")), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+
+    // The password from the options (MNEME_DATABASE_PASSWORD), not the URL: a wrong one is
+    // refused by the server and not shown; the right one connects.
+    let server = mneme_testkit::postgres();
+    let url = format!("postgres://mneme@127.0.0.1:{}/{}", server.port, database_name(&mneme_testkit::postgres_database()));
+    let with = |password: &str| PgOptions {
+        password: Some(mneme_store::SecretKey::new(password.into()).expect("key")),
+        ..pg_options(url.clone(), true)
+    };
+    let err = PgStore::connect(with("wrong-password")).expect_err("a wrong password");
+    assert!(err.to_string().contains("password authentication failed"), "{err}");
+    assert!(!err.to_string().contains("wrong-password"), "{err}");
+    PgStore::connect(with(server.password)).expect("the right password");
+
+    let err = PgStore::connect(pg_options("postgres://agent:pw@127.0.0.1:notaport/x".into(), false)).expect_err("bad URL");
+    assert!(err.to_string().contains("invalid database URL"), "{err}");
+    assert!(!err.to_string().contains(":pw@"), "{err}");
+}
+
+fn database_name(url: &str) -> &str {
+    url.rsplit('/').next().expect("a database in the URL")
+}

@@ -45,6 +45,9 @@ pub const OTHER_ENV: &[&str] = &[
     "MNEME_ENCRYPTION_KEY_FILE",
     "MNEME_WORKSPACE",
     "MNEME_MODEL_CACHE",
+    "MNEME_DATABASE_URL",
+    "MNEME_DATABASE_PASSWORD",
+    "MNEME_DATABASE_PASSWORD_FILE",
 ];
 
 /// The `MNEME_*` variables in `env` that mneme does not read: most likely typos, which

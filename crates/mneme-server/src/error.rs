@@ -120,7 +120,15 @@ fn store_path(e: &StoreError) -> Option<&Path> {
         | StoreError::Io { path, .. }
         | StoreError::Decode { path, .. }
         | StoreError::Sqlite { path, .. } => Some(path),
-        StoreError::RecordNotFound(_) => None,
+        StoreError::RecordNotFound(_)
+        | StoreError::Dump { .. }
+        | StoreError::DumpWrite { .. }
+        | StoreError::NotEmpty { .. }
+        | StoreError::Postgres { .. }
+        | StoreError::Unreachable { .. }
+        | StoreError::PgNotMneme { .. }
+        | StoreError::PgTooNew { .. }
+        | StoreError::PgMissing { .. } => None,
     }
 }
 

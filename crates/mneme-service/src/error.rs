@@ -167,6 +167,9 @@ impl From<StoreError> for ServiceError {
         match e {
             StoreError::RecordNotFound(id) => ServiceError::NotFound(id),
             busy @ StoreError::Busy { .. } => ServiceError::Busy(busy),
+            // A bad dump is bad input; a store that already holds data is the wrong state.
+            dump @ StoreError::Dump { .. } => ServiceError::invalid("dump", dump.to_string()),
+            full @ StoreError::NotEmpty { .. } => ServiceError::Precondition(full.to_string()),
             other => ServiceError::Store(other),
         }
     }

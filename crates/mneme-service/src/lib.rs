@@ -840,3 +840,38 @@ fn text_of(payload: &Payload) -> &str {
         _ => "",
     }
 }
+
+// ---- dump: export and import (the owner's; no principal is offered them) ------------------
+
+impl MemoryService {
+    /// Writes the whole store as a dump (`mneme_store`'s versioned JSON lines) from one
+    /// read snapshot; writers go on meanwhile.
+    pub fn export(&self, out: &mut dyn std::io::Write, progress: &mut dyn FnMut(&str, u64)) -> ServiceResult<mneme_store::DumpSummary> {
+        Ok(self.reader()?.export(out, progress)?)
+    }
+
+    /// Loads a dump into this store, which must be empty: all of it, checked against its
+    /// trailer, or nothing.
+    pub fn import(&self, input: &mut dyn std::io::BufRead, progress: &mut dyn FnMut(&str, u64)) -> ServiceResult<mneme_store::DumpSummary> {
+        Ok(self.store()?.import(input, progress)?)
+    }
+}
+
+/// Exports a store on PostgreSQL (the service does not run on PostgreSQL yet; moving data
+/// in and out of it does).
+pub fn export_postgres(
+    options: mneme_store::PgOptions,
+    out: &mut dyn std::io::Write,
+    progress: &mut dyn FnMut(&str, u64),
+) -> ServiceResult<mneme_store::DumpSummary> {
+    Ok(mneme_store::PgStore::connect(options)?.export(out, progress)?)
+}
+
+/// Imports a dump into a PostgreSQL database, creating mneme's schema in an empty one.
+pub fn import_postgres(
+    options: mneme_store::PgOptions,
+    input: &mut dyn std::io::BufRead,
+    progress: &mut dyn FnMut(&str, u64),
+) -> ServiceResult<mneme_store::DumpSummary> {
+    Ok(mneme_store::PgStore::connect(mneme_store::PgOptions { create: true, ..options })?.import(input, progress)?)
+}

@@ -132,6 +132,11 @@ fn pg_error(target: &str, e: postgres::Error) -> StoreError {
             text
         }
     };
+    let detail = if detail.contains("password missing") {
+        format!("{detail} (put it in MNEME_DATABASE_PASSWORD or MNEME_DATABASE_PASSWORD_FILE, or in the URL)")
+    } else {
+        detail
+    };
     if e.as_db_error().is_none() && (e.is_closed() || detail.contains("connect")) {
         return StoreError::Unreachable { target: target.to_string(), detail };
     }

@@ -27,6 +27,18 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where a PostgreSQL store is, for the commands that reach one.
+#[derive(Debug, Args)]
+pub struct PostgresArgs {
+    /// Use the store on PostgreSQL at MNEME_DATABASE_URL (the password from the URL,
+    /// MNEME_DATABASE_PASSWORD or MNEME_DATABASE_PASSWORD_FILE) instead of the data directory's.
+    #[arg(long)]
+    pub postgres: bool,
+    /// The PostgreSQL URL (`postgres://user@host:port/database`).
+    #[arg(long, env = "MNEME_DATABASE_URL", value_name = "URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the memory daemon in the foreground: gRPC and HTTP APIs, hooks, background jobs.
@@ -196,6 +208,33 @@ pub enum Command {
     /// a forgotten message go with it (not values stated since by other messages). A query or subject
     /// shows what it matches and asks first (or pass --yes).
 
+    /// Write the whole store as a dump: versioned JSON lines with every record, its lineage
+    /// and audit, the vectors and the agent's tables, checked by a trailer (backups, and
+    /// moving a store between SQLite and PostgreSQL). Runs beside a daemon (one snapshot).
+    #[command(
+        after_help = "Examples:\n  mneme export -o backup.jsonl\n  mneme export | gzip > backup.jsonl.gz\n  MNEME_DATABASE_URL=postgres://mneme@db/mneme mneme export --postgres -o from-pg.jsonl"
+    )]
+    Export {
+        /// Write here (atomically: a failed export leaves no file) instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Replace an existing output file.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        postgres: PostgresArgs,
+    },
+    /// Load a dump into an empty store in one transaction: everything, checked against the
+    /// dump's trailer, or nothing. Stop the daemon first.
+    #[command(
+        after_help = "Examples:\n  mneme --data-dir ~/restored import backup.jsonl\n  gunzip -c backup.jsonl.gz | mneme import -\n  MNEME_DATABASE_URL=postgres://mneme@db/mneme mneme import --postgres backup.jsonl"
+    )]
+    Import {
+        /// The dump (`-` for stdin).
+        input: PathBuf,
+        #[command(flatten)]
+        postgres: PostgresArgs,
+    },
     #[command(
         after_help = "Examples:\n  mneme forget 01J8Z3N6Q4W5X7Y9A1B2C3D4E5 --reason \"user asked\"\n  mneme forget --query \"Musterstrasse 5\" --dry-run\n  mneme forget --subject Dana --yes --reason \"account deleted\"\n  mneme forget --user dana --yes --reason \"GDPR erasure request\""
     )]

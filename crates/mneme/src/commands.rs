@@ -290,6 +290,8 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
             render::init(&service.metrics()?, ctx.json)
         }
         Command::Demo => demo(&ctx, &access),
+        Command::Export { output, force, postgres } => crate::dump::export(&ctx, output.as_deref(), force, &postgres),
+        Command::Import { input, postgres } => crate::dump::import(&ctx, &input, &postgres),
         Command::Reindex { force, batch } => reindex(&ctx, force, batch),
         Command::Workspace(cmd) => crate::workspace::command(&ctx, cmd),
         Command::Sync(cmd) => crate::agent::sync(&ctx, cmd),

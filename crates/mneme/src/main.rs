@@ -34,6 +34,7 @@ mod cli;
 mod client;
 mod commands;
 mod daemon;
+mod dump;
 mod model;
 mod render;
 mod supervise;

@@ -6,6 +6,7 @@
 mod agent;
 mod bad_input;
 mod daemon;
+mod dump;
 mod durability;
 mod flows;
 mod forget;
@@ -50,6 +51,9 @@ impl Mneme {
             .env_remove("MNEME_CONFIG")
             .env_remove("MNEME_ENCRYPTION_KEY")
             .env_remove("MNEME_ENCRYPTION_KEY_FILE")
+            .env_remove("MNEME_DATABASE_URL")
+            .env_remove("MNEME_DATABASE_PASSWORD")
+            .env_remove("MNEME_DATABASE_PASSWORD_FILE")
             .stdin(Stdio::null());
         if let Some(key) = &self.key {
             cmd.env("MNEME_ENCRYPTION_KEY", key);

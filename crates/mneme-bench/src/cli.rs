@@ -89,6 +89,17 @@ pub enum Command {
         #[arg(long, default_value_t = 2000)]
         single: usize,
     },
+    /// Export and import throughput of the dump (`mneme export` / `import`) on a store of
+    /// N synthetic records: SQLite → dump → a new SQLite store, and with --postgres the
+    /// same into and out of PostgreSQL, in one process.
+    Dump {
+        /// Records in the store.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// An empty PostgreSQL database to import into and export from.
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+    },
     /// Retrieve latency for queries of frequent words (Zipf vocabulary, words in most
     /// records), with and without the per-word cap `retrieval.max_term_matches`.
     Lexical {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Result;
 use mneme_core::{EventPayload, Payload, SystemClock};
 use mneme_service::{Access, IngestOptions, MemoryService, RetrieveRequest, ServiceConfig};
-use mneme_store::StoreOptions;
+use mneme_store::{Store, StoreOptions};
 use serde_json::json;
 
 use crate::synth::{TextGen, summarize};
@@ -126,6 +126,73 @@ pub fn store(sizes: &[usize], queries: usize, single: usize, json_out: bool) -> 
                 r["raw_fts5_p99_ms"].as_f64().unwrap_or(0.0),
                 r["empty_query_p50_ms"].as_f64().unwrap_or(0.0),
             );
+        }
+    }
+    Ok(())
+}
+
+/// `mneme-bench dump`: the dump's throughput on N synthetic records in threads of 20
+/// (so the import rebuilds conversation context), SQLite to SQLite and, with a URL,
+/// through PostgreSQL. Each step's wall time and records per second.
+pub fn dump(n: usize, postgres: Option<&str>, json_out: bool) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut textgen = TextGen::new(7);
+    let options = |name: &str, create| StoreOptions { path: dir.path().join(name), key: None, create, decay: Default::default() };
+    let service = MemoryService::open(options("source.db", true), ServiceConfig::default(), Arc::new(SystemClock))?;
+    eprintln!("== seeding {n} records");
+    let texts: Vec<String> = (0..n).map(|_| textgen.sentence()).collect();
+    for (c, chunk) in texts.chunks(1000).enumerate() {
+        let batch = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let event = EventPayload {
+                    event_kind: "message".into(),
+                    reference: Some(format!("thread-{}", (c * 1000 + i) / 20)),
+                    sender: Some("dana".into()),
+                    text: t.clone(),
+                    event_time: None,
+                };
+                (Payload::Event(event), IngestOptions::default())
+            })
+            .collect();
+        service.ingest_batch(batch)?;
+    }
+    let mut steps: Vec<(&str, f64, u64)> = Vec::new();
+    let mut timed = |name: &'static str, f: &mut dyn FnMut() -> Result<u64>| -> Result<()> {
+        let started = Instant::now();
+        let bytes = f()?;
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("   {name}: {secs:.2} s, {:.0} records/s", n as f64 / secs);
+        steps.push((name, secs, bytes));
+        Ok(())
+    };
+    let mut dump = Vec::new();
+    timed("export sqlite", &mut || Ok(service.export(&mut dump, &mut |_, _| {})?.bytes))?;
+    let mut copy = Store::open(options("copy.db", true))?;
+    timed("import sqlite", &mut || Ok(copy.import(&mut &dump[..], &mut |_, _| {})?.bytes))?;
+    if let Some(url) = postgres {
+        let pg = || mneme_store::PgOptions { create: true, ..mneme_store::PgOptions::new(url) };
+        timed("import postgres", &mut || Ok(mneme_service::import_postgres(pg(), &mut &dump[..], &mut |_, _| {})?.bytes))?;
+        let mut back = Vec::new();
+        timed("export postgres", &mut || Ok(mneme_service::export_postgres(pg(), &mut back, &mut |_, _| {})?.bytes))?;
+        // The rows (between header and trailer) must come back byte for byte.
+        let rows = |d: &[u8]| {
+            let lines: Vec<&[u8]> = d.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+            lines[1..lines.len() - 1].concat()
+        };
+        anyhow::ensure!(rows(&back) == rows(&dump), "PostgreSQL's export differs from SQLite's");
+    }
+    if json_out {
+        let steps: Vec<_> = steps
+            .iter()
+            .map(|(name, secs, bytes)| serde_json::json!({"step": name, "seconds": secs, "records_per_second": n as f64 / secs, "bytes": bytes}))
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({"records": n, "steps": steps}))?);
+    } else {
+        outln!("dump of {n} records ({:.1} MB):", dump.len() as f64 / 1e6);
+        for (name, secs, _) in &steps {
+            outln!("  {name:<16} {secs:>7.2} s  {:>9.0} records/s", n as f64 / secs);
         }
     }
     Ok(())

@@ -287,6 +287,9 @@ pub fn postgres() -> &'static Postgres {
             .args(["-c", &script])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
+            // Not the test's stderr: the shell outlives the test process, and a test runner
+            // waits for its output pipes to close.
+            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start the PostgreSQL watchdog shell: {e}"));
         let mut line = String::new();

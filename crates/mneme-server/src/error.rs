@@ -122,6 +122,7 @@ fn store_path(e: &StoreError) -> Option<&Path> {
         | StoreError::Sqlite { path, .. } => Some(path),
         StoreError::RecordNotFound(_)
         | StoreError::Dump { .. }
+        | StoreError::Unsupported { .. }
         | StoreError::DumpWrite { .. }
         | StoreError::NotEmpty { .. }
         | StoreError::Postgres { .. }

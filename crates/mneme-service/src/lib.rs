@@ -864,7 +864,7 @@ pub fn export_postgres(
     out: &mut dyn std::io::Write,
     progress: &mut dyn FnMut(&str, u64),
 ) -> ServiceResult<mneme_store::DumpSummary> {
-    Ok(mneme_store::PgStore::connect(options)?.export(out, progress)?)
+    Ok(mneme_store::Store::open_postgres(options)?.export(out, progress)?)
 }
 
 /// Imports a dump into a PostgreSQL database, creating mneme's schema in an empty one.
@@ -873,5 +873,5 @@ pub fn import_postgres(
     input: &mut dyn std::io::BufRead,
     progress: &mut dyn FnMut(&str, u64),
 ) -> ServiceResult<mneme_store::DumpSummary> {
-    Ok(mneme_store::PgStore::connect(mneme_store::PgOptions { create: true, ..options })?.import(input, progress)?)
+    Ok(mneme_store::Store::open_postgres(mneme_store::PgOptions { create: true, ..options })?.import(input, progress)?)
 }

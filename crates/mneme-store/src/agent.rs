@@ -9,11 +9,12 @@
 //! in one transaction, together with its `workspace_files` row.
 
 use jiff::Timestamp;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 use serde::Serialize;
 
 use crate::error::{SqlContext, StoreResult};
 use crate::rows::{ReadTx, WriteTx, decode, ts};
+use crate::sql::{Dialect, Row};
 
 /// Who sent a conversation message: the user to the agent (`in`) or the agent (`out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -153,8 +154,8 @@ const CONVERSATION_COLUMNS: &str = "id, at, channel, user_id, direction, priorit
 
 type ConversationRow = (i64, i64, String, Option<String>, String, i64, String);
 
-fn conversation_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ConversationRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+fn conversation_row(r: &dyn Row) -> StoreResult<ConversationRow> {
+    Ok((r.i64(0)?, r.i64(1)?, r.text(2)?, r.opt_text(3)?, r.text(4)?, r.i64(5)?, r.text(6)?))
 }
 
 fn conversation(
@@ -168,13 +169,9 @@ fn conversation(
 impl ReadTx<'_> {
     /// The latest checkpoint, if any.
     pub fn last_checkpoint(&self) -> StoreResult<Option<Checkpoint>> {
-        let row = self
-            .conn
-            .prepare_cached("SELECT id, end_id, summary, at FROM checkpoints ORDER BY id DESC LIMIT 1")
-            .ctx(self.path)?
-            .query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?)))
-            .optional()
-            .ctx(self.path)?;
+        let row = self.exec.row("SELECT id, end_id, summary, at FROM checkpoints ORDER BY id DESC LIMIT 1", &[], |r| {
+            Ok((r.i64(0)?, r.i64(1)?, r.text(2)?, r.i64(3)?))
+        })?;
         row.map(|(id, end_id, summary, at)| Ok(Checkpoint { id, end_id, summary, at: ts(at, self.path)? })).transpose()
     }
 
@@ -182,56 +179,53 @@ impl ReadTx<'_> {
     pub fn sync_state(&self) -> StoreResult<SyncState> {
         let last_checkpoint = self.last_checkpoint()?;
         let boundary = last_checkpoint.as_ref().map_or(0, |c| c.end_id);
-        let (unsummarized, begin_id, end_id): (i64, Option<i64>, Option<i64>) = self
-            .conn
-            .prepare_cached("SELECT count(*), min(id), max(id) FROM conversations WHERE id > ?1")
-            .ctx(self.path)?
-            .query_row([boundary], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .ctx(self.path)?;
-        let total: i64 =
-            self.conn.prepare_cached("SELECT count(*) FROM conversations").ctx(self.path)?.query_row([], |r| r.get(0)).ctx(self.path)?;
+        let (unsummarized, begin_id, end_id) = self
+            .exec
+            .row("SELECT count(*), min(id), max(id) FROM conversations WHERE id > ?1", &[&boundary], |r| {
+                Ok((r.i64(0)?, r.opt_i64(1)?, r.opt_i64(2)?))
+            })?
+            .unwrap_or((0, None, None));
+        let total = self.exec.int("SELECT count(*) FROM conversations", &[])?;
         Ok(SyncState { unsummarized: unsummarized as u64, begin_id, end_id, last_checkpoint, total: total as u64 })
     }
 
     /// Conversations with `begin <= id <= end`, oldest first, at most `limit`.
     pub fn conversations(&self, begin: i64, end: i64, limit: usize) -> StoreResult<Vec<Conversation>> {
         let sql = format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id BETWEEN ?1 AND ?2 ORDER BY id LIMIT ?3");
-        let rows = self.query_all(&sql, params![begin, end, limit as i64], conversation_row)?;
+        let rows = self.query_all(&sql, &[&begin, &end, &(limit as i64)], conversation_row)?;
         rows.into_iter().map(|row| conversation(self.path, row)).collect()
     }
 
     /// The highest conversation id, 0 when the log is empty.
     pub fn last_conversation_id(&self) -> StoreResult<i64> {
-        self.conn
-            .prepare_cached("SELECT coalesce(max(id), 0) FROM conversations")
-            .ctx(self.path)?
-            .query_row([], |r| r.get(0))
-            .ctx(self.path)
+        self.exec.int("SELECT coalesce(max(id), 0) FROM conversations", &[])
     }
 
-    /// Every stored task, by name.
+    /// Every stored task, by name (in byte order on both engines).
     pub fn tasks(&self) -> StoreResult<Vec<TaskRow>> {
-        self.query_all("SELECT name, spec, builtin FROM scheduled_tasks ORDER BY name", [], |r| {
-            Ok(TaskRow { name: r.get(0)?, spec: r.get(1)?, builtin: r.get::<_, i64>(2)? == 1 })
-        })
+        let sql = match self.dialect() {
+            Dialect::Sqlite => "SELECT name, spec, builtin FROM scheduled_tasks ORDER BY name",
+            Dialect::Postgres => "SELECT name, spec, builtin FROM scheduled_tasks ORDER BY name COLLATE \"C\"",
+        };
+        self.query_all(sql, &[], |r| Ok(TaskRow { name: r.text(0)?, spec: r.text(1)?, builtin: r.flag(2)? }))
     }
 
     /// The latest `limit` runs of `task` (all tasks when `None`), newest first.
     pub fn task_runs(&self, task: Option<&str>, limit: usize) -> StoreResult<Vec<TaskRun>> {
         let rows = self.query_all(
-            "SELECT id, task, at, ok, detail FROM task_runs WHERE ?1 IS NULL OR task = ?1 ORDER BY id DESC LIMIT ?2",
-            params![task, limit as i64],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?)),
+            "SELECT id, task, at, ok, detail FROM task_runs WHERE CAST(?1 AS TEXT) IS NULL OR task = ?1 ORDER BY id DESC LIMIT ?2",
+            &[&task, &(limit as i64)],
+            |r| Ok((r.i64(0)?, r.text(1)?, r.i64(2)?, r.flag(3)?, r.text(4)?)),
         )?;
-        rows.into_iter().map(|(id, task, at, ok, detail)| Ok(TaskRun { id, task, at: ts(at, self.path)?, ok: ok == 1, detail })).collect()
+        rows.into_iter().map(|(id, task, at, ok, detail)| Ok(TaskRun { id, task, at: ts(at, self.path)?, ok, detail })).collect()
     }
 
     /// Undelivered dispatches, by priority then age.
     pub fn pending_dispatches(&self, limit: usize) -> StoreResult<Vec<Dispatch>> {
         let rows = self.query_all(
             "SELECT id, task, priority, text, created_at FROM dispatches WHERE delivered_at IS NULL ORDER BY priority, id LIMIT ?1",
-            [limit as i64],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, String>(3)?, r.get::<_, i64>(4)?)),
+            &[&(limit as i64)],
+            |r| Ok((r.i64(0)?, r.text(1)?, r.i64(2)?, r.text(3)?, r.i64(4)?)),
         )?;
         rows.into_iter()
             .map(|(id, task, priority, text, created)| {
@@ -249,36 +243,32 @@ impl ReadTx<'_> {
 
     /// A `meta` value (small daemon and agent state such as the last activity time).
     pub fn meta(&self, key: &str) -> StoreResult<Option<String>> {
-        self.conn
-            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
-            .ctx(self.path)?
-            .query_row([key], |r| r.get(0))
-            .optional()
-            .ctx(self.path)
+        self.exec.row("SELECT value FROM meta WHERE key = ?1", &[&key], |r| r.text(0))
     }
 
     /// Every indexed workspace file.
     pub fn indexed_files(&self) -> StoreResult<Vec<IndexedFile>> {
-        self.query_all("SELECT path, mtime, size, chunks FROM workspace_files ORDER BY path", [], |r| {
-            Ok(IndexedFile { path: r.get(0)?, mtime_ms: r.get(1)?, size: r.get::<_, i64>(2)? as u64, chunks: r.get::<_, i64>(3)? as u64 })
+        self.query_all("SELECT path, mtime, size, chunks FROM workspace_files ORDER BY path", &[], |r| {
+            Ok(IndexedFile { path: r.text(0)?, mtime_ms: r.i64(1)?, size: r.i64(2)? as u64, chunks: r.i64(3)? as u64 })
         })
     }
 
     /// Full-text search over workspace chunks. `fts_query` is an FTS5 expression (callers
     /// build it with `mneme_core::query`); hits best first.
     pub fn search_chunks(&self, fts_query: &str, limit: usize) -> StoreResult<Vec<ChunkHit>> {
+        self.lite()?;
         self.query_all(
             "SELECT path, start_line, end_line, heading, snippet(workspace_chunks, 4, '[', ']', '…', 24), -bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) \
              FROM workspace_chunks WHERE workspace_chunks MATCH ?1 ORDER BY bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) LIMIT ?2",
-            params![fts_query, limit as i64],
+            &[&fts_query, &(limit as i64)],
             |r| {
                 Ok(ChunkHit {
-                    path: r.get(0)?,
-                    start_line: r.get::<_, i64>(1)? as u32,
-                    end_line: r.get::<_, i64>(2)? as u32,
-                    heading: r.get(3)?,
-                    snippet: r.get(4)?,
-                    score: r.get(5)?,
+                    path: r.text(0)?,
+                    start_line: r.i64(1)? as u32,
+                    end_line: r.i64(2)? as u32,
+                    heading: r.text(3)?,
+                    snippet: r.text(4)?,
+                    score: r.f64(5)?,
                 })
             },
         )
@@ -288,15 +278,16 @@ impl ReadTx<'_> {
 impl WriteTx<'_> {
     /// Appends a message to the conversation log; returns it with its id.
     pub fn log_conversation(&self, new: &NewConversation) -> StoreResult<Conversation> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO conversations (at, channel, user_id, direction, priority, content) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .ctx(self.path)?
-            .execute(params![new.at.as_millisecond(), new.channel, new.user_id, new.direction.as_str(), new.priority, new.content])
-            .ctx(self.path)?;
+        let id = self
+            .exec
+            .row(
+                "INSERT INTO conversations (at, channel, user_id, direction, priority, content) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                &[&new.at.as_millisecond(), &new.channel, &new.user_id, &new.direction.as_str(), &i64::from(new.priority), &new.content],
+                |r| r.i64(0),
+            )?
+            .ok_or_else(|| decode(self.path, "the insert returned no id"))?;
         Ok(Conversation {
-            id: self.conn.last_insert_rowid(),
+            id,
             at: new.at,
             channel: new.channel.clone(),
             user_id: new.user_id.clone(),
@@ -308,51 +299,44 @@ impl WriteTx<'_> {
 
     /// Appends a checkpoint (the caller checked `end_id` against the log and the boundary).
     pub fn add_checkpoint(&self, end_id: i64, summary: &str, at: Timestamp) -> StoreResult<Checkpoint> {
-        self.conn
-            .prepare_cached("INSERT INTO checkpoints (end_id, summary, at) VALUES (?1, ?2, ?3)")
-            .ctx(self.path)?
-            .execute(params![end_id, summary, at.as_millisecond()])
-            .ctx(self.path)?;
-        Ok(Checkpoint { id: self.conn.last_insert_rowid(), end_id, summary: summary.to_string(), at })
+        let id = self
+            .exec
+            .row(
+                "INSERT INTO checkpoints (end_id, summary, at) VALUES (?1, ?2, ?3) RETURNING id",
+                &[&end_id, &summary, &at.as_millisecond()],
+                |r| r.i64(0),
+            )?
+            .ok_or_else(|| decode(self.path, "the insert returned no id"))?;
+        Ok(Checkpoint { id, end_id, summary: summary.to_string(), at })
     }
 
     /// Inserts or replaces a task.
     pub fn put_task(&self, task: &TaskRow) -> StoreResult<()> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO scheduled_tasks (name, spec, builtin) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, builtin = excluded.builtin",
-            )
-            .ctx(self.path)?
-            .execute(params![task.name, task.spec, task.builtin as i64])
-            .ctx(self.path)?;
+        self.exec.execute(
+            "INSERT INTO scheduled_tasks (name, spec, builtin) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, builtin = excluded.builtin",
+            &[&task.name, &task.spec, &i64::from(task.builtin)],
+        )?;
         Ok(())
     }
 
     /// Replaces a task's spec only if it is still `expected` (not removed or replaced since
     /// it was read); false otherwise.
     pub fn update_task_if(&self, name: &str, expected: &str, spec: &str) -> StoreResult<bool> {
-        let changed = self
-            .conn
-            .prepare_cached("UPDATE scheduled_tasks SET spec = ?3 WHERE name = ?1 AND spec = ?2")
-            .ctx(self.path)?
-            .execute(params![name, expected, spec])
-            .ctx(self.path)?;
-        Ok(changed > 0)
+        Ok(self.exec.execute("UPDATE scheduled_tasks SET spec = ?3 WHERE name = ?1 AND spec = ?2", &[&name, &expected, &spec])? > 0)
     }
 
     /// Removes a task; false if there was none by that name. Its run log stays.
     pub fn remove_task(&self, name: &str) -> StoreResult<bool> {
-        Ok(self.conn.prepare_cached("DELETE FROM scheduled_tasks WHERE name = ?1").ctx(self.path)?.execute([name]).ctx(self.path)? > 0)
+        Ok(self.exec.execute("DELETE FROM scheduled_tasks WHERE name = ?1", &[&name])? > 0)
     }
 
     /// Records a task run.
     pub fn log_task_run(&self, task: &str, at: Timestamp, ok: bool, detail: &str) -> StoreResult<()> {
-        self.conn
-            .prepare_cached("INSERT INTO task_runs (task, at, ok, detail) VALUES (?1, ?2, ?3, ?4)")
-            .ctx(self.path)?
-            .execute(params![task, at.as_millisecond(), ok as i64, detail])
-            .ctx(self.path)?;
+        self.exec.execute(
+            "INSERT INTO task_runs (task, at, ok, detail) VALUES (?1, ?2, ?3, ?4)",
+            &[&task, &at.as_millisecond(), &i64::from(ok), &detail],
+        )?;
         Ok(())
     }
 
@@ -360,29 +344,22 @@ impl WriteTx<'_> {
     /// undelivered (a check every 30 minutes must not pile up while the agent is away).
     /// Returns the new dispatch's id, `None` when it was not queued.
     pub fn add_dispatch(&self, task: &str, priority: u8, text: &str, at: Timestamp) -> StoreResult<Option<i64>> {
-        let waiting: i64 = self
-            .conn
-            .prepare_cached("SELECT count(*) FROM dispatches WHERE task = ?1 AND delivered_at IS NULL")
-            .ctx(self.path)?
-            .query_row([task], |r| r.get(0))
-            .ctx(self.path)?;
+        let waiting = self.exec.int("SELECT count(*) FROM dispatches WHERE task = ?1 AND delivered_at IS NULL", &[&task])?;
         if waiting > 0 {
             return Ok(None);
         }
-        self.conn
-            .prepare_cached("INSERT INTO dispatches (task, priority, text, created_at) VALUES (?1, ?2, ?3, ?4)")
-            .ctx(self.path)?
-            .execute(params![task, priority, text, at.as_millisecond()])
-            .ctx(self.path)?;
-        Ok(Some(self.conn.last_insert_rowid()))
+        self.exec.row(
+            "INSERT INTO dispatches (task, priority, text, created_at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
+            &[&task, &i64::from(priority), &text, &at.as_millisecond()],
+            |r| r.i64(0),
+        )
     }
 
     /// Marks dispatches delivered.
     pub fn mark_delivered(&self, ids: &[i64], at: Timestamp) -> StoreResult<()> {
-        let mut stmt =
-            self.conn.prepare_cached("UPDATE dispatches SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL").ctx(self.path)?;
         for id in ids {
-            stmt.execute(params![id, at.as_millisecond()]).ctx(self.path)?;
+            self.exec
+                .execute("UPDATE dispatches SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL", &[id, &at.as_millisecond()])?;
         }
         Ok(())
     }
@@ -396,13 +373,13 @@ impl WriteTx<'_> {
     pub fn index_file(&self, file: &IndexedFile, chunks: &[NewChunk]) -> StoreResult<()> {
         self.unindex_file(&file.path)?;
         let mut insert = self
-            .conn
+            .lite()?
             .prepare_cached("INSERT INTO workspace_chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)")
             .ctx(self.path)?;
         for c in chunks {
             insert.execute(params![file.path, c.start_line, c.end_line, c.heading, c.text]).ctx(self.path)?;
         }
-        self.conn
+        self.lite()?
             .prepare_cached("INSERT INTO workspace_files (path, mtime, size, chunks) VALUES (?1, ?2, ?3, ?4)")
             .ctx(self.path)?
             .execute(params![file.path, file.mtime_ms, file.size as i64, chunks.len() as i64])
@@ -412,8 +389,8 @@ impl WriteTx<'_> {
 
     /// Drops a file (and its chunks) from the index.
     pub fn unindex_file(&self, path: &str) -> StoreResult<()> {
-        self.conn.prepare_cached("DELETE FROM workspace_chunks WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
-        self.conn.prepare_cached("DELETE FROM workspace_files WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
+        self.lite()?.prepare_cached("DELETE FROM workspace_chunks WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
+        self.lite()?.prepare_cached("DELETE FROM workspace_files WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
         Ok(())
     }
 }

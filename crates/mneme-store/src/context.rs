@@ -18,10 +18,10 @@
 
 use std::collections::BTreeSet;
 
-use mneme_core::Payload;
-use rusqlite::{Connection, OptionalExtension, params};
-
+use crate::error::StoreResult;
 use crate::rows::fts_text;
+use crate::sql::{Dialect, Exec};
+use mneme_core::Payload;
 
 /// Records on each side of a record whose text goes into its context column.
 pub const WINDOW: usize = 2;
@@ -46,12 +46,10 @@ pub(crate) fn date_words(ms: Option<i64>) -> String {
 }
 
 /// A record's own index text, its date words and its sensitivity level.
-fn own_text(conn: &Connection, seq: i64) -> rusqlite::Result<Option<(String, String, i64)>> {
-    type Row = (Option<String>, Option<String>, Option<i64>, i64);
-    let row: Option<Row> = conn
-        .prepare_cached("SELECT summary, payload, event_time, sensitivity FROM records WHERE seq = ?1")?
-        .query_row([seq], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
+fn own_text(db: &dyn Exec, seq: i64) -> StoreResult<Option<(String, String, i64)>> {
+    let row = db.row("SELECT summary, payload, event_time, sensitivity FROM records WHERE seq = ?1", &[&seq], |r| {
+        Ok((r.opt_text(0)?, r.opt_text(1)?, r.opt_i64(2)?, r.i64(3)?))
+    })?;
     Ok(row.map(|(summary, payload, event_time, sensitivity)| {
         let payload: Option<Payload> = payload.and_then(|p| serde_json::from_str(&p).ok());
         (fts_text(summary.as_deref(), payload.as_ref()), date_words(event_time), sensitivity)
@@ -59,15 +57,11 @@ fn own_text(conn: &Connection, seq: i64) -> rusqlite::Result<Option<(String, Str
 }
 
 /// The live records up to `n` before (`.0`, nearest first) and after (`.1`) `seq` in its thread.
-pub(crate) fn neighbours(conn: &Connection, seq: i64, n: usize) -> rusqlite::Result<(Vec<i64>, Vec<i64>)> {
-    let thread: Option<String> =
-        conn.prepare_cached("SELECT thread FROM record_threads WHERE record_seq = ?1")?.query_row([seq], |r| r.get(0)).optional()?;
+pub(crate) fn neighbours(db: &dyn Exec, seq: i64, n: usize) -> StoreResult<(Vec<i64>, Vec<i64>)> {
+    let thread = db.row("SELECT thread FROM record_threads WHERE record_seq = ?1", &[&seq], |r| r.text(0))?;
     let Some(thread) = thread else { return Ok((Vec::new(), Vec::new())) };
-    let side = |sql: &str| -> rusqlite::Result<Vec<i64>> {
-        let mut stmt = conn.prepare_cached(sql)?;
-        let rows = stmt.query_map(params![thread, seq, n as i64], |r| r.get(0))?;
-        rows.collect()
-    };
+    let n = n as i64;
+    let side = |sql: &str| db.rows(sql, &[&thread, &seq, &n], |r| r.i64(0));
     let before = side(&format!(
         "SELECT t.record_seq FROM record_threads t JOIN records r ON r.seq = t.record_seq \
          WHERE t.thread = ?1 AND t.record_seq < ?2 AND {LIVE} ORDER BY t.record_seq DESC LIMIT ?3"
@@ -81,44 +75,60 @@ pub(crate) fn neighbours(conn: &Connection, seq: i64, n: usize) -> rusqlite::Res
 
 /// Adds a record to its thread (if it has one) and returns the records whose context
 /// now includes it.
-pub(crate) fn join_thread(conn: &Connection, seq: i64, thread: Option<&str>) -> rusqlite::Result<Vec<i64>> {
+pub(crate) fn join_thread(db: &dyn Exec, seq: i64, thread: Option<&str>) -> StoreResult<Vec<i64>> {
     let Some(thread) = thread else { return Ok(Vec::new()) };
-    conn.prepare_cached("INSERT INTO record_threads (thread, record_seq) VALUES (?1, ?2)")?.execute(params![thread, seq])?;
-    let (before, after) = neighbours(conn, seq, WINDOW)?;
+    db.execute("INSERT INTO record_threads (thread, record_seq) VALUES (?1, ?2)", &[&thread, &seq])?;
+    let (before, after) = neighbours(db, seq, WINDOW)?;
     Ok(before.into_iter().chain(after).collect())
 }
 
+/// The statements that delete and write one full-text row: SQLite's FTS5 table is keyed by
+/// rowid, PostgreSQL's table (with its generated `tsvector`) by `seq`.
+pub(crate) fn fts_statements(db: &dyn Exec) -> (&'static str, &'static str) {
+    match db.dialect() {
+        Dialect::Sqlite => {
+            ("DELETE FROM records_fts WHERE rowid = ?1", "INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, ?3, ?4)")
+        }
+        Dialect::Postgres => {
+            ("DELETE FROM records_fts WHERE seq = ?1", "INSERT INTO records_fts (seq, text, ctx, date) VALUES (?1, ?2, ?3, ?4)")
+        }
+    }
+}
+
 /// Rewrites the index rows of `seqs` (own text, context, date).
-pub(crate) fn write_rows(conn: &Connection, seqs: &BTreeSet<i64>) -> rusqlite::Result<()> {
+pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>) -> StoreResult<()> {
+    if seqs.is_empty() {
+        return Ok(());
+    }
+    let (delete, insert) = fts_statements(db);
+    // (Before schema v8, during the v5 migration, the column does not exist yet.)
+    let tombstones = db.dialect() == Dialect::Postgres || has_forgotten_column(db)?;
     for &seq in seqs {
-        // (Before schema v8, during the v5 migration, the column does not exist yet.)
-        let forgotten: bool = match conn.prepare_cached("SELECT forgotten_at IS NOT NULL FROM records WHERE seq = ?1") {
-            Ok(mut stmt) => stmt.query_row([seq], |r| r.get(0)).optional()?.unwrap_or(false),
-            Err(_) => false,
-        };
+        let forgotten =
+            tombstones && db.row("SELECT forgotten_at IS NOT NULL FROM records WHERE seq = ?1", &[&seq], |r| r.flag(0))?.unwrap_or(false);
         if forgotten {
-            conn.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1")?.execute([seq])?;
+            db.execute(delete, &[&seq])?;
             continue;
         }
-        let Some((text, date, sensitivity)) = own_text(conn, seq)? else { continue };
-        let (before, after) = neighbours(conn, seq, WINDOW)?;
+        let Some((text, date, sensitivity)) = own_text(db, seq)? else { continue };
+        let (before, after) = neighbours(db, seq, WINDOW)?;
         let mut ctx = Vec::with_capacity(before.len() + after.len());
         for n in before.iter().rev().chain(&after) {
             // Only neighbours no more sensitive than the record: its matches must not
             // reveal words of a record the searcher may not see.
-            if let Some((t, _, s)) = own_text(conn, *n)?
+            if let Some((t, _, s)) = own_text(db, *n)?
                 && s <= sensitivity
             {
                 ctx.push(t);
             }
         }
-        conn.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1")?.execute([seq])?;
-        conn.prepare_cached("INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
-            seq,
-            text,
-            ctx.join("\n"),
-            date
-        ])?;
+        db.execute(delete, &[&seq])?;
+        db.execute(insert, &[&seq, &text, &ctx.join("\n"), &date])?;
     }
     Ok(())
+}
+
+/// Whether `records` has `forgotten_at` yet (schema v8; the v5 migration runs before it).
+fn has_forgotten_column(db: &dyn Exec) -> StoreResult<bool> {
+    Ok(db.int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'forgotten_at'", &[])? > 0)
 }

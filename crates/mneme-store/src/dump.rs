@@ -486,11 +486,14 @@ impl crate::Store {
     /// Writes the whole store as a dump, from one read snapshot (a running daemon may
     /// keep writing; the dump is the store as of its start).
     pub fn export(&mut self, out: &mut dyn Write, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+        if let crate::Engine::Pg(pg) = &mut self.engine {
+            return pg.export(out, progress);
+        }
         self.read(|tx| {
             let mut writer = DumpWriter::new(out, "sqlite", progress)?;
             for table in TABLES {
                 let sql = format!("SELECT {} FROM {} ORDER BY {}", table.column_list(), table.name, table.key.join(", "));
-                let mut stmt = tx.conn.prepare(&sql).map_err(|e| crate::error::classify(e, tx.path))?;
+                let mut stmt = tx.lite()?.prepare(&sql).map_err(|e| crate::error::classify(e, tx.path))?;
                 let mut rows = stmt.query([]).map_err(|e| crate::error::classify(e, tx.path))?;
                 let mut cells = Vec::with_capacity(table.columns.len());
                 while let Some(row) = rows.next().map_err(|e| crate::error::classify(e, tx.path))? {
@@ -510,8 +513,13 @@ impl crate::Store {
     /// dump does not carry: tag and lineage mirrors, threads, the full-text rows (with their
     /// context), and rank anchors if this store's decay settings differ from the dump's.
     pub fn import(&mut self, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+        if let crate::Engine::Pg(pg) = &mut self.engine {
+            let summary = pg.import(input, progress)?;
+            self.refresh_rank_anchors()?;
+            return Ok(summary);
+        }
         let summary = self.write(|tx| {
-            let conn = tx.conn;
+            let conn = tx.lite()?;
             let ctx = |e: rusqlite::Error| crate::error::classify(e, tx.path);
             for (table, sql) in emptiness_checks() {
                 let rows: i64 = conn.query_row(&sql, [], |r| r.get(0)).map_err(ctx)?;
@@ -556,7 +564,7 @@ impl crate::Store {
                 }
                 seqs.insert(derived.seq);
             }
-            crate::context::write_rows(conn, &seqs).map_err(ctx)?;
+            crate::context::write_rows(&crate::sql::LiteExec { conn, path: tx.path }, &seqs)?;
             Ok::<_, StoreError>(summary)
         })?;
         self.refresh_rank_anchors()?;

@@ -43,6 +43,8 @@ pub enum StoreError {
     DumpWrite { detail: String },
     #[error("cannot import into {target}: it is not empty ({table} has {rows} rows); import into a new store")]
     NotEmpty { target: String, table: &'static str, rows: i64 },
+    #[error("{what} is not available on PostgreSQL yet (the engine is being ported; use the SQLite store)")]
+    Unsupported { what: String },
     #[error("{target}: {detail}")]
     Postgres { target: String, detail: String },
     #[error("cannot reach the database {target}: {detail}")]

@@ -18,6 +18,7 @@ mod pg;
 mod rows;
 mod schema;
 mod search;
+mod sql;
 mod vectors;
 
 use std::fmt;
@@ -35,7 +36,7 @@ pub use agent::{
 pub use dump::{DUMP_FORMAT, DUMP_VERSION, DumpSummary};
 pub use error::{StoreError, StoreResult};
 pub use lookup::AuditEvent;
-pub use pg::{PG_SCHEMA_VERSION, PgOptions, PgStore};
+pub use pg::{PG_SCHEMA_VERSION, PgOptions};
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};
@@ -90,16 +91,28 @@ pub struct StoreOptions {
     pub decay: DecayConfig,
 }
 
-/// An open store: one SQLite connection in WAL mode.
+/// An open store: one SQLite connection in WAL mode, or one PostgreSQL connection
+/// ([`Store::open_postgres`]).
 #[derive(Debug)]
 pub struct Store {
-    // Invariant: declared before `_open`, so the connection (and its POSIX locks) is
-    // closed before the file leaves this process's registry of open database files.
-    conn: Connection,
-    _open: OpenFileGuard,
+    pub(crate) engine: Engine,
+    /// The SQLite file, or on PostgreSQL the database as `postgres://user@host:port/db`
+    /// (never the password), which errors name.
     path: PathBuf,
     decay: DecayConfig,
     encrypted: bool,
+}
+
+/// The connection behind a [`Store`].
+#[derive(Debug)]
+pub(crate) enum Engine {
+    Lite {
+        // Invariant: declared before `_open`, so the connection (and its POSIX locks) is
+        // closed before the file leaves this process's registry of open database files.
+        conn: Connection,
+        _open: OpenFileGuard,
+    },
+    Pg(Box<pg::PgConn>),
 }
 
 /// The database files this process holds SQLite connections to, by (device, inode), with
@@ -225,8 +238,8 @@ impl Store {
         let encrypted = key.is_some();
         // Built at once so that on every error path below the connection closes before the
         // file leaves the registry (field order).
-        let store = Store { conn, _open: open, path: path.clone(), decay, encrypted };
-        let conn = &store.conn;
+        let store = Store { engine: Engine::Lite { conn, _open: open }, path: path.clone(), decay, encrypted };
+        let Engine::Lite { conn, .. } = &store.engine else { unreachable!("just built as SQLite") };
         conn.busy_timeout(BUSY_TIMEOUT).ctx(&path)?;
         // Retrieval builds one statement per filter shape; keep them all prepared.
         conn.set_prepared_statement_cache_capacity(128);
@@ -282,20 +295,60 @@ impl Store {
         &self.decay
     }
 
-    pub fn schema_version(&self) -> StoreResult<i64> {
-        self.conn.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&self.path)
+    /// The schema version (each engine numbers its own: [`SCHEMA_VERSION`], [`PG_SCHEMA_VERSION`]).
+    pub fn schema_version(&mut self) -> StoreResult<i64> {
+        match &mut self.engine {
+            Engine::Lite { conn, .. } => conn.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&self.path),
+            Engine::Pg(pg) => pg.schema_version(),
+        }
+    }
+
+    /// Which engine this store runs on: `sqlite` or `postgres`.
+    pub fn engine(&self) -> &'static str {
+        match self.engine {
+            Engine::Lite { .. } => "sqlite",
+            Engine::Pg(_) => "postgres",
+        }
+    }
+
+    /// The SQLite connection; the SQLite-only operations (scrub, migrations) refuse a
+    /// PostgreSQL store.
+    fn lite(&mut self, what: &str) -> StoreResult<&mut Connection> {
+        match &mut self.engine {
+            Engine::Lite { conn, .. } => Ok(conn),
+            Engine::Pg(_) => Err(sql::not_on_postgres(what)),
+        }
     }
 
     /// Runs `f` in one write transaction (`BEGIN IMMEDIATE`, so the write lock is taken up
     /// front and a concurrent writer waits up to [`BUSY_TIMEOUT`]). Commits when `f` returns
     /// `Ok`, rolls back otherwise: an operation is all or nothing.
+    ///
+    /// On PostgreSQL the transaction first takes the store's write lock (an advisory
+    /// transaction lock), so writers are serialised as SQLite's are, across processes.
     pub fn write<T, E: From<StoreError>>(&mut self, f: impl FnOnce(&WriteTx<'_>) -> Result<T, E>) -> Result<T, E> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
-        let wtx = WriteTx::new(&tx, &self.path, &self.decay);
-        let value = f(&wtx)?;
-        wtx.flush_context()?;
-        tx.commit().ctx(&self.path)?;
-        Ok(value)
+        let Store { engine, path, decay, .. } = self;
+        match engine {
+            Engine::Lite { conn, .. } => {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(path)?;
+                let exec = sql::LiteExec { conn: &tx, path };
+                let wtx = WriteTx::new(&exec, path, decay);
+                let value = f(&wtx)?;
+                wtx.flush_context()?;
+                drop(wtx);
+                tx.commit().ctx(path)?;
+                Ok(value)
+            }
+            Engine::Pg(pg) => {
+                let exec = pg.begin(true)?;
+                let wtx = WriteTx::new(&exec, path, decay);
+                let value = f(&wtx)?;
+                wtx.flush_context()?;
+                drop(wtx);
+                pg::commit(exec)?;
+                Ok(value)
+            }
+        }
     }
 
     /// After an erasure (forget): rewrites the full-text indexes without the deleted rows'
@@ -304,23 +357,37 @@ impl Store {
     /// and not only from queries. Readers that hold an old snapshot can keep the WAL from
     /// being truncated: then it says so (`false`).
     pub fn scrub(&mut self) -> StoreResult<bool> {
-        self.conn
-            .execute_batch(
-                "INSERT INTO records_fts (records_fts) VALUES ('optimize'); \
+        let path = self.path.clone();
+        let conn = self.lite("scrubbing erased text")?;
+        conn.execute_batch(
+            "INSERT INTO records_fts (records_fts) VALUES ('optimize'); \
                  INSERT INTO workspace_chunks (workspace_chunks) VALUES ('optimize');",
-            )
-            .ctx(&self.path)?;
-        let busy: i64 = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0)).ctx(&self.path)?;
+        )
+        .ctx(&path)?;
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0)).ctx(&path)?;
         Ok(busy == 0)
     }
 
     /// Runs `f` in one read transaction: a consistent snapshot.
     pub fn read<T, E: From<StoreError>>(&mut self, f: impl FnOnce(&ReadTx<'_>) -> Result<T, E>) -> Result<T, E> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred).ctx(&self.path)?;
-        let rtx = ReadTx::new(&tx, &self.path, &self.decay);
-        let value = f(&rtx)?;
-        tx.commit().ctx(&self.path)?;
-        Ok(value)
+        let Store { engine, path, decay, .. } = self;
+        match engine {
+            Engine::Lite { conn, .. } => {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred).ctx(path)?;
+                let exec = sql::LiteExec { conn: &tx, path };
+                let rtx = ReadTx::new(&exec, path, decay);
+                let value = f(&rtx)?;
+                tx.commit().ctx(path)?;
+                Ok(value)
+            }
+            Engine::Pg(pg) => {
+                let exec = pg.begin(false)?;
+                let rtx = ReadTx::new(&exec, path, decay);
+                let value = f(&rtx)?;
+                pg::commit(exec)?;
+                Ok(value)
+            }
+        }
     }
 
     /// Size of the database file and its WAL, in bytes.
@@ -333,23 +400,25 @@ impl Store {
     /// build an old-version database and open it with a current build.
     #[doc(hidden)]
     pub fn migrate(&mut self, target: i64) -> StoreResult<()> {
+        let path = self.path.clone();
+        let conn = self.lite("SQLite migrations")?;
         for m in schema::MIGRATIONS.iter().filter(|m| m.version <= target) {
-            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&self.path)?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).ctx(&path)?;
             // Read the version under the write lock: a second process opening the same new
             // store at the same moment must not apply a migration twice.
-            let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&self.path)?;
+            let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).ctx(&path)?;
             if current >= m.version {
                 continue;
             }
-            (m.apply)(&tx).ctx(&self.path)?;
+            (m.apply)(&tx).ctx(&path)?;
             tx.execute(
                 "INSERT INTO schema_migrations (version, applied_at, description) VALUES (?1, ?2, ?3)",
                 rusqlite::params![m.version, jiff::Timestamp::now().as_millisecond(), m.description],
             )
-            .ctx(&self.path)?;
-            tx.pragma_update(None, "application_id", APPLICATION_ID).ctx(&self.path)?;
-            tx.pragma_update(None, "user_version", m.version).ctx(&self.path)?;
-            tx.commit().ctx(&self.path)?;
+            .ctx(&path)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID).ctx(&path)?;
+            tx.pragma_update(None, "user_version", m.version).ctx(&path)?;
+            tx.commit().ctx(&path)?;
         }
         Ok(())
     }
@@ -361,25 +430,25 @@ impl Store {
         let conn = Connection::open(path).ctx(path)?;
         let open = OpenFileGuard::register(&mut open_files, file_identity(path)?);
         drop(open_files);
-        let mut store = Store { conn, _open: open, path: path.to_path_buf(), decay, encrypted: false };
+        let mut store = Store { engine: Engine::Lite { conn, _open: open }, path: path.to_path_buf(), decay, encrypted: false };
         store.migrate(version)?;
         Ok(store)
     }
 
     /// Executes raw SQL, for tests that fabricate old or damaged data.
     #[doc(hidden)]
-    pub fn execute_raw(&self, sql: &str) -> StoreResult<()> {
-        self.conn.execute_batch(sql).ctx(&self.path)
+    pub fn execute_raw(&mut self, sql: &str) -> StoreResult<()> {
+        match &mut self.engine {
+            Engine::Lite { conn, .. } => conn.execute_batch(sql).ctx(&self.path),
+            Engine::Pg(pg) => pg.execute_raw(sql),
+        }
     }
 
-    fn refresh_rank_anchors(&mut self) -> StoreResult<()> {
+    /// Recomputes every rank anchor when the decay settings differ from the ones the
+    /// anchors were computed with (on either engine).
+    pub(crate) fn refresh_rank_anchors(&mut self) -> StoreResult<()> {
         let fingerprint = serde_json::to_string(&self.decay.half_life_days).expect("plain numbers serialise");
-        let stored: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = 'decay_half_lives'", [], |r| r.get(0))
-            .map(Some)
-            .or_else(|e| if matches!(e, rusqlite::Error::QueryReturnedNoRows) { Ok(None) } else { Err(e) })
-            .ctx(&self.path)?;
+        let stored = self.read(|tx| tx.meta("decay_half_lives"))?;
         if stored.as_deref() == Some(fingerprint.as_str()) {
             return Ok(());
         }

@@ -11,6 +11,17 @@ use mneme_core::{MemoryRecord, MemoryType, RecordId, Scope, Sensitivity};
 
 use crate::error::StoreResult;
 use crate::rows::ReadTx;
+use crate::sql::Dialect;
+
+/// A JSON field of a text column, as each engine spells it (and as the look-up indexes
+/// are written: SQLite's `json_extract(payload, '$.subject')`, PostgreSQL's
+/// `(payload::jsonb ->> 'subject')`).
+fn field(dialect: Dialect, column: &str, name: &str) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("json_extract({column}, '$.{name}')"),
+        Dialect::Postgres => format!("({column}::jsonb ->> '{name}')"),
+    }
+}
 
 impl ReadTx<'_> {
     /// Live semantic records in exactly `scope` (a named scope does not match global
@@ -23,16 +34,17 @@ impl ReadTx<'_> {
         scope: &Scope,
         max_sensitivity: Sensitivity,
     ) -> StoreResult<Vec<MemoryRecord>> {
+        let (s, p) = (field(self.dialect(), "payload", "subject"), field(self.dialect(), "payload", "predicate"));
         let seqs = self.query_all(
-            "SELECT seq FROM records \
-             WHERE memory_type = 'semantic' \
-               AND lower(json_extract(payload, '$.subject')) = lower(?1) \
-               AND lower(json_extract(payload, '$.predicate')) = lower(?2) \
-               AND scope = ?3 AND sensitivity <= ?4 \
-               AND status IN ('active', 'contested') AND pruned_at IS NULL \
-             ORDER BY seq",
-            rusqlite::params![subject, predicate, scope.as_str(), max_sensitivity.level()],
-            |r| r.get::<_, i64>(0),
+            &format!(
+                "SELECT seq FROM records \
+                 WHERE memory_type = 'semantic' AND lower({s}) = lower(?1) AND lower({p}) = lower(?2) \
+                   AND scope = ?3 AND sensitivity <= ?4 \
+                   AND status IN ('active', 'contested') AND pruned_at IS NULL \
+                 ORDER BY seq"
+            ),
+            &[&subject, &predicate, &scope.as_str(), &max_sensitivity.level()],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
@@ -40,15 +52,17 @@ impl ReadTx<'_> {
     /// Live competence records in exactly `scope` whose skill is exactly `skill`, at most
     /// `max_sensitivity`; oldest first. No ranking and no limit.
     pub fn skills_by_name(&self, skill: &str, scope: &Scope, max_sensitivity: Sensitivity) -> StoreResult<Vec<MemoryRecord>> {
+        let k = field(self.dialect(), "payload", "skill");
         let seqs = self.query_all(
-            "SELECT seq FROM records \
-             WHERE memory_type = 'competence' \
-               AND json_extract(payload, '$.skill') = ?1 \
-               AND scope = ?2 AND sensitivity <= ?3 \
-               AND status IN ('active', 'contested') AND pruned_at IS NULL \
-             ORDER BY seq",
-            rusqlite::params![skill, scope.as_str(), max_sensitivity.level()],
-            |r| r.get::<_, i64>(0),
+            &format!(
+                "SELECT seq FROM records \
+                 WHERE memory_type = 'competence' AND {k} = ?1 \
+                   AND scope = ?2 AND sensitivity <= ?3 \
+                   AND status IN ('active', 'contested') AND pruned_at IS NULL \
+                 ORDER BY seq"
+            ),
+            &[&skill, &scope.as_str(), &max_sensitivity.level()],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
@@ -57,24 +71,28 @@ impl ReadTx<'_> {
     /// sister, their manager), ASCII case-insensitively, not yet forgotten: what "forget
     /// this person" covers among facts (superseded and retracted ones too).
     pub fn facts_about(&self, subject: &str) -> StoreResult<Vec<MemoryRecord>> {
+        let s = field(self.dialect(), "payload", "subject");
         let seqs = self.query_all(
-            "SELECT seq FROM records WHERE memory_type = 'semantic' AND forgotten_at IS NULL \
-               AND (lower(json_extract(payload, '$.subject')) = lower(?1) \
-                    OR lower(json_extract(payload, '$.subject')) LIKE lower(?1) || '''s %') \
-             ORDER BY seq",
-            rusqlite::params![subject],
-            |r| r.get::<_, i64>(0),
+            &format!(
+                "SELECT seq FROM records WHERE memory_type = 'semantic' AND forgotten_at IS NULL \
+                   AND (lower({s}) = lower(?1) OR lower({s}) LIKE lower(?1) || '''s %') \
+                 ORDER BY seq"
+            ),
+            &[&subject],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
 
     /// Every event whose sender is `sender`, case-insensitively, not yet forgotten.
     pub fn events_from(&self, sender: &str) -> StoreResult<Vec<MemoryRecord>> {
+        let s = field(self.dialect(), "payload", "sender");
         let seqs = self.query_all(
-            "SELECT seq FROM records WHERE memory_type = 'episodic' AND forgotten_at IS NULL \
-               AND lower(json_extract(payload, '$.sender')) = lower(?1) ORDER BY seq",
-            rusqlite::params![sender],
-            |r| r.get::<_, i64>(0),
+            &format!(
+                "SELECT seq FROM records WHERE memory_type = 'episodic' AND forgotten_at IS NULL AND lower({s}) = lower(?1) ORDER BY seq"
+            ),
+            &[&sender],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
@@ -83,22 +101,27 @@ impl ReadTx<'_> {
     /// their successors: a later value came from another message and says nothing of this
     /// one (forgetting an address must not take the city the user moved to since).
     pub fn derived_from(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
+        let each = match self.dialect() {
+            Dialect::Sqlite => "json_each(r.payload, '$.evidence') e",
+            Dialect::Postgres => "jsonb_array_elements_text(coalesce(r.payload::jsonb -> 'evidence', '[]'::jsonb)) e(value)",
+        };
         let seqs = self.query_all(
-            "SELECT r.seq FROM records r, json_each(r.payload, '$.evidence') e \
-             WHERE r.memory_type = 'semantic' AND e.value = ?1 AND r.forgotten_at IS NULL ORDER BY r.seq",
-            rusqlite::params![id.as_str()],
-            |r| r.get::<_, i64>(0),
+            &format!(
+                "SELECT r.seq FROM records r, {each} \
+                 WHERE r.memory_type = 'semantic' AND e.value = ?1 AND r.forgotten_at IS NULL ORDER BY r.seq"
+            ),
+            &[&id.as_str()],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
 
     /// Every record in exactly `scope`, not yet forgotten (tombstones too).
     pub fn records_in_scope(&self, scope: &Scope) -> StoreResult<Vec<MemoryRecord>> {
-        let seqs = self.query_all(
-            "SELECT seq FROM records WHERE scope = ?1 AND forgotten_at IS NULL ORDER BY seq",
-            rusqlite::params![scope.as_str()],
-            |r| r.get::<_, i64>(0),
-        )?;
+        let seqs =
+            self.query_all("SELECT seq FROM records WHERE scope = ?1 AND forgotten_at IS NULL ORDER BY seq", &[&scope.as_str()], |r| {
+                r.i64(0)
+            })?;
         self.get_many(&seqs)
     }
 
@@ -107,8 +130,8 @@ impl ReadTx<'_> {
     pub fn records_older_than(&self, memory_type: MemoryType, cutoff: jiff::Timestamp) -> StoreResult<Vec<MemoryRecord>> {
         let seqs = self.query_all(
             "SELECT seq FROM records WHERE memory_type = ?1 AND sort_time < ?2 AND forgotten_at IS NULL ORDER BY seq",
-            rusqlite::params![memory_type.as_str(), cutoff.as_millisecond()],
-            |r| r.get::<_, i64>(0),
+            &[&memory_type.as_str(), &cutoff.as_millisecond()],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
@@ -132,35 +155,26 @@ pub struct AuditEvent {
 impl ReadTx<'_> {
     /// The highest audit sequence so far (0 for an empty store).
     pub fn max_audit_seq(&self) -> StoreResult<i64> {
-        Ok(self.query_all("SELECT coalesce(max(seq), 0) FROM audit", [], |r| r.get::<_, i64>(0))?.first().copied().unwrap_or(0))
+        self.exec.int("SELECT coalesce(max(seq), 0) FROM audit", &[])
     }
 
     /// Corrections (`supersede`, `contest`) and new competence records (`create`) after
     /// audit sequence `after`, oldest first, at most `limit`: a range scan of the audit
     /// log's rowid.
     pub fn audit_events_after(&self, after: i64, limit: usize) -> StoreResult<Vec<AuditEvent>> {
+        let f = |name| field(self.dialect(), "r.payload", name);
+        let (skill, subject, predicate, object, text) = (f("skill"), f("subject"), f("predicate"), f("object"), f("text"));
         let rows = self.query_all(
-            "SELECT a.seq, r.id, r.memory_type, a.action, a.actor, a.rationale, \
-                    coalesce(r.summary, json_extract(r.payload, '$.skill'), \
-                             json_extract(r.payload, '$.subject') || ' ' || json_extract(r.payload, '$.predicate') \
-                                 || ' ' || json_extract(r.payload, '$.object'), \
-                             json_extract(r.payload, '$.text'), '') \
-             FROM audit a JOIN records r ON r.seq = a.record_seq \
-             WHERE a.seq > ?1 AND (a.action IN ('supersede', 'contest') \
-                                   OR (a.action = 'create' AND r.memory_type = 'competence')) \
-             ORDER BY a.seq LIMIT ?2",
-            rusqlite::params![after, limit as i64],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                ))
-            },
+            &format!(
+                "SELECT a.seq, r.id, r.memory_type, a.action, a.actor, a.rationale, \
+                        coalesce(r.summary, {skill}, {subject} || ' ' || {predicate} || ' ' || {object}, {text}, '') \
+                 FROM audit a JOIN records r ON r.seq = a.record_seq \
+                 WHERE a.seq > ?1 AND (a.action IN ('supersede', 'contest') \
+                                       OR (a.action = 'create' AND r.memory_type = 'competence')) \
+                 ORDER BY a.seq LIMIT ?2"
+            ),
+            &[&after, &(limit as i64)],
+            |r| Ok((r.i64(0)?, r.text(1)?, r.text(2)?, r.text(3)?, r.text(4)?, r.text(5)?, r.text(6)?)),
         )?;
         rows.into_iter()
             .map(|(seq, id, memory_type, action, actor, rationale, summary)| {

@@ -13,23 +13,29 @@
 //! Invariant: the password never appears in an error, a log line or `Debug` output. Errors
 //! name the database by [`PgOptions::target`]: `postgres://user@host:port/db`.
 //!
-//! Not yet on this engine (the SQLite store has them): the record operations the service
-//! calls, full-text search and the vector index.
+//! The record operations are the store's own (`rows.rs` and the rest, through
+//! `sql::Exec`); not yet on this engine: full-text search queries, the workspace file
+//! index and the scrub after forgetting.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use mneme_core::DecayConfig;
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Client, NoTls, Transaction};
 
-use crate::SecretKey;
 use crate::dump::{Cell, DumpReader, DumpSummary, DumpWriter, Kind, TABLES, derived_of, emptiness_checks};
 use crate::error::{StoreError, StoreResult};
+use crate::sql::PgExec;
+use crate::{SecretKey, Store};
 
 /// The schema version this build writes on PostgreSQL (its own numbering: version 1 holds
-/// what SQLite's versions 1 to 8 built, less the SQLite-only full-text tables).
-pub const PG_SCHEMA_VERSION: i64 = 1;
+/// what SQLite's versions 1 to 8 built but the full-text tables, version 2 the records'
+/// full-text rows).
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 /// The advisory lock key of migrations ("mnem").
 const MIGRATION_LOCK: i64 = 0x6d6e_656d;
@@ -115,7 +121,7 @@ fn target_of(config: &postgres::Config) -> String {
 }
 
 /// Turns a driver error into a store error naming the database, never the password.
-fn pg_error(target: &str, e: postgres::Error) -> StoreError {
+pub(crate) fn pg_error(target: &str, e: postgres::Error) -> StoreError {
     let detail = match e.as_db_error() {
         Some(db) => match db.detail() {
             Some(more) => format!("{} ({more})", db.message()),
@@ -143,16 +149,17 @@ fn pg_error(target: &str, e: postgres::Error) -> StoreError {
     StoreError::Postgres { target: target.to_string(), detail }
 }
 
-/// An open connection to a mneme database on PostgreSQL.
-pub struct PgStore {
+/// An open connection to a mneme database on PostgreSQL, behind a [`Store`], with its
+/// prepared statements (valid for the connection's life, whatever the transactions do).
+pub(crate) struct PgConn {
     client: Client,
+    statements: RefCell<HashMap<String, postgres::Statement>>,
     target: String,
-    decay: DecayConfig,
 }
 
-impl std::fmt::Debug for PgStore {
+impl std::fmt::Debug for PgConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgStore").field("target", &self.target).finish_non_exhaustive()
+        f.debug_struct("PgConn").field("target", &self.target).finish_non_exhaustive()
     }
 }
 
@@ -162,20 +169,32 @@ struct PgMigration {
     sql: &'static str,
 }
 
-const PG_MIGRATIONS: &[PgMigration] = &[PgMigration {
-    version: 1,
-    description: "records, lineage, tags, links, append-only audit, vectors, the agent's tables, threads, forgetting",
-    sql: include_str!("pg_v1.sql"),
-}];
+const PG_MIGRATIONS: &[PgMigration] = &[
+    PgMigration {
+        version: 1,
+        description: "records, lineage, tags, links, append-only audit, vectors, the agent's tables, threads, forgetting",
+        sql: include_str!("pg_v1.sql"),
+    },
+    PgMigration {
+        version: 2,
+        description: "full-text rows (own text, thread context, date words) with a weighted tsvector",
+        sql: include_str!("pg_v2.sql"),
+    },
+];
 
-impl PgStore {
-    /// Connects, then checks and migrates the schema under the migration lock:
+/// The advisory lock every write transaction takes first ("mnew"): writers are serialised
+/// as SQLite's `BEGIN IMMEDIATE` serialises them, across every process on the database.
+const WRITE_LOCK: i64 = 0x6d6e_6577;
+
+impl Store {
+    /// Connects to a mneme store on PostgreSQL, then checks and migrates the schema under
+    /// the migration lock:
     ///
     /// 1. An unreachable server or a refused login fails with the target named.
     /// 2. A database that has tables but no mneme schema is refused, as is one whose
     ///    schema is newer than this build; an empty one is refused unless `create`.
     /// 3. Pending migrations run, each in its own transaction with its version bump.
-    pub fn connect(options: PgOptions) -> StoreResult<PgStore> {
+    pub fn open_postgres(options: PgOptions) -> StoreResult<Store> {
         let target = options.target();
         let config = options.config()?;
         let mut client = config.connect(NoTls).map_err(|e| pg_error(&target, e))?;
@@ -183,26 +202,46 @@ impl PgStore {
         client
             .batch_execute(&format!("SET statement_timeout = {timeout_ms}; SET client_min_messages = warning"))
             .map_err(|e| pg_error(&target, e))?;
-        let mut store = PgStore { client, target, decay: options.decay };
-        store.migrate(PG_SCHEMA_VERSION, options.create)?;
+        let mut conn = PgConn { client, statements: RefCell::new(HashMap::new()), target: target.clone() };
+        conn.migrate(PG_SCHEMA_VERSION, options.create)?;
+        let mut store = Store {
+            engine: crate::Engine::Pg(Box::new(conn)),
+            path: std::path::PathBuf::from(target),
+            decay: options.decay,
+            encrypted: false,
+        };
         store.refresh_rank_anchors()?;
         Ok(store)
     }
+}
 
-    /// The database, without its password.
-    pub fn target(&self) -> &str {
-        &self.target
+impl PgConn {
+    /// Starts a transaction for `Store::write` (after the write lock) or `Store::read` (a
+    /// `REPEATABLE READ` snapshot, as SQLite's read transaction is).
+    pub(crate) fn begin(&mut self, write: bool) -> StoreResult<PgExec<'_>> {
+        let PgConn { client, statements, target } = self;
+        let err = |e| pg_error(target, e);
+        let tx = if write {
+            let mut tx = client.transaction().map_err(err)?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(err)?;
+            tx
+        } else {
+            client.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start().map_err(err)?
+        };
+        Ok(PgExec { tx: RefCell::new(tx), statements, target })
     }
 
-    pub fn schema_version(&mut self) -> StoreResult<i64> {
-        let target = self.target.clone();
-        let row = self.client.query_one("SELECT version FROM mneme_schema", &[]).map_err(|e| pg_error(&target, e))?;
+    pub(crate) fn schema_version(&mut self) -> StoreResult<i64> {
+        let row = self.client.query_one("SELECT version FROM mneme_schema", &[]).map_err(|e| pg_error(&self.target, e))?;
         Ok(row.get(0))
     }
 
+    pub(crate) fn execute_raw(&mut self, sql: &str) -> StoreResult<()> {
+        self.client.batch_execute(sql).map_err(|e| pg_error(&self.target, e))
+    }
+
     /// Applies pending migrations up to `target_version`.
-    #[doc(hidden)]
-    pub fn migrate(&mut self, target_version: i64, create: bool) -> StoreResult<()> {
+    fn migrate(&mut self, target_version: i64, create: bool) -> StoreResult<()> {
         let target = self.target.clone();
         let err = |e| pg_error(&target, e);
         for m in PG_MIGRATIONS.iter().filter(|m| m.version <= target_version) {
@@ -228,15 +267,8 @@ impl PgStore {
         tx.commit().map_err(err)
     }
 
-    /// Executes raw SQL, for tests that fabricate damaged or newer databases.
-    #[doc(hidden)]
-    pub fn execute_raw(&mut self, sql: &str) -> StoreResult<()> {
-        let target = self.target.clone();
-        self.client.batch_execute(sql).map_err(|e| pg_error(&target, e))
-    }
-
     /// Writes the whole database as a dump from one snapshot (`REPEATABLE READ`).
-    pub fn export(&mut self, out: &mut dyn Write, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+    pub(crate) fn export(&mut self, out: &mut dyn Write, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
         let target = self.target.clone();
         let err = |e| pg_error(&target, e);
         let mut tx = self
@@ -282,12 +314,13 @@ impl PgStore {
     }
 
     /// Loads a dump into this database, which must hold no mneme data, in one transaction
-    /// that commits only after the trailer matched; then rebuilds the mirrors and threads
-    /// and moves the id sequences past the imported rows.
-    pub fn import(&mut self, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+    /// that commits only after the trailer matched; then rebuilds the mirrors, threads and
+    /// full-text rows and moves the id sequences past the imported rows.
+    pub(crate) fn import(&mut self, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
         let target = self.target.clone();
         let err = |e| pg_error(&target, e);
         let mut tx = self.client.transaction().map_err(err)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(err)?;
         for (table, sql) in emptiness_checks() {
             let rows: i64 = tx.query_one(sql.as_str(), &[]).map_err(err)?.get(0);
             if rows > 0 {
@@ -295,7 +328,7 @@ impl PgStore {
             }
         }
         tx.execute("DELETE FROM meta", &[]).map_err(err)?;
-        let mut statements = std::collections::HashMap::new();
+        let mut statements = HashMap::new();
         for table in TABLES {
             let placeholders = (1..=table.columns.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
             let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", table.name, table.column_list());
@@ -327,6 +360,7 @@ impl PgStore {
             .prepare("INSERT INTO record_parents (parent_seq, child_seq) SELECT seq, $2 FROM records WHERE id = $1 ON CONFLICT DO NOTHING")
             .map_err(err)?;
         let thread = tx.prepare("INSERT INTO record_threads (thread, record_seq) VALUES ($1, $2)").map_err(err)?;
+        let mut seqs = std::collections::BTreeSet::new();
         for d in &derived {
             for t in &d.tags {
                 tx.execute(&tag, &[t, &d.seq]).map_err(err)?;
@@ -337,6 +371,7 @@ impl PgStore {
             if let Some(key) = &d.thread {
                 tx.execute(&thread, &[key, &d.seq]).map_err(err)?;
             }
+            seqs.insert(d.seq);
         }
         for (table, column) in [
             ("records", "seq"),
@@ -354,47 +389,18 @@ impl PgStore {
             )
             .map_err(err)?;
         }
-        tx.commit().map_err(err)?;
-        self.refresh_rank_anchors()?;
+        // The full-text rows with their context, through the store's own path.
+        let exec = PgExec { tx: RefCell::new(tx), statements: &self.statements, target: &target };
+        crate::context::write_rows(&exec, &seqs)?;
+        commit(exec)?;
         Ok(summary)
     }
+}
 
-    /// Recomputes every rank anchor when the decay settings differ from the ones the
-    /// anchors were computed with (as `Store::open` does).
-    fn refresh_rank_anchors(&mut self) -> StoreResult<()> {
-        let target = self.target.clone();
-        let err = |e| pg_error(&target, e);
-        let fingerprint = serde_json::to_string(&self.decay.half_life_days).expect("plain numbers serialise");
-        let mut tx = self.client.transaction().map_err(err)?;
-        let stored: Option<String> =
-            tx.query_opt("SELECT value FROM meta WHERE key = 'decay_half_lives'", &[]).map_err(err)?.map(|r| r.get(0));
-        if stored.as_deref() == Some(fingerprint.as_str()) {
-            return tx.commit().map_err(err);
-        }
-        let rows = tx.query("SELECT seq, memory_type, salience_base, reinforced_at, pinned FROM records", &[]).map_err(err)?;
-        let update = tx.prepare("UPDATE records SET rank_anchor = $2 WHERE seq = $1").map_err(err)?;
-        for row in rows {
-            let seq: i64 = row.get(0);
-            let memory_type: mneme_core::MemoryType = row
-                .get::<_, String>(1)
-                .parse()
-                .map_err(|e| StoreError::Postgres { target: target.clone(), detail: format!("record {seq}: {e}") })?;
-            let reinforced: i64 = row.get(3);
-            let state = mneme_core::SalienceState {
-                base: row.get(2),
-                reinforced_at: jiff::Timestamp::from_millisecond(reinforced)
-                    .map_err(|e| StoreError::Postgres { target: target.clone(), detail: format!("record {seq}: {e}") })?,
-                pinned: row.get::<_, i64>(4) == 1,
-            };
-            tx.execute(&update, &[&seq, &self.decay.rank_anchor(memory_type, &state)]).map_err(err)?;
-        }
-        tx.execute(
-            "INSERT INTO meta (key, value) VALUES ('decay_half_lives', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            &[&fingerprint],
-        )
-        .map_err(err)?;
-        tx.commit().map_err(err)
-    }
+/// Commits a transaction begun by [`PgConn::begin`].
+pub(crate) fn commit(exec: PgExec<'_>) -> StoreResult<()> {
+    let target = exec.target;
+    exec.tx.into_inner().commit().map_err(|e| pg_error(target, e))
 }
 
 /// Reads the schema version inside the migration transaction, refusing a foreign or newer

@@ -17,10 +17,11 @@ use mneme_core::{
     AuditAction, AuditEntry, DecayConfig, Lineage, LineageOp, MemoryRecord, MemoryType, NewRecord, Payload, RecordId, SalienceState, Scope,
     Sensitivity, Status,
 };
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::error::{SqlContext, StoreError, StoreResult};
+use crate::sql::{Dialect, Exec, Param, Row};
 
 pub(crate) const RECORD_COLUMNS: &str = "seq, id, memory_type, sensitivity, scope, tags, summary, payload, confidence, \
      salience_base, reinforced_at, pinned, status, lineage_op, parent_ids, lineage_actor, lineage_rationale, \
@@ -49,16 +50,20 @@ pub struct Link {
     pub note: String,
 }
 
-/// Read access inside a transaction.
-#[derive(Debug)]
+/// Read access inside a transaction, on either engine.
 pub struct ReadTx<'a> {
-    pub(crate) conn: &'a Connection,
+    pub(crate) exec: &'a (dyn Exec + 'a),
     pub(crate) path: &'a Path,
     pub(crate) decay: &'a DecayConfig,
 }
 
+impl std::fmt::Debug for ReadTx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadTx").field("path", &self.path).field("dialect", &self.exec.dialect()).finish_non_exhaustive()
+    }
+}
+
 /// Write access inside a `BEGIN IMMEDIATE` transaction. Derefs to [`ReadTx`].
-#[derive(Debug)]
 pub struct WriteTx<'a> {
     read: ReadTx<'a>,
     /// Index rows whose conversation context changed; rewritten once by `flush_context`.
@@ -72,9 +77,26 @@ impl<'a> Deref for WriteTx<'a> {
     }
 }
 
+impl std::fmt::Debug for WriteTx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTx").field("read", &self.read).finish_non_exhaustive()
+    }
+}
+
 impl<'a> ReadTx<'a> {
-    pub(crate) fn new(conn: &'a Connection, path: &'a Path, decay: &'a DecayConfig) -> Self {
-        ReadTx { conn, path, decay }
+    pub(crate) fn new(exec: &'a (dyn Exec + 'a), path: &'a Path, decay: &'a DecayConfig) -> Self {
+        ReadTx { exec, path, decay }
+    }
+
+    /// The SQLite connection, for the paths not yet ported to PostgreSQL (FTS5 search, the
+    /// workspace index, vectors): on PostgreSQL they fail with `Unsupported`.
+    pub(crate) fn lite(&self) -> StoreResult<&'a Connection> {
+        // The executor outlives 'a's borrow of it; its connection is the store's.
+        self.exec.sqlite().ok_or_else(|| crate::sql::not_on_postgres("this operation"))
+    }
+
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.exec.dialect()
     }
 
     pub fn decay(&self) -> &DecayConfig {
@@ -84,7 +106,7 @@ impl<'a> ReadTx<'a> {
     /// The record with this id, tombstones included.
     pub fn get(&self, id: &RecordId) -> StoreResult<Option<MemoryRecord>> {
         let sql = format!("SELECT {RECORD_COLUMNS} FROM records WHERE id = ?1");
-        let raw = self.conn.prepare_cached(&sql).ctx(self.path)?.query_row([id.as_str()], RawRecord::from_row).optional().ctx(self.path)?;
+        let raw = self.exec.row(&sql, &[&id.as_str()], RawRecord::from_row)?;
         raw.map(|r| r.into_record(self.path)).transpose()
     }
 
@@ -95,8 +117,8 @@ impl<'a> ReadTx<'a> {
 
     pub(crate) fn get_by_seq(&self, seq: i64) -> StoreResult<MemoryRecord> {
         let sql = format!("SELECT {RECORD_COLUMNS} FROM records WHERE seq = ?1");
-        let raw = self.conn.prepare_cached(&sql).ctx(self.path)?.query_row([seq], RawRecord::from_row).ctx(self.path)?;
-        raw.into_record(self.path)
+        let raw = self.exec.row(&sql, &[&seq], RawRecord::from_row)?;
+        raw.ok_or_else(|| decode(self.path, format!("no record with sequence number {seq}")))?.into_record(self.path)
     }
 
     /// Loads records by their internal sequence numbers, in the given order.
@@ -104,32 +126,27 @@ impl<'a> ReadTx<'a> {
         seqs.iter().map(|&s| self.get_by_seq(s)).collect()
     }
 
-    /// Runs a cached query and collects every row mapped by `map`.
+    /// Runs a query (on either engine) and collects every row mapped by `map`.
     pub(crate) fn query_all<T>(
         &self,
         sql: &str,
-        params: impl rusqlite::Params,
-        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        params: &[&dyn Param],
+        map: impl FnMut(&dyn Row) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
-        let mut stmt = self.conn.prepare_cached(sql).ctx(self.path)?;
-        let rows = stmt.query_map(params, map).ctx(self.path)?;
-        rows.collect::<Result<_, _>>().ctx(self.path)
+        self.exec.rows(sql, params, map)
     }
 
     pub(crate) fn seq_of(&self, id: &RecordId) -> StoreResult<i64> {
-        self.conn
-            .prepare_cached("SELECT seq FROM records WHERE id = ?1")
-            .ctx(self.path)?
-            .query_row([id.as_str()], |r| r.get(0))
-            .optional()
-            .ctx(self.path)?
+        self.exec
+            .row("SELECT seq FROM records WHERE id = ?1", &[&id.as_str()], |r| r.i64(0))?
             .ok_or_else(|| StoreError::RecordNotFound(id.clone()))
     }
 
     /// Records that name `id` among their lineage parents (its successors, forks, merges).
     pub fn children(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
         let seq = self.seq_of(id)?;
-        let seqs = self.query_all("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq", [seq], |r| r.get(0))?;
+        let seqs =
+            self.query_all("SELECT child_seq FROM record_parents WHERE parent_seq = ?1 ORDER BY child_seq", &[&seq], |r| r.i64(0))?;
         self.get_many(&seqs)
     }
 
@@ -138,17 +155,8 @@ impl<'a> ReadTx<'a> {
         let seq = self.seq_of(id)?;
         let rows = self.query_all(
             "SELECT seq, at, actor, action, rationale, details FROM audit WHERE record_seq = ?1 ORDER BY seq",
-            [seq],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                ))
-            },
+            &[&seq],
+            |r| Ok((r.i64(0)?, r.i64(1)?, r.text(2)?, r.text(3)?, r.text(4)?, r.text(5)?)),
         )?;
         rows.into_iter()
             .map(|(aseq, at, actor, action, rationale, details)| {
@@ -172,8 +180,8 @@ impl<'a> ReadTx<'a> {
             "SELECT f.id, t.id, l.kind, l.at, l.note FROM links l \
              JOIN records f ON f.seq = l.from_seq JOIN records t ON t.seq = l.to_seq \
              WHERE l.from_seq = ?1 OR l.to_seq = ?1 ORDER BY l.at",
-            [seq],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?)),
+            &[&seq],
+            |r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.i64(3)?, r.text(4)?)),
         )?;
         rows.into_iter()
             .map(|(from, to, kind, at, note)| {
@@ -194,8 +202,8 @@ impl<'a> ReadTx<'a> {
         // times as long: 150 ms at 100k records).
         let rows = self.query_all(
             "SELECT memory_type, status, pruned_at IS NOT NULL, pinned, count(*) FROM records GROUP BY 1, 2, 3, 4",
-            [],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?, r.get::<_, bool>(3)?, r.get::<_, i64>(4)?)),
+            &[],
+            |r| Ok((r.text(0)?, r.text(1)?, r.flag(2)?, r.flag(3)?, r.i64(4)?)),
         )?;
         let mut stats = StoreStats::default();
         for (memory_type, status, pruned, pinned, n) in rows {
@@ -207,7 +215,7 @@ impl<'a> ReadTx<'a> {
             stats.pruned += if pruned { n } else { 0 };
             stats.pinned += if pinned { n } else { 0 };
         }
-        let one = |sql: &str| -> StoreResult<i64> { self.conn.query_row(sql, [], |r| r.get(0)).ctx(self.path) };
+        let one = |sql: &str| self.exec.int(sql, &[]);
         stats.audit_entries = one("SELECT count(*) FROM audit")?;
         stats.links = one("SELECT count(*) FROM links")?;
         Ok(stats)
@@ -219,28 +227,28 @@ impl<'a> ReadTx<'a> {
         let seqs = self.query_all(
             "SELECT seq FROM records WHERE memory_type = ?1 AND rank_anchor < ?2 AND pinned = 0 \
              AND pruned_at IS NULL AND status IN ('active', 'contested') ORDER BY seq",
-            params![memory_type.as_str(), anchor],
-            |r| r.get(0),
+            &[&memory_type.as_str(), &anchor],
+            |r| r.i64(0),
         )?;
         self.get_many(&seqs)
     }
 }
 
 impl<'a> WriteTx<'a> {
-    pub(crate) fn new(conn: &'a Connection, path: &'a Path, decay: &'a DecayConfig) -> Self {
-        WriteTx { read: ReadTx::new(conn, path, decay), dirty: Default::default() }
+    pub(crate) fn new(exec: &'a (dyn Exec + 'a), path: &'a Path, decay: &'a DecayConfig) -> Self {
+        WriteTx { read: ReadTx::new(exec, path, decay), dirty: Default::default() }
     }
 
     /// Rewrites the index rows whose conversation context changed in this transaction
     /// (`Store::write` calls it before committing).
     pub(crate) fn flush_context(&self) -> StoreResult<()> {
         let dirty = std::mem::take(&mut *self.dirty.borrow_mut());
-        crate::context::write_rows(self.conn, &dirty).ctx(self.path)
+        crate::context::write_rows(self.exec, &dirty)
     }
 
     /// Marks a record's thread neighbours (their context holds its text) for rewriting.
     fn neighbours_changed(&self, seq: i64) -> StoreResult<()> {
-        let (before, after) = crate::context::neighbours(self.conn, seq, crate::context::WINDOW).ctx(self.path)?;
+        let (before, after) = crate::context::neighbours(self.exec, seq, crate::context::WINDOW)?;
         self.dirty.borrow_mut().extend(before.into_iter().chain(after));
         Ok(())
     }
@@ -280,70 +288,61 @@ impl<'a> WriteTx<'a> {
         let sort_time = record.event_time.unwrap_or(now).as_millisecond();
         // A summary derived from the payload is not stored twice: NULL means "derive it".
         let stored_summary = new.summary.as_deref();
-        self.conn
-            .prepare_cached(
+        let (now_ms, pinned) = (now.as_millisecond(), i64::from(salience.pinned));
+        let (anchor, event_time) = (self.decay.rank_anchor(memory_type, &salience), record.event_time.map(|t| t.as_millisecond()));
+        let seq = self
+            .exec
+            .row(
                 "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
                  confidence, salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, \
                  lineage_actor, lineage_rationale, lineage_at, created_at, updated_at, event_time, sort_time, pruned_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL)",
-            )
-            .ctx(self.path)?
-            .execute(params![
-                record.id.as_str(),
-                memory_type.as_str(),
-                new.payload.kind(),
-                new.sensitivity.level(),
-                record.scope.as_str(),
-                tags_json,
-                stored_summary,
-                payload_json,
-                record.confidence,
-                salience.base,
-                now.as_millisecond(),
-                salience.pinned,
-                self.decay.rank_anchor(memory_type, &salience),
-                record.lineage.operation.as_str(),
-                parents_json,
-                record.lineage.actor,
-                record.lineage.rationale,
-                record.lineage.timestamp.as_millisecond(),
-                now.as_millisecond(),
-                record.event_time.map(|t| t.as_millisecond()),
-                sort_time,
-            ])
-            .ctx(self.path)?;
-        let seq = self.conn.last_insert_rowid();
-        if !record.tags.is_empty() {
-            let mut tag_stmt = self.conn.prepare_cached("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2)").ctx(self.path)?;
-            for tag in &record.tags {
-                tag_stmt.execute(params![tag, seq]).ctx(self.path)?;
-            }
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL) \
+                 RETURNING seq",
+                &[
+                    &record.id.as_str(),
+                    &memory_type.as_str(),
+                    &new.payload.kind(),
+                    &new.sensitivity.level(),
+                    &record.scope.as_str(),
+                    &tags_json,
+                    &stored_summary,
+                    &payload_json,
+                    &record.confidence,
+                    &salience.base,
+                    &now_ms,
+                    &pinned,
+                    &anchor,
+                    &record.lineage.operation.as_str(),
+                    &parents_json,
+                    &record.lineage.actor,
+                    &record.lineage.rationale,
+                    &record.lineage.timestamp.as_millisecond(),
+                    &now_ms,
+                    &event_time,
+                    &sort_time,
+                ],
+                |r| r.i64(0),
+            )?
+            .ok_or_else(|| decode(self.path, "the insert returned no sequence number"))?;
+        for tag in &record.tags {
+            self.exec.execute("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2)", &[tag, &seq])?;
         }
-        if !record.lineage.parent_ids.is_empty() {
-            let mut parent_stmt =
-                self.conn.prepare_cached("INSERT INTO record_parents (parent_seq, child_seq) VALUES (?1, ?2)").ctx(self.path)?;
-            for parent in &record.lineage.parent_ids {
-                parent_stmt.execute(params![self.seq_of(parent)?, seq]).ctx(self.path)?;
-            }
+        for parent in &record.lineage.parent_ids {
+            self.exec.execute("INSERT INTO record_parents (parent_seq, child_seq) VALUES (?1, ?2)", &[&self.seq_of(parent)?, &seq])?;
         }
         match crate::context::thread_key(record.scope.as_str(), record.payload.as_ref()) {
             // In a thread: this row and its neighbours' are written at flush, once each.
             Some(thread) => {
-                let touched = crate::context::join_thread(self.conn, seq, Some(&thread)).ctx(self.path)?;
+                let touched = crate::context::join_thread(self.exec, seq, Some(&thread))?;
                 let mut dirty = self.dirty.borrow_mut();
                 dirty.insert(seq);
                 dirty.extend(touched);
             }
             None => {
-                self.conn
-                    .prepare_cached("INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, '', ?3)")
-                    .ctx(self.path)?
-                    .execute(params![
-                        seq,
-                        fts_text(stored_summary, record.payload.as_ref()),
-                        crate::context::date_words(record.event_time.map(|t| t.as_millisecond()))
-                    ])
-                    .ctx(self.path)?;
+                let (_, insert) = crate::context::fts_statements(self.exec);
+                let text = fts_text(stored_summary, record.payload.as_ref());
+                let date = crate::context::date_words(event_time);
+                self.exec.execute(insert, &[&seq, &text, &"", &date])?;
             }
         }
         let action = match record.lineage.operation {
@@ -366,7 +365,7 @@ impl<'a> WriteTx<'a> {
         self.update(
             id,
             "UPDATE records SET status = ?2, updated_at = ?3 WHERE id = ?1",
-            params![id.as_str(), status.as_str(), now.as_millisecond()],
+            &[&id.as_str(), &status.as_str(), &now.as_millisecond()],
         )?;
         // A record that stops being live leaves its neighbours' context.
         if !matches!(status, Status::Active | Status::Contested) {
@@ -384,7 +383,14 @@ impl<'a> WriteTx<'a> {
         self.update(
             &record.id,
             "UPDATE records SET salience_base = ?2, reinforced_at = ?3, pinned = ?4, rank_anchor = ?5, updated_at = ?6 WHERE id = ?1",
-            params![record.id.as_str(), state.base, state.reinforced_at.as_millisecond(), state.pinned, anchor, now.as_millisecond()],
+            &[
+                &record.id.as_str(),
+                &state.base,
+                &state.reinforced_at.as_millisecond(),
+                &i64::from(state.pinned),
+                &anchor,
+                &now.as_millisecond(),
+            ],
         )?;
         Ok((before, state.base))
     }
@@ -393,11 +399,7 @@ impl<'a> WriteTx<'a> {
     /// for content: content changes go through supersede so they keep lineage.
     pub fn set_payload_stats(&self, id: &RecordId, payload: &Payload, now: Timestamp) -> StoreResult<()> {
         let json = serde_json::to_string(payload).map_err(|e| decode(self.path, e))?;
-        self.update(
-            id,
-            "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1",
-            params![id.as_str(), json, now.as_millisecond()],
-        )?;
+        self.update(id, "UPDATE records SET payload = ?2, updated_at = ?3 WHERE id = ?1", &[&id.as_str(), &json, &now.as_millisecond()])?;
         self.reindex(self.seq_of(id)?)
     }
 
@@ -415,7 +417,7 @@ impl<'a> WriteTx<'a> {
         self.update(
             id,
             "UPDATE records SET summary = ?3, payload = NULL, pruned_at = ?2, updated_at = ?2 WHERE id = ?1",
-            params![id.as_str(), now.as_millisecond(), summary],
+            &[&id.as_str(), &now.as_millisecond(), &summary],
         )?;
         self.reindex(self.seq_of(id)?)
     }
@@ -453,12 +455,12 @@ impl<'a> WriteTx<'a> {
             "UPDATE records SET payload = NULL, summary = ?3, tags = '[]', status = 'retracted', \
              pruned_at = coalesce(pruned_at, ?2), forgotten_at = ?2, updated_at = ?2, \
              content_hash = coalesce(content_hash, ?4), lineage_rationale = '[forgotten]' WHERE id = ?1",
-            params![id.as_str(), now.as_millisecond(), marker, digest],
+            &[&id.as_str(), &now.as_millisecond(), &marker, &digest],
         )?;
-        let exec = |sql: &str| self.conn.prepare_cached(sql).ctx(self.path)?.execute([seq]).ctx(self.path);
+        let exec = |sql: &str| self.exec.execute(sql, &[&seq]);
         exec("DELETE FROM record_tags WHERE record_seq = ?1")?;
         exec("DELETE FROM record_vectors WHERE record_seq = ?1")?;
-        exec("DELETE FROM records_fts WHERE rowid = ?1")?;
+        exec(crate::context::fts_statements(self.exec).0)?;
         exec("UPDATE audit SET rationale = '[forgotten]', details = '{}' WHERE record_seq = ?1")?;
         Ok((seq, texts))
     }
@@ -470,22 +472,20 @@ impl<'a> WriteTx<'a> {
             return Ok(0);
         }
         let like = format!("%{}%", text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
-        let a = self
-            .conn
-            .prepare_cached(
+        // SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE does.
+        let (a, b) = match self.dialect() {
+            Dialect::Sqlite => (
                 "UPDATE audit SET rationale = '[forgotten]', details = '{}' \
                  WHERE (rationale LIKE ?1 ESCAPE '\\' OR details LIKE ?1 ESCAPE '\\') AND rationale <> '[forgotten]' AND action <> 'forget'",
-            )
-            .ctx(self.path)?
-            .execute([&like])
-            .ctx(self.path)?;
-        let b = self
-            .conn
-            .prepare_cached("UPDATE records SET lineage_rationale = '[forgotten]' WHERE lineage_rationale LIKE ?1 ESCAPE '\\'")
-            .ctx(self.path)?
-            .execute([&like])
-            .ctx(self.path)?;
-        Ok(a + b)
+                "UPDATE records SET lineage_rationale = '[forgotten]' WHERE lineage_rationale LIKE ?1 ESCAPE '\\'",
+            ),
+            Dialect::Postgres => (
+                "UPDATE audit SET rationale = '[forgotten]', details = '{}' \
+                 WHERE (rationale ILIKE ?1 ESCAPE '\\' OR details ILIKE ?1 ESCAPE '\\') AND rationale <> '[forgotten]' AND action <> 'forget'",
+                "UPDATE records SET lineage_rationale = '[forgotten]' WHERE lineage_rationale ILIKE ?1 ESCAPE '\\'",
+            ),
+        };
+        Ok(self.exec.execute(a, &[&like])? + self.exec.execute(b, &[&like])?)
     }
 
     /// Replaces every conversation-log entry that contains `text` with `[forgotten]`
@@ -494,25 +494,24 @@ impl<'a> WriteTx<'a> {
         if text.trim().len() < 3 {
             return Ok(0);
         }
-        self.conn
-            .prepare_cached(
-                "UPDATE conversations SET content = '[forgotten]' WHERE instr(lower(content), lower(?1)) > 0 AND content <> '[forgotten]'",
-            )
-            .ctx(self.path)?
-            .execute([text])
-            .ctx(self.path)
+        let sql = match self.dialect() {
+            Dialect::Sqlite => {
+                "UPDATE conversations SET content = '[forgotten]' WHERE instr(lower(content), lower(?1)) > 0 AND content <> '[forgotten]'"
+            }
+            Dialect::Postgres => {
+                "UPDATE conversations SET content = '[forgotten]' WHERE strpos(lower(content), lower(?1)) > 0 AND content <> '[forgotten]'"
+            }
+        };
+        self.exec.execute(sql, &[&text])
     }
 
     /// Replaces every conversation-log entry of `user_id` (case-insensitively) with
     /// `[forgotten]`. Returns how many.
     pub fn redact_conversations_of(&self, user_id: &str) -> StoreResult<usize> {
-        self.conn
-            .prepare_cached(
-                "UPDATE conversations SET content = '[forgotten]' WHERE lower(user_id) = lower(?1) AND content <> '[forgotten]'",
-            )
-            .ctx(self.path)?
-            .execute([user_id])
-            .ctx(self.path)
+        self.exec.execute(
+            "UPDATE conversations SET content = '[forgotten]' WHERE lower(user_id) = lower(?1) AND content <> '[forgotten]'",
+            &[&user_id],
+        )
     }
 
     /// Drops the workspace search chunks that contain `text` and returns their files (the
@@ -522,14 +521,14 @@ impl<'a> WriteTx<'a> {
             return Ok(Vec::new());
         }
         let paths: Vec<String> = self
-            .conn
+            .lite()?
             .prepare_cached("SELECT DISTINCT path FROM workspace_chunks WHERE instr(lower(text), lower(?1)) > 0")
             .ctx(self.path)?
             .query_map([text], |r| r.get(0))
             .ctx(self.path)?
             .collect::<rusqlite::Result<_>>()
             .ctx(self.path)?;
-        self.conn
+        self.lite()?
             .prepare_cached("DELETE FROM workspace_chunks WHERE instr(lower(text), lower(?1)) > 0")
             .ctx(self.path)?
             .execute([text])
@@ -547,11 +546,11 @@ impl<'a> WriteTx<'a> {
 
     pub fn add_link(&self, from: &RecordId, to: &RecordId, kind: &str, note: &str, now: Timestamp) -> StoreResult<()> {
         let (from_seq, to_seq) = (self.seq_of(from)?, self.seq_of(to)?);
-        self.conn
-            .prepare_cached("INSERT OR REPLACE INTO links (from_seq, to_seq, kind, at, note) VALUES (?1, ?2, ?3, ?4, ?5)")
-            .ctx(self.path)?
-            .execute(params![from_seq, to_seq, kind, now.as_millisecond(), note])
-            .ctx(self.path)?;
+        self.exec.execute(
+            "INSERT INTO links (from_seq, to_seq, kind, at, note) VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT (from_seq, to_seq, kind) DO UPDATE SET at = excluded.at, note = excluded.note",
+            &[&from_seq, &to_seq, &kind, &now.as_millisecond(), &note],
+        )?;
         Ok(())
     }
 
@@ -576,43 +575,36 @@ impl<'a> WriteTx<'a> {
         rationale: &str,
         details: &serde_json::Value,
     ) -> StoreResult<()> {
-        self.conn
-            .prepare_cached("INSERT INTO audit (record_seq, at, actor, action, rationale, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-            .ctx(self.path)?
-            .execute(params![seq, now.as_millisecond(), actor, action.as_str(), rationale, details.to_string()])
-            .ctx(self.path)?;
+        self.exec.execute(
+            "INSERT INTO audit (record_seq, at, actor, action, rationale, details) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            &[&seq, &now.as_millisecond(), &actor, &action.as_str(), &rationale, &details.to_string()],
+        )?;
         Ok(())
     }
 
     pub(crate) fn set_meta(&self, key: &str, value: &str) -> StoreResult<()> {
-        self.conn
-            .execute(
-                "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                params![key, value],
-            )
-            .ctx(self.path)?;
+        self.exec.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&key, &value],
+        )?;
         Ok(())
     }
 
     pub(crate) fn recompute_rank_anchors(&self) -> StoreResult<()> {
-        let mut select = self.conn.prepare("SELECT seq, memory_type, salience_base, reinforced_at, pinned FROM records").ctx(self.path)?;
-        let mut update = self.conn.prepare("UPDATE records SET rank_anchor = ?2 WHERE seq = ?1").ctx(self.path)?;
-        let mut rows = select.query([]).ctx(self.path)?;
-        while let Some(row) = rows.next().ctx(self.path)? {
-            let seq: i64 = row.get(0).ctx(self.path)?;
-            let memory_type: MemoryType = row.get::<_, String>(1).ctx(self.path)?.parse().map_err(|e| decode(self.path, e))?;
-            let state = SalienceState {
-                base: row.get(2).ctx(self.path)?,
-                reinforced_at: ts(row.get(3).ctx(self.path)?, self.path)?,
-                pinned: row.get(4).ctx(self.path)?,
-            };
-            update.execute(params![seq, self.decay.rank_anchor(memory_type, &state)]).ctx(self.path)?;
+        let rows = self.query_all("SELECT seq, memory_type, salience_base, reinforced_at, pinned FROM records", &[], |r| {
+            Ok((r.i64(0)?, r.text(1)?, r.f64(2)?, r.i64(3)?, r.flag(4)?))
+        })?;
+        for (seq, memory_type, base, reinforced_at, pinned) in rows {
+            let memory_type: MemoryType = memory_type.parse().map_err(|e| decode(self.path, e))?;
+            let state = SalienceState { base, reinforced_at: ts(reinforced_at, self.path)?, pinned };
+            self.exec
+                .execute("UPDATE records SET rank_anchor = ?2 WHERE seq = ?1", &[&seq, &self.decay.rank_anchor(memory_type, &state)])?;
         }
         Ok(())
     }
 
-    fn update(&self, id: &RecordId, sql: &str, params: impl rusqlite::Params) -> StoreResult<()> {
-        let changed = self.conn.prepare_cached(sql).ctx(self.path)?.execute(params).ctx(self.path)?;
+    fn update(&self, id: &RecordId, sql: &str, params: &[&dyn Param]) -> StoreResult<()> {
+        let changed = self.exec.execute(sql, params)?;
         if changed == 0 {
             return Err(StoreError::RecordNotFound(id.clone()));
         }
@@ -649,7 +641,7 @@ pub(crate) fn decode(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Decode { path: path.to_path_buf(), detail: e.to_string() }
 }
 
-/// A `records` row as SQLite returns it, before validation.
+/// A `records` row as the engine returns it, before validation.
 struct RawRecord {
     id: String,
     memory_type: String,
@@ -676,30 +668,30 @@ struct RawRecord {
 }
 
 impl RawRecord {
-    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+    fn from_row(r: &dyn Row) -> StoreResult<Self> {
         Ok(RawRecord {
-            id: r.get(1)?,
-            memory_type: r.get(2)?,
-            sensitivity: r.get(3)?,
-            scope: r.get(4)?,
-            tags: r.get(5)?,
-            summary: r.get(6)?,
-            payload: r.get(7)?,
-            confidence: r.get(8)?,
-            salience_base: r.get(9)?,
-            reinforced_at: r.get(10)?,
-            pinned: r.get(11)?,
-            status: r.get(12)?,
-            lineage_op: r.get(13)?,
-            parent_ids: r.get(14)?,
-            lineage_actor: r.get(15)?,
-            lineage_rationale: r.get(16)?,
-            lineage_at: r.get(17)?,
-            created_at: r.get(18)?,
-            updated_at: r.get(19)?,
-            event_time: r.get(20)?,
-            pruned_at: r.get(21)?,
-            forgotten_at: r.get(22)?,
+            id: r.text(1)?,
+            memory_type: r.text(2)?,
+            sensitivity: r.i64(3)?,
+            scope: r.text(4)?,
+            tags: r.text(5)?,
+            summary: r.opt_text(6)?,
+            payload: r.opt_text(7)?,
+            confidence: r.f64(8)?,
+            salience_base: r.f64(9)?,
+            reinforced_at: r.i64(10)?,
+            pinned: r.flag(11)?,
+            status: r.text(12)?,
+            lineage_op: r.text(13)?,
+            parent_ids: r.text(14)?,
+            lineage_actor: r.text(15)?,
+            lineage_rationale: r.text(16)?,
+            lineage_at: r.i64(17)?,
+            created_at: r.i64(18)?,
+            updated_at: r.i64(19)?,
+            event_time: r.opt_i64(20)?,
+            pruned_at: r.opt_i64(21)?,
+            forgotten_at: r.opt_i64(22)?,
         })
     }
 

@@ -30,11 +30,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::dump::Cell;
+use crate::sql::{Dialect, Param};
 use jiff::Timestamp;
 use mneme_core::query::{fts5_any, fts5_phrase};
 use mneme_core::{MemoryType, SalienceState, Scope, Sensitivity};
-use rusqlite::params_from_iter;
-use rusqlite::types::Value;
 
 use crate::error::StoreResult;
 use crate::rows::{ReadTx, decode, ts};
@@ -102,6 +102,9 @@ impl ReadTx<'_> {
         pool: usize,
         weights: (f64, f64),
     ) -> StoreResult<Vec<Candidate>> {
+        if self.dialect() == Dialect::Postgres {
+            return self.pg_lexical(&phrases(fts_expression), filter, pool, weights);
+        }
         let (clause, mut values) = where_clause(filter);
         // The weights are validated finite numbers, formatted (not user text).
         let (ctx, date) = (weights.0.max(0.0), weights.1.max(0.0));
@@ -110,8 +113,8 @@ impl ReadTx<'_> {
              JOIN records r ON r.seq = records_fts.rowid \
              WHERE records_fts MATCH ? AND {clause} ORDER BY rank LIMIT ?"
         );
-        values.insert(0, Value::Text(format!("{} : ({fts_expression})", searched_columns(weights))));
-        values.push(Value::Integer(pool as i64));
+        values.insert(0, Cell::Text(format!("{} : ({fts_expression})", searched_columns(weights))));
+        values.push(Cell::Int(pool as i64));
         self.candidates(&sql, values, true)
     }
 
@@ -126,6 +129,9 @@ impl ReadTx<'_> {
         weights: (f64, f64),
         max_term_matches: usize,
     ) -> StoreResult<Vec<Candidate>> {
+        if self.dialect() == Dialect::Postgres {
+            return self.pg_lexical(tokens, filter, pool, weights);
+        }
         let cap = max_term_matches.max(1);
         let columns = searched_columns(weights);
         // Each token's newest matches, newest first: all of them when there are at most `cap`.
@@ -133,8 +139,8 @@ impl ReadTx<'_> {
         for token in tokens {
             let rows = self.query_all(
                 "SELECT rowid FROM records_fts WHERE records_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
-                rusqlite::params![format!("{columns} : {}", fts5_phrase(token)), (cap + 1) as i64],
-                |r| r.get::<_, i64>(0),
+                &[&format!("{columns} : {}", fts5_phrase(token)), &((cap + 1) as i64)],
+                |r| r.i64(0),
             )?;
             probes.push((token, rows));
         }
@@ -159,7 +165,7 @@ impl ReadTx<'_> {
             }
         }
         // The store's size for IDF: the highest sequence number (records are never deleted).
-        let total: i64 = self.query_all("SELECT coalesce(max(seq), 0) FROM records", [], |r| r.get(0))?.first().copied().unwrap_or(0);
+        let total = self.exec.int("SELECT coalesce(max(seq), 0) FROM records", &[])?;
         let mut estimate: HashMap<i64, f64> = HashMap::with_capacity(estimated.iter().map(|(rows, _)| rows.len()).max().unwrap_or(0));
         for (rows, complete) in &estimated {
             let idf = estimated_idf(rows, *complete, total);
@@ -200,14 +206,48 @@ impl ReadTx<'_> {
         Ok(found)
     }
 
+    /// PostgreSQL's lexical candidates: the records whose full-text row matches any of
+    /// `tokens`, best `ts_rank` first, with the row's parts weighted as BM25 weighs them on
+    /// SQLite (own text 1, context `weights.0`, date `weights.1`; a part weighted 0 is not
+    /// searched). Each token is its own parameter to `plainto_tsquery`: user text never
+    /// reaches a query parser as syntax. Scores are `ts_rank`'s, not BM25's: retrieval
+    /// normalises them to the best candidate, as it does BM25.
+    fn pg_lexical(&self, tokens: &[String], filter: &RecordFilter, pool: usize, weights: (f64, f64)) -> StoreResult<Vec<Candidate>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (clause, filter_values) = where_clause(filter);
+        let (ctx, date) = (weights.0.max(0.0), weights.1.max(0.0));
+        let query = vec!["plainto_tsquery('english', ?)"; tokens.len()].join(" || ");
+        let mut labels = vec!["a"];
+        if ctx > 0.0 {
+            labels.push("b");
+        }
+        if date > 0.0 {
+            labels.push("c");
+        }
+        let only = if labels.len() < 3 { format!(" AND ts_filter(f.tsv, '{{{}}}') @@ q.q", labels.join(",")) } else { String::new() };
+        // The weights are validated finite numbers, formatted (not user text); ts_rank takes
+        // them as {D, C, B, A}.
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS}, -ts_rank('{{0, {date:?}, {ctx:?}, 1.0}}', f.tsv, q.q)::float8 AS rank \
+             FROM (SELECT {query} AS q) q, records_fts f JOIN records r ON r.seq = f.seq \
+             WHERE f.tsv @@ q.q{only} AND {clause} ORDER BY rank, r.seq DESC LIMIT ?"
+        );
+        let mut values: Vec<Cell> = tokens.iter().map(|t| Cell::Text(t.clone())).collect();
+        values.extend(filter_values);
+        values.push(Cell::Int(pool as i64));
+        self.candidates(&sql, values, true)
+    }
+
     /// Up to `n` records of one type, most salient first (by rank anchor).
     pub fn salience_candidates(&self, memory_type: MemoryType, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
         let (clause, mut values) = where_clause(filter);
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.memory_type = ? AND {clause} ORDER BY r.rank_anchor DESC, r.salience_base DESC LIMIT ?"
         );
-        values.insert(0, Value::Text(memory_type.as_str().to_string()));
-        values.push(Value::Integer(n as i64));
+        values.insert(0, Cell::Text(memory_type.as_str().to_string()));
+        values.push(Cell::Int(n as i64));
         self.candidates(&sql, values, false)
     }
 
@@ -215,7 +255,7 @@ impl ReadTx<'_> {
     pub fn recent_candidates(&self, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
         let (clause, mut values) = where_clause(filter);
         let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM records r WHERE {clause} ORDER BY r.sort_time DESC LIMIT ?");
-        values.push(Value::Integer(n as i64));
+        values.push(Cell::Int(n as i64));
         self.candidates(&sql, values, false)
     }
 
@@ -224,10 +264,10 @@ impl ReadTx<'_> {
     /// for "the last N events", which need no ranking.
     pub fn newest_candidates(&self, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
         let (clause, mut values) = where_clause(filter);
-        let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS} FROM records r INDEXED BY records_sort_time WHERE {clause} ORDER BY r.sort_time DESC LIMIT ?"
-        );
-        values.push(Value::Integer(n as i64));
+        // (PostgreSQL has no INDEXED BY; its planner walks the index for ORDER BY … LIMIT.)
+        let indexed = if self.dialect() == Dialect::Sqlite { " INDEXED BY records_sort_time" } else { "" };
+        let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM records r{indexed} WHERE {clause} ORDER BY r.sort_time DESC LIMIT ?");
+        values.push(Cell::Int(n as i64));
         self.candidates(&sql, values, false)
     }
 
@@ -238,7 +278,7 @@ impl ReadTx<'_> {
         }
         let (clause, mut values) = where_clause(filter);
         let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.seq IN ({}) AND {clause}", placeholders(seqs.len()));
-        let mut all: Vec<Value> = seqs.iter().map(|&s| Value::Integer(s)).collect();
+        let mut all: Vec<Cell> = seqs.iter().map(|&s| Cell::Int(s)).collect();
         all.append(&mut values);
         self.candidates(&sql, all, false)
     }
@@ -248,7 +288,7 @@ impl ReadTx<'_> {
     pub fn thread_adjacent(&self, seqs: &[i64]) -> StoreResult<std::collections::HashMap<i64, Adjacent>> {
         let mut out = std::collections::HashMap::new();
         for &seq in seqs {
-            let (before, after) = crate::context::neighbours(self.conn, seq, 1).map_err(|e| crate::error::classify(e, self.path))?;
+            let (before, after) = crate::context::neighbours(self.exec, seq, 1)?;
             if !before.is_empty() || !after.is_empty() {
                 out.insert(seq, (before.first().copied(), after.first().copied()));
             }
@@ -261,25 +301,20 @@ impl ReadTx<'_> {
         if seqs.is_empty() {
             return Ok(Default::default());
         }
-        let sql = format!(
-            "SELECT seq, json_extract(payload, '$.sender') FROM records WHERE payload_kind = 'event' AND seq IN ({})",
-            placeholders(seqs.len())
-        );
-        let rows = self.query_all(&sql, params_from_iter(seqs.iter()), |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?;
+        let sender = match self.dialect() {
+            Dialect::Sqlite => "json_extract(payload, '$.sender')",
+            Dialect::Postgres => "(payload::jsonb ->> 'sender')",
+        };
+        let sql = format!("SELECT seq, {sender} FROM records WHERE payload_kind = 'event' AND seq IN ({})", placeholders(seqs.len()));
+        let params: Vec<&dyn Param> = seqs.iter().map(|s| s as &dyn Param).collect();
+        let rows = self.query_all(&sql, &params, |r| Ok((r.i64(0)?, r.opt_text(1)?)))?;
         Ok(rows.into_iter().filter_map(|(seq, sender)| Some((seq, sender?))).collect())
     }
 
-    fn candidates(&self, sql: &str, values: Vec<Value>, lexical: bool) -> StoreResult<Vec<Candidate>> {
-        let rows = self.query_all(sql, params_from_iter(values), |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, f64>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, bool>(4)?,
-                r.get::<_, i64>(5)?,
-                if lexical { Some(r.get::<_, f64>(6)?) } else { None },
-            ))
+    fn candidates(&self, sql: &str, values: Vec<Cell>, lexical: bool) -> StoreResult<Vec<Candidate>> {
+        let params: Vec<&dyn Param> = values.iter().map(|v| v as &dyn Param).collect();
+        let rows = self.query_all(sql, &params, |r| {
+            Ok((r.i64(0)?, r.text(1)?, r.f64(2)?, r.i64(3)?, r.flag(4)?, r.i64(5)?, if lexical { Some(r.f64(6)?) } else { None }))
         })?;
         rows.into_iter()
             .map(|(seq, memory_type, base, reinforced_at, pinned, sort_time, rank)| {
@@ -294,6 +329,31 @@ impl ReadTx<'_> {
             })
             .collect()
     }
+}
+
+/// The phrases of an FTS5 expression of the form `mneme_core::query::fts5_any` builds
+/// (`"a" OR "b"`, inner quotes doubled), back as plain tokens.
+fn phrases(expression: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = expression.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut token = String::new();
+        while let Some(c) = chars.next() {
+            match (c, chars.peek()) {
+                ('"', Some('"')) => {
+                    token.push('"');
+                    chars.next();
+                }
+                ('"', _) => break,
+                (c, _) => token.push(c),
+            }
+        }
+        out.push(token);
+    }
+    out
 }
 
 /// The FTS5 column filter for BM25 weights (context, date). A column weighted 0 is not
@@ -326,12 +386,12 @@ fn estimated_idf(rows: &[i64], complete: bool, total: i64) -> f64 {
 }
 
 /// The SQL condition (over alias `r`) and its parameters for a filter.
-fn where_clause(filter: &RecordFilter) -> (String, Vec<Value>) {
+fn where_clause(filter: &RecordFilter) -> (String, Vec<Cell>) {
     let mut parts: Vec<String> = vec!["r.sensitivity <= ?".to_string()];
-    let mut values: Vec<Value> = vec![Value::Integer(filter.max_sensitivity.level())];
+    let mut values: Vec<Cell> = vec![Cell::Int(filter.max_sensitivity.level())];
     if !filter.types.is_empty() {
         parts.push(format!("r.memory_type IN ({})", placeholders(filter.types.len())));
-        values.extend(filter.types.iter().map(|t| Value::Text(t.as_str().to_string())));
+        values.extend(filter.types.iter().map(|t| Cell::Text(t.as_str().to_string())));
     }
     if let Some(scopes) = &filter.scopes {
         let named: Vec<&Scope> = scopes.iter().filter(|s| !s.is_global()).collect();
@@ -339,7 +399,7 @@ fn where_clause(filter: &RecordFilter) -> (String, Vec<Value>) {
             parts.push("r.scope = ''".to_string());
         } else {
             parts.push(format!("(r.scope = '' OR r.scope IN ({}))", placeholders(named.len())));
-            values.extend(named.iter().map(|s| Value::Text(s.as_str().to_string())));
+            values.extend(named.iter().map(|s| Cell::Text(s.as_str().to_string())));
         }
     }
     let mut tags: Vec<&String> = filter.tags.iter().collect();
@@ -351,15 +411,15 @@ fn where_clause(filter: &RecordFilter) -> (String, Vec<Value>) {
             placeholders(tags.len()),
             tags.len()
         ));
-        values.extend(tags.iter().map(|t| Value::Text((*t).clone())));
+        values.extend(tags.iter().map(|t| Cell::Text((*t).clone())));
     }
     if let Some(since) = filter.since {
         parts.push("r.sort_time >= ?".to_string());
-        values.push(Value::Integer(since.as_millisecond()));
+        values.push(Cell::Int(since.as_millisecond()));
     }
     if let Some(until) = filter.until {
         parts.push("r.sort_time <= ?".to_string());
-        values.push(Value::Integer(until.as_millisecond()));
+        values.push(Cell::Int(until.as_millisecond()));
     }
     if !filter.include_tombstones {
         parts.push("r.status IN ('active', 'contested') AND r.pruned_at IS NULL".to_string());

@@ -10,9 +10,7 @@
 //! with no vector from this model"), so the embedding queue survives any crash or
 //! restart without bookkeeping: what was committed is done, the rest is found again.
 
-use rusqlite::OptionalExtension;
-
-use crate::error::{SqlContext, StoreResult};
+use crate::error::StoreResult;
 use crate::rows::{ReadTx, WriteTx, decode, fts_text};
 
 /// One record's vector, quantised.
@@ -57,8 +55,8 @@ impl ReadTx<'_> {
              WHERE r.seq > ?1 AND r.status IN ('active', 'contested') AND r.pruned_at IS NULL \
              AND NOT EXISTS (SELECT 1 FROM record_vectors v WHERE v.record_seq = r.seq AND v.model = ?2) \
              ORDER BY r.seq LIMIT ?3",
-            rusqlite::params![after_seq, model, limit as i64],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, Option<String>>(2)?)),
+            &[&after_seq, &model, &(limit as i64)],
+            |r| Ok((r.i64(0)?, r.opt_text(1)?, r.opt_text(2)?)),
         )?;
         rows.into_iter()
             .map(|(seq, summary, payload)| {
@@ -70,61 +68,46 @@ impl ReadTx<'_> {
 
     /// How many live records have (`.0`) and lack (`.1`) a vector from `model`.
     pub fn vector_coverage(&self, model: &str) -> StoreResult<(u64, u64)> {
-        let (with, live): (i64, i64) = self
-            .conn
-            .prepare_cached(
+        let (with, live) = self
+            .exec
+            .row(
                 "SELECT count(v.record_seq), count(*) FROM records r \
                  LEFT JOIN record_vectors v ON v.record_seq = r.seq AND v.model = ?1 \
                  WHERE r.status IN ('active', 'contested') AND r.pruned_at IS NULL",
-            )
-            .ctx(self.path)?
-            .query_row([model], |r| Ok((r.get(0)?, r.get(1)?)))
-            .ctx(self.path)?;
+                &[&model],
+                |r| Ok((r.i64(0)?, r.i64(1)?)),
+            )?
+            .unwrap_or((0, 0));
         Ok((with as u64, (live - with) as u64))
     }
 
     /// Every stored vector from `model` (any record status: the caller filters at query
     /// time), in sequence order, handed to `each` one at a time.
     pub fn for_each_vector(&self, model: &str, mut each: impl FnMut(StoredVector)) -> StoreResult<()> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT record_seq, scale, codes FROM record_vectors WHERE model = ?1 ORDER BY record_seq")
-            .ctx(self.path)?;
-        let mut rows = stmt.query([model]).ctx(self.path)?;
-        while let Some(row) = rows.next().ctx(self.path)? {
-            each(StoredVector {
-                seq: row.get(0).ctx(self.path)?,
-                scale: row.get(1).ctx(self.path)?,
-                codes: from_blob(row.get(2).ctx(self.path)?),
-            });
-        }
-        Ok(())
+        self.exec.query("SELECT record_seq, scale, codes FROM record_vectors WHERE model = ?1 ORDER BY record_seq", &[&model], &mut |r| {
+            each(StoredVector { seq: r.i64(0)?, scale: r.f64(1)? as f32, codes: from_blob(r.blob(2)?) });
+            Ok(())
+        })
     }
 
     /// The vector of one record from `model`, if stored.
     pub fn vector(&self, seq: i64, model: &str) -> StoreResult<Option<StoredVector>> {
-        self.conn
-            .prepare_cached("SELECT scale, codes FROM record_vectors WHERE record_seq = ?1 AND model = ?2")
-            .ctx(self.path)?
-            .query_row(rusqlite::params![seq, model], |r| Ok(StoredVector { seq, scale: r.get(0)?, codes: from_blob(r.get(1)?) }))
-            .optional()
-            .ctx(self.path)
+        self.exec.row("SELECT scale, codes FROM record_vectors WHERE record_seq = ?1 AND model = ?2", &[&seq, &model], |r| {
+            Ok(StoredVector { seq, scale: r.f64(0)? as f32, codes: from_blob(r.blob(1)?) })
+        })
     }
 }
 
 impl WriteTx<'_> {
     /// Stores (or replaces) the vectors of records, all from `model`.
     pub fn put_vectors(&self, model: &str, vectors: &[StoredVector]) -> StoreResult<()> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
+        for v in vectors {
+            self.exec.execute(
                 "INSERT INTO record_vectors (record_seq, model, dim, scale, codes) VALUES (?1, ?2, ?3, ?4, ?5) \
                  ON CONFLICT (record_seq) DO UPDATE SET model = excluded.model, dim = excluded.dim, \
                  scale = excluded.scale, codes = excluded.codes",
-            )
-            .ctx(self.path)?;
-        for v in vectors {
-            stmt.execute(rusqlite::params![v.seq, model, v.codes.len() as i64, v.scale, to_blob(&v.codes)]).ctx(self.path)?;
+                &[&v.seq, &model, &(v.codes.len() as i64), &f64::from(v.scale), &to_blob(&v.codes)],
+            )?;
         }
         Ok(())
     }

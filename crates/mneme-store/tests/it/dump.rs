@@ -5,15 +5,15 @@
 use jiff::Timestamp;
 use mneme_core::{AuditAction, EventPayload, Lineage, LineageOp, NewRecord, Payload, RecordId, SemanticPayload, Sensitivity, Status};
 use mneme_store::{
-    Direction, DumpSummary, NewConversation, PgOptions, PgStore, RecordFilter, StoreError, StoreResult, StoredVector, TaskRow,
+    Direction, DumpSummary, NewConversation, PgOptions, RecordFilter, Store, StoreError, StoreResult, StoredVector, TaskRow,
 };
 
 use crate::{db_path, options};
 
 /// One store on either engine (a SQLite store keeps its directory alive).
 enum Db {
-    Lite(mneme_store::Store, #[allow(dead_code)] tempfile::TempDir),
-    Pg(PgStore),
+    Lite(Store, #[allow(dead_code)] tempfile::TempDir),
+    Pg(Store),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -33,10 +33,10 @@ impl Db {
         match engine {
             Engine::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
-                let store = mneme_store::Store::open(options(&db_path(&dir), None, true)).expect("new store");
+                let store = Store::open(options(&db_path(&dir), None, true)).expect("new store");
                 Db::Lite(store, dir)
             }
-            Engine::Postgres => Db::Pg(PgStore::connect(pg_options(mneme_testkit::postgres_database(), true)).expect("new database")),
+            Engine::Postgres => Db::Pg(Store::open_postgres(pg_options(mneme_testkit::postgres_database(), true)).expect("new database")),
         }
     }
 
@@ -97,6 +97,12 @@ fn fact(object: &str) -> NewRecord {
 fn seeded() -> Db {
     let mut db = Db::new(Engine::Sqlite);
     let Db::Lite(store, _) = &mut db else { unreachable!() };
+    seed(store);
+    db
+}
+
+/// Every kind of dumped row, written through the store's operations (on either engine).
+fn seed(store: &mut Store) {
     store
         .write(|tx| {
             tx.insert(&message("we planned the lisbon trip", Some("chat-1")), id(1), lineage(LineageOp::Original, vec![], 1), at(1))?;
@@ -143,7 +149,6 @@ fn seeded() -> Db {
     // A real that serde_json's default (not correctly rounded) parser reads back one unit
     // in the last place off: the dump needs `float_roundtrip`.
     store.execute_raw("UPDATE records SET rank_anchor = 1795470180.144703 WHERE seq = 2").expect("a hard real");
-    db
 }
 
 /// The dump's rows: without its header (whose engine and time differ between exports) and
@@ -249,7 +254,7 @@ fn import_refuses_a_store_that_holds_data() {
 #[test]
 fn postgres_refuses_deleting_history() {
     let url = mneme_testkit::postgres_database();
-    let mut db = PgStore::connect(pg_options(url.clone(), true)).expect("new database");
+    let mut db = Store::open_postgres(pg_options(url.clone(), true)).expect("new database");
     let mut input = &seeded().export()[..];
     db.import(&mut input, &mut |_, _| {}).expect("import");
     for (sql, expected) in [
@@ -274,7 +279,7 @@ fn postgres_refuses_deleting_history() {
 fn postgres_refuses_newer_foreign_and_missing_databases() {
     // An empty database is not a store unless asked to create one.
     let url = mneme_testkit::postgres_database();
-    let err = PgStore::connect(pg_options(url.clone(), false)).expect_err("no store yet");
+    let err = Store::open_postgres(pg_options(url.clone(), false)).expect_err("no store yet");
     assert!(matches!(err, StoreError::PgMissing { .. }), "{err:?}");
     assert!(err.to_string().contains("run `mneme init`"), "{err}");
 
@@ -282,23 +287,23 @@ fn postgres_refuses_newer_foreign_and_missing_databases() {
     let handles: Vec<_> = (0..2)
         .map(|_| {
             let url = url.clone();
-            std::thread::spawn(move || PgStore::connect(pg_options(url, true)).map(|mut s| s.schema_version()))
+            std::thread::spawn(move || Store::open_postgres(pg_options(url, true)).map(|mut s| s.schema_version()))
         })
         .collect();
     for handle in handles {
         assert_eq!(handle.join().expect("no panic").expect("connects").expect("version"), mneme_store::PG_SCHEMA_VERSION);
     }
 
-    let mut db = PgStore::connect(pg_options(url.clone(), false)).expect("the store exists now");
+    let mut db = Store::open_postgres(pg_options(url.clone(), false)).expect("the store exists now");
     db.execute_raw("UPDATE mneme_schema SET version = 99").expect("fabricate a newer schema");
-    let err = PgStore::connect(pg_options(url, false)).expect_err("newer schema");
-    assert!(err.to_string().contains("schema version 99; this build supports up to 1"), "{err}");
+    let err = Store::open_postgres(pg_options(url, false)).expect_err("newer schema");
+    assert!(err.to_string().contains("schema version 99; this build supports up to 2"), "{err}");
 
     // A database that holds someone else's tables.
     let other = mneme_testkit::postgres_database();
     let mut client = postgres::Client::connect(&other, postgres::NoTls).expect("plain client");
     client.batch_execute("CREATE TABLE invoices (id int)").expect("a foreign table");
-    let err = PgStore::connect(pg_options(other, true)).expect_err("foreign database");
+    let err = Store::open_postgres(pg_options(other, true)).expect_err("foreign database");
     assert!(err.to_string().contains("is not a mneme database: its schema has 1 tables but no mneme_schema"), "{err}");
 }
 
@@ -309,7 +314,7 @@ fn postgres_errors_name_the_database_but_never_the_password() {
     let url = format!("postgres://agent:hunter2-secret@127.0.0.1:{port}/memories");
     let options = PgOptions { connect_timeout: std::time::Duration::from_secs(2), ..pg_options(url, false) };
     assert!(!format!("{options:?}").contains("hunter2"));
-    let err = PgStore::connect(options).expect_err("nothing listens");
+    let err = Store::open_postgres(options).expect_err("nothing listens");
     let text = err.to_string();
     assert!(matches!(err, StoreError::Unreachable { .. }), "{err:?}");
     assert!(text.contains(&format!("postgres://agent@127.0.0.1:{port}/memories")), "{text}");
@@ -323,16 +328,157 @@ fn postgres_errors_name_the_database_but_never_the_password() {
         password: Some(mneme_store::SecretKey::new(password.into()).expect("key")),
         ..pg_options(url.clone(), true)
     };
-    let err = PgStore::connect(with("wrong-password")).expect_err("a wrong password");
+    let err = Store::open_postgres(with("wrong-password")).expect_err("a wrong password");
     assert!(err.to_string().contains("password authentication failed"), "{err}");
     assert!(!err.to_string().contains("wrong-password"), "{err}");
-    PgStore::connect(with(server.password)).expect("the right password");
+    Store::open_postgres(with(server.password)).expect("the right password");
 
-    let err = PgStore::connect(pg_options("postgres://agent:pw@127.0.0.1:notaport/x".into(), false)).expect_err("bad URL");
+    let err = Store::open_postgres(pg_options("postgres://agent:pw@127.0.0.1:notaport/x".into(), false)).expect_err("bad URL");
     assert!(err.to_string().contains("invalid database URL"), "{err}");
     assert!(!err.to_string().contains(":pw@"), "{err}");
 }
 
 fn database_name(url: &str) -> &str {
     url.rsplit('/').next().expect("a database in the URL")
+}
+
+/// A store on `engine` seeded through the store's own write operations.
+fn seeded_on(engine: Engine) -> Db {
+    let mut db = Db::new(engine);
+    match &mut db {
+        Db::Lite(store, _) | Db::Pg(store) => seed(store),
+    }
+    db
+}
+
+/// Every read the engines and the service make, as text, on one store.
+fn reads(store: &mut Store) -> Vec<String> {
+    let scope = mneme_core::Scope::global();
+    store
+        .read(|tx| {
+            let all = RecordFilter { include_tombstones: true, ..RecordFilter::default() };
+            let candidates =
+                |c: Vec<mneme_store::Candidate>| c.iter().map(|c| format!("{}:{:?}", c.seq, c.memory_type)).collect::<Vec<_>>();
+            StoreResult::Ok(vec![
+                format!("{:?}", tx.get(&id(5))?),
+                format!("{:?}", tx.get(&id(3))?),
+                format!("{:?}", tx.get(&id(99))?),
+                format!("{:?}", tx.children(&id(4))?.iter().map(|r| r.id.clone()).collect::<Vec<_>>()),
+                format!("{:?}", tx.audit(&id(4))?),
+                format!("{:?}", tx.links(&id(1))?),
+                format!("{:?}", tx.stats()?),
+                format!("{:?}", tx.below_anchor(mneme_core::MemoryType::Episodic, f64::MAX)?.len()),
+                format!(
+                    "{:?}",
+                    tx.facts_by_key("DANA", "lives in", &scope, Sensitivity::Critical)?.iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+                ),
+                format!("{:?}", tx.facts_about("dana")?.len()),
+                format!("{:?}", tx.events_from("Dana")?.len()),
+                format!("{:?}", tx.records_in_scope(&scope)?.len()),
+                format!("{:?}", tx.max_audit_seq()?),
+                format!("{:?}", tx.audit_events_after(0, 10)?),
+                format!("{:?}", tx.sync_state()?),
+                format!("{:?}", tx.conversations(0, 100, 10)?),
+                format!("{:?}", tx.tasks()?),
+                format!("{:?}", tx.task_runs(Some("zeta"), 5)?),
+                format!("{:?}", tx.task_runs(None, 5)?),
+                format!("{:?}", tx.pending_dispatches(5)?),
+                format!("{:?}", tx.meta("sync_cursor")?),
+                format!("{:?}", candidates(tx.salience_candidates(mneme_core::MemoryType::Semantic, &all, 5)?)),
+                format!("{:?}", candidates(tx.recent_candidates(&RecordFilter::default(), 5)?)),
+                format!("{:?}", candidates(tx.newest_candidates(&RecordFilter::default(), 5)?)),
+                format!("{:?}", candidates(tx.candidates_by_seq(&[1, 2, 3, 4], &RecordFilter::default())?)),
+                format!("{:?}", tx.thread_adjacent(&[1, 2])?.into_iter().collect::<std::collections::BTreeMap<_, _>>()),
+                format!("{:?}", tx.event_senders(&[1, 2, 4])?.into_iter().collect::<std::collections::BTreeMap<_, _>>()),
+                format!("{:?}", tx.vector(1, "all-MiniLM-L6-v2")?),
+                format!("{:?}", tx.vector_coverage("all-MiniLM-L6-v2")?),
+                format!("{:?}", tx.records_needing_vectors("all-MiniLM-L6-v2", 0, 10)?),
+            ])
+        })
+        .expect("reads succeed")
+}
+
+#[test]
+fn the_store_operations_give_the_same_rows_and_answers_on_both_engines() {
+    let mut lite = seeded_on(Engine::Sqlite);
+    let mut pg = seeded_on(Engine::Postgres);
+    // Written by the same operations: the same rows, byte for byte.
+    assert_eq!(String::from_utf8_lossy(body(&pg.export())), String::from_utf8_lossy(body(&lite.export())));
+    let (Db::Lite(lite, _), Db::Pg(pg)) = (&mut lite, &mut pg) else { unreachable!() };
+    for (on_sqlite, on_postgres) in reads(lite).into_iter().zip(reads(pg)) {
+        assert_eq!(on_postgres, on_sqlite);
+    }
+    // Writes that change what reads see, then the reads again.
+    for store in [&mut *lite, &mut *pg] {
+        store
+            .write(|tx| {
+                let record = tx.require(&id(1))?;
+                tx.adjust_salience(&record, -0.25, at(20))?;
+                tx.prune(&id(2), at(21))?;
+                tx.set_status(&id(5), Status::Contested, at(22))?;
+                assert_eq!(tx.redact_conversations("HELLO")?, 1);
+                assert_eq!(tx.redact_conversations_of("u-1")?, 0, "already redacted");
+                assert_eq!(tx.redact_mentions("MOVED")?, 1, "the superseded fact's audit rationale");
+                assert!(tx.update_task_if("zeta", "{\"every\":\"1h\"}", "{\"every\":\"2h\"}")?);
+                assert!(!tx.update_task_if("zeta", "stale", "{}")?);
+                assert!(tx.remove_task("Alpha")?);
+                StoreResult::Ok(())
+            })
+            .expect("writes succeed");
+    }
+    assert_eq!(reads(pg), reads(lite));
+    // A failed write leaves nothing behind on either engine.
+    for store in [&mut *lite, &mut *pg] {
+        let before = reads(store);
+        let err = store
+            .write(|tx| {
+                tx.set_status(&id(1), Status::Retracted, at(30))?;
+                tx.set_status(&id(98), Status::Retracted, at(30))
+            })
+            .expect_err("an unknown record");
+        assert!(matches!(err, StoreError::RecordNotFound(_)), "{err:?}");
+        assert_eq!(reads(store), before);
+    }
+}
+
+#[test]
+fn full_text_search_finds_the_same_records_on_both_engines() {
+    let mut lite = seeded_on(Engine::Sqlite);
+    let mut pg = seeded_on(Engine::Postgres);
+    let (Db::Lite(lite, _), Db::Pg(pg)) = (&mut lite, &mut pg) else { unreachable!() };
+    let search = |store: &mut Store, tokens: &[&str], weights: (f64, f64)| {
+        let tokens: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+        let expression = mneme_core::query::fts5_any(&tokens).expect("tokens");
+        let mut by_expression: Vec<i64> = store
+            .read(|tx| tx.lexical_candidates(&expression, &RecordFilter::default(), 10, weights))
+            .expect("search")
+            .iter()
+            .map(|c| c.seq)
+            .collect();
+        let mut bounded: Vec<i64> = store
+            .read(|tx| tx.bounded_lexical_candidates(&tokens, &RecordFilter::default(), 10, weights, 1000))
+            .expect("search")
+            .iter()
+            .map(|c| c.seq)
+            .collect();
+        by_expression.sort_unstable();
+        bounded.sort_unstable();
+        assert_eq!(by_expression, bounded);
+        bounded
+    };
+    for (tokens, weights, expected) in [
+        // Own text (1), a thread neighbour's context (2), the fact (5); stemmed: "planning".
+        (&["lisbon"][..], (0.5, 0.5), vec![1, 2, 5]),
+        (&["planning"][..], (0.5, 0.5), vec![1, 2]),
+        // Context weighted 0: only the record's own words.
+        (&["lisbon"][..], (0.0, 0.5), vec![1, 5]),
+        // The forgotten record's words are in no index; quotes and operators are text.
+        (&["passport"][..], (0.5, 0.5), vec![]),
+        (&["x123\" OR \"lisbon", "friday"][..], (0.5, 0.5), vec![1, 2]),
+    ] {
+        let on_sqlite = search(lite, tokens, weights);
+        let on_postgres = search(pg, tokens, weights);
+        assert_eq!(on_sqlite, expected, "SQLite, {tokens:?} {weights:?}");
+        assert_eq!(on_postgres, expected, "PostgreSQL, {tokens:?} {weights:?}");
+    }
 }

@@ -17,7 +17,7 @@ fn a_missing_store_is_not_created_unless_asked() {
 #[test]
 fn a_new_store_records_its_version_and_application_id() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(options(&db_path(&dir), None, true)).expect("create");
+    let mut store = Store::open(options(&db_path(&dir), None, true)).expect("create");
     assert_eq!(store.schema_version().expect("version"), SCHEMA_VERSION);
     drop(store);
     let conn = rusqlite::Connection::open(db_path(&dir)).expect("plain open");
@@ -31,7 +31,7 @@ fn a_new_store_records_its_version_and_application_id() {
 fn a_version_1_store_is_migrated_and_its_records_become_searchable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = db_path(&dir);
-    let old = Store::create_at_version(&path, 1, Default::default()).expect("v1 store");
+    let mut old = Store::create_at_version(&path, 1, Default::default()).expect("v1 store");
     assert_eq!(old.schema_version().expect("version"), 1);
     // A row as version 1 wrote it (no full-text index existed yet).
     old.execute_raw(
@@ -133,7 +133,9 @@ fn processes_creating_the_same_store_at_once_all_succeed() {
         let path = db_path(&dir);
         let results: Vec<Result<i64, String>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| Store::open(options(&path, None, true)).and_then(|st| st.schema_version()).map_err(|e| e.to_string())))
+                .map(|_| {
+                    s.spawn(|| Store::open(options(&path, None, true)).and_then(|mut st| st.schema_version()).map_err(|e| e.to_string()))
+                })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("thread")).collect()
         });

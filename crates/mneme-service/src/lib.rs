@@ -58,7 +58,10 @@ pub struct MemoryService {
     /// Ingests waiting to be written; whoever holds the writer lock commits them all in one
     /// transaction (group commit), see [`MemoryService::ingest`].
     pending: Mutex<Vec<PendingIngest>>,
+    /// SQLite: the store file. PostgreSQL: a local path that only names side files (the
+    /// activity file), beside the database in `postgres`.
     options: StoreOptions,
+    postgres: Option<mneme_store::PgOptions>,
     config: ServiceConfig,
     clock: Arc<dyn Clock>,
     // Invariant: guards v7 id generation so ids are strictly increasing in this process.
@@ -73,16 +76,42 @@ impl MemoryService {
         config.validate()?;
         options.decay = config.decay;
         let store = Store::open(options.clone())?;
-        Ok(MemoryService {
+        Ok(Self::with_store(store, options, None, config, clock))
+    }
+
+    /// Opens a store on PostgreSQL with the service's decay configuration. `local` names
+    /// the side files a store keeps beside itself (the agent's activity file).
+    pub fn open_postgres(
+        mut options: mneme_store::PgOptions,
+        local: std::path::PathBuf,
+        config: ServiceConfig,
+        clock: Arc<dyn Clock>,
+    ) -> ServiceResult<Self> {
+        config.validate()?;
+        options.decay = config.decay;
+        let store = Store::open_postgres(options.clone())?;
+        let side = StoreOptions { path: local, key: None, create: false, decay: config.decay };
+        Ok(Self::with_store(store, side, Some(options), config, clock))
+    }
+
+    fn with_store(
+        store: Store,
+        options: StoreOptions,
+        postgres: Option<mneme_store::PgOptions>,
+        config: ServiceConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        MemoryService {
             store: Mutex::new(store),
             readers: ReaderPool::default(),
             pending: Mutex::new(Vec::new()),
             options,
+            postgres,
             config,
             clock,
             ids: Mutex::new(uuid::ContextV7::new()),
             semantic: std::sync::OnceLock::new(),
-        })
+        }
     }
 
     /// Opens `n` more connections for reads (a long-running daemon wants them; a one-shot
@@ -91,7 +120,10 @@ impl MemoryService {
         let options = StoreOptions { create: false, ..self.options.clone() };
         let mut free = self.readers.free.lock().unwrap_or_else(|p| p.into_inner());
         for _ in 0..n {
-            free.push(Store::open(options.clone())?);
+            free.push(match &self.postgres {
+                Some(pg) => Store::open_postgres(mneme_store::PgOptions { create: false, ..pg.clone() })?,
+                None => Store::open(options.clone())?,
+            });
             self.readers.count += 1;
         }
         Ok(())

@@ -117,7 +117,8 @@ impl MemoryService {
         let mut done = 0u64;
         // With `force`, a record's old vector must not count as done: look under a
         // throwaway model name so every live record is "missing" once.
-        let lookup = if force { format!("{model}\u{0}reindex") } else { model.clone() };
+        // (A control character no model id holds; not NUL, which PostgreSQL text refuses.)
+        let lookup = if force { format!("{model}\u{1f}reindex") } else { model.clone() };
         loop {
             let todo = self.reader()?.read(|tx| tx.records_needing_vectors(&lookup, *watermark, batch.max(1)))?;
             let Some(last) = todo.last().map(|t| t.seq) else { break };

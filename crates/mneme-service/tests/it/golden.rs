@@ -9,7 +9,6 @@ use mneme_service::IngestOptions;
 
 use crate::Fixture;
 
-#[test]
 fn every_payload_kind_is_stored_exactly_as_the_pinned_json() {
     let fixtures: Vec<serde_json::Value> =
         serde_json::from_str(include_str!("../fixtures/stored_payloads.json")).expect("the fixture is JSON");
@@ -25,3 +24,5 @@ fn every_payload_kind_is_stored_exactly_as_the_pinned_json() {
         assert_eq!(&stored, fixture, "the stored form of a {} payload changed", fixture["kind"]);
     }
 }
+
+crate::on_both_engines!(every_payload_kind_is_stored_exactly_as_the_pinned_json,);

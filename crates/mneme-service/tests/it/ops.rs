@@ -6,7 +6,6 @@ use mneme_service::{ContestRequest, ErrorKind, IngestOptions, OutcomeKind, Outco
 
 use crate::{Fixture, event, owner, payload_fact, who};
 
-#[test]
 fn every_payload_type_round_trips_with_an_original_lineage_and_a_create_audit_entry() {
     let fx = Fixture::new();
     let payloads = vec![
@@ -66,7 +65,6 @@ fn every_payload_type_round_trips_with_an_original_lineage_and_a_create_audit_en
     assert_eq!(ids, sorted, "ids sort by creation order even within one clock tick");
 }
 
-#[test]
 fn episodic_records_cannot_be_revised_and_the_refusal_changes_nothing() {
     let fx = Fixture::new();
     let episode = fx.event("the deploy failed at 3am");
@@ -89,7 +87,6 @@ fn episodic_records_cannot_be_revised_and_the_refusal_changes_nothing() {
     assert_eq!(fx.service.get(&episode.id, &owner()).expect("get").status, Status::Active);
 }
 
-#[test]
 fn supersede_keeps_the_old_record_as_a_tombstone_with_lineage_both_ways() {
     let fx = Fixture::new();
     let old = fx.fact("Howard", "lives in", "Berlin");
@@ -129,7 +126,6 @@ fn supersede_keeps_the_old_record_as_a_tombstone_with_lineage_both_ways() {
     assert_eq!(again.kind(), ErrorKind::FailedPrecondition);
 }
 
-#[test]
 fn supersede_refuses_a_payload_of_another_type() {
     let fx = Fixture::new();
     let old = fx.fact("a", "b", "c");
@@ -142,7 +138,6 @@ fn supersede_refuses_a_payload_of_another_type() {
     assert_eq!(before, fx.footprint());
 }
 
-#[test]
 fn fork_keeps_the_source_active_and_links_the_variant() {
     let fx = Fixture::new();
     let source = fx.fact("deploy", "uses", "blue-green");
@@ -162,7 +157,6 @@ fn fork_keeps_the_source_active_and_links_the_variant() {
     assert!(history.audit.iter().any(|a| a.action == AuditAction::ForkedInto));
 }
 
-#[test]
 fn merge_needs_one_type_and_turns_every_source_into_a_tombstone() {
     let fx = Fixture::new();
     let a = fx.fact("kettle", "is", "descaled");
@@ -193,7 +187,6 @@ fn merge_needs_one_type_and_turns_every_source_into_a_tombstone() {
     }
 }
 
-#[test]
 fn retract_hides_the_record_but_keeps_it_reachable() {
     let fx = Fixture::new();
     let record = fx.fact("the api", "returns", "xml");
@@ -205,7 +198,6 @@ fn retract_hides_the_record_but_keeps_it_reachable() {
     assert_eq!(audit.last().map(|a| (a.action, a.rationale.as_str())), Some((AuditAction::Retract, "it returns json")));
 }
 
-#[test]
 fn contest_marks_and_links_without_hiding() {
     let fx = Fixture::new();
     let claim = fx.fact("meeting", "is on", "Monday");
@@ -232,7 +224,6 @@ fn contest_marks_and_links_without_hiding() {
     assert_eq!(err.kind(), ErrorKind::FailedPrecondition);
 }
 
-#[test]
 fn revisions_require_a_rationale() {
     let fx = Fixture::new();
     let record = fx.fact("a", "b", "c");
@@ -243,7 +234,6 @@ fn revisions_require_a_rationale() {
     assert_eq!(before, fx.footprint());
 }
 
-#[test]
 fn outcomes_update_competence_statistics_and_salience() {
     let fx = Fixture::new();
     let skill = fx
@@ -292,7 +282,6 @@ fn outcomes_update_competence_statistics_and_salience() {
     assert_eq!(hits.iter().map(|h| h.record.id.clone()).collect::<Vec<_>>(), vec![skill.id.clone()]);
 }
 
-#[test]
 fn bad_amounts_are_refused_and_change_nothing() {
     let fx = Fixture::new();
     let record = fx.fact("a", "b", "c");
@@ -313,7 +302,6 @@ fn bad_amounts_are_refused_and_change_nothing() {
     assert_eq!(before, fx.footprint());
 }
 
-#[test]
 fn oversize_and_empty_input_is_refused_whole() {
     let fx = Fixture::new();
     let before = fx.footprint();
@@ -334,7 +322,6 @@ fn oversize_and_empty_input_is_refused_whole() {
     assert_eq!(before, fx.footprint());
 }
 
-#[test]
 fn unknown_and_invisible_ids_are_not_found() {
     let fx = Fixture::new();
     let unknown = mneme_core::RecordId::parse("00000000-0000-7000-8000-000000000042").expect("id");
@@ -353,7 +340,6 @@ fn unknown_and_invisible_ids_are_not_found() {
     assert_eq!(fx.service.reinforce(&secret.id, None, who(""), &reader).expect_err("hidden").kind(), ErrorKind::NotFound);
 }
 
-#[test]
 fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audit() {
     let fx = Fixture::new();
     // The last word is beyond the 200-character summary: only the payload holds it.
@@ -405,7 +391,6 @@ fn pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audi
     assert!(fx.service.prune(None, false, "test").expect("again").pruned.is_empty(), "pruning is idempotent");
 }
 
-#[test]
 fn a_month_of_daily_sweeps_does_not_prune_a_fact() {
     let fx = Fixture::new();
     let fact = fx.fact("the office", "is in", "Kreuzberg");
@@ -420,7 +405,6 @@ fn a_month_of_daily_sweeps_does_not_prune_a_fact() {
     assert!((salience - 0.5f64.powf(60.0 / 180.0)).abs() < 1e-9, "{salience}");
 }
 
-#[test]
 fn an_outcome_is_as_sensitive_as_its_target_and_in_its_scope() {
     let fx = Fixture::new();
     let secret = fx
@@ -450,7 +434,6 @@ fn an_outcome_is_as_sensitive_as_its_target_and_in_its_scope() {
     assert!(leaked.is_empty(), "the outcome must not leak the target's summary: {leaked:?}");
 }
 
-#[test]
 fn huge_competence_counters_saturate_instead_of_breaking_the_record() {
     let fx = Fixture::new();
     let mut skill = CompetencePayload { skill: "s".into(), triggers: vec![], steps: vec![], performance: Default::default() };
@@ -471,7 +454,6 @@ fn huge_competence_counters_saturate_instead_of_breaking_the_record() {
     assert!(c.performance.success_rate.is_finite());
 }
 
-#[test]
 fn merge_refuses_records_of_different_scopes() {
     let fx = Fixture::new();
     let scoped = |scope: &str| {
@@ -489,7 +471,6 @@ fn merge_refuses_records_of_different_scopes() {
     assert_eq!(before, fx.footprint());
 }
 
-#[test]
 fn history_does_not_reveal_the_ids_of_hidden_records() {
     let fx = Fixture::new();
     let claim = fx.fact("meeting", "is on", "Monday");
@@ -511,7 +492,6 @@ fn history_does_not_reveal_the_ids_of_hidden_records() {
     assert!(owner_view.contains(hidden.id.as_str()));
 }
 
-#[test]
 fn group_commit_gives_each_concurrent_ingest_its_own_record() {
     let mut fx = Fixture::new();
     fx.service.add_readers(2).expect("readers");
@@ -544,7 +524,6 @@ fn group_commit_gives_each_concurrent_ingest_its_own_record() {
     assert_eq!(fx.footprint().0, 400);
 }
 
-#[test]
 fn ingest_each_keeps_bad_items_from_failing_good_ones() {
     let fx = Fixture::new();
     let bad = IngestOptions { confidence: Some(f64::NAN), ..IngestOptions::default() };
@@ -558,7 +537,6 @@ fn ingest_each_keeps_bad_items_from_failing_good_ones() {
     assert_eq!(fx.footprint().0, 2);
 }
 
-#[test]
 fn private_blocks_are_stripped_from_records_and_an_all_private_record_is_refused() {
     let fx = Fixture::new();
     let options = IngestOptions { summary: Some("deploy <private>key=abc</private> notes".into()), ..Default::default() };
@@ -584,7 +562,6 @@ fn private_blocks_are_stripped_from_records_and_an_all_private_record_is_refused
 
 /// Consolidation looked for the fact it revises with a ranked search limited to 50 hits:
 /// a fact outranked by 50 others for "subject predicate" was missed and duplicated.
-#[test]
 fn find_facts_is_exact_however_many_records_outrank_the_fact() {
     use mneme_core::{Scope, Sensitivity};
     use mneme_service::{Access, Actor};
@@ -627,7 +604,6 @@ fn find_facts_is_exact_however_many_records_outrank_the_fact() {
 
 /// The competence tracker and consolidation found a skill's record with a search limited
 /// to 20 hits: a record outranked by 20 others was missed and a second one created.
-#[test]
 fn find_skills_is_exact_however_many_records_outrank_the_skill() {
     use mneme_core::{CompetencePayload, Payload, Performance, Scope, Sensitivity};
     use mneme_service::{Access, Actor};
@@ -652,7 +628,11 @@ fn find_skills_is_exact_however_many_records_outrank_the_skill() {
         .service
         .retrieve(&mneme_service::RetrieveRequest { query: "skill:git+rebase".into(), limit: 20, ..Default::default() }, &Access::owner())
         .expect("retrieve");
-    assert!(ranked.iter().all(|h| h.record.id != wanted.id), "the test needs the skill outranked");
+    // (BM25 on SQLite ranks the 40 newer ones first; PostgreSQL's length-normalised rank
+    // may not, and the exact look-up must not depend on either.)
+    if crate::engine() == crate::Engine::Sqlite {
+        assert!(ranked.iter().all(|h| h.record.id != wanted.id), "the test needs the skill outranked");
+    }
     let found = fx.service.find_skills("skill:git+rebase", &global, &Access::owner()).expect("find");
     assert_eq!(found.iter().map(|r| &r.id).collect::<Vec<_>>(), vec![&wanted.id]);
     // Exact name (no case folding), exactly the scope, within access, never a tombstone.
@@ -668,7 +648,6 @@ fn find_skills_is_exact_however_many_records_outrank_the_skill() {
 
 /// The one error table: every kind has its own wire code that maps back to it, a client
 /// error is 4xx and a server fault 5xx, and the exit codes are the documented ones.
-#[test]
 fn every_error_kind_has_one_code_status_and_exit_code() {
     let mut codes = std::collections::HashSet::new();
     for kind in ErrorKind::ALL {
@@ -707,7 +686,6 @@ fn every_error_kind_has_one_code_status_and_exit_code() {
     );
 }
 
-#[test]
 fn an_episode_fades_from_when_it_happened_and_is_not_pruned_in_its_first_two_weeks_in_the_store() {
     use mneme_core::Clock as _;
     let fx = Fixture::new();
@@ -727,3 +705,32 @@ fn an_episode_fades_from_when_it_happened_and_is_not_pruned_in_its_first_two_wee
     let pruned = fx.service.prune(Some(0.2), false, "sweeper").expect("sweep").pruned;
     assert!(pruned.contains(&old.id), "{pruned:?}");
 }
+
+crate::on_both_engines!(
+    every_payload_type_round_trips_with_an_original_lineage_and_a_create_audit_entry,
+    episodic_records_cannot_be_revised_and_the_refusal_changes_nothing,
+    supersede_keeps_the_old_record_as_a_tombstone_with_lineage_both_ways,
+    supersede_refuses_a_payload_of_another_type,
+    fork_keeps_the_source_active_and_links_the_variant,
+    merge_needs_one_type_and_turns_every_source_into_a_tombstone,
+    retract_hides_the_record_but_keeps_it_reachable,
+    contest_marks_and_links_without_hiding,
+    revisions_require_a_rationale,
+    outcomes_update_competence_statistics_and_salience,
+    bad_amounts_are_refused_and_change_nothing,
+    oversize_and_empty_input_is_refused_whole,
+    unknown_and_invisible_ids_are_not_found,
+    pruning_drops_payloads_of_faded_records_but_keeps_tombstones_lineage_and_audit,
+    a_month_of_daily_sweeps_does_not_prune_a_fact,
+    an_outcome_is_as_sensitive_as_its_target_and_in_its_scope,
+    huge_competence_counters_saturate_instead_of_breaking_the_record,
+    merge_refuses_records_of_different_scopes,
+    history_does_not_reveal_the_ids_of_hidden_records,
+    group_commit_gives_each_concurrent_ingest_its_own_record,
+    ingest_each_keeps_bad_items_from_failing_good_ones,
+    private_blocks_are_stripped_from_records_and_an_all_private_record_is_refused,
+    find_facts_is_exact_however_many_records_outrank_the_fact,
+    find_skills_is_exact_however_many_records_outrank_the_skill,
+    every_error_kind_has_one_code_status_and_exit_code,
+    an_episode_fades_from_when_it_happened_and_is_not_pruned_in_its_first_two_weeks_in_the_store,
+);

@@ -14,7 +14,6 @@ fn with(sensitivity: Sensitivity, scope: &str) -> IngestOptions {
     IngestOptions { sensitivity: Some(sensitivity), scope: Some(Scope::parse(scope).expect("scope")), ..Default::default() }
 }
 
-#[test]
 fn the_callers_ceiling_and_scopes_hold_even_when_the_request_asks_for_more() {
     let fx = Fixture::new();
     let s = |s, o| fx.service.ingest_observation(fact("password", "of", o), with(s, "")).expect("ingest").summary;
@@ -47,7 +46,6 @@ fn the_callers_ceiling_and_scopes_hold_even_when_the_request_asks_for_more() {
     assert_eq!(fx.service.retrieve(&everything, &owner()).expect("r").len(), 5, "zeus + atlas + 3 global");
 }
 
-#[test]
 fn fts_syntax_in_a_query_is_plain_text() {
     let fx = Fixture::new();
     fx.service.ingest_event(event("the secret summary is here"), IngestOptions::default()).expect("ingest");
@@ -81,7 +79,6 @@ fn fts_syntax_in_a_query_is_plain_text() {
     assert_eq!(fx.service.metrics().expect("metrics").total_records, 2, "nothing was injected");
 }
 
-#[test]
 fn an_empty_query_ranks_exactly_like_a_naive_scan_of_every_record() {
     let fx = Fixture::new();
     // A spread of types, ages, saliences and event times.
@@ -123,7 +120,6 @@ fn an_empty_query_ranks_exactly_like_a_naive_scan_of_every_record() {
     }
 }
 
-#[test]
 fn filters_by_type_tags_time_and_minimum_salience() {
     let fx = Fixture::new();
     let tagged = |text: &str, tags: &[&str], salience: f64| {
@@ -158,6 +154,7 @@ fn filters_by_type_tags_time_and_minimum_salience() {
     assert_eq!(q(RetrieveRequest { types: vec![MemoryType::Semantic], ..base }).len(), 1);
 }
 
+// BM25's own shape (SQLite only): PostgreSQL ranks with IDF-weighted `ts_rank`.
 #[test]
 fn ranking_weights_come_from_the_configuration() {
     let config: ServiceConfig =
@@ -182,7 +179,6 @@ fn ranking_weights_come_from_the_configuration() {
     assert_eq!(hits[0].record.id, strong_match.id, "by default relevance dominates");
 }
 
-#[test]
 fn bad_configuration_names_the_key() {
     for (toml, key) in [
         ("[retrieval]\nrelevance = -1.0\n", "retrieval.relevance"),
@@ -200,7 +196,6 @@ fn bad_configuration_names_the_key() {
     }
 }
 
-#[test]
 fn bad_queries_are_refused_with_the_field_named() {
     let fx = Fixture::new();
     let long = "word ".repeat(2000);
@@ -215,7 +210,6 @@ fn bad_queries_are_refused_with_the_field_named() {
     }
 }
 
-#[test]
 fn among_pinned_records_the_most_salient_comes_first() {
     let fx = Fixture::new();
     let mut strongest = None;
@@ -261,7 +255,6 @@ fn hits(fx: &Fixture, query: &str) -> Vec<mneme_service::Hit> {
     fx.service.retrieve(&request, &owner()).expect("retrieve")
 }
 
-#[test]
 fn the_answer_turn_is_found_through_its_question_and_the_weights_come_from_config() {
     let conversation = [
         ("s1", "ana", "What causes are you volunteering for these days?"),
@@ -288,7 +281,6 @@ fn the_answer_turn_is_found_through_its_question_and_the_weights_come_from_confi
     assert_eq!(ask(&plain, "which causes is she volunteering for"), [t[0].clone()]);
 }
 
-#[test]
 fn a_pruned_turn_leaves_its_neighbours_context() {
     let fx = Fixture::new();
     let secret = turn(&fx, ("s1", "ana", "The vault code is zebra"), IngestOptions::default());
@@ -301,7 +293,6 @@ fn a_pruned_turn_leaves_its_neighbours_context() {
     assert!(ask(&fx, "zebra").is_empty(), "neither the pruned turn nor its neighbour's context still match");
 }
 
-#[test]
 fn a_sender_named_in_the_query_is_boosted() {
     let conversation = [("s1", "bo", "I like hiking in the hills"), ("s2", "ana", "I like hiking in the hills")];
     let fx = Fixture::new();
@@ -317,7 +308,6 @@ fn a_sender_named_in_the_query_is_boosted() {
     assert!(hits(&plain, "what does bo like about hiking").iter().all(|h| h.score.speaker.is_none()));
 }
 
-#[test]
 fn a_neighbours_context_never_reveals_a_more_sensitive_turn() {
     let fx = Fixture::new();
     turn(&fx, ("s1", "ana", "What is the vault code?"), with(Sensitivity::Low, ""));
@@ -342,7 +332,6 @@ fn filler(fx: &Fixture, n: usize, words: &str) {
     fx.service.ingest_batch(batch).expect("ingest");
 }
 
-#[test]
 fn a_rare_word_beats_records_holding_only_frequent_words() {
     for fx in [capped(), Fixture::new()] {
         let kettle = fx.event("docker kettle descaled").summary;
@@ -353,6 +342,7 @@ fn a_rare_word_beats_records_holding_only_frequent_words() {
     }
 }
 
+// BM25's own shape (SQLite only): PostgreSQL ranks with IDF-weighted `ts_rank`.
 #[test]
 fn an_all_frequent_query_returns_the_newest_visible_matches_and_more_words_first() {
     let fx = capped();
@@ -377,7 +367,6 @@ fn an_all_frequent_query_returns_the_newest_visible_matches_and_more_words_first
     assert_eq!(got[0].record.id, retracted.id, "asked for, a tombstone is a match like any other");
 }
 
-#[test]
 fn below_the_cap_ranking_is_unchanged() {
     let (capped, uncapped) = (capped(), Fixture::new());
     for fx in [&capped, &uncapped] {
@@ -395,7 +384,6 @@ fn below_the_cap_ranking_is_unchanged() {
 /// For a question about the present, the newer of two statements with the same words wins;
 /// a question about the past gets no such term; a live fact of the slot a question asks
 /// about comes first however few words it shares with it, and a superseded one never does.
-#[test]
 fn the_present_favours_the_newer_statement_and_slot_facts_come_first() {
     let fx = Fixture::new();
     let said = |text: &str, days_ago: i64| {
@@ -424,7 +412,11 @@ fn the_present_favours_the_newer_statement_and_slot_facts_come_first() {
     fx0.service.ingest_event(e, IngestOptions::default()).expect("ingest");
     let hits =
         fx0.service.retrieve(&RetrieveRequest { query: "where do we live".into(), limit: 5, ..Default::default() }, &owner()).expect("r");
-    assert_eq!(hits[0].record.summary, old, "without the term BM25 alone prefers the shorter, older statement");
+    // (The baseline is BM25's: PostgreSQL's length-normalised rank may already prefer the
+    // newer statement, and the present term's effect is checked above on both engines.)
+    if crate::engine() == crate::Engine::Sqlite {
+        assert_eq!(hits[0].record.summary, old, "without the term BM25 alone prefers the shorter, older statement");
+    }
 
     // A slot fact: tagged by the conversation extractor; its words barely overlap the question.
     let tagged = |_: &str| IngestOptions { tags: vec!["slot:city".into(), "about:user".into()], ..Default::default() };
@@ -439,7 +431,6 @@ fn the_present_favours_the_newer_statement_and_slot_facts_come_first() {
 
 /// The retention policy erases a type's records older than the age (by their event's
 /// time) as forget does, leaving tombstones; newer records and other types stay.
-#[test]
 fn retention_erases_old_records_of_a_type_and_nothing_else() {
     let fx = Fixture::new();
     let said = |text: &str, days_ago: i64| {
@@ -461,7 +452,6 @@ fn retention_erases_old_records_of_a_type_and_nothing_else() {
 }
 
 /// `recent`: the newest records that pass the filters, unranked, within the caller's access.
-#[test]
 fn recent_is_the_newest_first_within_the_filters_and_the_callers_access() {
     let fx = Fixture::new();
     let mut written = Vec::new();
@@ -487,3 +477,22 @@ fn recent_is_the_newest_first_within_the_filters_and_the_callers_access() {
     assert_eq!(fx.service.recent(&request(10, Some(since)), &owner()).expect("recent").len(), 2, "since bounds it");
     assert!(fx.service.recent(&request(0, None), &owner()).is_err(), "limit 0 is refused");
 }
+
+crate::on_both_engines!(
+    the_callers_ceiling_and_scopes_hold_even_when_the_request_asks_for_more,
+    fts_syntax_in_a_query_is_plain_text,
+    an_empty_query_ranks_exactly_like_a_naive_scan_of_every_record,
+    filters_by_type_tags_time_and_minimum_salience,
+    bad_configuration_names_the_key,
+    bad_queries_are_refused_with_the_field_named,
+    among_pinned_records_the_most_salient_comes_first,
+    the_answer_turn_is_found_through_its_question_and_the_weights_come_from_config,
+    a_pruned_turn_leaves_its_neighbours_context,
+    a_sender_named_in_the_query_is_boosted,
+    a_neighbours_context_never_reveals_a_more_sensitive_turn,
+    a_rare_word_beats_records_holding_only_frequent_words,
+    below_the_cap_ranking_is_unchanged,
+    the_present_favours_the_newer_statement_and_slot_facts_come_first,
+    retention_erases_old_records_of_a_type_and_nothing_else,
+    recent_is_the_newest_first_within_the_filters_and_the_callers_access,
+);

@@ -72,8 +72,16 @@ impl Embedder for Concepts {
 }
 
 fn open(fx: &Fixture, config: ServiceConfig, embedder: Concepts) -> MemoryService {
-    let options = StoreOptions { path: fx._dir.path().join("mneme.db"), key: None, create: false, decay: Default::default() };
-    let service = MemoryService::open(options, config, fx.clock.clone()).expect("reopen");
+    let local = fx._dir.path().join("mneme.db");
+    let service = match &fx.database {
+        None => {
+            let options = StoreOptions { path: local, key: None, create: false, decay: Default::default() };
+            MemoryService::open(options, config, fx.clock.clone()).expect("reopen")
+        }
+        Some(url) => {
+            MemoryService::open_postgres(mneme_store::PgOptions::new(url.clone()), local, config, fx.clock.clone()).expect("reopen")
+        }
+    };
     service.enable_embeddings(Arc::new(embedder), IndexParams::default()).expect("enable embeddings");
     service
 }
@@ -83,7 +91,6 @@ fn texts(service: &MemoryService, query: &str) -> Vec<String> {
     service.retrieve(&request, &owner()).expect("retrieve").into_iter().map(|h| h.record.summary).collect()
 }
 
-#[test]
 fn a_synonym_is_found_by_embedding_once_the_record_has_its_vector() {
     let fx = Fixture::new();
     fx.event("my sedan is red");
@@ -102,7 +109,6 @@ fn a_synonym_is_found_by_embedding_once_the_record_has_its_vector() {
     assert_eq!(parts.dense, Some(1.0));
 }
 
-#[test]
 fn the_dense_share_comes_from_the_configuration() {
     let fx = Fixture::new();
     // The word "concert" matches the first lexically; the second is closer in meaning
@@ -120,7 +126,6 @@ fn the_dense_share_comes_from_the_configuration() {
     assert_eq!(ranked(1.0)[0], "howard: guitar music");
 }
 
-#[test]
 fn a_failed_embedding_run_keeps_what_it_committed_and_the_rest_is_found_again() {
     let fx = Fixture::new();
     for i in 0..10 {
@@ -143,7 +148,6 @@ fn a_failed_embedding_run_keeps_what_it_committed_and_the_rest_is_found_again() 
     assert_eq!((status.embedded, status.pending, status.indexed), (10, 0, 10));
 }
 
-#[test]
 fn a_new_model_re_embeds_everything_and_force_re_embeds_the_current_one() {
     let fx = Fixture::new();
     fx.event("the puppy chewed a shoe");
@@ -159,7 +163,6 @@ fn a_new_model_re_embeds_everything_and_force_re_embeds_the_current_one() {
     assert_eq!(texts(&v2, "canine")[0], "howard: the puppy chewed a shoe");
 }
 
-#[test]
 fn the_background_embedder_catches_up_with_new_records() {
     let fx = Fixture::new();
     let service = Arc::new(open(&fx, ServiceConfig::default(), Concepts::new("concepts-v1")));
@@ -188,7 +191,6 @@ fn the_background_embedder_catches_up_with_new_records() {
     assert_eq!(service.embedding_status().expect("status").expect("enabled").indexed, 9);
 }
 
-#[test]
 fn mmr_pushes_a_near_duplicate_below_a_different_hit() {
     let fx = Fixture::new();
     fx.event("dog dog walk");
@@ -207,7 +209,6 @@ fn mmr_pushes_a_near_duplicate_below_a_different_hit() {
     assert_eq!(diverse[1], "howard: dog paris", "{diverse:?}");
 }
 
-#[test]
 fn min_score_drops_weak_hits() {
     let fx = Fixture::new();
     fx.event("dog walk in the park");
@@ -239,7 +240,6 @@ fn approximate_recall(index: &VectorIndex, data: &[Vec<f32>], queries: &[Vec<f32
     found as f64 / (10 * queries.len()) as f64
 }
 
-#[test]
 fn the_approximate_index_finds_what_exact_search_finds() {
     let (n, dim) = (20_000, 384);
     let data = synthetic(n, dim, 7);
@@ -274,7 +274,6 @@ fn the_approximate_index_finds_what_exact_search_finds() {
 
 /// A forgotten record's vector goes too: from disk with the transaction, and from the
 /// in-memory index (it is similar to nothing any more).
-#[test]
 fn forgetting_destroys_the_vector_in_memory_too() {
     let fx = Fixture::new();
     let sedan = fx.event("my sedan is red");
@@ -290,3 +289,15 @@ fn forgetting_destroys_the_vector_in_memory_too() {
         .expect("retrieve");
     assert!(hits.iter().all(|h| h.score.cosine.is_none_or(|c| c.abs() < 1e-6)), "{hits:?}");
 }
+
+crate::on_both_engines!(
+    a_synonym_is_found_by_embedding_once_the_record_has_its_vector,
+    the_dense_share_comes_from_the_configuration,
+    a_failed_embedding_run_keeps_what_it_committed_and_the_rest_is_found_again,
+    a_new_model_re_embeds_everything_and_force_re_embeds_the_current_one,
+    the_background_embedder_catches_up_with_new_records,
+    mmr_pushes_a_near_duplicate_below_a_different_hit,
+    min_score_drops_weak_hits,
+    the_approximate_index_finds_what_exact_search_finds,
+    forgetting_destroys_the_vector_in_memory_too,
+);

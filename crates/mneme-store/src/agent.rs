@@ -255,23 +255,48 @@ impl ReadTx<'_> {
 
     /// Full-text search over workspace chunks. `fts_query` is an FTS5 expression (callers
     /// build it with `mneme_core::query`); hits best first.
+    ///
+    /// On PostgreSQL: the chunks matching any of the expression's phrases (each its own
+    /// `plainto_tsquery` parameter), best `ts_rank` first (heading 1, text ½: its weights must lie in [0, 1]), the snippet
+    /// from `ts_headline` with the same `[` `]` marks.
     pub fn search_chunks(&self, fts_query: &str, limit: usize) -> StoreResult<Vec<ChunkHit>> {
-        self.lite()?;
-        self.query_all(
-            "SELECT path, start_line, end_line, heading, snippet(workspace_chunks, 4, '[', ']', '…', 24), -bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) \
-             FROM workspace_chunks WHERE workspace_chunks MATCH ?1 ORDER BY bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) LIMIT ?2",
-            &[&fts_query, &(limit as i64)],
-            |r| {
-                Ok(ChunkHit {
-                    path: r.text(0)?,
-                    start_line: r.i64(1)? as u32,
-                    end_line: r.i64(2)? as u32,
-                    heading: r.text(3)?,
-                    snippet: r.text(4)?,
-                    score: r.f64(5)?,
-                })
-            },
-        )
+        let tokens = crate::search::phrases(fts_query);
+        let (sql, params): (String, Vec<&dyn crate::sql::Param>) = match self.dialect() {
+            Dialect::Sqlite => (
+                "SELECT path, start_line, end_line, heading, snippet(workspace_chunks, 4, '[', ']', '…', 24), -bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) \
+                 FROM workspace_chunks WHERE workspace_chunks MATCH ?1 ORDER BY bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) LIMIT ?2"
+                    .to_string(),
+                vec![&fts_query as &dyn crate::sql::Param],
+            ),
+            Dialect::Postgres => {
+                if tokens.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let any = vec!["plainto_tsquery('english', ?)"; tokens.len()].join(" || ");
+                (
+                    format!(
+                        "SELECT path, start_line, end_line, heading, \
+                         ts_headline('english', text, q.q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=6, MaxFragments=1, FragmentDelimiter=…'), \
+                         ts_rank('{{0, 0, 0.5, 1.0}}', tsv, q.q)::float8 AS score \
+                         FROM (SELECT {any} AS q) q, workspace_chunks WHERE tsv @@ q.q ORDER BY score DESC, id LIMIT ?"
+                    ),
+                    tokens.iter().map(|t| t as &dyn crate::sql::Param).collect(),
+                )
+            }
+        };
+        let limit = limit as i64;
+        let mut params = params;
+        params.push(&limit);
+        self.query_all(&sql, &params, |r| {
+            Ok(ChunkHit {
+                path: r.text(0)?,
+                start_line: r.i64(1)? as u32,
+                end_line: r.i64(2)? as u32,
+                heading: r.text(3)?,
+                snippet: r.text(4)?,
+                score: r.f64(5)?,
+            })
+        })
     }
 }
 
@@ -372,25 +397,23 @@ impl WriteTx<'_> {
     /// Replaces the indexed chunks of one workspace file.
     pub fn index_file(&self, file: &IndexedFile, chunks: &[NewChunk]) -> StoreResult<()> {
         self.unindex_file(&file.path)?;
-        let mut insert = self
-            .lite()?
-            .prepare_cached("INSERT INTO workspace_chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)")
-            .ctx(self.path)?;
         for c in chunks {
-            insert.execute(params![file.path, c.start_line, c.end_line, c.heading, c.text]).ctx(self.path)?;
+            self.exec.execute(
+                "INSERT INTO workspace_chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+                &[&file.path, &i64::from(c.start_line), &i64::from(c.end_line), &c.heading, &c.text],
+            )?;
         }
-        self.lite()?
-            .prepare_cached("INSERT INTO workspace_files (path, mtime, size, chunks) VALUES (?1, ?2, ?3, ?4)")
-            .ctx(self.path)?
-            .execute(params![file.path, file.mtime_ms, file.size as i64, chunks.len() as i64])
-            .ctx(self.path)?;
+        self.exec.execute(
+            "INSERT INTO workspace_files (path, mtime, size, chunks) VALUES (?1, ?2, ?3, ?4)",
+            &[&file.path, &file.mtime_ms, &(file.size as i64), &(chunks.len() as i64)],
+        )?;
         Ok(())
     }
 
     /// Drops a file (and its chunks) from the index.
     pub fn unindex_file(&self, path: &str) -> StoreResult<()> {
-        self.lite()?.prepare_cached("DELETE FROM workspace_chunks WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
-        self.lite()?.prepare_cached("DELETE FROM workspace_files WHERE path = ?1").ctx(self.path)?.execute([path]).ctx(self.path)?;
+        self.exec.execute("DELETE FROM workspace_chunks WHERE path = ?1", &[&path])?;
+        self.exec.execute("DELETE FROM workspace_files WHERE path = ?1", &[&path])?;
         Ok(())
     }
 }

@@ -356,7 +356,15 @@ impl Store {
     /// the WAL into the database and truncates it, so erased text is gone from every file
     /// and not only from queries. Readers that hold an old snapshot can keep the WAL from
     /// being truncated: then it says so (`false`).
+    ///
+    /// On PostgreSQL: `VACUUM` of the tables that held the text, so the erased rows' old
+    /// versions leave the heap and the indexes (their pages are reused; WAL segments and
+    /// backups are the operator's, as they always are on a server).
     pub fn scrub(&mut self) -> StoreResult<bool> {
+        if let Engine::Pg(pg) = &mut self.engine {
+            pg.execute_raw("VACUUM records, records_fts, record_tags, record_vectors, audit, conversations, workspace_chunks")?;
+            return Ok(true);
+        }
         let path = self.path.clone();
         let conn = self.lite("scrubbing erased text")?;
         conn.execute_batch(

@@ -34,8 +34,8 @@ use crate::{SecretKey, Store};
 
 /// The schema version this build writes on PostgreSQL (its own numbering: version 1 holds
 /// what SQLite's versions 1 to 8 built but the full-text tables, version 2 the records'
-/// full-text rows).
-pub const PG_SCHEMA_VERSION: i64 = 2;
+/// full-text rows, version 3 the workspace search index).
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock key of migrations ("mnem").
 const MIGRATION_LOCK: i64 = 0x6d6e_656d;
@@ -180,6 +180,7 @@ const PG_MIGRATIONS: &[PgMigration] = &[
         description: "full-text rows (own text, thread context, date words) with a weighted tsvector",
         sql: include_str!("pg_v2.sql"),
     },
+    PgMigration { version: 3, description: "the workspace search index (chunks with a weighted tsvector)", sql: include_str!("pg_v3.sql") },
 ];
 
 /// The advisory lock every write transaction takes first ("mnew"): writers are serialised

@@ -520,19 +520,12 @@ impl<'a> WriteTx<'a> {
         if text.trim().len() < 3 {
             return Ok(Vec::new());
         }
-        let paths: Vec<String> = self
-            .lite()?
-            .prepare_cached("SELECT DISTINCT path FROM workspace_chunks WHERE instr(lower(text), lower(?1)) > 0")
-            .ctx(self.path)?
-            .query_map([text], |r| r.get(0))
-            .ctx(self.path)?
-            .collect::<rusqlite::Result<_>>()
-            .ctx(self.path)?;
-        self.lite()?
-            .prepare_cached("DELETE FROM workspace_chunks WHERE instr(lower(text), lower(?1)) > 0")
-            .ctx(self.path)?
-            .execute([text])
-            .ctx(self.path)?;
+        let contains = match self.dialect() {
+            Dialect::Sqlite => "instr(lower(text), lower(?1)) > 0",
+            Dialect::Postgres => "strpos(lower(text), lower(?1)) > 0",
+        };
+        let paths = self.query_all(&format!("SELECT DISTINCT path FROM workspace_chunks WHERE {contains}"), &[&text], |r| r.text(0))?;
+        self.exec.execute(&format!("DELETE FROM workspace_chunks WHERE {contains}"), &[&text])?;
         Ok(paths)
     }
 

@@ -89,6 +89,9 @@ pub type Adjacent = (Option<i64>, Option<i64>);
 /// frequent of them are estimated instead of scored by BM25 (step 3 of the module doc).
 const RARE_BUDGET: usize = 4;
 
+/// On PostgreSQL, a token's matching rows are counted (for its IDF) up to this many.
+const PG_IDF_CAP: i64 = 10_000;
+
 const CANDIDATE_COLUMNS: &str = "r.seq, r.memory_type, r.salience_base, r.reinforced_at, r.pinned, r.sort_time";
 
 impl ReadTx<'_> {
@@ -207,18 +210,21 @@ impl ReadTx<'_> {
     }
 
     /// PostgreSQL's lexical candidates: the records whose full-text row matches any of
-    /// `tokens`, best `ts_rank` first, with the row's parts weighted as BM25 weighs them on
-    /// SQLite (own text 1, context `weights.0`, date `weights.1`; a part weighted 0 is not
-    /// searched). Each token is its own parameter to `plainto_tsquery`: user text never
-    /// reaches a query parser as syntax. Scores are `ts_rank`'s, not BM25's: retrieval
-    /// normalises them to the best candidate, as it does BM25.
+    /// `tokens`, best first by a BM25-shaped score: for each token, its IDF (from how many
+    /// rows match it, counted up to [`PG_IDF_CAP`]; more is treated as that many) times
+    /// `ts_rank` of the row for that token alone, with the row's parts weighted as BM25
+    /// weighs them on SQLite (own text 1, context `weights.0`, date `weights.1`; a part
+    /// weighted 0 is not searched) and the rank divided by 1 + ln(row length). Each token is
+    /// its own parameter to `plainto_tsquery`: user text never reaches a query parser as
+    /// syntax. Retrieval normalises scores to the best candidate, as it does BM25's.
     fn pg_lexical(&self, tokens: &[String], filter: &RecordFilter, pool: usize, weights: (f64, f64)) -> StoreResult<Vec<Candidate>> {
         if tokens.is_empty() {
             return Ok(Vec::new());
         }
-        let (clause, filter_values) = where_clause(filter);
         let (ctx, date) = (weights.0.max(0.0), weights.1.max(0.0));
-        let query = vec!["plainto_tsquery('english', ?)"; tokens.len()].join(" || ");
+        // ts_rank takes weights in [0, 1]: scaled so the largest is 1 (ranks are relative).
+        let scale = 1f64.max(ctx).max(date);
+        let (own, ctx_w, date_w) = (1.0 / scale, ctx / scale, date / scale);
         let mut labels = vec!["a"];
         if ctx > 0.0 {
             labels.push("b");
@@ -226,15 +232,42 @@ impl ReadTx<'_> {
         if date > 0.0 {
             labels.push("c");
         }
-        let only = if labels.len() < 3 { format!(" AND ts_filter(f.tsv, '{{{}}}') @@ q.q", labels.join(",")) } else { String::new() };
-        // The weights are validated finite numbers, formatted (not user text); ts_rank takes
-        // them as {D, C, B, A}.
+        let only = |tsv: &str, q: &str| {
+            if labels.len() < 3 { format!(" AND ts_filter({tsv}, '{{{}}}') @@ {q}", labels.join(",")) } else { String::new() }
+        };
+        // The store's size for IDF: the highest sequence number (records are never deleted).
+        let total = self.exec.int("SELECT coalesce(max(seq), 0) FROM records", &[])? as f64;
+        let mut idf = Vec::with_capacity(tokens.len());
+        for token in tokens {
+            let counted = self.exec.int(
+                &format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ plainto_tsquery('english', ?1){} LIMIT ?2) m",
+                    only("f.tsv", "plainto_tsquery('english', ?1)")
+                ),
+                &[token, &PG_IDF_CAP],
+            )? as f64;
+            let n = counted.min(total);
+            let value = ((total - n + 0.5) / (n + 0.5)).ln();
+            idf.push(if value > 0.0 { value } else { 1e-6 });
+        }
+        let (clause, filter_values) = where_clause(filter);
+        let any = vec!["plainto_tsquery('english', ?)"; tokens.len()].join(" || ");
+        // The weights and IDFs are finite numbers computed here, formatted (not user text);
+        // ts_rank takes the weights as {D, C, B, A}; normalization 1: ÷ (1 + ln length).
+        let score = idf
+            .iter()
+            .map(|w| format!("{w:?} * ts_rank('{{0, {date_w:?}, {ctx_w:?}, {own:?}}}', f.tsv, plainto_tsquery('english', ?), 1)"))
+            .collect::<Vec<_>>()
+            .join(" + ");
         let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS}, -ts_rank('{{0, {date:?}, {ctx:?}, 1.0}}', f.tsv, q.q)::float8 AS rank \
-             FROM (SELECT {query} AS q) q, records_fts f JOIN records r ON r.seq = f.seq \
-             WHERE f.tsv @@ q.q{only} AND {clause} ORDER BY rank, r.seq DESC LIMIT ?"
+            "SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank \
+             FROM (SELECT {any} AS q) q, records_fts f JOIN records r ON r.seq = f.seq \
+             WHERE f.tsv @@ q.q{} AND {clause} ORDER BY rank, r.seq DESC LIMIT ?",
+            only("f.tsv", "q.q")
         );
+        // Placeholders in text order: the score's tokens, the match's, the filter's, the limit.
         let mut values: Vec<Cell> = tokens.iter().map(|t| Cell::Text(t.clone())).collect();
+        values.extend(tokens.iter().map(|t| Cell::Text(t.clone())));
         values.extend(filter_values);
         values.push(Cell::Int(pool as i64));
         self.candidates(&sql, values, true)
@@ -333,7 +366,7 @@ impl ReadTx<'_> {
 
 /// The phrases of an FTS5 expression of the form `mneme_core::query::fts5_any` builds
 /// (`"a" OR "b"`, inner quotes doubled), back as plain tokens.
-fn phrases(expression: &str) -> Vec<String> {
+pub(crate) fn phrases(expression: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut chars = expression.chars().peekable();
     while let Some(c) = chars.next() {

@@ -297,7 +297,7 @@ fn postgres_refuses_newer_foreign_and_missing_databases() {
     let mut db = Store::open_postgres(pg_options(url.clone(), false)).expect("the store exists now");
     db.execute_raw("UPDATE mneme_schema SET version = 99").expect("fabricate a newer schema");
     let err = Store::open_postgres(pg_options(url, false)).expect_err("newer schema");
-    assert!(err.to_string().contains("schema version 99; this build supports up to 2"), "{err}");
+    assert!(err.to_string().contains("schema version 99; this build supports up to 3"), "{err}");
 
     // A database that holds someone else's tables.
     let other = mneme_testkit::postgres_database();
@@ -480,5 +480,48 @@ fn full_text_search_finds_the_same_records_on_both_engines() {
         let on_postgres = search(pg, tokens, weights);
         assert_eq!(on_sqlite, expected, "SQLite, {tokens:?} {weights:?}");
         assert_eq!(on_postgres, expected, "PostgreSQL, {tokens:?} {weights:?}");
+    }
+}
+
+#[test]
+fn the_workspace_index_finds_the_same_chunks_on_both_engines() {
+    use mneme_store::{IndexedFile, NewChunk};
+    for engine in ENGINES {
+        let mut db = Db::new(engine);
+        let (Db::Lite(store, _) | Db::Pg(store)) = &mut db;
+        let chunk = |start: u32, heading: &str, text: &str| NewChunk {
+            start_line: start,
+            end_line: start + 2,
+            heading: heading.into(),
+            text: text.into(),
+        };
+        store
+            .write(|tx| {
+                tx.index_file(
+                    &IndexedFile { path: "memory/2026-11-20.md".into(), mtime_ms: 1, size: 10, chunks: 0 },
+                    &[chunk(1, "Deploys", "We deploy with docker on Fridays"), chunk(4, "Kettle", "The kettle needs descaling")],
+                )?;
+                tx.index_file(
+                    &IndexedFile { path: "MEMORY.md".into(), mtime_ms: 2, size: 20, chunks: 0 },
+                    &[chunk(1, "Docker", "Images live in the registry")],
+                )
+            })
+            .expect("index");
+        let search = |store: &mut Store, words: &str| {
+            let expression = mneme_core::query::fts5_expression(words).expect("words");
+            store.read(|tx| tx.search_chunks(&expression, 10)).expect("search")
+        };
+        let hits = search(store, "docker");
+        // The heading match weighs more; every hit marks the word in its snippet or heading.
+        assert_eq!(hits.iter().map(|h| h.path.as_str()).collect::<Vec<_>>(), ["MEMORY.md", "memory/2026-11-20.md"], "{engine:?}");
+        assert!(hits[1].snippet.contains("[docker]"), "{engine:?}: {:?}", hits[1].snippet);
+        assert_eq!((hits[1].start_line, hits[1].end_line, hits[1].heading.as_str()), (1, 3, "Deploys"));
+        assert!(search(store, "descaled kettles").iter().any(|h| h.heading == "Kettle"), "{engine:?}: stemmed");
+        let dropped = store.write(|tx| tx.drop_chunks_with("NEEDS DESCALING")).expect("drop");
+        assert_eq!(dropped, ["memory/2026-11-20.md"], "{engine:?}");
+        assert!(search(store, "kettle").is_empty(), "{engine:?}");
+        store.write(|tx| tx.unindex_file("MEMORY.md")).expect("unindex");
+        let files = store.read(|tx| tx.indexed_files()).expect("files");
+        assert_eq!(files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["memory/2026-11-20.md"], "{engine:?}");
     }
 }

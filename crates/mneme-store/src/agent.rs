@@ -9,10 +9,9 @@
 //! in one transaction, together with its `workspace_files` row.
 
 use jiff::Timestamp;
-use rusqlite::params;
 use serde::Serialize;
 
-use crate::error::{SqlContext, StoreResult};
+use crate::error::StoreResult;
 use crate::rows::{ReadTx, WriteTx, decode, ts};
 use crate::sql::{Dialect, Row};
 

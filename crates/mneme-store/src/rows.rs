@@ -20,7 +20,7 @@ use mneme_core::{
 use rusqlite::Connection;
 use serde::Serialize;
 
-use crate::error::{SqlContext, StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult};
 use crate::sql::{Dialect, Exec, Param, Row};
 
 pub(crate) const RECORD_COLUMNS: &str = "seq, id, memory_type, sensitivity, scope, tags, summary, payload, confidence, \

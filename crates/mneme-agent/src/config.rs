@@ -34,6 +34,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("MNEME_EMBEDDING_PROVIDER", "embedding.provider"),
     ("MNEME_EMBEDDING_API_KEY", "embedding.api_key"),
     ("MNEME_MODEL_DIR", "embedding.model_dir"),
+    ("MNEME_DATABASE_URL", "storage.database_url"),
 ];
 
 /// The other `MNEME_*` variables mneme reads (paths and keys, not configuration keys).
@@ -45,7 +46,6 @@ pub const OTHER_ENV: &[&str] = &[
     "MNEME_ENCRYPTION_KEY_FILE",
     "MNEME_WORKSPACE",
     "MNEME_MODEL_CACHE",
-    "MNEME_DATABASE_URL",
     "MNEME_DATABASE_PASSWORD",
     "MNEME_DATABASE_PASSWORD_FILE",
 ];
@@ -93,6 +93,54 @@ pub struct MnemeConfig {
     pub relay: crate::relay::RelayConfig,
     /// membrane's wire protocol (`membrane.v1.MembraneService`) on the gRPC port.
     pub membrane: MembraneConfig,
+    /// Where the memory lives: the data directory's SQLite file, or PostgreSQL.
+    pub storage: StorageConfig,
+}
+
+/// `[storage]`: the engine. SQLite (the default) needs nothing; PostgreSQL needs a URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    pub backend: Backend,
+    /// `postgres://user@host:port/database` (`MNEME_DATABASE_URL`). The password comes
+    /// from `MNEME_DATABASE_PASSWORD` or `MNEME_DATABASE_PASSWORD_FILE`, or the URL;
+    /// `mneme config show` never prints it.
+    pub database_url: Option<String>,
+    /// How long connecting may take before the store is called unreachable.
+    pub connect_timeout: Span,
+    /// Every statement is cancelled after this long (PostgreSQL's `statement_timeout`).
+    pub statement_timeout: Span,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig { backend: Backend::Sqlite, database_url: None, connect_timeout: Span::secs(10), statement_timeout: Span::secs(30) }
+    }
+}
+
+/// The storage engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    #[default]
+    Sqlite,
+    Postgres,
+}
+
+/// A database URL without its password (`postgres://user:…@host` → `postgres://user@host`).
+pub fn url_without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (authority, tail) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
 }
 
 /// `[membrane]`: serve membrane's `membrane.v1` protocol beside `mneme.v1`, so membrane's
@@ -514,6 +562,12 @@ impl MnemeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.service().validate().map_err(|e| ConfigError(e.to_string().trim_start_matches("configuration error: ").to_string()))?;
         tracing_subscriber::EnvFilter::try_new(&self.server.log_level).map_err(|e| err("server.log_level", e))?;
+        if self.storage.backend == Backend::Postgres && self.storage.database_url.as_deref().is_none_or(|u| u.trim().is_empty()) {
+            return Err(err("storage.database_url", "backend = \"postgres\" needs a URL: set it here or in MNEME_DATABASE_URL"));
+        }
+        if self.storage.connect_timeout.is_zero() || self.storage.statement_timeout.is_zero() {
+            return Err(err("storage", "connect_timeout and statement_timeout must be longer than zero"));
+        }
         if self.server.read_connections > 64 {
             return Err(err("server.read_connections", "must be at most 64"));
         }
@@ -640,6 +694,9 @@ impl MnemeConfig {
             if p.key_sha256.is_some() {
                 p.key_sha256 = Some(REDACTED.into());
             }
+        }
+        if let Some(url) = &shown.storage.database_url {
+            shown.storage.database_url = Some(url_without_password(url));
         }
         toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
     }

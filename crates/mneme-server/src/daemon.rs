@@ -53,7 +53,11 @@ impl DaemonFile {
 #[derive(Debug)]
 pub struct DaemonOptions {
     pub config: MnemeConfig,
+    /// SQLite: the store file. With `postgres`, only where the data directory is (its side
+    /// files and the workspace's default place).
     pub store: StoreOptions,
+    /// The store on PostgreSQL, instead of the SQLite file.
+    pub postgres: Option<mneme_store::PgOptions>,
     /// Where to write `daemon.json`; `None` for embedded (test) daemons.
     pub daemon_file: Option<PathBuf>,
     pub clock: Arc<dyn Clock>,
@@ -65,7 +69,7 @@ pub struct DaemonOptions {
 
 impl DaemonOptions {
     pub fn new(config: MnemeConfig, store: StoreOptions) -> Self {
-        DaemonOptions { config, store, daemon_file: None, clock: Arc::new(SystemClock), env: BTreeMap::new() }
+        DaemonOptions { config, store, postgres: None, daemon_file: None, clock: Arc::new(SystemClock), env: BTreeMap::new() }
     }
 }
 
@@ -83,7 +87,7 @@ fn is_loopback(addr: &SocketAddr) -> bool {
 
 /// Starts the daemon; returns once both listeners are bound and the store is open.
 pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
-    let DaemonOptions { config, store, daemon_file, clock, env } = options;
+    let DaemonOptions { config, store, postgres, daemon_file, clock, env } = options;
     let fd_limit = crate::serve::raise_fd_limit();
     match fd_limit {
         Some((now, before)) if now > before => tracing::info!(limit = now, was = before, "raised the open-file limit"),
@@ -123,7 +127,11 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let clock_for_service = clock.clone();
     let model_home = data_dir.clone();
     let service = tokio::task::spawn_blocking(move || {
-        let mut service = MemoryService::open(store, service_config, clock_for_service).map_err(|e| e.to_string())?;
+        let mut service = match postgres {
+            Some(pg) => MemoryService::open_postgres(pg, store.path.clone(), service_config, clock_for_service),
+            None => MemoryService::open(store, service_config, clock_for_service),
+        }
+        .map_err(|e| e.to_string())?;
         service.add_readers(readers).map_err(|e| e.to_string())?;
         // No model (or a broken one) never stops the daemon: retrieval is lexical-only.
         match mneme_embed::choose(&embedding.embedding, &model_home) {
@@ -362,7 +370,11 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until(every, rx.clone(), move || {
             let app = app.clone();
             async move {
-                app.consolidate().await;
+                if runs(&app, "consolidation").await {
+                    app.consolidate().await;
+                } else {
+                    app.passes.done("consolidation");
+                }
             }
         }));
     }
@@ -373,6 +385,10 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until_from(Duration::from_millis(200), SCHEDULER_TICK, rx.clone(), move || {
             let app = app.clone();
             async move {
+                if !runs(&app, "scheduler").await {
+                    app.passes.done("scheduler");
+                    return;
+                }
                 let pass = blocking_job(&app, "scheduler", |job| {
                     mneme_agent::scheduler::run_due(
                         job.ops.owner_service(&job.internal)?,
@@ -399,6 +415,10 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until_from(Duration::from_millis(100), tick, rx.clone(), move || {
             let app = app.clone();
             async move {
+                if !runs(&app, "workspace_index").await {
+                    app.passes.done("workspace_index");
+                    return;
+                }
                 let report = blocking_job(&app, "workspace_index", move |job| {
                     mneme_agent::file_index::sync(job.ops.owner_service(&job.internal)?, &job.workspace.dir, Some(debounce))
                 });
@@ -424,6 +444,10 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         jobs.push(every_until(decay, rx, move || {
             let app = app.clone();
             async move {
+                if !runs(&app, "decay").await {
+                    app.passes.done("decay");
+                    return;
+                }
                 let policy = app.config.maintenance.retention.policy();
                 let prune = app.config.maintenance.prune;
                 let report = blocking_job(&app, "decay", move |job| {
@@ -486,6 +510,31 @@ fn relay_loop(app: Arc<App>, mut rx: watch::Receiver<bool>) -> JoinHandle<()> {
             }
         }
     })
+}
+
+/// Whether this daemon runs background `job`: always on SQLite; on PostgreSQL only the
+/// daemon holding the job's lease (`MemoryService::holds_job`), so every job runs once
+/// across the daemons on one database and passes on when its holder dies. A lease that
+/// cannot be checked is not run (logged): running twice is the worse failure.
+async fn runs(app: &Arc<App>, job: &'static str) -> bool {
+    let shared = app.clone();
+    let held = tokio::task::spawn_blocking(move || shared.ops.owner_service(&shared.internal)?.holds_job(job)).await;
+    match held {
+        Ok(Ok(held)) => {
+            if !held {
+                tracing::debug!(job, "another daemon on this database runs this job");
+            }
+            held
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(job, error = %e, "cannot check the job's lease; not running it");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(job, error = %e, "the lease check was aborted");
+            false
+        }
+    }
 }
 
 /// Runs a background job's blocking work off the async threads. A failure (or a panic)

@@ -317,16 +317,29 @@ async fn not_found(uri: axum::http::Uri) -> Response {
     (StatusCode::NOT_FOUND, axum::Json(json!({ "error": { "code": "not_found", "message": message } }))).into_response()
 }
 
-async fn healthz(State(app): State<Arc<App>>) -> axum::Json<Value> {
-    axum::Json(json!({
-        "status": "ok",
+/// Liveness and readiness: 200 with `status: ok` when the store answers a read, else 503
+/// with `status: unavailable` (on PostgreSQL: the database is down or unreachable). The
+/// store is named by engine only: this endpoint needs no key.
+async fn healthz(State(app): State<Arc<App>>) -> Response {
+    let shared = app.clone();
+    let (engine, ready) = tokio::task::spawn_blocking(move || shared.ops.store_ready())
+        .await
+        .unwrap_or(("unknown", Err(mneme_service::ServiceError::Precondition("the readiness check was aborted".into()))));
+    if let Err(e) = &ready {
+        tracing::warn!(error = %e, "readiness: the store does not answer");
+    }
+    let status = if ready.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = json!({
+        "status": if ready.is_ok() { "ok" } else { "unavailable" },
         "service": "mneme",
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
         "grpc_addr": app.grpc_addr.to_string(),
         "http_addr": app.http_addr.to_string(),
         "store_id": crate::store_id(app.ops.store_path()),
-    }))
+        "store": { "engine": engine, "ready": ready.is_ok() },
+    });
+    (status, axum::Json(body)).into_response()
 }
 
 /// The web console: one self-contained page (HTML, CSS and script in the binary, no CDN).

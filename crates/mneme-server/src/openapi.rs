@@ -103,7 +103,7 @@ pub fn document() -> Value {
     add(
         "/healthz",
         "get",
-        json!({ "operationId": "Healthz", "summary": "Liveness; no authentication.", "security": [], "responses": { "200": { "description": "The daemon answers." } } }),
+        json!({ "operationId": "Healthz", "summary": "Liveness and readiness; no authentication. `store.engine` is sqlite or postgres, `store.ready` whether it answers a read.", "security": [], "responses": { "200": { "description": "The daemon and its store answer." }, "503": { "description": "The daemon answers but its store does not (status unavailable)." } } }),
     );
     add(
         "/metrics",

@@ -62,6 +62,9 @@ pub struct MemoryService {
     /// activity file), beside the database in `postgres`.
     options: StoreOptions,
     postgres: Option<mneme_store::PgOptions>,
+    /// On PostgreSQL: which background jobs this process runs (one process per job
+    /// across the fleet). `None` on SQLite: the daemon owns its file and runs them all.
+    leases: Option<mneme_store::JobLeases>,
     config: ServiceConfig,
     clock: Arc<dyn Clock>,
     // Invariant: guards v7 id generation so ids are strictly increasing in this process.
@@ -91,7 +94,10 @@ impl MemoryService {
         options.decay = config.decay;
         let store = Store::open_postgres(options.clone())?;
         let side = StoreOptions { path: local, key: None, create: false, decay: config.decay };
-        Ok(Self::with_store(store, side, Some(options), config, clock))
+        let leases = mneme_store::JobLeases::connect(&options)?;
+        let mut service = Self::with_store(store, side, Some(options), config, clock);
+        service.leases = Some(leases);
+        Ok(service)
     }
 
     fn with_store(
@@ -107,6 +113,7 @@ impl MemoryService {
             pending: Mutex::new(Vec::new()),
             options,
             postgres,
+            leases: None,
             config,
             clock,
             ids: Mutex::new(uuid::ContextV7::new()),
@@ -616,6 +623,30 @@ impl MemoryService {
             }
             Ok::<_, ServiceError>(PruneReport { threshold, dry_run, pruned, items })
         })
+    }
+
+    /// Whether this process should run background `job` now: always on SQLite; on
+    /// PostgreSQL only the one process (of every daemon on the database) that holds the
+    /// job's lease, which passes on when that process dies.
+    pub fn holds_job(&self, job: &str) -> ServiceResult<bool> {
+        match &self.leases {
+            Some(leases) => Ok(leases.hold(job)?),
+            None => Ok(true),
+        }
+    }
+
+    /// Whether the store answers: one read on a reading connection (for readiness).
+    pub fn ping(&self) -> ServiceResult<()> {
+        self.reader()?.read(|tx| tx.meta("decay_half_lives").map(|_| ()).map_err(ServiceError::from))
+    }
+
+    /// The store's engine (`sqlite` or `postgres`) and where it is: the file, or the
+    /// database without its password.
+    pub fn store_location(&self) -> (&'static str, String) {
+        match &self.postgres {
+            Some(pg) => ("postgres", pg.target()),
+            None => ("sqlite", self.options.path.display().to_string()),
+        }
     }
 
     // ---- helpers ------------------------------------------------------------------

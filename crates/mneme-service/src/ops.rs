@@ -224,6 +224,11 @@ impl Ops {
         self.service.store_path()
     }
 
+    /// Readiness: the store's engine, and `Ok` when it answers a read.
+    pub fn store_ready(&self) -> (&'static str, ServiceResult<()>) {
+        (self.service.store_location().0, self.service.ping())
+    }
+
     /// How embedding is doing (model, backlog). Store-wide, like metrics.
     pub fn embedding_status(&self, p: &Principal) -> ServiceResult<Option<crate::EmbeddingStatus>> {
         p.require_full_read("the embedding status")?;

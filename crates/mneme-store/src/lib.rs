@@ -36,7 +36,7 @@ pub use agent::{
 pub use dump::{DUMP_FORMAT, DUMP_VERSION, DumpSummary};
 pub use error::{StoreError, StoreResult};
 pub use lookup::AuditEvent;
-pub use pg::{PG_SCHEMA_VERSION, PgOptions};
+pub use pg::{JobLeases, PG_SCHEMA_VERSION, PgOptions};
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};

@@ -457,3 +457,48 @@ impl ToSql for Cell {
 
     postgres::types::to_sql_checked!();
 }
+
+/// Background jobs that run once across every daemon on one database: each job is held by
+/// one daemon through a session-level advisory lock on a connection of its own. The
+/// holder keeps the lock while its connection lives; when the daemon dies (or is killed
+/// mid-job) the server ends its session, the lock is free, and the next daemon to ask
+/// takes the job over.
+pub struct JobLeases {
+    client: std::sync::Mutex<Client>,
+    held: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    target: String,
+}
+
+impl std::fmt::Debug for JobLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobLeases").field("target", &self.target).finish_non_exhaustive()
+    }
+}
+
+impl JobLeases {
+    /// A connection of its own for the leases (never used for data).
+    pub fn connect(options: &PgOptions) -> StoreResult<JobLeases> {
+        let target = options.target();
+        let client = options.config()?.connect(NoTls).map_err(|e| pg_error(&target, e))?;
+        Ok(JobLeases { client: std::sync::Mutex::new(client), held: Default::default(), target })
+    }
+
+    /// Whether this process holds `job` (taking it when no one does). Once held, held
+    /// until the process or its lease connection ends.
+    pub fn hold(&self, job: &str) -> StoreResult<bool> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held.contains(job) {
+            return Ok(true);
+        }
+        let mut client = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        // Keys in mneme's own space: the first argument is "mnem", the second the job's hash.
+        let taken: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1::int4, hashtext($2))", &[&(MIGRATION_LOCK as i32), &job])
+            .map_err(|e| pg_error(&self.target, e))?
+            .get(0);
+        if taken {
+            held.insert(job.to_string());
+        }
+        Ok(taken)
+    }
+}

@@ -90,8 +90,21 @@ impl Invocation {
         StoreOptions { path: self.data_dir.join(DB_FILE), key: self.key.clone(), create, decay: self.config.decay }
     }
 
+    /// The PostgreSQL store, when `[storage] backend = "postgres"`: its URL, the password
+    /// from `MNEME_DATABASE_PASSWORD` or `MNEME_DATABASE_PASSWORD_FILE`, and the timeouts.
+    pub fn postgres(&self, create: bool) -> Result<Option<mneme_store::PgOptions>> {
+        if self.config.storage.backend != mneme_agent::config::Backend::Postgres {
+            return Ok(None);
+        }
+        let url = self.config.storage.database_url.clone().unwrap_or_default();
+        Ok(Some(postgres_options(url, &self.config.storage, create)?))
+    }
+
     pub fn open(&self, create: bool) -> Result<MemoryService> {
-        Ok(MemoryService::open(self.store_options(create), self.config.service(), Arc::new(SystemClock))?)
+        match self.postgres(create)? {
+            Some(pg) => Ok(MemoryService::open_postgres(pg, self.store_path(), self.config.service(), Arc::new(SystemClock))?),
+            None => Ok(MemoryService::open(self.store_options(create), self.config.service(), Arc::new(SystemClock))?),
+        }
     }
 
     /// Opens the store with the configured embedding model attached, when there is one
@@ -809,6 +822,30 @@ fn read_stdin() -> Result<String> {
 fn default_data_dir() -> Result<PathBuf> {
     let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("neither --data-dir, MNEME_HOME nor HOME is set"))?;
     Ok(PathBuf::from(home).join(".local/share/mneme"))
+}
+
+/// PostgreSQL options for `url` with the password from `MNEME_DATABASE_PASSWORD`, else
+/// `MNEME_DATABASE_PASSWORD_FILE` (else the URL's own). Never printed.
+pub fn postgres_options(url: String, storage: &mneme_agent::config::StorageConfig, create: bool) -> Result<mneme_store::PgOptions> {
+    let password = match (std::env::var_os("MNEME_DATABASE_PASSWORD"), std::env::var_os("MNEME_DATABASE_PASSWORD_FILE")) {
+        (Some(value), _) => {
+            let value = value.into_string().map_err(|_| input("MNEME_DATABASE_PASSWORD is not valid UTF-8"))?;
+            Some(SecretKey::new(value).map_err(|why| input(format!("MNEME_DATABASE_PASSWORD {why}")))?)
+        }
+        (None, Some(file)) => {
+            let path = PathBuf::from(file);
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read the password file {}", path.display()))?;
+            Some(SecretKey::new(text).map_err(|why| input(format!("password file {} {why}", path.display())))?)
+        }
+        (None, None) => None,
+    };
+    Ok(mneme_store::PgOptions {
+        password,
+        connect_timeout: storage.connect_timeout.get(),
+        statement_timeout: storage.statement_timeout.get(),
+        create,
+        ..mneme_store::PgOptions::new(url)
+    })
 }
 
 /// The key from MNEME_ENCRYPTION_KEY, else from the key file. Never printed.

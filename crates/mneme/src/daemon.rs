@@ -105,6 +105,7 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
         let options = DaemonOptions {
             config: ctx.config.clone(),
             store: ctx.store_options(true),
+            postgres: ctx.postgres(false)?,
             daemon_file: Some(ctx.data_dir.join(DAEMON_FILE)),
             clock: Arc::new(SystemClock),
             env: std::env::vars().collect(),
@@ -155,6 +156,7 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
         let options = DaemonOptions {
             config,
             store: ctx.store_options(true),
+            postgres: ctx.postgres(false)?,
             daemon_file: (!local).then(|| ctx.data_dir.join(DAEMON_FILE)),
             clock: Arc::new(SystemClock),
             env: std::env::vars().collect(),

@@ -5,36 +5,25 @@ use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
-use mneme_store::{DumpSummary, PgOptions, SecretKey};
+use mneme_store::{DumpSummary, PgOptions};
 
 use crate::cli::PostgresArgs;
 use crate::commands::{Invocation, input_error};
 
-/// Where the dump goes to or comes from: the data directory's store, or PostgreSQL.
-fn postgres_options(args: &PostgresArgs) -> Result<Option<PgOptions>> {
+/// Where the dump goes to or comes from: with `--postgres` the database at
+/// `MNEME_DATABASE_URL` / `--database-url`; else the configured store (`[storage]`).
+fn postgres_options(ctx: &Invocation, args: &PostgresArgs, create: bool) -> Result<Option<PgOptions>> {
     if !args.postgres {
         if args.database_url.is_some() && std::env::var_os("MNEME_DATABASE_URL").is_none() {
-            return Err(input_error("--database-url needs --postgres (the data directory's SQLite store is the default)"));
+            return Err(input_error("--database-url needs --postgres (the configured store is the default)"));
         }
-        return Ok(None);
+        return ctx.postgres(create);
     }
     let url = args
         .database_url
         .clone()
         .ok_or_else(|| input_error("--postgres needs a database: set MNEME_DATABASE_URL or pass --database-url"))?;
-    let password = match (std::env::var_os("MNEME_DATABASE_PASSWORD"), std::env::var_os("MNEME_DATABASE_PASSWORD_FILE")) {
-        (Some(value), _) => {
-            let value = value.into_string().map_err(|_| input_error("MNEME_DATABASE_PASSWORD is not valid UTF-8"))?;
-            Some(SecretKey::new(value).map_err(|why| input_error(format!("MNEME_DATABASE_PASSWORD {why}")))?)
-        }
-        (None, Some(file)) => {
-            let path = PathBuf::from(file);
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            Some(SecretKey::new(text).map_err(|why| input_error(format!("password file {} {why}", path.display())))?)
-        }
-        (None, None) => None,
-    };
-    Ok(Some(PgOptions { password, ..PgOptions::new(url) }))
+    Ok(Some(crate::commands::postgres_options(url, &ctx.config.storage, create)?))
 }
 
 /// Progress on stderr, every 10 000 records, when stderr is a terminal.
@@ -48,7 +37,7 @@ fn progress(verb: &'static str) -> impl FnMut(&str, u64) {
 }
 
 pub fn export(ctx: &Invocation, output: Option<&Path>, force: bool, postgres: &PostgresArgs) -> Result<()> {
-    let target = postgres_options(postgres)?;
+    let target = postgres_options(ctx, postgres, false)?;
     if let Some(path) = output
         && path.exists()
         && !force
@@ -92,7 +81,7 @@ pub fn export(ctx: &Invocation, output: Option<&Path>, force: bool, postgres: &P
 }
 
 pub fn import(ctx: &Invocation, input: &Path, postgres: &PostgresArgs) -> Result<()> {
-    let target = postgres_options(postgres)?;
+    let target = postgres_options(ctx, postgres, true)?;
     let mut reader: Box<dyn BufRead> = if input == Path::new("-") {
         Box::new(BufReader::with_capacity(1 << 16, std::io::stdin().lock()))
     } else {

@@ -408,7 +408,8 @@ async fn daemon_on_a_fixed_clock(
     let dir = tempfile::tempdir().expect("dir");
     let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));
     let store = mneme_store::StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
-    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env: Default::default() };
+    let options =
+        mneme_server::DaemonOptions { config, store, postgres: None, daemon_file: None, clock: clock.clone(), env: Default::default() };
     (mneme_server::start(options).await.expect("start"), clock, dir)
 }
 

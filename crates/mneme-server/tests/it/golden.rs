@@ -296,7 +296,8 @@ impl Golden {
         let dir = tempfile::tempdir().expect("temp dir");
         let clock = Arc::new(FixedClock::new("2026-11-22T09:00:00Z".parse::<Timestamp>().expect("timestamp")));
         let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
-        let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env: Default::default() };
+        let options =
+            mneme_server::DaemonOptions { config, store, postgres: None, daemon_file: None, clock: clock.clone(), env: Default::default() };
         let daemon = mneme_server::start(options).await.expect("daemon starts");
         let d = TestDaemon { daemon, dir, http: reqwest::Client::new() };
         // Indexed once, here, rather than by the daemon's polling job, which could pick up

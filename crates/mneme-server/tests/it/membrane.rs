@@ -41,7 +41,7 @@ async fn membrane_daemon() -> Membrane {
     let clock = Arc::new(FixedClock::new("2026-11-23T09:00:00Z".parse::<Timestamp>().expect("timestamp")));
     let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
     let env = [("MEMBRANE_API_KEY".to_string(), SHARED.to_string())].into_iter().collect();
-    let options = mneme_server::DaemonOptions { config, store, daemon_file: None, clock: clock.clone(), env };
+    let options = mneme_server::DaemonOptions { config, store, postgres: None, daemon_file: None, clock: clock.clone(), env };
     let daemon = mneme_server::start(options).await.expect("daemon starts");
     Membrane { d: TestDaemon { daemon, dir, http: reqwest::Client::new() }, clock }
 }

@@ -56,7 +56,7 @@ fn sigterm(pid: u32) {
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
 }
 
-fn sigkill(pid: u32) {
+pub(crate) fn sigkill(pid: u32) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
 }

@@ -12,6 +12,7 @@ mod flows;
 mod forget;
 mod mcp;
 mod membrane;
+mod on_postgres;
 mod tidy;
 mod workspace;
 

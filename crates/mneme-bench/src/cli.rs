@@ -100,6 +100,20 @@ pub enum Command {
         #[arg(long, value_name = "URL")]
         postgres: Option<String>,
     },
+    /// The same service on both engines, in one process: batched ingest throughput of N
+    /// synthetic records into a new SQLite store and into an empty PostgreSQL database,
+    /// then recall latency for the same queries, interleaved.
+    Engines {
+        /// Records in each store.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// Queries (each asked of both engines).
+        #[arg(long, default_value_t = 500)]
+        queries: usize,
+        /// An empty PostgreSQL database.
+        #[arg(long, value_name = "URL")]
+        postgres: String,
+    },
     /// Retrieve latency for queries of frequent words (Zipf vocabulary, words in most
     /// records), with and without the per-word cap `retrieval.max_term_matches`.
     Lexical {

@@ -87,6 +87,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
         Command::Inner { days, runs } => crate::inner::inner(*days, *runs, json),
         Command::Console { records, runs } => crate::console::console(*records, *runs, json),
+        Command::Engines { records, queries, postgres } => crate::store::engines(*records, *queries, postgres, json),
         Command::Dump { records, postgres } => crate::store::dump(*records, postgres.as_deref(), json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),

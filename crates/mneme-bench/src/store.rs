@@ -197,3 +197,63 @@ pub fn dump(n: usize, postgres: Option<&str>, json_out: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// `mneme-bench engines`: the service on SQLite and on PostgreSQL in one process, the same
+/// N records (batches of 1000, through the group-commit path) and the same queries.
+pub fn engines(n: usize, queries: usize, url: &str, json_out: bool) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut textgen = TextGen::new(11);
+    let texts: Vec<String> = (0..n).map(|_| textgen.sentence()).collect();
+    let query_texts: Vec<String> = (0..queries).map(|_| textgen.query()).collect();
+    let lite = MemoryService::open(
+        StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() },
+        ServiceConfig::default(),
+        Arc::new(SystemClock),
+    )?;
+    let pg = MemoryService::open_postgres(
+        mneme_store::PgOptions { create: true, ..mneme_store::PgOptions::new(url) },
+        dir.path().join("pg.db"),
+        ServiceConfig::default(),
+        Arc::new(SystemClock),
+    )?;
+    let payload = |t: &String| {
+        Payload::Event(EventPayload { event_kind: "message".into(), reference: None, sender: None, text: t.clone(), event_time: None })
+    };
+    let mut rates = Vec::new();
+    for (name, service) in [("sqlite", &lite), ("postgres", &pg)] {
+        let started = Instant::now();
+        for chunk in texts.chunks(1000) {
+            service.ingest_batch(chunk.iter().map(|t| (payload(t), IngestOptions::default())).collect())?;
+        }
+        let rate = n as f64 / started.elapsed().as_secs_f64();
+        eprintln!("   {name}: ingest {rate:.0}/s");
+        rates.push(rate);
+    }
+    let (mut lite_ms, mut pg_ms) = (Vec::with_capacity(queries), Vec::with_capacity(queries));
+    for q in &query_texts {
+        for (service, out) in [(&lite, &mut lite_ms), (&pg, &mut pg_ms)] {
+            let t0 = Instant::now();
+            std::hint::black_box(
+                service.retrieve(&RetrieveRequest { query: q.to_string(), limit: 10, ..Default::default() }, &Access::owner())?,
+            );
+            out.push(t0.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    let ((l50, l99), (p50, p99)) = (summarize(lite_ms), summarize(pg_ms));
+    let result = json!({
+        "records": n,
+        "sqlite": { "ingest_per_s": rates[0], "recall_p50_ms": l50, "recall_p99_ms": l99 },
+        "postgres": { "ingest_per_s": rates[1], "recall_p50_ms": p50, "recall_p99_ms": p99 },
+        "postgres_ingest_vs_sqlite": rates[1] / rates[0],
+    });
+    if json_out {
+        outln!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        outln!("| engine | ingest/s | recall p50 | recall p99 |");
+        outln!("|---|---:|---:|---:|");
+        outln!("| SQLite | {:.0} | {l50:.2} ms | {l99:.2} ms |", rates[0]);
+        outln!("| PostgreSQL | {:.0} | {p50:.2} ms | {p99:.2} ms |", rates[1]);
+        outln!("PostgreSQL ingest ÷ SQLite: {:.2}", rates[1] / rates[0]);
+    }
+    Ok(())
+}

@@ -302,14 +302,11 @@ impl ReadTx<'_> {
 impl WriteTx<'_> {
     /// Appends a message to the conversation log; returns it with its id.
     pub fn log_conversation(&self, new: &NewConversation) -> StoreResult<Conversation> {
-        let id = self
-            .exec
-            .row(
-                "INSERT INTO conversations (at, channel, user_id, direction, priority, content) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-                &[&new.at.as_millisecond(), &new.channel, &new.user_id, &new.direction.as_str(), &i64::from(new.priority), &new.content],
-                |r| r.i64(0),
-            )?
-            .ok_or_else(|| decode(self.path, "the insert returned no id"))?;
+        let id = self.exec.insert(
+            "INSERT INTO conversations (at, channel, user_id, direction, priority, content) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "id",
+            &[&new.at.as_millisecond(), &new.channel, &new.user_id, &new.direction.as_str(), &i64::from(new.priority), &new.content],
+        )?;
         Ok(Conversation {
             id,
             at: new.at,
@@ -323,14 +320,11 @@ impl WriteTx<'_> {
 
     /// Appends a checkpoint (the caller checked `end_id` against the log and the boundary).
     pub fn add_checkpoint(&self, end_id: i64, summary: &str, at: Timestamp) -> StoreResult<Checkpoint> {
-        let id = self
-            .exec
-            .row(
-                "INSERT INTO checkpoints (end_id, summary, at) VALUES (?1, ?2, ?3) RETURNING id",
-                &[&end_id, &summary, &at.as_millisecond()],
-                |r| r.i64(0),
-            )?
-            .ok_or_else(|| decode(self.path, "the insert returned no id"))?;
+        let id = self.exec.insert(
+            "INSERT INTO checkpoints (end_id, summary, at) VALUES (?1, ?2, ?3)",
+            "id",
+            &[&end_id, &summary, &at.as_millisecond()],
+        )?;
         Ok(Checkpoint { id, end_id, summary: summary.to_string(), at })
     }
 
@@ -372,11 +366,13 @@ impl WriteTx<'_> {
         if waiting > 0 {
             return Ok(None);
         }
-        self.exec.row(
-            "INSERT INTO dispatches (task, priority, text, created_at) VALUES (?1, ?2, ?3, ?4) RETURNING id",
-            &[&task, &i64::from(priority), &text, &at.as_millisecond()],
-            |r| r.i64(0),
-        )
+        self.exec
+            .insert(
+                "INSERT INTO dispatches (task, priority, text, created_at) VALUES (?1, ?2, ?3, ?4)",
+                "id",
+                &[&task, &i64::from(priority), &text, &at.as_millisecond()],
+            )
+            .map(Some)
     }
 
     /// Marks dispatches delivered.

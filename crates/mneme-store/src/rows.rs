@@ -292,12 +292,12 @@ impl<'a> WriteTx<'a> {
         let (anchor, event_time) = (self.decay.rank_anchor(memory_type, &salience), record.event_time.map(|t| t.as_millisecond()));
         let seq = self
             .exec
-            .row(
+            .insert(
                 "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
                  confidence, salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, \
                  lineage_actor, lineage_rationale, lineage_at, created_at, updated_at, event_time, sort_time, pruned_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL) \
-                 RETURNING seq",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL)",
+                "seq",
                 &[
                     &record.id.as_str(),
                     &memory_type.as_str(),
@@ -321,9 +321,7 @@ impl<'a> WriteTx<'a> {
                     &event_time,
                     &sort_time,
                 ],
-                |r| r.i64(0),
-            )?
-            .ok_or_else(|| decode(self.path, "the insert returned no sequence number"))?;
+            )?;
         for tag in &record.tags {
             self.exec.execute("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2)", &[tag, &seq])?;
         }

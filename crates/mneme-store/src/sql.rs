@@ -5,7 +5,8 @@
 //! statements prepared once per connection and cached) implement it. Statements are written
 //! in SQLite's spelling with `?N` or `?` placeholders; [`pg_placeholders`] turns them into
 //! PostgreSQL's `$N`. The SQL both engines accept is most of it (`ON CONFLICT … DO UPDATE`,
-//! `RETURNING`, `IS NOT NULL`, `lower`); where they differ an operation asks
+//! `IS NOT NULL`, `lower`); a new row's id comes from [`Exec::insert`] (SQLite's
+//! `last_insert_rowid`, PostgreSQL's `RETURNING`); where they differ an operation asks
 //! [`Exec::dialect`].
 //!
 //! Types: every integer column is a 64-bit integer on both engines (flags too: `pinned = 1`
@@ -60,6 +61,9 @@ pub(crate) trait Exec {
     fn execute(&self, sql: &str, params: &[&dyn Param]) -> StoreResult<usize>;
     /// Runs a query, handing every row to `each` in order.
     fn query(&self, sql: &str, params: &[&dyn Param], each: &mut dyn FnMut(&dyn Row) -> StoreResult<()>) -> StoreResult<()>;
+    /// Runs an `INSERT` and returns the new row's `key` column (an integer id): SQLite's
+    /// `last_insert_rowid` (cheaper than `RETURNING` there), PostgreSQL's `RETURNING`.
+    fn insert(&self, sql: &str, key: &str, params: &[&dyn Param]) -> StoreResult<i64>;
     /// The SQLite connection, for the SQLite-only paths (FTS5).
     fn sqlite(&self) -> Option<&rusqlite::Connection>;
 }
@@ -161,6 +165,11 @@ impl Exec for LiteExec<'_> {
         Ok(())
     }
 
+    fn insert(&self, sql: &str, _key: &str, params: &[&dyn Param]) -> StoreResult<i64> {
+        self.execute(sql, params)?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
     fn sqlite(&self) -> Option<&rusqlite::Connection> {
         Some(self.conn)
     }
@@ -242,6 +251,16 @@ impl Exec for PgExec<'_> {
             each(&PgRow { row, target: self.target })?;
         }
         Ok(())
+    }
+
+    fn insert(&self, sql: &str, key: &str, params: &[&dyn Param]) -> StoreResult<i64> {
+        let sql = format!("{sql} RETURNING {key}");
+        let mut id = None;
+        self.query(&sql, params, &mut |row| {
+            id = Some(row.i64(0)?);
+            Ok(())
+        })?;
+        id.ok_or_else(|| StoreError::Postgres { target: self.target.to_string(), detail: "an insert returned no id".into() })
     }
 
     fn sqlite(&self) -> Option<&rusqlite::Connection> {

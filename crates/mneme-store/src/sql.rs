@@ -120,25 +120,32 @@ impl LiteRow<'_, '_> {
     }
 }
 
+/// The typed getters every engine's row answers with its own `get`.
+macro_rules! typed_getters {
+    () => {
+        fn i64(&self, i: usize) -> StoreResult<i64> {
+            self.get(i)
+        }
+        fn opt_i64(&self, i: usize) -> StoreResult<Option<i64>> {
+            self.get(i)
+        }
+        fn f64(&self, i: usize) -> StoreResult<f64> {
+            self.get(i)
+        }
+        fn text(&self, i: usize) -> StoreResult<String> {
+            self.get(i)
+        }
+        fn opt_text(&self, i: usize) -> StoreResult<Option<String>> {
+            self.get(i)
+        }
+        fn blob(&self, i: usize) -> StoreResult<Vec<u8>> {
+            self.get(i)
+        }
+    };
+}
+
 impl Row for LiteRow<'_, '_> {
-    fn i64(&self, i: usize) -> StoreResult<i64> {
-        self.get(i)
-    }
-    fn opt_i64(&self, i: usize) -> StoreResult<Option<i64>> {
-        self.get(i)
-    }
-    fn f64(&self, i: usize) -> StoreResult<f64> {
-        self.get(i)
-    }
-    fn text(&self, i: usize) -> StoreResult<String> {
-        self.get(i)
-    }
-    fn opt_text(&self, i: usize) -> StoreResult<Option<String>> {
-        self.get(i)
-    }
-    fn blob(&self, i: usize) -> StoreResult<Vec<u8>> {
-        self.get(i)
-    }
+    typed_getters!();
     fn flag(&self, i: usize) -> StoreResult<bool> {
         self.get(i)
     }
@@ -205,24 +212,7 @@ impl PgRow<'_> {
 }
 
 impl Row for PgRow<'_> {
-    fn i64(&self, i: usize) -> StoreResult<i64> {
-        self.get(i)
-    }
-    fn opt_i64(&self, i: usize) -> StoreResult<Option<i64>> {
-        self.get(i)
-    }
-    fn f64(&self, i: usize) -> StoreResult<f64> {
-        self.get(i)
-    }
-    fn text(&self, i: usize) -> StoreResult<String> {
-        self.get(i)
-    }
-    fn opt_text(&self, i: usize) -> StoreResult<Option<String>> {
-        self.get(i)
-    }
-    fn blob(&self, i: usize) -> StoreResult<Vec<u8>> {
-        self.get(i)
-    }
+    typed_getters!();
     fn flag(&self, i: usize) -> StoreResult<bool> {
         match self.row.columns().get(i).map(|c| c.type_()) {
             Some(&postgres::types::Type::BOOL) => self.get(i),

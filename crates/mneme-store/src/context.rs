@@ -95,14 +95,14 @@ pub(crate) fn fts_statements(db: &dyn Exec) -> (&'static str, &'static str) {
     }
 }
 
-/// Rewrites the index rows of `seqs` (own text, context, date).
-pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>) -> StoreResult<()> {
+/// Rewrites the index rows of `seqs` (own text, context, date). `tombstones`: the schema
+/// has `forgotten_at` (v8; false only for the v5 migration, which runs before it), and a
+/// forgotten record's row is dropped instead.
+pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>, tombstones: bool) -> StoreResult<()> {
     if seqs.is_empty() {
         return Ok(());
     }
     let (delete, insert) = fts_statements(db);
-    // (Before schema v8, during the v5 migration, the column does not exist yet.)
-    let tombstones = db.dialect() == Dialect::Postgres || has_forgotten_column(db)?;
     for &seq in seqs {
         let forgotten =
             tombstones && db.row("SELECT forgotten_at IS NOT NULL FROM records WHERE seq = ?1", &[&seq], |r| r.flag(0))?.unwrap_or(false);
@@ -126,9 +126,4 @@ pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>) -> StoreResult<()>
         db.execute(insert, &[&seq, &text, &ctx.join("\n"), &date])?;
     }
     Ok(())
-}
-
-/// Whether `records` has `forgotten_at` yet (schema v8; the v5 migration runs before it).
-fn has_forgotten_column(db: &dyn Exec) -> StoreResult<bool> {
-    Ok(db.int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'forgotten_at'", &[])? > 0)
 }

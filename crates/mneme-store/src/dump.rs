@@ -513,63 +513,73 @@ impl crate::Store {
     /// dump does not carry: tag and lineage mirrors, threads, the full-text rows (with their
     /// context), and rank anchors if this store's decay settings differ from the dump's.
     pub fn import(&mut self, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
-        if let crate::Engine::Pg(pg) = &mut self.engine {
-            let summary = pg.import(input, progress)?;
-            self.refresh_rank_anchors()?;
-            return Ok(summary);
-        }
-        let summary = self.write(|tx| {
-            let conn = tx.lite()?;
-            let ctx = |e: rusqlite::Error| crate::error::classify(e, tx.path);
-            for (table, sql) in emptiness_checks() {
-                let rows: i64 = conn.query_row(&sql, [], |r| r.get(0)).map_err(ctx)?;
-                if rows > 0 {
-                    return Err(StoreError::NotEmpty { target: tx.path.display().to_string(), table, rows });
-                }
-            }
-            conn.execute("DELETE FROM meta", []).map_err(ctx)?;
-            let mut reader = DumpReader::new(input, progress)?;
-            let mut threads = Vec::new();
-            while let Some(row) = reader.next_row()? {
-                let table = row.table;
-                let placeholders = (1..=table.columns.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
-                let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", table.name, table.column_list());
-                conn.prepare_cached(&sql)
-                    .and_then(|mut stmt| stmt.execute(rusqlite::params_from_iter(row.cells.iter())))
-                    .map_err(|e| StoreError::Dump { line: reader.line_no, detail: format!("{}: {e}", table.name) })?;
-                if table.name == "records" {
-                    threads.push(derived_of(&row.cells));
-                }
-            }
-            let summary = reader.summary();
-            // The mirrors, in sequence order (threads keep ingest order).
-            let mut seqs = std::collections::BTreeSet::new();
-            for derived in &threads {
-                for tag in &derived.tags {
-                    conn.prepare_cached("INSERT OR IGNORE INTO record_tags (tag, record_seq) VALUES (?1, ?2)")
-                        .and_then(|mut s| s.execute(rusqlite::params![tag, derived.seq]))
-                        .map_err(ctx)?;
-                }
-                for parent in &derived.parents {
-                    conn.prepare_cached(
-                        "INSERT OR IGNORE INTO record_parents (parent_seq, child_seq) SELECT seq, ?2 FROM records WHERE id = ?1",
-                    )
-                    .and_then(|mut s| s.execute(rusqlite::params![parent, derived.seq]))
-                    .map_err(ctx)?;
-                }
-                if let Some(thread) = &derived.thread {
-                    conn.prepare_cached("INSERT INTO record_threads (thread, record_seq) VALUES (?1, ?2)")
-                        .and_then(|mut s| s.execute(rusqlite::params![thread, derived.seq]))
-                        .map_err(ctx)?;
-                }
-                seqs.insert(derived.seq);
-            }
-            crate::context::write_rows(&crate::sql::LiteExec { conn, path: tx.path }, &seqs)?;
-            Ok::<_, StoreError>(summary)
-        })?;
+        // One write transaction on either engine; the full-text rows of every imported
+        // record are written by the transaction's own context flush before it commits.
+        let summary = self.write(|tx| import_rows(tx, input, progress))?;
         self.refresh_rank_anchors()?;
         Ok(summary)
     }
+}
+
+/// The rows of a dump into an empty store, through the store's shared SQL path; then the
+/// mirrors and threads, and every record marked for its full-text row.
+fn import_rows(tx: &crate::WriteTx<'_>, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
+    let exec = tx.exec;
+    for (table, sql) in emptiness_checks() {
+        let rows = exec.int(&sql, &[])?;
+        if rows > 0 {
+            return Err(StoreError::NotEmpty { target: tx.path.display().to_string(), table, rows });
+        }
+    }
+    exec.execute("DELETE FROM meta", &[])?;
+    let mut reader = DumpReader::new(input, progress)?;
+    let mut records = Vec::new();
+    while let Some(row) = reader.next_row()? {
+        let table = row.table;
+        let placeholders = (1..=table.columns.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
+        let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", table.name, table.column_list());
+        let params: Vec<&dyn crate::sql::Param> = row.cells.iter().map(|c| c as &dyn crate::sql::Param).collect();
+        exec.execute(&sql, &params).map_err(|e| StoreError::Dump { line: reader.line_no, detail: format!("{}: {e}", table.name) })?;
+        if table.name == "records" {
+            records.push(derived_of(&row.cells));
+        }
+    }
+    let summary = reader.summary();
+    // The mirrors, in sequence order (threads keep ingest order).
+    for derived in &records {
+        for tag in &derived.tags {
+            exec.execute("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2) ON CONFLICT DO NOTHING", &[tag, &derived.seq])?;
+        }
+        for parent in &derived.parents {
+            exec.execute(
+                "INSERT INTO record_parents (parent_seq, child_seq) SELECT seq, ?2 FROM records WHERE id = ?1 ON CONFLICT DO NOTHING",
+                &[parent, &derived.seq],
+            )?;
+        }
+        if let Some(thread) = &derived.thread {
+            exec.execute("INSERT INTO record_threads (thread, record_seq) VALUES (?1, ?2)", &[thread, &derived.seq])?;
+        }
+    }
+    tx.mark_for_reindex(records.iter().map(|d| d.seq));
+    // PostgreSQL's identity columns continue after the imported ids (SQLite's rowids do).
+    if exec.dialect() == crate::sql::Dialect::Postgres {
+        for (table, column) in [
+            ("records", "seq"),
+            ("audit", "seq"),
+            ("conversations", "id"),
+            ("checkpoints", "id"),
+            ("task_runs", "id"),
+            ("dispatches", "id"),
+        ] {
+            exec.execute(
+                &format!(
+                    "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce((SELECT max({column}) FROM {table}), 0) + 1, false)"
+                ),
+                &[],
+            )?;
+        }
+    }
+    Ok(summary)
 }
 
 /// What a record row implies beyond itself: its tag and parent mirrors and its thread.

@@ -17,7 +17,7 @@
 //! `sql::Exec`); not yet on this engine: full-text search queries, the workspace file
 //! index and the scrub after forgetting.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use std::cell::RefCell;
@@ -27,7 +27,7 @@ use mneme_core::DecayConfig;
 use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Client, NoTls, Transaction};
 
-use crate::dump::{Cell, DumpReader, DumpSummary, DumpWriter, Kind, TABLES, derived_of, emptiness_checks};
+use crate::dump::{Cell, DumpSummary, DumpWriter, Kind, TABLES};
 use crate::error::{StoreError, StoreResult};
 use crate::sql::PgExec;
 use crate::{SecretKey, Store};
@@ -311,89 +311,6 @@ impl PgConn {
         }
         let summary = writer.finish()?;
         tx.commit().map_err(err)?;
-        Ok(summary)
-    }
-
-    /// Loads a dump into this database, which must hold no mneme data, in one transaction
-    /// that commits only after the trailer matched; then rebuilds the mirrors, threads and
-    /// full-text rows and moves the id sequences past the imported rows.
-    pub(crate) fn import(&mut self, input: &mut dyn BufRead, progress: &mut dyn FnMut(&str, u64)) -> StoreResult<DumpSummary> {
-        let target = self.target.clone();
-        let err = |e| pg_error(&target, e);
-        let mut tx = self.client.transaction().map_err(err)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(err)?;
-        for (table, sql) in emptiness_checks() {
-            let rows: i64 = tx.query_one(sql.as_str(), &[]).map_err(err)?.get(0);
-            if rows > 0 {
-                return Err(StoreError::NotEmpty { target: target.clone(), table, rows });
-            }
-        }
-        tx.execute("DELETE FROM meta", &[]).map_err(err)?;
-        let mut statements = HashMap::new();
-        for table in TABLES {
-            let placeholders = (1..=table.columns.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-            let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", table.name, table.column_list());
-            let types: Vec<Type> = table
-                .columns
-                .iter()
-                .map(|(_, kind)| match kind {
-                    Kind::Int => Type::INT8,
-                    Kind::Real => Type::FLOAT8,
-                    Kind::Text => Type::TEXT,
-                    Kind::Blob => Type::BYTEA,
-                })
-                .collect();
-            statements.insert(table.name, tx.prepare_typed(&sql, &types).map_err(err)?);
-        }
-        let mut reader = DumpReader::new(input, progress)?;
-        let mut derived = Vec::new();
-        while let Some(row) = reader.next_row()? {
-            let params: Vec<&(dyn ToSql + Sync)> = row.cells.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
-            tx.execute(&statements[row.table.name], &params)
-                .map_err(|e| StoreError::Dump { line: reader.line_no, detail: format!("{}: {}", row.table.name, pg_error(&target, e)) })?;
-            if row.table.name == "records" {
-                derived.push(derived_of(&row.cells));
-            }
-        }
-        let summary = reader.summary();
-        let tag = tx.prepare("INSERT INTO record_tags (tag, record_seq) VALUES ($1, $2) ON CONFLICT DO NOTHING").map_err(err)?;
-        let parent = tx
-            .prepare("INSERT INTO record_parents (parent_seq, child_seq) SELECT seq, $2 FROM records WHERE id = $1 ON CONFLICT DO NOTHING")
-            .map_err(err)?;
-        let thread = tx.prepare("INSERT INTO record_threads (thread, record_seq) VALUES ($1, $2)").map_err(err)?;
-        let mut seqs = std::collections::BTreeSet::new();
-        for d in &derived {
-            for t in &d.tags {
-                tx.execute(&tag, &[t, &d.seq]).map_err(err)?;
-            }
-            for p in &d.parents {
-                tx.execute(&parent, &[p, &d.seq]).map_err(err)?;
-            }
-            if let Some(key) = &d.thread {
-                tx.execute(&thread, &[key, &d.seq]).map_err(err)?;
-            }
-            seqs.insert(d.seq);
-        }
-        for (table, column) in [
-            ("records", "seq"),
-            ("audit", "seq"),
-            ("conversations", "id"),
-            ("checkpoints", "id"),
-            ("task_runs", "id"),
-            ("dispatches", "id"),
-        ] {
-            tx.execute(
-                &format!(
-                    "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), coalesce((SELECT max({column}) FROM {table}), 0) + 1, false)"
-                ),
-                &[],
-            )
-            .map_err(err)?;
-        }
-        // The full-text rows with their context, through the store's own path.
-        let exec = PgExec { tx: RefCell::new(tx), statements: &self.statements, target: &target };
-        crate::context::write_rows(&exec, &seqs)?;
-        commit(exec)?;
         Ok(summary)
     }
 }

@@ -243,7 +243,12 @@ impl<'a> WriteTx<'a> {
     /// (`Store::write` calls it before committing).
     pub(crate) fn flush_context(&self) -> StoreResult<()> {
         let dirty = std::mem::take(&mut *self.dirty.borrow_mut());
-        crate::context::write_rows(self.exec, &dirty)
+        crate::context::write_rows(self.exec, &dirty, true)
+    }
+
+    /// Marks records' full-text rows for rewriting at `flush_context` (the dump's import).
+    pub(crate) fn mark_for_reindex(&self, seqs: impl IntoIterator<Item = i64>) {
+        self.dirty.borrow_mut().extend(seqs);
     }
 
     /// Marks a record's thread neighbours (their context holds its text) for rewriting.

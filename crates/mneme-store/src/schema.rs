@@ -253,7 +253,7 @@ fn v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         all.insert(seq);
     }
     let exec = crate::sql::LiteExec { conn: tx, path: std::path::Path::new("") };
-    crate::context::write_rows(&exec, &all).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+    crate::context::write_rows(&exec, &all, false).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
 /// The exact fact look-up of `lookup.rs`: semantic records by lowercased subject and

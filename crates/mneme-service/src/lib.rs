@@ -231,12 +231,8 @@ impl MemoryService {
         let news = records.into_iter().map(|(p, o)| self.new_record(p, o)).collect::<ServiceResult<Vec<_>>>()?;
         let now = self.now();
         let ids: Vec<RecordId> = news.iter().map(|_| self.next_id(now)).collect();
-        self.store()?.write(|tx| {
-            for (new, id) in news.iter().zip(&ids) {
-                tx.insert(new, id.clone(), original_lineage(new, now), now)?;
-            }
-            Ok::<_, ServiceError>(())
-        })?;
+        let items: Vec<_> = news.iter().zip(&ids).map(|(new, id)| (new, id.clone(), original_lineage(new, now), now)).collect();
+        self.store()?.write(|tx| tx.insert_originals(&items))?;
         self.wake_embedder();
         Ok(ids)
     }
@@ -854,7 +850,8 @@ struct PendingIngest {
 /// fails, each is retried on its own so every caller gets its own result.
 fn commit_pending(store: &mut Store, batch: Vec<PendingIngest>) {
     let insert = |tx: &mneme_store::WriteTx<'_>, p: &PendingIngest| tx.insert(&p.new, p.id.clone(), original_lineage(&p.new, p.now), p.now);
-    let joint = store.write(|tx| batch.iter().map(|p| insert(tx, p).map_err(ServiceError::from)).collect::<ServiceResult<Vec<_>>>());
+    let items: Vec<_> = batch.iter().map(|p| (&p.new, p.id.clone(), original_lineage(&p.new, p.now), p.now)).collect();
+    let joint = store.write(|tx| tx.insert_originals(&items));
     match joint {
         Ok(records) => {
             for (p, record) in batch.iter().zip(records) {

@@ -26,7 +26,7 @@ use mneme_core::Payload;
 /// Records on each side of a record whose text goes into its context column.
 pub const WINDOW: usize = 2;
 
-const LIVE: &str = "r.status IN ('active', 'contested') AND r.pruned_at IS NULL";
+pub(crate) const LIVE: &str = "r.status IN ('active', 'contested') AND r.pruned_at IS NULL";
 
 /// The thread of a record: events with a reference, per scope.
 pub(crate) fn thread_key(scope: &str, payload: Option<&Payload>) -> Option<String> {
@@ -51,9 +51,21 @@ fn own_text(db: &dyn Exec, seq: i64) -> StoreResult<Option<(String, String, i64)
         Ok((r.opt_text(0)?, r.opt_text(1)?, r.opt_i64(2)?, r.i64(3)?))
     })?;
     Ok(row.map(|(summary, payload, event_time, sensitivity)| {
-        let payload: Option<Payload> = payload.and_then(|p| serde_json::from_str(&p).ok());
-        (fts_text(summary.as_deref(), payload.as_ref()), date_words(event_time), sensitivity)
+        let (text, date) = index_text(summary.as_deref(), payload.as_deref(), event_time);
+        (text, date, sensitivity)
     }))
+}
+
+/// A record's own index text and date words from its stored columns.
+pub(crate) fn index_text(summary: Option<&str>, payload: Option<&str>, event_time: Option<i64>) -> (String, String) {
+    let payload: Option<Payload> = payload.and_then(|p| serde_json::from_str(p).ok());
+    (fts_text(summary, payload.as_ref()), date_words(event_time))
+}
+
+/// The context column: the texts of the neighbours (in thread order) no more sensitive than
+/// the record, whose matches must not reveal words of a record the searcher may not see.
+pub(crate) fn context_text<'t>(sensitivity: i64, neighbours: impl Iterator<Item = (&'t str, i64)>) -> String {
+    neighbours.filter(|(_, s)| *s <= sensitivity).map(|(t, _)| t).collect::<Vec<_>>().join("\n")
 }
 
 /// The live records up to `n` before (`.0`, nearest first) and after (`.1`) `seq` in its thread.
@@ -102,6 +114,9 @@ pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>, tombstones: bool) 
     if seqs.is_empty() {
         return Ok(());
     }
+    if db.dialect() == Dialect::Postgres && tombstones {
+        return crate::batch::write_fts_rows(db, seqs);
+    }
     let (delete, insert) = fts_statements(db);
     for &seq in seqs {
         let forgotten =
@@ -112,18 +127,13 @@ pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>, tombstones: bool) 
         }
         let Some((text, date, sensitivity)) = own_text(db, seq)? else { continue };
         let (before, after) = neighbours(db, seq, WINDOW)?;
-        let mut ctx = Vec::with_capacity(before.len() + after.len());
+        let mut texts = Vec::with_capacity(before.len() + after.len());
         for n in before.iter().rev().chain(&after) {
-            // Only neighbours no more sensitive than the record: its matches must not
-            // reveal words of a record the searcher may not see.
-            if let Some((t, _, s)) = own_text(db, *n)?
-                && s <= sensitivity
-            {
-                ctx.push(t);
-            }
+            texts.extend(own_text(db, *n)?.map(|(t, _, s)| (t, s)));
         }
+        let ctx = context_text(sensitivity, texts.iter().map(|(t, s)| (t.as_str(), *s)));
         db.execute(delete, &[&seq])?;
-        db.execute(insert, &[&seq, &text, &ctx.join("\n"), &date])?;
+        db.execute(insert, &[&seq, &text, &ctx, &date])?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! Invariant: the encryption key never appears in an error, a log line or `Debug` output.
 
 mod agent;
+mod batch;
 mod context;
 mod dump;
 mod error;

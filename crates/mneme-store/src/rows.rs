@@ -260,108 +260,76 @@ impl<'a> WriteTx<'a> {
 
     /// Inserts a new record with its lineage, tags, index entry and a creation audit entry.
     pub fn insert(&self, new: &NewRecord, id: RecordId, lineage: Lineage, now: Timestamp) -> StoreResult<MemoryRecord> {
-        let memory_type = new.memory_type();
-        // An episode's salience counts from when it happened (an imported conversation from
-        // last year is not fresh news); never from the future. Facts and the rest count from
-        // now: a fact true since 2019 is not less important for having been true long.
-        let anchor = match (memory_type, new.event_time) {
-            (MemoryType::Episodic, Some(at)) if at < now => at,
-            _ => now,
-        };
-        let salience = SalienceState { base: new.salience, reinforced_at: anchor, pinned: new.pinned };
-        let record = MemoryRecord {
-            id,
-            memory_type,
-            sensitivity: new.sensitivity,
-            scope: new.scope.clone(),
-            tags: dedup(&new.tags),
-            summary: new.effective_summary(),
-            payload: Some(new.payload.clone()),
-            confidence: new.confidence,
-            salience,
-            status: Status::Active,
-            lineage,
-            created_at: now,
-            updated_at: now,
-            event_time: new.event_time,
-            pruned_at: None,
-            forgotten_at: None,
-        };
-        let payload_json = serde_json::to_string(&new.payload).map_err(|e| decode(self.path, e))?;
-        let tags_json = serde_json::to_string(&record.tags).map_err(|e| decode(self.path, e))?;
-        let parents_json = serde_json::to_string(&record.lineage.parent_ids).map_err(|e| decode(self.path, e))?;
-        let sort_time = record.event_time.unwrap_or(now).as_millisecond();
-        // A summary derived from the payload is not stored twice: NULL means "derive it".
-        let stored_summary = new.summary.as_deref();
-        let (now_ms, pinned) = (now.as_millisecond(), i64::from(salience.pinned));
-        let (anchor, event_time) = (self.decay.rank_anchor(memory_type, &salience), record.event_time.map(|t| t.as_millisecond()));
-        let seq = self
-            .exec
-            .insert(
-                "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
-                 confidence, salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, \
-                 lineage_actor, lineage_rationale, lineage_at, created_at, updated_at, event_time, sort_time, pruned_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL)",
-                "seq",
-                &[
-                    &record.id.as_str(),
-                    &memory_type.as_str(),
-                    &new.payload.kind(),
-                    &new.sensitivity.level(),
-                    &record.scope.as_str(),
-                    &tags_json,
-                    &stored_summary,
-                    &payload_json,
-                    &record.confidence,
-                    &salience.base,
-                    &now_ms,
-                    &pinned,
-                    &anchor,
-                    &record.lineage.operation.as_str(),
-                    &parents_json,
-                    &record.lineage.actor,
-                    &record.lineage.rationale,
-                    &record.lineage.timestamp.as_millisecond(),
-                    &now_ms,
-                    &event_time,
-                    &sort_time,
-                ],
-            )?;
-        for tag in &record.tags {
+        let row = NewRow::new(new, id, lineage, now, self.decay, self.path)?;
+        let seq = self.exec.insert(
+            "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
+             confidence, salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, \
+             lineage_actor, lineage_rationale, lineage_at, created_at, updated_at, event_time, sort_time, pruned_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'active', ?14, ?15, ?16, ?17, ?18, ?19, ?19, ?20, ?21, NULL)",
+            "seq",
+            &[
+                &row.record.id.as_str(),
+                &row.record.memory_type.as_str(),
+                &row.payload_kind,
+                &row.record.sensitivity.level(),
+                &row.record.scope.as_str(),
+                &row.tags_json,
+                &row.stored_summary,
+                &row.payload_json,
+                &row.record.confidence,
+                &row.record.salience.base,
+                &row.now_ms,
+                &row.pinned,
+                &row.anchor,
+                &row.record.lineage.operation.as_str(),
+                &row.parents_json,
+                &row.record.lineage.actor,
+                &row.record.lineage.rationale,
+                &row.record.lineage.timestamp.as_millisecond(),
+                &row.now_ms,
+                &row.event_time,
+                &row.sort_time,
+            ],
+        )?;
+        for tag in &row.record.tags {
             self.exec.execute("INSERT INTO record_tags (tag, record_seq) VALUES (?1, ?2)", &[tag, &seq])?;
         }
-        for parent in &record.lineage.parent_ids {
+        for parent in &row.record.lineage.parent_ids {
             self.exec.execute("INSERT INTO record_parents (parent_seq, child_seq) VALUES (?1, ?2)", &[&self.seq_of(parent)?, &seq])?;
         }
-        match crate::context::thread_key(record.scope.as_str(), record.payload.as_ref()) {
+        match &row.thread {
             // In a thread: this row and its neighbours' are written at flush, once each.
             Some(thread) => {
-                let touched = crate::context::join_thread(self.exec, seq, Some(&thread))?;
+                let touched = crate::context::join_thread(self.exec, seq, Some(thread))?;
                 let mut dirty = self.dirty.borrow_mut();
                 dirty.insert(seq);
                 dirty.extend(touched);
             }
             None => {
                 let (_, insert) = crate::context::fts_statements(self.exec);
-                let text = fts_text(stored_summary, record.payload.as_ref());
-                let date = crate::context::date_words(event_time);
-                self.exec.execute(insert, &[&seq, &text, &"", &date])?;
+                self.exec.execute(insert, &[&seq, &row.fts_text, &"", &row.date])?;
             }
         }
-        let action = match record.lineage.operation {
-            LineageOp::Original => AuditAction::Create,
-            LineageOp::Supersede => AuditAction::Supersede,
-            LineageOp::Fork => AuditAction::Fork,
-            LineageOp::Merge => AuditAction::Merge,
-        };
-        // The record row holds everything about an original; a revision notes its parents.
-        let details = if record.lineage.parent_ids.is_empty() {
-            serde_json::Value::Object(Default::default())
-        } else {
-            serde_json::json!({ "parents": record.lineage.parent_ids })
-        };
-        self.append_audit_seq(seq, now, &record.lineage.actor, action, &record.lineage.rationale, &details)?;
-        Ok(record)
+        let (actor, rationale) = (&row.record.lineage.actor, &row.record.lineage.rationale);
+        self.append_audit_seq(seq, now, actor, row.action, rationale, &row.details)?;
+        Ok(row.record)
+    }
+
+    /// Inserts new original records (no lineage parents), as [`WriteTx::insert`] would one
+    /// by one, in order. On PostgreSQL each table gets one statement for the whole batch
+    /// (`unnest` of column arrays) instead of one round trip per row; SQLite, in process,
+    /// inserts them one by one.
+    pub fn insert_originals(&self, items: &[(&NewRecord, RecordId, Lineage, Timestamp)]) -> StoreResult<Vec<MemoryRecord>> {
+        if self.dialect() == Dialect::Sqlite || items.len() < 2 || items.iter().any(|(_, _, l, _)| !l.parent_ids.is_empty()) {
+            return items.iter().map(|(new, id, lineage, now)| self.insert(new, id.clone(), lineage.clone(), *now)).collect();
+        }
+        let rows = items
+            .iter()
+            .map(|(new, id, lineage, now)| NewRow::new(new, id.clone(), lineage.clone(), *now, self.decay, self.path))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let touched = crate::batch::insert_originals(self.exec, &rows, self.path)?;
+        self.dirty.borrow_mut().extend(touched);
+        Ok(rows.into_iter().map(|r| r.record).collect())
     }
 
     pub fn set_status(&self, id: &RecordId, status: Status, now: Timestamp) -> StoreResult<()> {
@@ -610,6 +578,97 @@ impl<'a> WriteTx<'a> {
 
 /// The text indexed for a record: its stored summary (absent when derived from the
 /// payload, whose words would otherwise count twice in BM25) and the payload's text.
+/// A new record as its rows will hold it, computed once for the one-row and the batch
+/// insert.
+pub(crate) struct NewRow {
+    pub record: MemoryRecord,
+    pub payload_kind: &'static str,
+    /// NULL when the summary is derived from the payload (it is not stored twice).
+    pub stored_summary: Option<String>,
+    pub payload_json: String,
+    pub tags_json: String,
+    pub parents_json: String,
+    pub now_ms: i64,
+    pub pinned: i64,
+    pub anchor: f64,
+    pub event_time: Option<i64>,
+    pub sort_time: i64,
+    /// The conversation thread it joins (`context.rs`), if any.
+    pub thread: Option<String>,
+    /// Its own full-text and date words.
+    pub fts_text: String,
+    pub date: String,
+    pub action: AuditAction,
+    pub details: serde_json::Value,
+}
+
+impl NewRow {
+    fn new(new: &NewRecord, id: RecordId, lineage: Lineage, now: Timestamp, decay: &DecayConfig, path: &Path) -> StoreResult<NewRow> {
+        let memory_type = new.memory_type();
+        // An episode's salience counts from when it happened (an imported conversation from
+        // last year is not fresh news); never from the future. Facts and the rest count from
+        // now: a fact true since 2019 is not less important for having been true long.
+        let anchor = match (memory_type, new.event_time) {
+            (MemoryType::Episodic, Some(at)) if at < now => at,
+            _ => now,
+        };
+        let salience = SalienceState { base: new.salience, reinforced_at: anchor, pinned: new.pinned };
+        let record = MemoryRecord {
+            id,
+            memory_type,
+            sensitivity: new.sensitivity,
+            scope: new.scope.clone(),
+            tags: dedup(&new.tags),
+            summary: new.effective_summary(),
+            payload: Some(new.payload.clone()),
+            confidence: new.confidence,
+            salience,
+            status: Status::Active,
+            lineage,
+            created_at: now,
+            updated_at: now,
+            event_time: new.event_time,
+            pruned_at: None,
+            forgotten_at: None,
+        };
+        let event_time = record.event_time.map(|t| t.as_millisecond());
+        let action = match record.lineage.operation {
+            LineageOp::Original => AuditAction::Create,
+            LineageOp::Supersede => AuditAction::Supersede,
+            LineageOp::Fork => AuditAction::Fork,
+            LineageOp::Merge => AuditAction::Merge,
+        };
+        // The record row holds everything about an original; a revision notes its parents.
+        let details = if record.lineage.parent_ids.is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::json!({ "parents": record.lineage.parent_ids })
+        };
+        Ok(NewRow {
+            payload_kind: new.payload.kind(),
+            stored_summary: new.summary.clone(),
+            payload_json: to_json(&new.payload, path)?,
+            tags_json: to_json(&record.tags, path)?,
+            parents_json: to_json(&record.lineage.parent_ids, path)?,
+            now_ms: now.as_millisecond(),
+            pinned: i64::from(salience.pinned),
+            anchor: decay.rank_anchor(memory_type, &salience),
+            event_time,
+            sort_time: record.event_time.unwrap_or(now).as_millisecond(),
+            thread: crate::context::thread_key(record.scope.as_str(), record.payload.as_ref()),
+            fts_text: fts_text(new.summary.as_deref(), record.payload.as_ref()),
+            date: crate::context::date_words(event_time),
+            action,
+            details,
+            record,
+        })
+    }
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T, path: &Path) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| decode(path, e))
+}
+
 pub(crate) fn fts_text(stored_summary: Option<&str>, payload: Option<&Payload>) -> String {
     let body = payload.map(Payload::search_text).unwrap_or_default();
     match stored_summary {

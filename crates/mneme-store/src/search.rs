@@ -235,21 +235,34 @@ impl ReadTx<'_> {
         let only = |tsv: &str, q: &str| {
             if labels.len() < 3 { format!(" AND ts_filter({tsv}, '{{{}}}') @@ {q}", labels.join(",")) } else { String::new() }
         };
-        // The store's size for IDF: the highest sequence number (records are never deleted).
-        let total = self.exec.int("SELECT coalesce(max(seq), 0) FROM records", &[])? as f64;
-        let mut idf = Vec::with_capacity(tokens.len());
-        for token in tokens {
-            let counted = self.exec.int(
-                &format!(
-                    "SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ plainto_tsquery('english', ?1){} LIMIT ?2) m",
-                    only("f.tsv", "plainto_tsquery('english', ?1)")
-                ),
-                &[token, &PG_IDF_CAP],
-            )? as f64;
-            let n = counted.min(total);
-            let value = ((total - n + 0.5) / (n + 0.5)).ln();
-            idf.push(if value > 0.0 { value } else { 1e-6 });
-        }
+        // In one round trip: the store's size for IDF (the highest sequence number: records
+        // are never deleted) and each token's matching rows, counted up to the cap.
+        let cap = tokens.len() + 1;
+        let counts = (1..=tokens.len())
+            .map(|i| {
+                let q = format!("plainto_tsquery('english', ?{i})");
+                format!(", (SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ {q}{} LIMIT ?{cap}) m)", only("f.tsv", &q))
+            })
+            .collect::<String>();
+        let mut params: Vec<&dyn crate::sql::Param> = tokens.iter().map(|t| t as &dyn crate::sql::Param).collect();
+        params.push(&PG_IDF_CAP);
+        let mut counted = Vec::with_capacity(tokens.len() + 1);
+        self.exec.query(&format!("SELECT (SELECT coalesce(max(seq), 0) FROM records){counts}"), &params, &mut |row| {
+            for i in 0..=tokens.len() {
+                counted.push(row.i64(i)? as f64);
+            }
+            Ok(())
+        })?;
+        let total = counted.first().copied().unwrap_or(0.0);
+        let idf: Vec<f64> = counted
+            .iter()
+            .skip(1)
+            .map(|&c| {
+                let n = c.min(total);
+                let value = ((total - n + 0.5) / (n + 0.5)).ln();
+                if value > 0.0 { value } else { 1e-6 }
+            })
+            .collect();
         let (clause, filter_values) = where_clause(filter);
         let any = vec!["plainto_tsquery('english', ?)"; tokens.len()].join(" || ");
         // The weights and IDFs are finite numbers computed here, formatted (not user text);

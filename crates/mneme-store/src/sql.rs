@@ -66,7 +66,13 @@ pub(crate) trait Exec {
     fn insert(&self, sql: &str, key: &str, params: &[&dyn Param]) -> StoreResult<i64>;
     /// The SQLite connection, for the SQLite-only paths (FTS5).
     fn sqlite(&self) -> Option<&rusqlite::Connection>;
+    /// PostgreSQL only: runs a statement with the driver's own parameters (the column
+    /// arrays of a batch statement), handing every row to `each`.
+    fn pg_query(&self, sql: &str, params: &[&PgParam<'_>], each: &mut dyn FnMut(&dyn Row) -> StoreResult<()>) -> StoreResult<()>;
 }
+
+/// A parameter of [`Exec::pg_query`].
+pub(crate) type PgParam<'a> = dyn postgres::types::ToSql + Sync + 'a;
 
 /// Query helpers over any [`Exec`].
 impl dyn Exec + '_ {
@@ -180,6 +186,10 @@ impl Exec for LiteExec<'_> {
     fn sqlite(&self) -> Option<&rusqlite::Connection> {
         Some(self.conn)
     }
+
+    fn pg_query(&self, _: &str, _: &[&PgParam<'_>], _: &mut dyn FnMut(&dyn Row) -> StoreResult<()>) -> StoreResult<()> {
+        Err(StoreError::Unsupported { what: "array parameters on SQLite".into() })
+    }
 }
 
 /// PostgreSQL: one transaction of one connection, with that connection's statement cache.
@@ -234,9 +244,13 @@ impl Exec for PgExec<'_> {
     }
 
     fn query(&self, sql: &str, params: &[&dyn Param], each: &mut dyn FnMut(&dyn Row) -> StoreResult<()>) -> StoreResult<()> {
+        let params: Vec<&PgParam<'_>> = params.iter().map(|p| p.pg()).collect();
+        self.pg_query(sql, &params, each)
+    }
+
+    fn pg_query(&self, sql: &str, params: &[&PgParam<'_>], each: &mut dyn FnMut(&dyn Row) -> StoreResult<()>) -> StoreResult<()> {
         let stmt = self.statement(sql)?;
-        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p.pg()).collect();
-        let rows = self.tx.borrow_mut().query(&stmt, &params).map_err(|e| crate::pg::pg_error(self.target, e))?;
+        let rows = self.tx.borrow_mut().query(&stmt, params).map_err(|e| crate::pg::pg_error(self.target, e))?;
         for row in &rows {
             each(&PgRow { row, target: self.target })?;
         }

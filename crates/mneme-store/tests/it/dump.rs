@@ -525,3 +525,86 @@ fn the_workspace_index_finds_the_same_chunks_on_both_engines() {
         assert_eq!(files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["memory/2026-11-20.md"], "{engine:?}");
     }
 }
+
+#[test]
+fn a_batch_insert_on_postgres_writes_what_one_by_one_inserts_write() {
+    // The same writes into two databases: the batch path (`insert_originals`, one statement
+    // per table) and the one-row path; then every row, derived ones included, compared.
+    let urls = [mneme_testkit::postgres_database(), mneme_testkit::postgres_database()];
+    let mut returned = Vec::new();
+    for (url, batched) in urls.iter().zip([true, false]) {
+        let mut store = Store::open_postgres(pg_options(url.clone(), true)).expect("new database");
+        store
+            .write(|tx| {
+                // Earlier members of the thread the batch joins; one no longer live.
+                tx.insert(&message("earlier one about lisbon", Some("chat-1")), id(1), lineage(LineageOp::Original, vec![], 1), at(1))?;
+                tx.insert(&message("earlier two withdrawn", Some("chat-1")), id(2), lineage(LineageOp::Original, vec![], 2), at(2))?;
+                tx.set_status(&id(2), Status::Retracted, at(2))?;
+                tx.insert(&message("earlier three, the flight", Some("chat-1")), id(3), lineage(LineageOp::Original, vec![], 3), at(3))?;
+                StoreResult::Ok(())
+            })
+            .expect("earlier records");
+        let mut secret = message("my passport number is X123", Some("chat-1"));
+        secret.sensitivity = Sensitivity::High;
+        secret.tags = vec!["travel".into(), "private".into(), "travel".into()];
+        let mut tagged = message("no thread here", None);
+        tagged.tags = vec!["misc".into()];
+        let mut dated = message("a dated turn in the other chat", Some("chat-2"));
+        if let Payload::Event(e) = &mut dated.payload {
+            e.event_time = Some(at(-86_400 * 400));
+        }
+        dated.event_time = Some(at(-86_400 * 400));
+        let news = [
+            message("the new turn in chat one", Some("chat-1")),
+            dated,
+            secret,
+            fact("Lisbon"),
+            tagged,
+            message("the last turn in chat one", Some("chat-1")),
+            message("and in chat two", Some("chat-2")),
+        ];
+        let items: Vec<_> =
+            news.iter().enumerate().map(|(i, n)| (n, id(10 + i as u32), lineage(LineageOp::Original, vec![], 10), at(10))).collect();
+        let records = store
+            .write(|tx| {
+                if batched {
+                    tx.insert_originals(&items)
+                } else {
+                    items.iter().map(|(n, id, l, now)| tx.insert(n, id.clone(), l.clone(), *now)).collect()
+                }
+            })
+            .expect("the batch");
+        returned.push(format!("{records:?}"));
+    }
+    assert_eq!(returned[0], returned[1], "the records returned");
+    let rows = |url: &str| {
+        let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+        let mut out = Vec::new();
+        for sql in [
+            "SELECT seq::text || ' ' || id || ' ' || coalesce(summary, '-') || ' ' || payload || ' ' || tags || ' ' || sensitivity \
+             || ' ' || rank_anchor || ' ' || coalesce(event_time::text, '-') || ' ' || sort_time || ' ' || created_at FROM records ORDER BY seq",
+            "SELECT tag || ' ' || record_seq FROM record_tags ORDER BY record_seq, tag",
+            "SELECT thread || ' ' || record_seq FROM record_threads ORDER BY record_seq",
+            "SELECT seq || ' [' || text || '] [' || ctx || '] [' || date || '] ' || tsv::text FROM records_fts ORDER BY seq",
+            "SELECT seq || ' ' || record_seq || ' ' || at || ' ' || actor || ' ' || action || ' ' || rationale || ' ' || details FROM audit ORDER BY seq",
+        ] {
+            for row in client.query(sql, &[]).expect("query") {
+                out.push(row.get::<_, String>(0));
+            }
+        }
+        out
+    };
+    let (batched, single) = (rows(&urls[0]), rows(&urls[1]));
+    assert_eq!(batched, single);
+    // The rows hold what they should: the new turn's context has the earlier live turns but
+    // neither the withdrawn one nor the more sensitive one.
+    let fts = |seq: i64| batched.iter().find(|r| r.starts_with(&format!("{seq} ["))).cloned().expect("an index row");
+    let new_turn = fts(4);
+    let context = new_turn.split("] [").nth(1).expect("a context column");
+    for (words, expected) in [("earlier one about lisbon", true), ("earlier three", true), ("the last turn", true), ("withdrawn", false), ("passport", false)] {
+        assert_eq!(context.contains(words), expected, "{words:?} in the context: {new_turn}");
+    }
+    assert!(fts(3).contains("the new turn in chat one"), "an earlier member's context gained the new turn: {}", fts(3));
+    assert!(batched.iter().any(|r| r == "travel 6") && batched.iter().filter(|r| r.starts_with("travel ")).count() == 1, "{batched:?}");
+}
+

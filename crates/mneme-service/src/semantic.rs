@@ -19,6 +19,10 @@ use mneme_store::{StoredVector, quantize};
 use crate::vectors::{IndexParams, VectorIndex};
 use crate::{MemoryService, ServiceError, ServiceResult};
 
+/// Candidates pgvector's HNSW search keeps (`hnsw.ef_search`; its default, 40, also caps
+/// how many rows a search returns).
+const PG_EF_SEARCH: usize = 100;
+
 /// The model and its index, attached by [`MemoryService::enable_embeddings`].
 #[derive(Debug)]
 pub(crate) struct Semantic {
@@ -31,6 +35,9 @@ pub(crate) struct Semantic {
     wake: (Mutex<bool>, Condvar),
     /// The last query-embedding failure was reported (log once, not per query).
     query_failure_reported: AtomicBool,
+    /// On PostgreSQL: the highest vector version the index holds, so each query first
+    /// takes what other daemons stored or erased since (`catch_up`).
+    synced: Mutex<i64>,
 }
 
 /// Progress of [`MemoryService::embed_pending`], for progress bars.
@@ -69,12 +76,14 @@ impl MemoryService {
         let model = embedder.model_id().to_string();
         let mut index = VectorIndex::new(embedder.dimension(), params);
         let mut wrong_dimension = 0usize;
-        self.reader()?.read(|tx| {
+        // One snapshot: the vectors and the version they are current to.
+        let version = self.reader()?.read(|tx| {
             tx.for_each_vector(&model, |v| {
                 if !index.insert(v.seq, v.scale, &v.codes) {
                     wrong_dimension += 1;
                 }
-            })
+            })?;
+            tx.vector_version()
         })?;
         if wrong_dimension > 0 {
             return Err(ServiceError::Embedding(format!(
@@ -91,6 +100,7 @@ impl MemoryService {
             watermark: Mutex::new(0),
             wake: (Mutex::new(true), Condvar::new()),
             query_failure_reported: AtomicBool::new(false),
+            synced: Mutex::new(version),
         };
         self.semantic.set(semantic).map_err(|_| ServiceError::Precondition("another embedding model was attached meanwhile".into()))?;
         Ok(n)
@@ -201,7 +211,13 @@ impl MemoryService {
                             continue;
                         }
                     }
-                    let result = service.embed_pending(batch, false, &mut |_| {});
+                    // On PostgreSQL one daemon (the lease holder) embeds for all; the others
+                    // take its vectors at query time (`catch_up`), and the job when it dies.
+                    let result = match service.holds_job("embedding") {
+                        Ok(true) => service.embed_pending(batch, false, &mut |_| {}),
+                        Ok(false) => Ok(0),
+                        Err(e) => Err(e),
+                    };
                     if let Err(e) = &result {
                         on_error(e);
                     }
@@ -219,6 +235,7 @@ impl MemoryService {
     /// is lexical and the failure is reported once through the returned flag).
     pub(crate) fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
         let s = self.semantic.get()?;
+        self.catch_up(s);
         if s.index.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
             return None;
         }
@@ -236,9 +253,46 @@ impl MemoryService {
         }
     }
 
-    /// Nearest records to `query` by cosine, best first.
-    pub(crate) fn nearest(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
-        self.semantic.get().map(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)).unwrap_or_default()
+    /// On PostgreSQL, where other daemons embed and forget too: takes the vectors stored
+    /// and erased since the index's version into the index. A failure is reported and the
+    /// query goes on with what the index holds.
+    fn catch_up(&self, s: &Semantic) {
+        if self.postgres.is_none() {
+            return;
+        }
+        let mut synced = s.synced.lock().unwrap_or_else(|p| p.into_inner());
+        let model = s.embedder.model_id();
+        match self.reader().and_then(|mut r| Ok(r.read(|tx| tx.vector_changes(model, *synced))?)) {
+            Ok(changes) if changes.version > *synced => {
+                let mut index = s.index.write().unwrap_or_else(|p| p.into_inner());
+                for v in &changes.stored {
+                    index.insert(v.seq, v.scale, &v.codes);
+                }
+                for seq in &changes.erased {
+                    index.erase(*seq);
+                }
+                *synced = changes.version;
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("mneme: could not fetch other daemons' vectors, searching what this one holds: {e}"),
+        }
+    }
+
+    /// Nearest records to `query` by cosine, best first: from pgvector's index on
+    /// PostgreSQL (every daemon's vectors), from the in-memory index on SQLite (or when the
+    /// database query fails).
+    /// `tx` is the retrieval's read transaction (one snapshot for every part of it).
+    pub(crate) fn nearest(&self, tx: &mneme_store::ReadTx<'_>, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let Some(s) = self.semantic.get() else { return Vec::new() };
+        if self.postgres.is_some() {
+            let ef_search = (2 * k).max(PG_EF_SEARCH);
+            match tx.nearest_vectors(s.embedder.model_id(), query, k, ef_search) {
+                Ok(Some(found)) => return found,
+                Ok(None) => {}
+                Err(e) => eprintln!("mneme: pgvector search failed, searching this daemon's index: {e}"),
+            }
+        }
+        s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)
     }
 
     /// Cosines between a query vector and the stored vectors of `seqs`.

@@ -41,7 +41,7 @@ pub use pg::{JobLeases, PG_SCHEMA_VERSION, PgOptions};
 pub use rows::{Link, ReadTx, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};
-pub use vectors::{EmbedTodo, StoredVector, quantize};
+pub use vectors::{EmbedTodo, PG_HNSW_DIM, StoredVector, VectorChanges, quantize};
 
 use error::{SqlContext, classify};
 

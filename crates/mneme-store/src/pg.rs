@@ -34,8 +34,9 @@ use crate::{SecretKey, Store};
 
 /// The schema version this build writes on PostgreSQL (its own numbering: version 1 holds
 /// what SQLite's versions 1 to 8 built but the full-text tables, version 2 the records'
-/// full-text rows, version 3 the workspace search index).
-pub const PG_SCHEMA_VERSION: i64 = 3;
+/// full-text rows, version 3 the workspace search index, version 4 the embeddings in
+/// pgvector).
+pub const PG_SCHEMA_VERSION: i64 = 4;
 
 /// The advisory lock key of migrations ("mnem").
 const MIGRATION_LOCK: i64 = 0x6d6e_656d;
@@ -181,6 +182,11 @@ const PG_MIGRATIONS: &[PgMigration] = &[
         sql: include_str!("pg_v2.sql"),
     },
     PgMigration { version: 3, description: "the workspace search index (chunks with a weighted tsvector)", sql: include_str!("pg_v3.sql") },
+    PgMigration {
+        version: 4,
+        description: "embeddings in pgvector (halfvec, HNSW for 384 dimensions) with a version for other daemons to catch up",
+        sql: include_str!("pg_v4.sql"),
+    },
 ];
 
 /// The advisory lock every write transaction takes first ("mnew"): writers are serialised
@@ -253,7 +259,17 @@ impl PgConn {
                 tx.commit().map_err(err)?;
                 continue;
             }
-            tx.batch_execute(m.sql).map_err(err)?;
+            tx.batch_execute(m.sql).map_err(|e| match pg_error(&target, e) {
+                // pgvector is an extension the server must have and a superuser may create.
+                StoreError::Postgres { target, detail } if detail.contains("extension \"vector\"") => StoreError::Postgres {
+                    target,
+                    detail: format!(
+                        "{detail} (mneme needs pgvector: install it on the server, then run `CREATE EXTENSION vector;` \
+                         in this database as a superuser)"
+                    ),
+                },
+                other => other,
+            })?;
             tx.execute(
                 "INSERT INTO schema_migrations (version, applied_at, description) VALUES ($1, $2, $3)",
                 &[&m.version, &jiff::Timestamp::now().as_millisecond(), &m.description],

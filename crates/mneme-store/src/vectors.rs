@@ -12,6 +12,7 @@
 
 use crate::error::StoreResult;
 use crate::rows::{ReadTx, WriteTx, decode, fts_text};
+use crate::sql::Dialect;
 
 /// One record's vector, quantised.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,22 @@ pub struct EmbedTodo {
     /// The text the lexical index holds for the record (summary and payload text).
     pub text: String,
 }
+
+/// The stored vectors of a model that changed after a version (PostgreSQL, where other
+/// daemons write too): for a daemon's in-memory copy to catch up.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VectorChanges {
+    /// Vectors written (new or replaced), in version order.
+    pub stored: Vec<StoredVector>,
+    /// Records whose vector was deleted (forgotten).
+    pub erased: Vec<i64>,
+    /// The highest version seen; the next call asks for what came after it.
+    pub version: i64,
+}
+
+/// The dimension PostgreSQL's HNSW index covers (the default model's); vectors of another
+/// dimension are searched exactly there.
+pub const PG_HNSW_DIM: usize = 384;
 
 /// Quantises a vector to int8 codes with one scale (symmetric, max-abs).
 pub fn quantize(v: &[f32]) -> (f32, Vec<i8>) {
@@ -88,6 +105,73 @@ impl ReadTx<'_> {
             each(StoredVector { seq: r.i64(0)?, scale: r.f64(1)? as f32, codes: from_blob(r.blob(2)?) });
             Ok(())
         })
+    }
+
+    /// What changed in `model`'s stored vectors after `version`. Versions are taken under
+    /// the store's write lock, so they commit in order and none is skipped. On SQLite (one
+    /// process writes) nothing is reported.
+    pub fn vector_changes(&self, model: &str, version: i64) -> StoreResult<VectorChanges> {
+        let mut changes = VectorChanges { version, ..Default::default() };
+        if self.dialect() == Dialect::Sqlite {
+            return Ok(changes);
+        }
+        self.exec.query(
+            "SELECT record_seq, scale, codes, version FROM record_vectors WHERE model = ?1 AND version > ?2 ORDER BY version",
+            &[&model, &version],
+            &mut |r| {
+                changes.stored.push(StoredVector { seq: r.i64(0)?, scale: r.f64(1)? as f32, codes: from_blob(r.blob(2)?) });
+                changes.version = changes.version.max(r.i64(3)?);
+                Ok(())
+            },
+        )?;
+        self.exec.query(
+            "SELECT record_seq, version FROM record_vector_erasures WHERE version > ?1 ORDER BY version",
+            &[&version],
+            &mut |r| {
+                changes.erased.push(r.i64(0)?);
+                changes.version = changes.version.max(r.i64(1)?);
+                Ok(())
+            },
+        )?;
+        Ok(changes)
+    }
+
+    /// The highest vector version stored (0 on SQLite), to start [`ReadTx::vector_changes`] from.
+    pub fn vector_version(&self) -> StoreResult<i64> {
+        if self.dialect() == Dialect::Sqlite {
+            return Ok(0);
+        }
+        self.exec.int(
+            "SELECT greatest((SELECT coalesce(max(version), 0) FROM record_vectors), \
+                             (SELECT coalesce(max(version), 0) FROM record_vector_erasures))",
+            &[],
+        )
+    }
+
+    /// On PostgreSQL: the `k` stored vectors of `model` nearest to `query` (a unit vector)
+    /// by cosine, best first, with their cosine; through pgvector's HNSW index (searching
+    /// `ef_search` candidates) when the dimension is [`PG_HNSW_DIM`], exactly otherwise.
+    /// `None` on SQLite, whose index is the service's own.
+    pub fn nearest_vectors(&self, model: &str, query: &[f32], k: usize, ef_search: usize) -> StoreResult<Option<Vec<(i64, f32)>>> {
+        if self.dialect() == Dialect::Sqlite {
+            return Ok(None);
+        }
+        let literal = format!("[{}]", query.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(","));
+        // The dimension is a number formatted here (the index's expression and predicate
+        // must appear literally for the planner to use it), never user text.
+        let dim = query.len();
+        let cast = if dim == PG_HNSW_DIM { format!("::halfvec({dim})") } else { String::new() };
+        self.exec.int("SELECT length(set_config('hnsw.ef_search', ?1, true))::bigint", &[&ef_search.clamp(1, 1000).to_string()])?;
+        let found = self.query_all(
+            &format!(
+                "SELECT record_seq, (1 - (embedding{cast} <=> (?1::text)::halfvec{cast}))::float8 FROM record_vectors \
+                 WHERE model = ?2 AND dim = {dim} AND embedding IS NOT NULL \
+                 ORDER BY embedding{cast} <=> (?1::text)::halfvec{cast} LIMIT ?3"
+            ),
+            &[&literal, &model, &(k as i64)],
+            |r| Ok((r.i64(0)?, r.f64(1)? as f32)),
+        )?;
+        Ok(Some(found))
     }
 
     /// The vector of one record from `model`, if stored.

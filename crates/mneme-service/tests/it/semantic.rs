@@ -290,6 +290,86 @@ fn forgetting_destroys_the_vector_in_memory_too() {
     assert!(hits.iter().all(|h| h.score.cosine.is_none_or(|c| c.abs() < 1e-6)), "{hits:?}");
 }
 
+/// The concept embedder widened to the dimension PostgreSQL's HNSW index covers (384).
+#[derive(Debug)]
+struct Wide(Concepts);
+
+impl Embedder for Wide {
+    fn model_id(&self) -> &str {
+        self.0.model
+    }
+
+    fn dimension(&self) -> usize {
+        mneme_store::PG_HNSW_DIM
+    }
+
+    fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        let narrow = self.0.embed(texts)?;
+        Ok(narrow.into_iter().map(|v| v.into_iter().chain(std::iter::repeat(0.0)).take(mneme_store::PG_HNSW_DIM).collect()).collect())
+    }
+}
+
+/// Two services (two daemons) on one PostgreSQL database: one embeds, the other finds by
+/// meaning through pgvector and takes the vectors into its own index; a forgotten record's
+/// vector leaves both. The embedding backfill is one daemon's job at a time.
+#[test]
+fn daemons_on_one_database_see_every_vector_and_every_erasure() {
+    crate::with_engine(crate::Engine::Postgres, || {
+        let fx = Fixture::new();
+        let sedan = fx.event("my sedan is red");
+        fx.event("lunch was pasta today");
+        let url = fx.database.clone().expect("a database");
+        let embedder = || Arc::new(Wide(Concepts::new("concepts-wide")));
+        let (a, b) = (open_without_model(&fx), open_without_model(&fx));
+        a.enable_embeddings(embedder(), IndexParams::default()).expect("enable");
+        b.enable_embeddings(embedder(), IndexParams::default()).expect("enable");
+        assert!(a.holds_job("embedding").expect("lease"), "the first to ask holds the embedding job");
+        assert!(!b.holds_job("embedding").expect("lease"), "and no other daemon does");
+        assert_eq!(a.embed_pending(16, false, &mut |_| {}).expect("embed"), 2);
+        // B embedded nothing, yet finds the synonym, and holds A's vectors afterwards.
+        let hits = b.retrieve(&RetrieveRequest { query: "automobile".into(), limit: 5, ..Default::default() }, &owner()).expect("retrieve");
+        assert_eq!(hits[0].record.summary, "howard: my sedan is red");
+        assert!(hits[0].score.cosine.expect("a dense candidate") > 0.4, "{:?}", hits[0].score);
+        assert_eq!(b.embedding_status().expect("status").expect("a model").indexed, 2);
+        // The query shape is the one pgvector's HNSW index serves.
+        let mut client = ::postgres::Client::connect(&url, ::postgres::NoTls).expect("connect");
+        let query = format!("[{}]", vec!["0.05"; mneme_store::PG_HNSW_DIM].join(","));
+        let plan: Vec<String> = client
+            .simple_query(&format!(
+                "SET enable_seqscan = off; EXPLAIN SELECT record_seq FROM record_vectors WHERE model = 'concepts-wide' AND dim = 384 \
+                 AND embedding IS NOT NULL ORDER BY embedding::halfvec(384) <=> ('{query}'::text)::halfvec(384) LIMIT 5"
+            ))
+            .expect("explain")
+            .into_iter()
+            .filter_map(|m| match m {
+                ::postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                _ => None,
+            })
+            .collect();
+        assert!(plan.iter().any(|l| l.contains("record_vectors_hnsw")), "{plan:?}");
+        // A forgets the sedan: B drops the vector from memory, and pgvector no longer has it.
+        let request = mneme_service::ForgetRequest {
+            ids: vec![sedan.id.clone()],
+            reason: "asked".into(),
+            actor: "test".into(),
+            ..Default::default()
+        };
+        a.forget(&request, &owner()).expect("forget");
+        let hits = b
+            .retrieve(&RetrieveRequest { query: "automobile".into(), include_tombstones: true, limit: 5, ..Default::default() }, &owner())
+            .expect("retrieve");
+        assert!(hits.iter().all(|h| h.score.cosine.is_none_or(|c| c.abs() < 1e-6)), "{hits:?}");
+        let left: i64 = client.query_one("SELECT count(*) FROM record_vectors", &[]).expect("count").get(0);
+        assert_eq!(left, 1);
+    });
+}
+
+fn open_without_model(fx: &Fixture) -> MemoryService {
+    let url = fx.database.clone().expect("a database");
+    let local = fx._dir.path().join("mneme.db");
+    MemoryService::open_postgres(mneme_store::PgOptions::new(url), local, ServiceConfig::default(), fx.clock.clone()).expect("open")
+}
+
 crate::on_both_engines!(
     a_synonym_is_found_by_embedding_once_the_record_has_its_vector,
     the_dense_share_comes_from_the_configuration,

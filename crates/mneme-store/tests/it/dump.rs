@@ -297,7 +297,8 @@ fn postgres_refuses_newer_foreign_and_missing_databases() {
     let mut db = Store::open_postgres(pg_options(url.clone(), false)).expect("the store exists now");
     db.execute_raw("UPDATE mneme_schema SET version = 99").expect("fabricate a newer schema");
     let err = Store::open_postgres(pg_options(url, false)).expect_err("newer schema");
-    assert!(err.to_string().contains("schema version 99; this build supports up to 3"), "{err}");
+    let expected = format!("schema version 99; this build supports up to {}", mneme_store::PG_SCHEMA_VERSION);
+    assert!(err.to_string().contains(&expected), "{err}");
 
     // A database that holds someone else's tables.
     let other = mneme_testkit::postgres_database();
@@ -601,10 +602,73 @@ fn a_batch_insert_on_postgres_writes_what_one_by_one_inserts_write() {
     let fts = |seq: i64| batched.iter().find(|r| r.starts_with(&format!("{seq} ["))).cloned().expect("an index row");
     let new_turn = fts(4);
     let context = new_turn.split("] [").nth(1).expect("a context column");
-    for (words, expected) in [("earlier one about lisbon", true), ("earlier three", true), ("the last turn", true), ("withdrawn", false), ("passport", false)] {
+    for (words, expected) in
+        [("earlier one about lisbon", true), ("earlier three", true), ("the last turn", true), ("withdrawn", false), ("passport", false)]
+    {
         assert_eq!(context.contains(words), expected, "{words:?} in the context: {new_turn}");
     }
     assert!(fts(3).contains("the new turn in chat one"), "an earlier member's context gained the new turn: {}", fts(3));
     assert!(batched.iter().any(|r| r == "travel 6") && batched.iter().filter(|r| r.starts_with("travel ")).count() == 1, "{batched:?}");
 }
 
+#[test]
+fn postgres_keeps_every_vector_in_pgvector_and_versions_every_change() {
+    let url = mneme_testkit::postgres_database();
+    let mut store = Store::open_postgres(pg_options(url.clone(), true)).expect("new database");
+    seed(&mut store);
+    let model = "all-MiniLM-L6-v2";
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("plain client");
+    // The trigger derived the halfvec from the int8 codes: code × scale.
+    let text: String = client.query_one("SELECT embedding::text FROM record_vectors WHERE record_seq = 1", &[]).expect("row").get(0);
+    let values: Vec<f32> = text.trim_matches(['[', ']']).split(',').map(|x| x.parse().expect("a number")).collect();
+    for (got, code) in values.iter().zip([-128i8, 0, 5, 127]) {
+        assert!((got - f32::from(code) * 0.0123).abs() < 2e-3, "{values:?}");
+    }
+    let start = store.read(|tx| tx.vector_version()).expect("version");
+    assert!(start > 0, "a vector was written");
+    assert_eq!(store.read(|tx| tx.vector_changes(model, start)).expect("changes").stored, vec![]);
+    // Another daemon writes a vector and forgets a record with one: both are reported.
+    store
+        .write(|tx| {
+            tx.put_vectors(model, &[StoredVector { seq: 2, scale: 0.01, codes: vec![1, 2, 3, 4] }])?;
+            tx.forget(&id(1), at(40))?;
+            StoreResult::Ok(())
+        })
+        .expect("writes");
+    let changes = store.read(|tx| tx.vector_changes(model, start)).expect("changes");
+    assert_eq!(changes.stored, vec![StoredVector { seq: 2, scale: 0.01, codes: vec![1, 2, 3, 4] }]);
+    assert_eq!(changes.erased, vec![1]);
+    assert!(changes.version > start);
+    assert_eq!(
+        store.read(|tx| tx.vector_changes(model, changes.version)).expect("changes"),
+        mneme_store::VectorChanges { version: changes.version, ..Default::default() }
+    );
+    // Nearest by cosine, in the database (4 dimensions: exact, no HNSW index).
+    let near = store.read(|tx| tx.nearest_vectors(model, &[0.18, 0.36, 0.54, 0.73], 5, 40)).expect("search").expect("on postgres");
+    assert_eq!(near.len(), 1, "{near:?}");
+    assert_eq!(near[0].0, 2);
+    assert!(near[0].1 > 0.99, "{near:?}");
+    // SQLite has one writer and its own index: nothing to catch up, no database search.
+    let Db::Lite(mut lite, _dir) = seeded() else { unreachable!() };
+    assert_eq!(lite.read(|tx| tx.vector_changes(model, 0)).expect("changes"), mneme_store::VectorChanges::default());
+    assert_eq!(lite.read(|tx| tx.nearest_vectors(model, &[1.0, 0.0, 0.0, 0.0], 5, 40)).expect("search"), None);
+}
+
+#[test]
+fn without_pgvector_rights_the_error_says_what_to_do() {
+    // A role that owns its database but is no superuser cannot create pgvector.
+    let admin = mneme_testkit::postgres_database();
+    let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("plain client");
+    for sql in ["CREATE ROLE plain_owner LOGIN PASSWORD 'plain-pw'", "CREATE DATABASE owned_by_plain OWNER plain_owner"] {
+        client.batch_execute(sql).expect("a plain role and its database");
+    }
+    let server = mneme_testkit::postgres();
+    let url = format!("postgres://plain_owner@127.0.0.1:{}/owned_by_plain", server.port);
+    let options =
+        PgOptions { password: Some(mneme_store::SecretKey::new("plain-pw".into()).expect("a password")), ..pg_options(url, true) };
+    let err = Store::open_postgres(options).expect_err("no right to create the extension");
+    let text = err.to_string();
+    assert!(text.contains("permission denied to create extension \"vector\""), "{text}");
+    assert!(text.contains("CREATE EXTENSION vector;"), "{text}");
+    assert!(!text.contains("plain-pw"), "{text}");
+}

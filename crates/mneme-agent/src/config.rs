@@ -35,6 +35,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("MNEME_EMBEDDING_API_KEY", "embedding.api_key"),
     ("MNEME_MODEL_DIR", "embedding.model_dir"),
     ("MNEME_DATABASE_URL", "storage.database_url"),
+    ("MNEME_DATABASE_CA_FILE", "storage.ca_file"),
 ];
 
 /// The other `MNEME_*` variables mneme reads (paths and keys, not configuration keys).
@@ -110,11 +111,21 @@ pub struct StorageConfig {
     pub connect_timeout: Span,
     /// Every statement is cancelled after this long (PostgreSQL's `statement_timeout`).
     pub statement_timeout: Span,
+    /// PEM certificates of a private authority that signed the server's certificate
+    /// (`MNEME_DATABASE_CA_FILE`). TLS is on when the URL says `sslmode=require` (or
+    /// `prefer`); the server's certificate and name are always verified.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        StorageConfig { backend: Backend::Sqlite, database_url: None, connect_timeout: Span::secs(10), statement_timeout: Span::secs(30) }
+        StorageConfig {
+            backend: Backend::Sqlite,
+            database_url: None,
+            connect_timeout: Span::secs(10),
+            statement_timeout: Span::secs(30),
+            ca_file: None,
+        }
     }
 }
 

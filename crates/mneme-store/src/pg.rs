@@ -54,6 +54,9 @@ pub struct PgOptions {
     /// Create the schema in an empty database (`mneme init`); otherwise refuse it.
     pub create: bool,
     pub decay: DecayConfig,
+    /// PEM certificates of the authority that signed the server's certificate, trusted
+    /// beside the system's (for `sslmode=require` with a private CA).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -63,6 +66,7 @@ impl std::fmt::Debug for PgOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("statement_timeout", &self.statement_timeout)
             .field("create", &self.create)
+            .field("ca_file", &self.ca_file)
             .finish_non_exhaustive()
     }
 }
@@ -77,7 +81,57 @@ impl PgOptions {
             statement_timeout: Duration::from_secs(30),
             create: false,
             decay: DecayConfig::default(),
+            ca_file: None,
         }
+    }
+
+    /// Connects, over TLS when the URL asks for it (`sslmode=require`, or `prefer`: TLS
+    /// when the server offers it). Over TLS the server's certificate is always verified,
+    /// against the system's authorities and [`PgOptions::ca_file`], and its name must
+    /// match the host: stricter than libpq's `require`, as strict as its `verify-full`.
+    pub(crate) fn connect(&self) -> StoreResult<Client> {
+        let target = self.target();
+        let config = self.config()?;
+        let wants_tls = config.get_ssl_mode() != postgres::config::SslMode::Disable && self.url.contains("sslmode");
+        if !wants_tls {
+            if self.ca_file.is_some() {
+                return Err(StoreError::Postgres {
+                    target,
+                    detail: "a CA file is set but the URL does not ask for TLS: add ?sslmode=require".into(),
+                });
+            }
+            return config.connect(NoTls).map_err(|e| pg_error(&target, e));
+        }
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(self.tls_config()?);
+        config.connect(tls).map_err(|e| pg_error(&target, e))
+    }
+
+    fn tls_config(&self) -> StoreResult<rustls::ClientConfig> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let fail = |detail: String| StoreError::Postgres { target: self.target(), detail };
+        let mut roots = rustls::RootCertStore::empty();
+        // The system's authorities; one that does not parse is skipped, as browsers do.
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        if let Some(path) = &self.ca_file {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<_, _>>())
+                .map_err(|e| fail(format!("cannot read the CA file {}: {e}", path.display())))?;
+            if certs.is_empty() {
+                return Err(fail(format!("the CA file {} holds no PEM certificate", path.display())));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| fail(format!("the CA file {} holds a bad certificate: {e}", path.display())))?;
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        Ok(rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| fail(format!("TLS set-up: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth())
     }
 
     /// The database without its password: `postgres://user@host:port/database`, for
@@ -141,6 +195,8 @@ pub(crate) fn pg_error(target: &str, e: postgres::Error) -> StoreError {
     };
     let detail = if detail.contains("password missing") {
         format!("{detail} (put it in MNEME_DATABASE_PASSWORD or MNEME_DATABASE_PASSWORD_FILE, or in the URL)")
+    } else if detail.contains("invalid peer certificate") {
+        format!("{detail} (to trust a private authority, give its PEM certificate in storage.ca_file or MNEME_DATABASE_CA_FILE)")
     } else {
         detail
     };
@@ -203,8 +259,7 @@ impl Store {
     /// 3. Pending migrations run, each in its own transaction with its version bump.
     pub fn open_postgres(options: PgOptions) -> StoreResult<Store> {
         let target = options.target();
-        let config = options.config()?;
-        let mut client = config.connect(NoTls).map_err(|e| pg_error(&target, e))?;
+        let mut client = options.connect()?;
         let timeout_ms = options.statement_timeout.as_millis().min(i32::MAX as u128);
         client
             .batch_execute(&format!("SET statement_timeout = {timeout_ms}; SET client_min_messages = warning"))
@@ -412,7 +467,7 @@ impl JobLeases {
     /// A connection of its own for the leases (never used for data).
     pub fn connect(options: &PgOptions) -> StoreResult<JobLeases> {
         let target = options.target();
-        let client = options.config()?.connect(NoTls).map_err(|e| pg_error(&target, e))?;
+        let client = options.connect()?;
         Ok(JobLeases { client: std::sync::Mutex::new(client), held: Default::default(), target })
     }
 

@@ -188,6 +188,9 @@ pub struct Postgres {
     /// The server's `bin/` (psql, createdb, …).
     pub bin: PathBuf,
     pub port: u16,
+    /// On the TLS server: the authority (PEM) that signed its certificate for 127.0.0.1
+    /// (it takes `sslmode=require` and plain connections alike).
+    pub ca_file: Option<PathBuf>,
     /// The watchdog shell and its stdin, kept open for the life of the process: the shell
     /// stops the server when it closes (never waited for: it outlives the tests by design).
     _watchdog: std::sync::Mutex<(std::process::Child, std::process::ChildStdin)>,
@@ -248,11 +251,30 @@ pub fn postgres_bin() -> PathBuf {
 /// (`immediate`) and deletes its data.
 pub fn postgres() -> &'static Postgres {
     static SERVER: OnceLock<Postgres> = OnceLock::new();
+    SERVER.get_or_init(|| start_postgres(postgres_bin(), None))
+}
+
+/// Debian's PostgreSQL 15, the image's packaged server: built with TLS, which the wheel's
+/// PostgreSQL is not, but without pgvector. Started on first use like [`postgres`], with
+/// a certificate for 127.0.0.1 from a throwaway authority ([`Postgres::ca_file`]).
+pub const POSTGRES_TLS_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// This test process's TLS-capable PostgreSQL server (see [`POSTGRES_TLS_BIN`]): for the
+/// tests of connections over TLS; mneme's schema cannot be created there (no pgvector).
+pub fn postgres_tls() -> &'static Postgres {
+    static SERVER: OnceLock<Postgres> = OnceLock::new();
     SERVER.get_or_init(|| {
+        let bin = PathBuf::from(POSTGRES_TLS_BIN);
+        assert!(bin.join("postgres").exists(), "{POSTGRES_TLS_BIN}/postgres is missing: apt-get install postgresql-15");
+        start_postgres(bin, Some("tls"))
+    })
+}
+
+fn start_postgres(bin: PathBuf, tls: Option<&str>) -> Postgres {
+    {
         use std::io::BufRead;
         use std::os::unix::fs::MetadataExt;
-        let bin = postgres_bin();
-        let data = std::env::temp_dir().join(format!("mneme-test-pg-{}", std::process::id()));
+        let data = std::env::temp_dir().join(format!("mneme-test-pg{}-{}", tls.unwrap_or(""), std::process::id()));
         if data.exists() {
             std::fs::remove_dir_all(&data).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", data.display()));
         }
@@ -273,12 +295,28 @@ pub fn postgres() -> &'static Postgres {
             std::os::unix::fs::chown(data.join("pwfile"), Some(65534), Some(65534)).unwrap_or_else(|e| panic!("cannot chown: {e}"));
         }
         let (b, d) = (bin.display(), data.display());
+        // A throwaway authority and a server certificate for 127.0.0.1 it signed (EC keys:
+        // quick to make).
+        let (certificates, ssl) = match tls {
+            None => (String::new(), String::new()),
+            Some(_) => (
+                format!(
+                    "{{ {as_user}openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout '{d}/ca.key' -out '{d}/ca.crt' -subj /CN=mneme-test-ca -days 2 \
+               && {as_user}openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout '{d}/server.key' -out '{d}/server.csr' -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+               && {as_user}openssl x509 -req -in '{d}/server.csr' -CA '{d}/ca.crt' -CAkey '{d}/ca.key' -CAcreateserial -out '{d}/server.crt' -days 2 -copy_extensions copy \
+               && chmod 600 '{d}/server.key'; }} >'{d}/tls.log' 2>&1 \
+             || {{ echo \"certificates failed: $(tail -5 '{d}/tls.log')\"; exit 1; }}; "
+                ),
+                format!("-c ssl=on -c ssl_cert_file='{d}/server.crt' -c ssl_key_file='{d}/server.key'"),
+            ),
+        };
         // Prints "ready" (or the reason it could not start), then waits for EOF on stdin.
         let script = format!(
             "{as_user}'{b}/initdb' -D '{d}/data' -U mneme --pwfile='{d}/pwfile' --auth-host=scram-sha-256 --auth-local=trust -E UTF8 --no-sync --no-instructions >'{d}/initdb.log' 2>&1 \
              || {{ echo \"initdb failed: $(tail -5 '{d}/initdb.log')\"; exit 1; }}; \
-             {as_user}'{b}/pg_ctl' -D '{d}/data' -l '{d}/server.log' -w -t 60 \
-               -o \"-h 127.0.0.1 -p {port} -k '{d}' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200\" start >/dev/null 2>&1 \
+             {certificates}             {as_user}'{b}/pg_ctl' -D '{d}/data' -l '{d}/server.log' -w -t 60 \
+               -o \"-h 127.0.0.1 -p {port} -k '{d}' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
+                   {ssl}\" start >/dev/null 2>&1 \
              || {{ echo \"postgres failed to start: $(tail -5 '{d}/server.log')\"; exit 1; }}; \
              echo ready; cat >/dev/null; \
              {as_user}'{b}/pg_ctl' -D '{d}/data' -m immediate stop >/dev/null 2>&1; rm -rf '{d}'"
@@ -302,9 +340,10 @@ pub fn postgres() -> &'static Postgres {
             password: POSTGRES_PASSWORD,
             bin,
             port,
+            ca_file: tls.map(|_| data.join("ca.crt")),
             _watchdog: std::sync::Mutex::new((child, stdin)),
         }
-    })
+    }
 }
 
 /// A new, empty database on this process's server, with pgvector available; returns its URL.

@@ -844,6 +844,7 @@ pub fn postgres_options(url: String, storage: &mneme_agent::config::StorageConfi
         connect_timeout: storage.connect_timeout.get(),
         statement_timeout: storage.statement_timeout.get(),
         create,
+        ca_file: storage.ca_file.clone(),
         ..mneme_store::PgOptions::new(url)
     })
 }

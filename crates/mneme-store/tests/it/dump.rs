@@ -672,3 +672,43 @@ fn without_pgvector_rights_the_error_says_what_to_do() {
     assert!(text.contains("CREATE EXTENSION vector;"), "{text}");
     assert!(!text.contains("plain-pw"), "{text}");
 }
+
+#[test]
+fn tls_to_the_server_is_verified_against_the_given_authority() {
+    // Debian's PostgreSQL (built with TLS; the wheel's is not, and has pgvector instead).
+    let server = mneme_testkit::postgres_tls();
+    let ca = server.ca_file.clone().expect("the TLS server's authority");
+    let url = format!("postgres://mneme@127.0.0.1:{}/postgres", server.port);
+    let tls = |ca_file: Option<std::path::PathBuf>, url: String| PgOptions {
+        ca_file,
+        password: Some(mneme_store::SecretKey::new(server.password.to_string()).expect("a password")),
+        ..pg_options(url, true)
+    };
+    // With the authority: an encrypted session, verified (the leases' connection is a bare
+    // one; the store's gets as far as the schema, which needs pgvector this server lacks).
+    let leases = mneme_store::JobLeases::connect(&tls(Some(ca.clone()), format!("{url}?sslmode=require"))).expect("TLS with the test CA");
+    assert!(leases.hold("probe").expect("a lease over TLS"));
+    let mut client = postgres::Client::connect(&format!("{}/postgres", server.url), postgres::NoTls).expect("plain client");
+    let encrypted: i64 = client
+        .query_one("SELECT count(*) FROM pg_stat_ssl s JOIN pg_locks l USING (pid) WHERE s.ssl AND l.locktype = 'advisory'", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(encrypted, 1, "the lease is held over an encrypted connection");
+    let err = Store::open_postgres(tls(Some(ca.clone()), format!("{url}?sslmode=require"))).expect_err("no pgvector here");
+    assert!(err.to_string().contains("CREATE EXTENSION vector"), "connected over TLS, then stopped at the schema: {err}");
+    // Without the authority the server's certificate is not trusted, and the error says so.
+    let err = Store::open_postgres(tls(None, format!("{url}?sslmode=require"))).expect_err("an unknown authority");
+    let text = err.to_string();
+    assert!(text.contains("invalid peer certificate: UnknownIssuer") && text.contains(&url), "{text}");
+    assert!(text.contains("MNEME_DATABASE_CA_FILE"), "the way out is named: {text}");
+    assert!(!text.contains(server.password), "{text}");
+    // A CA file without a URL that asks for TLS is a mistake worth naming.
+    let err = Store::open_postgres(tls(Some(ca.clone()), url.clone())).expect_err("TLS not asked for");
+    assert!(err.to_string().contains("sslmode=require"), "{err}");
+    // A file that holds no certificate is named.
+    let dir = tempfile::tempdir().expect("dir");
+    let bad = dir.path().join("ca.pem");
+    std::fs::write(&bad, "not a certificate").expect("write");
+    let err = Store::open_postgres(tls(Some(bad.clone()), format!("{url}?sslmode=require"))).expect_err("no certificate");
+    assert!(err.to_string().contains(&bad.display().to_string()), "{err}");
+}

@@ -89,7 +89,7 @@ impl PgOptions {
     /// when the server offers it). Over TLS the server's certificate is always verified,
     /// against the system's authorities and [`PgOptions::ca_file`], and its name must
     /// match the host: stricter than libpq's `require`, as strict as its `verify-full`.
-    pub(crate) fn connect(&self) -> StoreResult<Client> {
+    pub(crate) fn connect(&self) -> StoreResult<Connection> {
         let target = self.target();
         let config = self.config()?;
         let wants_tls = config.get_ssl_mode() != postgres::config::SslMode::Disable && self.url.contains("sslmode");
@@ -100,10 +100,10 @@ impl PgOptions {
                     detail: "a CA file is set but the URL does not ask for TLS: add ?sslmode=require".into(),
                 });
             }
-            return config.connect(NoTls).map_err(|e| pg_error(&target, e));
+            return config.connect(NoTls).map(Connection::new).map_err(|e| pg_error(&target, e));
         }
         let tls = tokio_postgres_rustls::MakeRustlsConnect::new(self.tls_config()?);
-        config.connect(tls).map_err(|e| pg_error(&target, e))
+        config.connect(tls).map(Connection::new).map_err(|e| pg_error(&target, e))
     }
 
     fn tls_config(&self) -> StoreResult<rustls::ClientConfig> {
@@ -206,10 +206,46 @@ pub(crate) fn pg_error(target: &str, e: postgres::Error) -> StoreError {
     StoreError::Postgres { target: target.to_string(), detail }
 }
 
+/// A client that may be dropped anywhere. `postgres::Client` closes its connection on a
+/// runtime of its own, which panics when the drop happens on an async runtime's thread (a
+/// daemon dropping its service as it shuts down): there it is dropped on a thread of its
+/// own.
+pub(crate) struct Connection(Option<Client>);
+
+impl Connection {
+    fn new(client: Client) -> Self {
+        Connection(Some(client))
+    }
+}
+
+impl std::ops::Deref for Connection {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.0.as_ref().expect("a connection is only taken by its drop")
+    }
+}
+
+impl std::ops::DerefMut for Connection {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.0.as_mut().expect("a connection is only taken by its drop")
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            // The thread ends when the connection is closed; the caller waits for it.
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
+    }
+}
+
 /// An open connection to a mneme database on PostgreSQL, behind a [`Store`], with its
 /// prepared statements (valid for the connection's life, whatever the transactions do).
 pub(crate) struct PgConn {
-    client: Client,
+    client: Connection,
     statements: RefCell<HashMap<String, postgres::Statement>>,
     target: String,
 }
@@ -452,7 +488,7 @@ impl ToSql for Cell {
 /// mid-job) the server ends its session, the lock is free, and the next daemon to ask
 /// takes the job over.
 pub struct JobLeases {
-    client: std::sync::Mutex<Client>,
+    client: std::sync::Mutex<Connection>,
     held: std::sync::Mutex<std::collections::BTreeSet<String>>,
     target: String,
 }

@@ -51,7 +51,7 @@ pub(crate) fn healthy(addr: &str) -> Option<Value> {
     })
 }
 
-fn sigterm(pid: u32) {
+pub(crate) fn sigterm(pid: u32) {
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
 }

@@ -43,7 +43,8 @@ fn two_daemons_on_one_postgres_serve_one_memory_and_a_killed_holders_jobs_pass_o
     assert!(String::from_utf8_lossy(&init.stdout).contains(&url), "init names the database: {}", String::from_utf8_lossy(&init.stdout));
 
     let (mut first, addr_a) = serve_with(&a, &ON_POSTGRES, &env, Stdio::null());
-    let (_second, addr_b) = serve_with(&b, &ON_POSTGRES, &env, Stdio::null());
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let (mut second, addr_b) = serve_with(&b, &ON_POSTGRES, &env, Stdio::from(log.reopen().expect("reopen")));
     for addr in [&addr_a, &addr_b] {
         let health = crate::daemon::healthy(addr).expect("healthz");
         assert_eq!(health["status"], "ok");
@@ -84,6 +85,11 @@ fn two_daemons_on_one_postgres_serve_one_memory_and_a_killed_holders_jobs_pass_o
     assert_ne!(next_holder, first_holder);
     let (status, found) = post(&addr_b, "/v1/retrieve", json!({ "query": "kettle" }));
     assert_eq!((status, found["hits"].as_array().map(Vec::len)), (200, Some(1)), "{found}");
+    // SIGTERM: a clean exit (the database connections close outside the async runtime).
+    crate::daemon::sigterm(second.id());
+    let exit = second.wait().expect("exits");
+    let stderr = std::fs::read_to_string(log.path()).expect("the log");
+    assert!(exit.success() && !stderr.contains("panicked"), "{exit:?}: {stderr}");
 }
 
 #[test]

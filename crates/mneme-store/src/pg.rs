@@ -35,8 +35,8 @@ use crate::{SecretKey, Store};
 /// The schema version this build writes on PostgreSQL (its own numbering: version 1 holds
 /// what SQLite's versions 1 to 8 built but the full-text tables, version 2 the records'
 /// full-text rows, version 3 the workspace search index, version 4 the embeddings in
-/// pgvector).
-pub const PG_SCHEMA_VERSION: i64 = 4;
+/// pgvector, version 5 the match estimate of bounded lexical search).
+pub const PG_SCHEMA_VERSION: i64 = 5;
 
 /// The advisory lock key of migrations ("mnem").
 const MIGRATION_LOCK: i64 = 0x6d6e_656d;
@@ -278,6 +278,11 @@ const PG_MIGRATIONS: &[PgMigration] = &[
         version: 4,
         description: "embeddings in pgvector (halfvec, HNSW for 384 dimensions) with a version for other daemons to catch up",
         sql: include_str!("pg_v4.sql"),
+    },
+    PgMigration {
+        version: 5,
+        description: "the planner's estimate of a full-text query's matches (bounded lexical work)",
+        sql: include_str!("pg_v5.sql"),
     },
 ];
 

@@ -106,7 +106,7 @@ impl ReadTx<'_> {
         weights: (f64, f64),
     ) -> StoreResult<Vec<Candidate>> {
         if self.dialect() == Dialect::Postgres {
-            return self.pg_lexical(&phrases(fts_expression), filter, pool, weights);
+            return self.pg_lexical(&phrases(fts_expression), filter, pool, weights, None);
         }
         let (clause, mut values) = where_clause(filter);
         // The weights are validated finite numbers, formatted (not user text).
@@ -133,7 +133,7 @@ impl ReadTx<'_> {
         max_term_matches: usize,
     ) -> StoreResult<Vec<Candidate>> {
         if self.dialect() == Dialect::Postgres {
-            return self.pg_lexical(tokens, filter, pool, weights);
+            return self.pg_lexical(tokens, filter, pool, weights, Some(max_term_matches.max(1)));
         }
         let cap = max_term_matches.max(1);
         let columns = searched_columns(weights);
@@ -217,7 +217,20 @@ impl ReadTx<'_> {
     /// weighted 0 is not searched) and the rank divided by 1 + ln(row length). Each token is
     /// its own parameter to `plainto_tsquery`: user text never reaches a query parser as
     /// syntax. Retrieval normalises scores to the best candidate, as it does BM25's.
-    fn pg_lexical(&self, tokens: &[String], filter: &RecordFilter, pool: usize, weights: (f64, f64)) -> StoreResult<Vec<Candidate>> {
+    ///
+    /// With a `bound` (`max_term_matches`) the work per token is bounded as on SQLite: a
+    /// token the planner estimates (from ANALYZE's lexeme statistics, `mneme_match_estimate`)
+    /// to match more rows is *frequent*. Its IDF comes from that estimate instead of a count,
+    /// and it only adds to the scores of rows the rare tokens match; when every token is
+    /// frequent, the candidates are the newest `bound` matches of the rarest.
+    fn pg_lexical(
+        &self,
+        tokens: &[String],
+        filter: &RecordFilter,
+        pool: usize,
+        weights: (f64, f64),
+        bound: Option<usize>,
+    ) -> StoreResult<Vec<Candidate>> {
         if tokens.is_empty() {
             return Ok(Vec::new());
         }
@@ -236,35 +249,52 @@ impl ReadTx<'_> {
             if labels.len() < 3 { format!(" AND ts_filter({tsv}, '{{{}}}') @@ {q}", labels.join(",")) } else { String::new() }
         };
         // In one round trip: the store's size for IDF (the highest sequence number: records
-        // are never deleted) and each token's matching rows, counted up to the cap.
-        let cap = tokens.len() + 1;
-        let counts = (1..=tokens.len())
+        // are never deleted) and, per token, the planner's estimate of its matches (bounded
+        // search only) and its exact matches counted up to the cap (a frequent token's are
+        // not counted: its estimate stands in).
+        let n = tokens.len();
+        let (idf_cap, bound_at) = (n + 1, n + 2);
+        let per_token = (1..=n)
             .map(|i| {
                 let q = format!("plainto_tsquery('english', ?{i})");
-                format!(", (SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ {q}{} LIMIT ?{cap}) m)", only("f.tsv", &q))
+                let count = format!("(SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ {q}{} LIMIT ?{idf_cap}) m)", only("f.tsv", &q));
+                match bound {
+                    Some(_) => format!(
+                        ", mneme_match_estimate({q}), CASE WHEN mneme_match_estimate({q}) <= ?{bound_at} THEN {count} ELSE -1 END"
+                    ),
+                    None => format!(", -1::bigint, {count}"),
+                }
             })
             .collect::<String>();
+        let bound_value = bound.unwrap_or(usize::MAX).min(i64::MAX as usize) as i64;
         let mut params: Vec<&dyn crate::sql::Param> = tokens.iter().map(|t| t as &dyn crate::sql::Param).collect();
         params.push(&PG_IDF_CAP);
-        let mut counted = Vec::with_capacity(tokens.len() + 1);
-        self.exec.query(&format!("SELECT (SELECT coalesce(max(seq), 0) FROM records){counts}"), &params, &mut |row| {
-            for i in 0..=tokens.len() {
-                counted.push(row.i64(i)? as f64);
+        if bound.is_some() {
+            params.push(&bound_value);
+        }
+        let mut total = 0.0;
+        // Per token: (estimated matches, exact matches or -1).
+        let mut matches: Vec<(i64, i64)> = Vec::with_capacity(n);
+        self.exec.query(&format!("SELECT (SELECT coalesce(max(seq), 0) FROM records){per_token}"), &params, &mut |row| {
+            total = row.i64(0)? as f64;
+            for i in 0..n {
+                matches.push((row.i64(1 + 2 * i)?, row.i64(2 + 2 * i)?));
             }
             Ok(())
         })?;
-        let total = counted.first().copied().unwrap_or(0.0);
-        let idf: Vec<f64> = counted
+        let idf: Vec<f64> = matches
             .iter()
-            .skip(1)
-            .map(|&c| {
-                let n = c.min(total);
+            .map(|&(estimate, exact)| {
+                let n = (if exact >= 0 { exact } else { estimate } as f64).min(total);
                 let value = ((total - n + 0.5) / (n + 0.5)).ln();
                 if value > 0.0 { value } else { 1e-6 }
             })
             .collect();
+        // Rare tokens (all of them when unbounded) choose the candidates; frequent ones only
+        // add to their scores. When every token is frequent, the candidates are the newest
+        // `bound` matches of the rarest.
+        let rare: Vec<usize> = (0..n).filter(|&i| matches[i].1 >= 0).collect();
         let (clause, filter_values) = where_clause(filter);
-        let any = vec!["plainto_tsquery('english', ?)"; tokens.len()].join(" || ");
         // The weights and IDFs are finite numbers computed here, formatted (not user text);
         // ts_rank takes the weights as {D, C, B, A}; normalization 1: ÷ (1 + ln length).
         let score = idf
@@ -272,15 +302,30 @@ impl ReadTx<'_> {
             .map(|w| format!("{w:?} * ts_rank('{{0, {date_w:?}, {ctx_w:?}, {own:?}}}', f.tsv, plainto_tsquery('english', ?), 1)"))
             .collect::<Vec<_>>()
             .join(" + ");
-        let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank \
-             FROM (SELECT {any} AS q) q, records_fts f JOIN records r ON r.seq = f.seq \
-             WHERE f.tsv @@ q.q{} AND {clause} ORDER BY rank, r.seq DESC LIMIT ?",
-            only("f.tsv", "q.q")
-        );
-        // Placeholders in text order: the score's tokens, the match's, the filter's, the limit.
+        // Placeholders in text order: the score's tokens, the source's, the filter's, the limit.
         let mut values: Vec<Cell> = tokens.iter().map(|t| Cell::Text(t.clone())).collect();
-        values.extend(tokens.iter().map(|t| Cell::Text(t.clone())));
+        let sql = if rare.is_empty() {
+            let rarest = (0..n).min_by_key(|&i| matches[i].0).unwrap_or(0);
+            values.push(Cell::Text(tokens[rarest].clone()));
+            values.push(Cell::Int(bound_value));
+            let q = "plainto_tsquery('english', ?)";
+            format!(
+                "SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank \
+                 FROM (SELECT seq FROM records_fts WHERE tsv @@ {q}{} ORDER BY seq DESC LIMIT ?) newest \
+                 JOIN records_fts f ON f.seq = newest.seq JOIN records r ON r.seq = f.seq \
+                 WHERE {clause} ORDER BY rank, r.seq DESC LIMIT ?",
+                only("tsv", q)
+            )
+        } else {
+            values.extend(rare.iter().map(|&i| Cell::Text(tokens[i].clone())));
+            let any = vec!["plainto_tsquery('english', ?)"; rare.len()].join(" || ");
+            format!(
+                "SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank \
+                 FROM (SELECT {any} AS q) q, records_fts f JOIN records r ON r.seq = f.seq \
+                 WHERE f.tsv @@ q.q{} AND {clause} ORDER BY rank, r.seq DESC LIMIT ?",
+                only("f.tsv", "q.q")
+            )
+        };
         values.extend(filter_values);
         values.push(Cell::Int(pool as i64));
         self.candidates(&sql, values, true)

@@ -712,3 +712,44 @@ fn tls_to_the_server_is_verified_against_the_given_authority() {
     let err = Store::open_postgres(tls(Some(bad.clone()), format!("{url}?sslmode=require"))).expect_err("no certificate");
     assert!(err.to_string().contains(&bad.display().to_string()), "{err}");
 }
+
+#[test]
+fn postgres_bounds_the_work_of_frequent_words() {
+    let url = mneme_testkit::postgres_database();
+    let mut store = Store::open_postgres(pg_options(url, true)).expect("new database");
+    store
+        .write(|tx| {
+            for i in 1..=60u32 {
+                let text = match i {
+                    7 | 40 => format!("common note {i} with a rare zebra"),
+                    _ => format!("common note {i}"),
+                };
+                tx.insert(&message(&text, None), id(i), lineage(LineageOp::Original, vec![], 1), at(i64::from(i)))?;
+            }
+            StoreResult::Ok(())
+        })
+        .expect("records");
+    // The estimates come from ANALYZE's statistics (autovacuum gathers them on a live store).
+    store.execute_raw("ANALYZE").expect("analyze");
+    let seqs = |store: &mut Store, tokens: &[&str], bound: usize| {
+        let tokens: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+        store
+            .read(|tx| tx.bounded_lexical_candidates(&tokens, &RecordFilter::default(), 100, (0.5, 0.5), bound))
+            .expect("search")
+            .iter()
+            .map(|c| c.seq)
+            .collect::<Vec<i64>>()
+    };
+    // Unbounded in effect (no word matches more than 1000): every match, rare ones first.
+    let all = seqs(&mut store, &["common", "zebra"], 1000);
+    assert_eq!(all.len(), 60);
+    assert_eq!(&all[..2], &[40, 7], "the rows with both words first, newest first on a tie: {all:?}");
+    // "common" is frequent at a bound of 10: only the rare word chooses candidates, and the
+    // frequent one still adds to their scores.
+    assert_eq!(seqs(&mut store, &["common", "zebra"], 10), vec![40, 7]);
+    // Every word frequent: the newest `bound` matches of the rarest.
+    let newest = seqs(&mut store, &["common", "note"], 10);
+    let mut sorted = newest.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (51..=60).collect::<Vec<i64>>(), "{newest:?}");
+}

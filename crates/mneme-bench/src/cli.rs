@@ -102,7 +102,9 @@ pub enum Command {
     },
     /// The same service on both engines, in one process: batched ingest throughput of N
     /// synthetic records into a new SQLite store and into an empty PostgreSQL database,
-    /// then recall latency for the same queries, interleaved.
+    /// then recall latency for the same queries, interleaved: right after the load and
+    /// after `VACUUM ANALYZE`; with `--vectors`, synthetic 384-dimension vectors stored on
+    /// both (pgvector's HNSW on PostgreSQL) and hybrid recall.
     Engines {
         /// Records in each store.
         #[arg(long, default_value_t = 100_000)]
@@ -113,6 +115,9 @@ pub enum Command {
         /// An empty PostgreSQL database.
         #[arg(long, value_name = "URL")]
         postgres: String,
+        /// Also store vectors and measure hybrid recall.
+        #[arg(long)]
+        vectors: bool,
     },
     /// Retrieve latency for queries of frequent words (Zipf vocabulary, words in most
     /// records), with and without the per-word cap `retrieval.max_term_matches`.
@@ -187,5 +192,28 @@ pub enum Command {
         /// Retrieve calls (spread over the clients) and hook round trips.
         #[arg(long, default_value_t = 4000)]
         queries: usize,
+    },
+    /// Several `mneme serve` on one PostgreSQL database against one: ingest and retrieve
+    /// throughput with concurrent gRPC clients, and CPU per operation of the daemons, the
+    /// database and the clients.
+    Fleet {
+        /// Records put in the (empty) database before the load.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// Concurrent gRPC clients, spread over the daemons.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Seconds of ingest load per fleet.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Retrieve calls per fleet (spread over the clients).
+        #[arg(long, default_value_t = 2000)]
+        queries: usize,
+        /// Fleet sizes to measure, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        daemons: Vec<usize>,
+        /// An empty PostgreSQL database (the password in the URL).
+        #[arg(long, value_name = "URL")]
+        postgres: String,
     },
 }

@@ -23,6 +23,7 @@ mod cli;
 mod console;
 mod daemon;
 mod embed;
+mod fleet;
 mod inner;
 mod lexical;
 mod reflect;
@@ -87,7 +88,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
         Command::Inner { days, runs } => crate::inner::inner(*days, *runs, json),
         Command::Console { records, runs } => crate::console::console(*records, *runs, json),
-        Command::Engines { records, queries, postgres } => crate::store::engines(*records, *queries, postgres, json),
+        Command::Engines { records, queries, postgres, vectors } => crate::store::engines(*records, *queries, postgres, *vectors, json),
         Command::Dump { records, postgres } => crate::store::dump(*records, postgres.as_deref(), json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
@@ -103,6 +104,9 @@ fn run(cli: Cli) -> Result<()> {
             json,
         ),
         Command::Daemon { records, clients, seconds, queries } => crate::daemon::daemon(*records, *clients, *seconds, *queries, json),
+        Command::Fleet { records, clients, seconds, queries, daemons, postgres } => {
+            crate::fleet::fleet(*records, *clients, *seconds, *queries, postgres, daemons, json)
+        }
     }
 }
 

@@ -200,11 +200,12 @@ pub fn dump(n: usize, postgres: Option<&str>, json_out: bool) -> Result<()> {
 
 /// `mneme-bench engines`: the service on SQLite and on PostgreSQL in one process, the same
 /// N records (batches of 1000, through the group-commit path) and the same queries.
-pub fn engines(n: usize, queries: usize, url: &str, json_out: bool) -> Result<()> {
+pub fn engines(n: usize, queries: usize, url: &str, vectors: bool, json_out: bool) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let mut textgen = TextGen::new(11);
-    let texts: Vec<String> = (0..n).map(|_| textgen.sentence()).collect();
-    let query_texts: Vec<String> = (0..queries).map(|_| textgen.query()).collect();
+    // `doc N` / `query N` pick the synthetic vectors of the lookup-table model (hybrid part).
+    let texts: Vec<String> = (0..n).map(|i| format!("{} doc {i}", textgen.sentence())).collect();
+    let query_texts: Vec<String> = (0..queries).map(|j| format!("{} query {j}", textgen.query())).collect();
     let lite = MemoryService::open(
         StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() },
         ServiceConfig::default(),
@@ -219,8 +220,9 @@ pub fn engines(n: usize, queries: usize, url: &str, json_out: bool) -> Result<()
     let payload = |t: &String| {
         Payload::Event(EventPayload { event_kind: "message".into(), reference: None, sender: None, text: t.clone(), event_time: None })
     };
+    let services = [("sqlite", &lite), ("postgres", &pg)];
     let mut rates = Vec::new();
-    for (name, service) in [("sqlite", &lite), ("postgres", &pg)] {
+    for (name, service) in services {
         let started = Instant::now();
         for chunk in texts.chunks(1000) {
             service.ingest_batch(chunk.iter().map(|t| (payload(t), IngestOptions::default())).collect())?;
@@ -229,31 +231,121 @@ pub fn engines(n: usize, queries: usize, url: &str, json_out: bool) -> Result<()
         eprintln!("   {name}: ingest {rate:.0}/s");
         rates.push(rate);
     }
-    let (mut lite_ms, mut pg_ms) = (Vec::with_capacity(queries), Vec::with_capacity(queries));
-    for q in &query_texts {
-        for (service, out) in [(&lite, &mut lite_ms), (&pg, &mut pg_ms)] {
-            let t0 = Instant::now();
-            std::hint::black_box(
-                service.retrieve(&RetrieveRequest { query: q.to_string(), limit: 10, ..Default::default() }, &Access::owner())?,
-            );
-            out.push(t0.elapsed().as_secs_f64() * 1000.0);
+    // Recall p50/p99 on each engine, the queries interleaved.
+    let recall = |label: &str| -> Result<[(f64, f64); 2]> {
+        let (mut lite_ms, mut pg_ms) = (Vec::with_capacity(queries), Vec::with_capacity(queries));
+        for q in &query_texts {
+            for (service, out) in [(&lite, &mut lite_ms), (&pg, &mut pg_ms)] {
+                let t0 = Instant::now();
+                std::hint::black_box(
+                    service.retrieve(&RetrieveRequest { query: q.to_string(), limit: 10, ..Default::default() }, &Access::owner())?,
+                );
+                out.push(t0.elapsed().as_secs_f64() * 1000.0);
+            }
         }
+        let out = [summarize(lite_ms), summarize(pg_ms)];
+        eprintln!("   {label}: sqlite p50 {:.2} ms, postgres p50 {:.2} ms", out[0].0, out[1].0);
+        Ok(out)
+    };
+    let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+    // Right after the load: no statistics yet, fresh rows (hint bits unset), the GIN
+    // pending list full; then with statistics (ANALYZE), then vacuumed too (as autovacuum
+    // leaves the tables within a minute or so).
+    let cold = recall("lexical, right after the load")?;
+    client.batch_execute("ANALYZE")?;
+    let analyzed = recall("lexical, after ANALYZE")?;
+    client.batch_execute("VACUUM")?;
+    let warm = recall("lexical, after VACUUM too")?;
+    let mut hybrid = None;
+    if vectors {
+        let dim = mneme_store::PG_HNSW_DIM;
+        let table = Arc::new(Table {
+            docs: Arc::new(mneme_service::vectors::synthetic(n, dim, 7)),
+            queries: Arc::new(mneme_service::vectors::synthetic(queries, dim, 99)),
+        });
+        let mut embed_rates = Vec::new();
+        for (name, service) in services {
+            service.enable_embeddings(table.clone(), mneme_service::IndexParams::default())?;
+            let started = Instant::now();
+            let done = service.embed_pending(1000, false, &mut |_| {})?;
+            let rate = done as f64 / started.elapsed().as_secs_f64();
+            eprintln!("   {name}: {done} vectors stored at {rate:.0}/s");
+            embed_rates.push(rate);
+        }
+        client.batch_execute("VACUUM ANALYZE")?;
+        hybrid = Some((recall("hybrid")?, embed_rates));
     }
-    let ((l50, l99), (p50, p99)) = (summarize(lite_ms), summarize(pg_ms));
+    let entry = |i: usize| {
+        let mut e = json!({
+            "ingest_per_s": rates[i],
+            "recall_cold_p50_ms": cold[i].0, "recall_cold_p99_ms": cold[i].1,
+            "recall_analyzed_p50_ms": analyzed[i].0, "recall_analyzed_p99_ms": analyzed[i].1,
+            "recall_p50_ms": warm[i].0, "recall_p99_ms": warm[i].1,
+        });
+        if let Some((h, embed)) = &hybrid {
+            e["vectors_stored_per_s"] = json!(embed[i]);
+            e["hybrid_p50_ms"] = json!(h[i].0);
+            e["hybrid_p99_ms"] = json!(h[i].1);
+        }
+        e
+    };
     let result = json!({
         "records": n,
-        "sqlite": { "ingest_per_s": rates[0], "recall_p50_ms": l50, "recall_p99_ms": l99 },
-        "postgres": { "ingest_per_s": rates[1], "recall_p50_ms": p50, "recall_p99_ms": p99 },
+        "sqlite": entry(0),
+        "postgres": entry(1),
         "postgres_ingest_vs_sqlite": rates[1] / rates[0],
     });
     if json_out {
         outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        outln!("| engine | ingest/s | recall p50 | recall p99 |");
-        outln!("|---|---:|---:|---:|");
-        outln!("| SQLite | {:.0} | {l50:.2} ms | {l99:.2} ms |", rates[0]);
-        outln!("| PostgreSQL | {:.0} | {p50:.2} ms | {p99:.2} ms |", rates[1]);
+        outln!("| engine | ingest/s | lexical p50 / p99: cold | analyzed | vacuumed | vectors stored/s | hybrid p50 / p99 |");
+        outln!("|---|---:|---:|---:|---:|---:|---:|");
+        for (i, name) in ["SQLite", "PostgreSQL"].iter().enumerate() {
+            let (vec_rate, hyb) = match &hybrid {
+                Some((h, embed)) => (format!("{:.0}", embed[i]), format!("{:.2} / {:.2} ms", h[i].0, h[i].1)),
+                None => ("-".into(), "-".into()),
+            };
+            outln!(
+                "| {name} | {:.0} | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {vec_rate} | {hyb} |",
+                rates[i],
+                cold[i].0,
+                cold[i].1,
+                analyzed[i].0,
+                analyzed[i].1,
+                warm[i].0,
+                warm[i].1
+            );
+        }
         outln!("PostgreSQL ingest ÷ SQLite: {:.2}", rates[1] / rates[0]);
     }
     Ok(())
+}
+
+/// The lookup-table model: `doc N` embeds to vector N, `query N` to query vector N.
+#[derive(Debug)]
+struct Table {
+    docs: Arc<Vec<Vec<f32>>>,
+    queries: Arc<Vec<Vec<f32>>>,
+}
+
+impl mneme_embed::Embedder for Table {
+    fn model_id(&self) -> &str {
+        "synthetic-table"
+    }
+    fn dimension(&self) -> usize {
+        self.docs[0].len()
+    }
+    fn embed(&self, texts: &[&str]) -> mneme_embed::EmbedResult<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let words: Vec<&str> = t.split_whitespace().collect();
+                let at = |kind: &str| words.windows(2).find(|w| w[0] == kind).and_then(|w| w[1].parse::<usize>().ok());
+                match (at("query"), at("doc")) {
+                    (Some(n), _) => self.queries[n % self.queries.len()].clone(),
+                    (None, n) => self.docs[n.unwrap_or(0) % self.docs.len()].clone(),
+                }
+            })
+            .collect())
+    }
 }

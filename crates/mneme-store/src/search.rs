@@ -257,11 +257,14 @@ impl ReadTx<'_> {
         let per_token = (1..=n)
             .map(|i| {
                 let q = format!("plainto_tsquery('english', ?{i})");
-                let count = format!("(SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ {q}{} LIMIT ?{idf_cap}) m)", only("f.tsv", &q));
+                let count = format!(
+                    "(SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ {q}{} LIMIT ?{idf_cap}) m)",
+                    only("f.tsv", &q)
+                );
                 match bound {
-                    Some(_) => format!(
-                        ", mneme_match_estimate({q}), CASE WHEN mneme_match_estimate({q}) <= ?{bound_at} THEN {count} ELSE -1 END"
-                    ),
+                    Some(_) => {
+                        format!(", mneme_match_estimate({q}), CASE WHEN mneme_match_estimate({q}) <= ?{bound_at} THEN {count} ELSE -1 END")
+                    }
                     None => format!(", -1::bigint, {count}"),
                 }
             })

@@ -501,7 +501,7 @@ pub fn document() -> Value {
             "required": ["model", "dimension", "embedded", "pending", "indexed", "index_bytes", "search"],
             "properties": {
                 "model": string(), "dimension": count(), "embedded": count(), "pending": count(), "indexed": count(), "index_bytes": count(),
-                "search": enumeration(&["exact", "approximate"])
+                "search": enumeration(&["exact", "approximate", "pgvector"])
             }
         },
         "DaemonStatus": {

@@ -150,7 +150,7 @@ impl MemoryService {
         // Dense part: min-max normalised over the nearest neighbours.
         let mut dense_range = None;
         if let Some(q) = query.vector {
-            let near = self.nearest(tx, q, weights.dense_pool.max(limit));
+            let near = self.nearest(tx, q, weights.dense_pool.max(limit))?;
             if let (Some(hi), Some(lo)) = (near.first(), near.last()) {
                 dense_range = Some((f64::from(lo.1), f64::from(hi.1)));
             }

@@ -60,7 +60,7 @@ pub struct EmbeddingStatus {
     /// Vectors in the in-memory index (any record status).
     pub indexed: usize,
     pub index_bytes: usize,
-    /// "exact" or "approximate".
+    /// "exact" or "approximate" (the in-memory index), or "pgvector" (on PostgreSQL).
     pub search: &'static str,
 }
 
@@ -91,8 +91,11 @@ impl MemoryService {
                 embedder.dimension()
             )));
         }
-        // Above `exact_below`, approximate queries scan the best lists of a partition.
-        index.build_partition();
+        // Above `exact_below`, approximate queries scan the best lists of a partition. On
+        // PostgreSQL pgvector answers them; the index serves look-ups by record only.
+        if self.postgres.is_none() {
+            index.build_partition();
+        }
         let n = index.len();
         let semantic = Semantic {
             embedder,
@@ -279,20 +282,16 @@ impl MemoryService {
     }
 
     /// Nearest records to `query` by cosine, best first: from pgvector's index on
-    /// PostgreSQL (every daemon's vectors), from the in-memory index on SQLite (or when the
-    /// database query fails).
-    /// `tx` is the retrieval's read transaction (one snapshot for every part of it).
-    pub(crate) fn nearest(&self, tx: &mneme_store::ReadTx<'_>, query: &[f32], k: usize) -> Vec<(i64, f32)> {
-        let Some(s) = self.semantic.get() else { return Vec::new() };
-        if self.postgres.is_some() {
-            let ef_search = (2 * k).max(PG_EF_SEARCH);
-            match tx.nearest_vectors(s.embedder.model_id(), query, k, ef_search) {
-                Ok(Some(found)) => return found,
-                Ok(None) => {}
-                Err(e) => eprintln!("mneme: pgvector search failed, searching this daemon's index: {e}"),
-            }
+    /// PostgreSQL (every daemon's vectors), from the in-memory index on SQLite. `tx` is the
+    /// retrieval's read transaction (one snapshot for every part of it; a failed statement
+    /// ends it, so a database error fails the retrieval).
+    pub(crate) fn nearest(&self, tx: &mneme_store::ReadTx<'_>, query: &[f32], k: usize) -> ServiceResult<Vec<(i64, f32)>> {
+        let Some(s) = self.semantic.get() else { return Ok(Vec::new()) };
+        let ef_search = (2 * k).max(PG_EF_SEARCH);
+        if let Some(found) = tx.nearest_vectors(s.embedder.model_id(), query, k, ef_search)? {
+            return Ok(found);
         }
-        s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k)
+        Ok(s.index.read().unwrap_or_else(|p| p.into_inner()).search(query, k))
     }
 
     /// Cosines between a query vector and the stored vectors of `seqs`.
@@ -320,7 +319,13 @@ impl MemoryService {
             pending,
             indexed: index.len(),
             index_bytes: index.memory_bytes(),
-            search: if index.len() <= index.params().exact_below { "exact" } else { "approximate" },
+            search: if self.postgres.is_some() {
+                "pgvector"
+            } else if index.len() <= index.params().exact_below {
+                "exact"
+            } else {
+                "approximate"
+            },
         }))
     }
 }

@@ -19,6 +19,8 @@ struct Corpus {
     service: MemoryService,
     /// Record id → the harness's document id.
     docs: HashMap<String, String>,
+    /// On PostgreSQL: the corpus's own database, dropped with the corpus.
+    database: Option<String>,
     // Keeps the temporary store alive until the corpus is dropped.
     _dir: tempfile::TempDir,
 }
@@ -29,6 +31,29 @@ struct Setup {
     config: ServiceConfig,
     index: mneme_service::IndexParams,
     model: Option<Arc<dyn mneme_embed::Embedder>>,
+    /// `storage.backend = "postgres"`: the configured database's URL; each corpus gets a
+    /// database of its own on that server.
+    postgres: Option<String>,
+}
+
+/// A database for one corpus on the configured server: `(its URL, its name)`.
+fn corpus_database(url: &str, corpus: usize) -> Result<(String, String)> {
+    let name = format!("mneme_bench_{}_{corpus}", std::process::id());
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).context("connecting to the benchmark's PostgreSQL")?;
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?;
+    admin.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (server, _) = base.rsplit_once('/').ok_or_else(|| anyhow!("the database URL has no database name"))?;
+    let corpus_url = match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    };
+    Ok((corpus_url, name))
+}
+
+fn drop_database(url: &str, name: &str) -> Result<()> {
+    postgres::Client::connect(url, postgres::NoTls)?.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?;
+    Ok(())
 }
 
 /// Serves the retrieval-benchmark protocol on stdin/stdout until `end` or EOF, with the
@@ -45,7 +70,15 @@ pub fn retrieval(config: &mneme_agent::MnemeConfig, data_dir: &std::path::Path) 
             None
         }
     };
-    let setup = Setup { config: config.service(), index: config.embedding.index, model };
+    let postgres = match config.storage.backend {
+        mneme_agent::config::Backend::Postgres => {
+            let url = config.storage.database_url.clone().ok_or_else(|| anyhow!("backend = postgres needs MNEME_DATABASE_URL"))?;
+            eprintln!("bench retrieval: on PostgreSQL, a database per corpus");
+            Some(url)
+        }
+        mneme_agent::config::Backend::Sqlite => None,
+    };
+    let setup = Setup { config: config.service(), index: config.embedding.index, model, postgres };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -79,8 +112,14 @@ fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &Setup)
             .map(|n| json!({ "op": "corpus", "corpus_id": request["corpus_id"], "ok": true, "n_docs": n })),
         "query" => query(request, corpora).map(|ids| json!({ "op": "query", "qid": request["qid"], "ids": ids })),
         "drop" => {
-            corpora.remove(request["corpus_id"].as_str().unwrap_or(""));
-            Ok(json!({ "op": "drop", "corpus_id": request["corpus_id"], "ok": true }))
+            let dropped = match corpora.remove(request["corpus_id"].as_str().unwrap_or("")) {
+                Some(Corpus { service, database: Some(name), .. }) => {
+                    drop(service);
+                    drop_database(setup.postgres.as_deref().unwrap_or(""), &name)
+                }
+                _ => Ok(()),
+            };
+            dropped.map(|()| json!({ "op": "drop", "corpus_id": request["corpus_id"], "ok": true }))
         }
         "end" => return (json!({ "op": "end", "ok": true }), true),
         other => Err(anyhow!("unknown op {other:?}")),
@@ -97,8 +136,18 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
     let corpus_id = request["corpus_id"].as_str().ok_or_else(|| anyhow!("corpus without corpus_id"))?;
     let docs = request["docs"].as_array().ok_or_else(|| anyhow!("corpus without docs"))?;
     let dir = tempfile::tempdir().context("creating a temporary store")?;
-    let options = StoreOptions { path: dir.path().join("bench.db"), key: None, create: true, decay: Default::default() };
-    let service = MemoryService::open(options, setup.config, Arc::new(SystemClock))?;
+    let (service, database) = match &setup.postgres {
+        None => {
+            let options = StoreOptions { path: dir.path().join("bench.db"), key: None, create: true, decay: Default::default() };
+            (MemoryService::open(options, setup.config, Arc::new(SystemClock))?, None)
+        }
+        Some(url) => {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let (corpus_url, name) = corpus_database(url, NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))?;
+            let options = mneme_store::PgOptions { create: true, ..mneme_store::PgOptions::new(corpus_url) };
+            (MemoryService::open_postgres(options, dir.path().join("bench.db"), setup.config, Arc::new(SystemClock))?, Some(name))
+        }
+    };
     let mut batch = Vec::with_capacity(docs.len());
     let mut doc_ids = Vec::with_capacity(docs.len());
     for doc in docs {
@@ -135,7 +184,7 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
         service.enable_embeddings(model.clone(), setup.index)?;
         service.embed_pending(64, false, &mut |_| {})?;
     }
-    corpora.insert(corpus_id.to_string(), Corpus { service, docs, _dir: dir });
+    corpora.insert(corpus_id.to_string(), Corpus { service, docs, database, _dir: dir });
     Ok(n)
 }
 

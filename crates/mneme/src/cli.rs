@@ -202,12 +202,6 @@ pub enum Command {
         #[command(flatten)]
         who: WhoArgs,
     },
-    /// Erase records for good: their text everywhere it is stored (payload, summary, search
-    /// index, neighbours' context, vectors, audit text, conversation log, workspace search),
-    /// leaving a tombstone with the id, type, times and a content hash. Facts extracted from
-    /// a forgotten message go with it (not values stated since by other messages). A query or subject
-    /// shows what it matches and asks first (or pass --yes).
-
     /// Write the whole store as a dump: versioned JSON lines with every record, its lineage
     /// and audit, the vectors and the agent's tables, checked by a trailer (backups, and
     /// moving a store between SQLite and PostgreSQL). Runs beside a daemon (one snapshot).
@@ -235,6 +229,11 @@ pub enum Command {
         #[command(flatten)]
         postgres: PostgresArgs,
     },
+    /// Erase records for good: their text everywhere it is stored (payload, summary, search
+    /// index, neighbours' context, vectors, audit text, conversation log, workspace search),
+    /// leaving a tombstone with the id, type, times and a content hash. Facts extracted from
+    /// a forgotten message go with it (not values stated since by other messages). A query or subject
+    /// shows what it matches and asks first (or pass --yes).
     #[command(
         after_help = "Examples:\n  mneme forget 01J8Z3N6Q4W5X7Y9A1B2C3D4E5 --reason \"user asked\"\n  mneme forget --query \"Musterstrasse 5\" --dry-run\n  mneme forget --subject Dana --yes --reason \"account deleted\"\n  mneme forget --user dana --yes --reason \"GDPR erasure request\""
     )]

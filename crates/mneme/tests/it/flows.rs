@@ -144,6 +144,9 @@ fn every_command_documents_its_options_and_shows_examples() {
         args.push("--help");
         let help = m.ok(&args);
         seen += 1;
+        if help.lines().next().is_none_or(|l| l.trim().is_empty() || l.starts_with("Usage:")) {
+            problems.push(format!("`mneme {}` says nothing about what it does", path.join(" ")));
+        }
         let nested = subcommands(&help);
         if !nested.is_empty() {
             todo.extend(nested.into_iter().map(|c| [path.clone(), vec![c]].concat()));

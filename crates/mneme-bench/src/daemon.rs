@@ -298,6 +298,59 @@ struct Load {
     msg_http: (f64, f64),
 }
 
+/// Each channel's client ingests one message at a time (taking turns through `texts`)
+/// until `deadline`; every call's latency in ms.
+pub(crate) async fn ingest_until(channels: &[tonic::transport::Channel], deadline: Instant, texts: Arc<Vec<String>>) -> Result<Vec<f64>> {
+    let clients = channels.len();
+    let mut tasks = Vec::new();
+    for (c, ch) in channels.iter().enumerate() {
+        let mut client = pb::memory_client::MemoryClient::new(ch.clone());
+        let texts = texts.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = c;
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let event = pb::EventPayload { event_kind: "message".into(), text: texts[i % texts.len()].clone(), ..Default::default() };
+                client.ingest_event(pb::IngestEventRequest { options: None, event: Some(event) }).await?;
+                lat.push(t0.elapsed().as_secs_f64() * 1000.0);
+                i += clients;
+            }
+            Ok::<_, anyhow::Error>(lat)
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await??);
+    }
+    Ok(lat)
+}
+
+/// The queries spread over the channels' clients, each asked once (limit 10); every call's
+/// latency in ms.
+pub(crate) async fn retrieve_each(channels: &[tonic::transport::Channel], queries: Arc<Vec<String>>) -> Result<Vec<f64>> {
+    let clients = channels.len();
+    let mut tasks = Vec::new();
+    for (c, ch) in channels.iter().enumerate() {
+        let mut client = pb::memory_client::MemoryClient::new(ch.clone());
+        let queries = queries.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            for q in queries.iter().skip(c).step_by(clients) {
+                let t0 = Instant::now();
+                client.retrieve(pb::RetrieveRequest { query: q.clone(), limit: 10, ..Default::default() }).await?;
+                lat.push(t0.elapsed().as_secs_f64() * 1000.0);
+            }
+            Ok::<_, anyhow::Error>(lat)
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await??);
+    }
+    Ok(lat)
+}
+
 async fn load(
     file: &mneme_server::DaemonFile,
     pid: u32,
@@ -317,34 +370,7 @@ async fn load(
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
     let cpu0 = cpu_seconds(pid);
-    let mut tasks = Vec::new();
-    for (c, ch) in channels.iter().enumerate() {
-        let mut client = pb::memory_client::MemoryClient::new(ch.clone());
-        let texts = texts.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = c;
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let request = pb::IngestEventRequest {
-                    options: None,
-                    event: Some(pb::EventPayload {
-                        event_kind: "message".into(),
-                        text: texts[i % texts.len()].clone(),
-                        ..Default::default()
-                    }),
-                };
-                client.ingest_event(request).await?;
-                lat.push(t0.elapsed().as_secs_f64() * 1000.0);
-                i += clients;
-            }
-            Ok::<_, anyhow::Error>(lat)
-        }));
-    }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await??);
-    }
+    let lat = ingest_until(&channels, deadline, texts.clone()).await?;
     let ingest_per_s = lat.len() as f64 / started.elapsed().as_secs_f64();
     let ingest_cpu_us = (cpu_seconds(pid) - cpu0) * 1e6 / lat.len().max(1) as f64;
     let (ingest_p50, ingest_p99) = summarize(lat);
@@ -354,24 +380,7 @@ async fn load(
     let queries = Arc::new(queries);
     let started = Instant::now();
     let cpu0 = cpu_seconds(pid);
-    let mut tasks = Vec::new();
-    for (c, ch) in channels.iter().enumerate() {
-        let mut client = pb::memory_client::MemoryClient::new(ch.clone());
-        let queries = queries.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            for q in queries.iter().skip(c).step_by(clients) {
-                let t0 = Instant::now();
-                client.retrieve(pb::RetrieveRequest { query: q.clone(), limit: 10, ..Default::default() }).await?;
-                lat.push(t0.elapsed().as_secs_f64() * 1000.0);
-            }
-            Ok::<_, anyhow::Error>(lat)
-        }));
-    }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await??);
-    }
+    let lat = retrieve_each(&channels, queries.clone()).await?;
     let retrieve_per_s = lat.len() as f64 / started.elapsed().as_secs_f64();
     let retrieve_cpu_us = (cpu_seconds(pid) - cpu0) * 1e6 / lat.len().max(1) as f64;
     let (retrieve_p50, retrieve_p99) = summarize(lat);

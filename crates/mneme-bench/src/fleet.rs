@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use mneme_core::{EventPayload, Payload, SystemClock};
-use mneme_server::pb;
 use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
 use serde_json::json;
 
@@ -190,27 +189,7 @@ async fn load(
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
     let before = cpu_now(pids);
-    let mut tasks = Vec::new();
-    for (c, ch) in channels.iter().enumerate() {
-        let mut client = pb::memory_client::MemoryClient::new(ch.clone());
-        let texts = texts.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = c;
-            while Instant::now() < deadline {
-                let t0 = Instant::now();
-                let event = pb::EventPayload { event_kind: "message".into(), text: texts[i % texts.len()].clone(), ..Default::default() };
-                client.ingest_event(pb::IngestEventRequest { options: None, event: Some(event) }).await?;
-                lat.push(t0.elapsed().as_secs_f64() * 1000.0);
-                i += clients;
-            }
-            Ok::<_, anyhow::Error>(lat)
-        }));
-    }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await??);
-    }
+    let lat = crate::daemon::ingest_until(&channels, deadline, texts).await?;
     let ingest_per_s = lat.len() as f64 / started.elapsed().as_secs_f64();
     let ingest_cpu = per_op(before, cpu_now(pids), lat.len());
     let ingests = lat.len();
@@ -218,24 +197,7 @@ async fn load(
 
     let started = Instant::now();
     let before = cpu_now(pids);
-    let mut tasks = Vec::new();
-    for (c, ch) in channels.iter().enumerate() {
-        let mut client = pb::memory_client::MemoryClient::new(ch.clone());
-        let queries = queries.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            for q in queries.iter().skip(c).step_by(clients) {
-                let t0 = Instant::now();
-                client.retrieve(pb::RetrieveRequest { query: q.clone(), limit: 10, ..Default::default() }).await?;
-                lat.push(t0.elapsed().as_secs_f64() * 1000.0);
-            }
-            Ok::<_, anyhow::Error>(lat)
-        }));
-    }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await??);
-    }
+    let lat = crate::daemon::retrieve_each(&channels, queries).await?;
     let retrieve_per_s = lat.len() as f64 / started.elapsed().as_secs_f64();
     let retrieve_cpu = per_op(before, cpu_now(pids), lat.len());
     let (retrieve_p50, retrieve_p99) = summarize(lat);

@@ -259,7 +259,7 @@ pub fn engines(n: usize, queries: usize, url: &str, vectors: bool, json_out: boo
     let mut hybrid = None;
     if vectors {
         let dim = mneme_store::PG_HNSW_DIM;
-        let table = Arc::new(Table {
+        let table = Arc::new(crate::vectors::Table {
             docs: Arc::new(mneme_service::vectors::synthetic(n, dim, 7)),
             queries: Arc::new(mneme_service::vectors::synthetic(queries, dim, 99)),
         });
@@ -319,33 +319,4 @@ pub fn engines(n: usize, queries: usize, url: &str, vectors: bool, json_out: boo
         outln!("PostgreSQL ingest ÷ SQLite: {:.2}", rates[1] / rates[0]);
     }
     Ok(())
-}
-
-/// The lookup-table model: `doc N` embeds to vector N, `query N` to query vector N.
-#[derive(Debug)]
-struct Table {
-    docs: Arc<Vec<Vec<f32>>>,
-    queries: Arc<Vec<Vec<f32>>>,
-}
-
-impl mneme_embed::Embedder for Table {
-    fn model_id(&self) -> &str {
-        "synthetic-table"
-    }
-    fn dimension(&self) -> usize {
-        self.docs[0].len()
-    }
-    fn embed(&self, texts: &[&str]) -> mneme_embed::EmbedResult<Vec<Vec<f32>>> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let words: Vec<&str> = t.split_whitespace().collect();
-                let at = |kind: &str| words.windows(2).find(|w| w[0] == kind).and_then(|w| w[1].parse::<usize>().ok());
-                match (at("query"), at("doc")) {
-                    (Some(n), _) => self.queries[n % self.queries.len()].clone(),
-                    (None, n) => self.docs[n.unwrap_or(0) % self.docs.len()].clone(),
-                }
-            })
-            .collect())
-    }
 }

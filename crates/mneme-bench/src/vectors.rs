@@ -29,9 +29,9 @@ fn rss_mib() -> f64 {
 
 /// Vectors by position: `doc N` embeds to vector N, `query N` to query vector N.
 #[derive(Debug)]
-struct Table {
-    docs: Arc<Vec<Vec<f32>>>,
-    queries: Arc<Vec<Vec<f32>>>,
+pub(crate) struct Table {
+    pub docs: Arc<Vec<Vec<f32>>>,
+    pub queries: Arc<Vec<Vec<f32>>>,
 }
 
 impl Embedder for Table {

@@ -115,21 +115,20 @@ impl ReadTx<'_> {
         if self.dialect() == Dialect::Sqlite {
             return Ok(changes);
         }
+        // One round trip (it runs before every retrieval): stored vectors and erasures, by
+        // version.
         self.exec.query(
-            "SELECT record_seq, scale, codes, version FROM record_vectors WHERE model = ?1 AND version > ?2 ORDER BY version",
+            "SELECT record_seq, scale, codes, version, TRUE FROM record_vectors WHERE model = ?1 AND version > ?2 \
+             UNION ALL SELECT record_seq, 0, ''::bytea, version, FALSE FROM record_vector_erasures WHERE version > ?2 \
+             ORDER BY 4",
             &[&model, &version],
             &mut |r| {
-                changes.stored.push(StoredVector { seq: r.i64(0)?, scale: r.f64(1)? as f32, codes: from_blob(r.blob(2)?) });
+                let seq = r.i64(0)?;
+                match r.flag(4)? {
+                    true => changes.stored.push(StoredVector { seq, scale: r.f64(1)? as f32, codes: from_blob(r.blob(2)?) }),
+                    false => changes.erased.push(seq),
+                }
                 changes.version = changes.version.max(r.i64(3)?);
-                Ok(())
-            },
-        )?;
-        self.exec.query(
-            "SELECT record_seq, version FROM record_vector_erasures WHERE version > ?1 ORDER BY version",
-            &[&version],
-            &mut |r| {
-                changes.erased.push(r.i64(0)?);
-                changes.version = changes.version.max(r.i64(1)?);
                 Ok(())
             },
         )?;

@@ -14,8 +14,7 @@
 //! name the database by [`PgOptions::target`]: `postgres://user@host:port/db`.
 //!
 //! The record operations are the store's own (`rows.rs` and the rest, through
-//! `sql::Exec`); not yet on this engine: full-text search queries, the workspace file
-//! index and the scrub after forgetting.
+//! `sql::Exec`, with PostgreSQL's batch statements in `batch.rs`).
 
 use std::io::Write;
 use std::time::Duration;

@@ -88,8 +88,8 @@ impl<'a> ReadTx<'a> {
         ReadTx { exec, path, decay }
     }
 
-    /// The SQLite connection, for the paths not yet ported to PostgreSQL (FTS5 search, the
-    /// workspace index, vectors): on PostgreSQL they fail with `Unsupported`.
+    /// The SQLite connection, for SQLite's own paths (FTS5 statements, SQLite's dump
+    /// export): on PostgreSQL they fail with `Unsupported`.
     pub(crate) fn lite(&self) -> StoreResult<&'a Connection> {
         // The executor outlives 'a's borrow of it; its connection is the store's.
         self.exec.sqlite().ok_or_else(|| crate::sql::not_on_postgres("this operation"))

@@ -309,7 +309,7 @@ pub(crate) fn pg_placeholders(sql: &str) -> String {
     out
 }
 
-/// An operation this engine does not have yet (the PostgreSQL port is under way).
+/// An operation only SQLite has (its FTS5 statements, its migrations and scrub).
 pub(crate) fn not_on_postgres(what: &str) -> StoreError {
     StoreError::Unsupported { what: what.to_string() }
 }

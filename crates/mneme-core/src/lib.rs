@@ -12,6 +12,7 @@ pub mod clock;
 pub mod decay;
 pub mod duration;
 pub mod error;
+pub mod lexemes;
 pub mod private;
 pub mod query;
 pub mod record;

@@ -6,7 +6,8 @@
 //! only letters and digits, no FTS5 operator, column filter or quote can survive into
 //! the expression.
 
-/// English stopwords dropped from queries (the list of the benchmark's fts5 baseline).
+/// English stopwords dropped from queries (the list of the benchmark's fts5 baseline),
+/// sorted (binary search).
 const STOPWORDS: &[&str] = &[
     "a",
     "about",
@@ -136,6 +137,11 @@ const STOPWORDS: &[&str] = &[
     "yourselves",
 ];
 
+/// Whether `word` (lowercase) is one of the English stopwords queries drop.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
 /// At most this many distinct tokens go into one query; the rest are ignored.
 pub const MAX_QUERY_TOKENS: usize = 64;
 
@@ -143,7 +149,7 @@ pub const MAX_QUERY_TOKENS: usize = 64;
 /// de-duplicated in first-seen order.
 pub fn query_tokens(text: &str) -> Vec<String> {
     let all: Vec<String> = text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(|t| t.to_lowercase()).collect();
-    let kept: Vec<&String> = all.iter().filter(|t| !STOPWORDS.contains(&t.as_str())).collect();
+    let kept: Vec<&String> = all.iter().filter(|t| !is_stopword(t)).collect();
     let chosen: Vec<&String> = if kept.is_empty() { all.iter().collect() } else { kept };
     let mut out: Vec<String> = Vec::new();
     for t in chosen {
@@ -194,6 +200,13 @@ mod tests {
     fn a_phrase_keeps_a_quote_as_text() {
         assert_eq!(fts5_phrase(r#"a"b"#), r#""a""b""#);
         assert_eq!(fts5_any(&[]), None);
+    }
+
+    #[test]
+    fn the_stopword_list_is_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]), "STOPWORDS must be sorted and unique");
+        assert!(is_stopword("the") && is_stopword("yourselves") && is_stopword("a"));
+        assert!(!is_stopword("sedan") && !is_stopword("The"));
     }
 
     #[test]

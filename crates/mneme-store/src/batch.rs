@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use crate::context::{LIVE, WINDOW, context_text, index_text};
+use crate::context::{LIVE, WINDOW, context_text, index_text, pg_tsvector};
 use crate::error::StoreResult;
 use crate::rows::{NewRow, decode};
 use crate::sql::Exec;
@@ -101,7 +101,7 @@ pub(crate) fn insert_originals(db: &dyn Exec, rows: &[NewRow], path: &Path) -> S
 
     // Threadless records: their full-text row now. Threaded ones join their threads and are
     // written at flush with their context, as are the earlier members they neighbour.
-    let (mut fts_seqs, mut fts_texts, mut fts_dates) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut fts_seqs, mut fts_vectors) = (Vec::new(), Vec::new());
     let (mut threads, mut thread_seqs) = (Vec::new(), Vec::new());
     let mut first_in_thread: HashMap<&str, i64> = HashMap::new();
     for (row, &seq) in rows.iter().zip(&seqs) {
@@ -113,17 +113,12 @@ pub(crate) fn insert_originals(db: &dyn Exec, rows: &[NewRow], path: &Path) -> S
             }
             None => {
                 fts_seqs.push(seq);
-                fts_texts.push(row.fts_text.clone());
-                fts_dates.push(row.date.clone());
+                fts_vectors.push(pg_tsvector(&row.fts_text, "", &row.date));
             }
         }
     }
     if !fts_seqs.is_empty() {
-        run(
-            db,
-            "INSERT INTO records_fts (seq, text, ctx, date) SELECT s, t, '', d FROM unnest($1::int8[], $2::text[], $3::text[]) AS u(s, t, d)",
-            &[&fts_seqs, &fts_texts, &fts_dates],
-        )?;
+        run(db, "INSERT INTO records_fts (seq, tsv) SELECT * FROM unnest($1::int8[], $2::tsvector[])", &[&fts_seqs, &fts_vectors])?;
     }
     let mut touched = thread_seqs.clone();
     if !threads.is_empty() {
@@ -198,7 +193,7 @@ pub(crate) fn write_fts_rows(db: &dyn Exec, seqs: &BTreeSet<i64>) -> StoreResult
             Ok(())
         },
     )?;
-    let (mut out_seqs, mut out_texts, mut out_ctx, mut out_dates) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut out_seqs, mut out_vectors) = (Vec::new(), Vec::new());
     for &seq in &dirty {
         let Some((text, date, sensitivity, forgotten)) = stored.get(&seq) else { continue };
         if *forgotten {
@@ -209,17 +204,11 @@ pub(crate) fn write_fts_rows(db: &dyn Exec, seqs: &BTreeSet<i64>) -> StoreResult
         around.sort_unstable();
         let ctx = context_text(*sensitivity, around.iter().filter_map(|n| stored.get(n)).map(|(t, _, s, _)| (t.as_str(), *s)));
         out_seqs.push(seq);
-        out_texts.push(text.clone());
-        out_ctx.push(ctx);
-        out_dates.push(date.clone());
+        out_vectors.push(pg_tsvector(text, &ctx, date));
     }
     run(db, "DELETE FROM records_fts WHERE seq = ANY($1)", &[&dirty])?;
     if !out_seqs.is_empty() {
-        run(
-            db,
-            "INSERT INTO records_fts (seq, text, ctx, date) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[])",
-            &[&out_seqs, &out_texts, &out_ctx, &out_dates],
-        )?;
+        run(db, "INSERT INTO records_fts (seq, tsv) SELECT * FROM unnest($1::int8[], $2::tsvector[])", &[&out_seqs, &out_vectors])?;
     }
     Ok(())
 }

@@ -22,6 +22,9 @@ use crate::error::StoreResult;
 use crate::rows::fts_text;
 use crate::sql::{Dialect, Exec};
 use mneme_core::Payload;
+use mneme_core::lexemes::{TsVector, Weight};
+
+use crate::pg::PgTsVector;
 
 /// Records on each side of a record whose text goes into its context column.
 pub const WINDOW: usize = 2;
@@ -94,17 +97,34 @@ pub(crate) fn join_thread(db: &dyn Exec, seq: i64, thread: Option<&str>) -> Stor
     Ok(before.into_iter().chain(after).collect())
 }
 
-/// The statements that delete and write one full-text row: SQLite's FTS5 table is keyed by
-/// rowid, PostgreSQL's table (with its generated `tsvector`) by `seq`.
-pub(crate) fn fts_statements(db: &dyn Exec) -> (&'static str, &'static str) {
+/// The statement that deletes one full-text row: SQLite's FTS5 table is keyed by rowid,
+/// PostgreSQL's by `seq`.
+pub(crate) fn fts_delete(db: &dyn Exec) -> &'static str {
+    match db.dialect() {
+        Dialect::Sqlite => "DELETE FROM records_fts WHERE rowid = ?1",
+        Dialect::Postgres => "DELETE FROM records_fts WHERE seq = ?1",
+    }
+}
+
+/// Writes one full-text row: FTS5 tokenizes its three columns itself; PostgreSQL's row
+/// holds the `tsvector` mneme computes ([`pg_tsvector`], schema v6).
+pub(crate) fn insert_fts_row(db: &dyn Exec, seq: i64, text: &str, ctx: &str, date: &str) -> StoreResult<()> {
     match db.dialect() {
         Dialect::Sqlite => {
-            ("DELETE FROM records_fts WHERE rowid = ?1", "INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, ?3, ?4)")
+            db.execute("INSERT INTO records_fts (rowid, text, ctx, date) VALUES (?1, ?2, ?3, ?4)", &[&seq, &text, &ctx, &date])?;
         }
         Dialect::Postgres => {
-            ("DELETE FROM records_fts WHERE seq = ?1", "INSERT INTO records_fts (seq, text, ctx, date) VALUES (?1, ?2, ?3, ?4)")
+            db.pg_query("INSERT INTO records_fts (seq, tsv) VALUES ($1, $2)", &[&seq, &pg_tsvector(text, ctx, date)], &mut |_| Ok(()))?;
         }
     }
+    Ok(())
+}
+
+/// A PostgreSQL full-text row's lexemes, in binary form: its own text weighted A, its
+/// context B, its date words C (`ts_rank` weighs the classes as BM25 weighs SQLite's
+/// columns).
+pub(crate) fn pg_tsvector(text: &str, ctx: &str, date: &str) -> PgTsVector {
+    PgTsVector(TsVector::new(&[(text, Weight::A), (ctx, Weight::B), (date, Weight::C)]).to_binary())
 }
 
 /// Rewrites the index rows of `seqs` (own text, context, date). `tombstones`: the schema
@@ -117,7 +137,7 @@ pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>, tombstones: bool) 
     if db.dialect() == Dialect::Postgres && tombstones {
         return crate::batch::write_fts_rows(db, seqs);
     }
-    let (delete, insert) = fts_statements(db);
+    let delete = fts_delete(db);
     for &seq in seqs {
         let forgotten =
             tombstones && db.row("SELECT forgotten_at IS NOT NULL FROM records WHERE seq = ?1", &[&seq], |r| r.flag(0))?.unwrap_or(false);
@@ -133,7 +153,7 @@ pub(crate) fn write_rows(db: &dyn Exec, seqs: &BTreeSet<i64>, tombstones: bool) 
         }
         let ctx = context_text(sensitivity, texts.iter().map(|(t, s)| (t.as_str(), *s)));
         db.execute(delete, &[&seq])?;
-        db.execute(insert, &[&seq, &text, &ctx, &date])?;
+        insert_fts_row(db, seq, &text, &ctx, &date)?;
     }
     Ok(())
 }

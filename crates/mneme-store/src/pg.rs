@@ -35,7 +35,7 @@ use crate::{SecretKey, Store};
 /// what SQLite's versions 1 to 8 built but the full-text tables, version 2 the records'
 /// full-text rows, version 3 the workspace search index, version 4 the embeddings in
 /// pgvector, version 5 the match estimate of bounded lexical search).
-pub const PG_SCHEMA_VERSION: i64 = 5;
+pub const PG_SCHEMA_VERSION: i64 = 6;
 
 /// The advisory lock key of migrations ("mnem").
 const MIGRATION_LOCK: i64 = 0x6d6e_656d;
@@ -259,6 +259,8 @@ struct PgMigration {
     version: i64,
     description: &'static str,
     sql: &'static str,
+    /// A step in Rust after the SQL, in the same transaction (work SQL cannot do).
+    then: Option<fn(&mut Transaction<'_>, &str) -> StoreResult<()>>,
 }
 
 const PG_MIGRATIONS: &[PgMigration] = &[
@@ -266,24 +268,58 @@ const PG_MIGRATIONS: &[PgMigration] = &[
         version: 1,
         description: "records, lineage, tags, links, append-only audit, vectors, the agent's tables, threads, forgetting",
         sql: include_str!("pg_v1.sql"),
+        then: None,
     },
     PgMigration {
         version: 2,
         description: "full-text rows (own text, thread context, date words) with a weighted tsvector",
         sql: include_str!("pg_v2.sql"),
+        then: None,
     },
-    PgMigration { version: 3, description: "the workspace search index (chunks with a weighted tsvector)", sql: include_str!("pg_v3.sql") },
+    PgMigration {
+        version: 3,
+        description: "the workspace search index (chunks with a weighted tsvector)",
+        sql: include_str!("pg_v3.sql"),
+        then: None,
+    },
     PgMigration {
         version: 4,
         description: "embeddings in pgvector (halfvec, HNSW for 384 dimensions) with a version for other daemons to catch up",
         sql: include_str!("pg_v4.sql"),
+        then: None,
     },
     PgMigration {
         version: 5,
         description: "the planner's estimate of a full-text query's matches (bounded lexical work)",
         sql: include_str!("pg_v5.sql"),
+        then: None,
+    },
+    PgMigration {
+        version: 6,
+        description: "full-text rows hold the lexemes mneme computes (no to_tsvector in the server)",
+        sql: include_str!("pg_v6.sql"),
+        then: Some(lexemes_from_v5),
     },
 ];
+
+/// Schema v6's second step: each v5 full-text row's text, context and date become the
+/// `tsvector` mneme computes, a thousand rows per statement; then the v5 table goes and
+/// the GIN index is built over the filled table (faster than growing it row by row).
+fn lexemes_from_v5(tx: &mut Transaction<'_>, target: &str) -> StoreResult<()> {
+    let err = |e| pg_error(target, e);
+    let mut after = i64::MIN;
+    loop {
+        let rows =
+            tx.query("SELECT seq, text, ctx, date FROM records_fts_v5 WHERE seq > $1 ORDER BY seq LIMIT 1000", &[&after]).map_err(err)?;
+        let Some(last) = rows.last() else { break };
+        after = last.get(0);
+        let seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        let vectors: Vec<PgTsVector> = rows.iter().map(|r| crate::context::pg_tsvector(r.get(1), r.get(2), r.get(3))).collect();
+        tx.execute("INSERT INTO records_fts (seq, tsv) SELECT * FROM unnest($1::int8[], $2::tsvector[])", &[&seqs, &vectors])
+            .map_err(err)?;
+    }
+    tx.batch_execute("DROP TABLE records_fts_v5; CREATE INDEX records_fts_tsv ON records_fts USING gin (tsv);").map_err(err)
+}
 
 /// The advisory lock every write transaction takes first ("mnew"): writers are serialised
 /// as SQLite's `BEGIN IMMEDIATE` serialises them, across every process on the database.
@@ -298,6 +334,17 @@ impl Store {
     ///    schema is newer than this build; an empty one is refused unless `create`.
     /// 3. Pending migrations run, each in its own transaction with its version bump.
     pub fn open_postgres(options: PgOptions) -> StoreResult<Store> {
+        Store::open_postgres_at(options, PG_SCHEMA_VERSION)
+    }
+
+    /// Opens a PostgreSQL store migrated only up to an older schema version, for
+    /// migration tests only.
+    #[doc(hidden)]
+    pub fn create_postgres_at_version(options: PgOptions, version: i64) -> StoreResult<Store> {
+        Store::open_postgres_at(options, version)
+    }
+
+    fn open_postgres_at(options: PgOptions, version: i64) -> StoreResult<Store> {
         let target = options.target();
         let mut client = options.connect()?;
         let timeout_ms = options.statement_timeout.as_millis().min(i32::MAX as u128);
@@ -305,7 +352,7 @@ impl Store {
             .batch_execute(&format!("SET statement_timeout = {timeout_ms}; SET client_min_messages = warning"))
             .map_err(|e| pg_error(&target, e))?;
         let mut conn = PgConn { client, statements: RefCell::new(HashMap::new()), target: target.clone() };
-        conn.migrate(PG_SCHEMA_VERSION, options.create)?;
+        conn.migrate(version, options.create)?;
         let mut store = Store {
             engine: crate::Engine::Pg(Box::new(conn)),
             path: std::path::PathBuf::from(target),
@@ -365,6 +412,9 @@ impl PgConn {
                 },
                 other => other,
             })?;
+            if let Some(then) = m.then {
+                then(&mut tx, &target)?;
+            }
             tx.execute(
                 "INSERT INTO schema_migrations (version, applied_at, description) VALUES ($1, $2, $3)",
                 &[&m.version, &jiff::Timestamp::now().as_millisecond(), &m.description],
@@ -466,6 +516,24 @@ fn current_version(tx: &mut Transaction<'_>, target: &str, create: bool) -> Stor
     )
     .map_err(err)?;
     Ok(0)
+}
+
+/// A `tsvector` in PostgreSQL's binary form ([`mneme_core::lexemes::TsVector::to_binary`]):
+/// the server stores it as sent, without parsing text.
+#[derive(Debug)]
+pub(crate) struct PgTsVector(pub Vec<u8>);
+
+impl ToSql for PgTsVector {
+    fn to_sql(&self, _: &Type, out: &mut bytes::BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        ty.name() == "tsvector"
+    }
+
+    postgres::types::to_sql_checked!();
 }
 
 impl ToSql for Cell {

@@ -306,8 +306,7 @@ impl<'a> WriteTx<'a> {
                 dirty.extend(touched);
             }
             None => {
-                let (_, insert) = crate::context::fts_statements(self.exec);
-                self.exec.execute(insert, &[&seq, &row.fts_text, &"", &row.date])?;
+                crate::context::insert_fts_row(self.exec, seq, &row.fts_text, "", &row.date)?;
             }
         }
         let (actor, rationale) = (&row.record.lineage.actor, &row.record.lineage.rationale);
@@ -431,7 +430,7 @@ impl<'a> WriteTx<'a> {
         let exec = |sql: &str| self.exec.execute(sql, &[&seq]);
         exec("DELETE FROM record_tags WHERE record_seq = ?1")?;
         exec("DELETE FROM record_vectors WHERE record_seq = ?1")?;
-        exec(crate::context::fts_statements(self.exec).0)?;
+        exec(crate::context::fts_delete(self.exec))?;
         exec("UPDATE audit SET rationale = '[forgotten]', details = '{}' WHERE record_seq = ?1")?;
         Ok((seq, texts))
     }

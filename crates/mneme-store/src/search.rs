@@ -215,8 +215,9 @@ impl ReadTx<'_> {
     /// `ts_rank` of the row for that token alone, with the row's parts weighted as BM25
     /// weighs them on SQLite (own text 1, context `weights.0`, date `weights.1`; a part
     /// weighted 0 is not searched) and the rank divided by 1 + ln(row length). Each token is
-    /// its own parameter to `plainto_tsquery`: user text never reaches a query parser as
-    /// syntax. Retrieval normalises scores to the best candidate, as it does BM25's.
+    /// stemmed here as the rows were (`mneme_core::lexemes`) and sent as its own quoted
+    /// `tsquery` parameter: user text never reaches a query parser as syntax. Retrieval
+    /// normalises scores to the best candidate, as it does BM25's.
     ///
     /// With a `bound` (`max_term_matches`) the work per token is bounded as on SQLite: a
     /// token the planner estimates (from ANALYZE's lexeme statistics, `mneme_match_estimate`)
@@ -231,6 +232,9 @@ impl ReadTx<'_> {
         weights: (f64, f64),
         bound: Option<usize>,
     ) -> StoreResult<Vec<Candidate>> {
+        // Each token's lexemes as a quoted `tsquery` (`mneme_core::lexemes`, as the rows
+        // were written); a token with none (a stopword) matches nothing and is left out.
+        let tokens: Vec<String> = tokens.iter().filter_map(|t| mneme_core::lexemes::tsquery(t)).collect();
         if tokens.is_empty() {
             return Ok(Vec::new());
         }
@@ -256,7 +260,7 @@ impl ReadTx<'_> {
         let (idf_cap, bound_at) = (n + 1, n + 2);
         let per_token = (1..=n)
             .map(|i| {
-                let q = format!("plainto_tsquery('english', ?{i})");
+                let q = format!("?{i}::text::tsquery");
                 let count = format!(
                     "(SELECT count(*) FROM (SELECT 1 FROM records_fts f WHERE f.tsv @@ {q}{} LIMIT ?{idf_cap}) m)",
                     only("f.tsv", &q)
@@ -302,16 +306,17 @@ impl ReadTx<'_> {
         // ts_rank takes the weights as {D, C, B, A}; normalization 1: ÷ (1 + ln length).
         let score = idf
             .iter()
-            .map(|w| format!("{w:?} * ts_rank('{{0, {date_w:?}, {ctx_w:?}, {own:?}}}', f.tsv, plainto_tsquery('english', ?), 1)"))
+            .map(|w| format!("{w:?} * ts_rank('{{0, {date_w:?}, {ctx_w:?}, {own:?}}}', f.tsv, ?::text::tsquery, 1)"))
             .collect::<Vec<_>>()
             .join(" + ");
-        // Placeholders in text order: the score's tokens, the source's, the filter's, the limit.
+        // Placeholders in text order: the source's tokens and the score's (in the order the
+        // query text has them), the filter's, the limit.
         let mut values: Vec<Cell> = tokens.iter().map(|t| Cell::Text(t.clone())).collect();
         let sql = if rare.is_empty() {
             let rarest = (0..n).min_by_key(|&i| matches[i].0).unwrap_or(0);
             values.push(Cell::Text(tokens[rarest].clone()));
             values.push(Cell::Int(bound_value));
-            let q = "plainto_tsquery('english', ?)";
+            let q = "?::text::tsquery";
             format!(
                 "SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank \
                  FROM (SELECT seq FROM records_fts WHERE tsv @@ {q}{} ORDER BY seq DESC LIMIT ?) newest \
@@ -320,13 +325,17 @@ impl ReadTx<'_> {
                 only("tsv", q)
             )
         } else {
-            values.extend(rare.iter().map(|&i| Cell::Text(tokens[i].clone())));
-            let any = vec!["plainto_tsquery('english', ?)"; rare.len()].join(" || ");
+            // The matches first, on their own (MATERIALIZED): joined with the ranking, the
+            // planner would rather scan the whole table in parallel workers to spread
+            // `ts_rank`'s cost than read the few matches from the GIN index.
+            let any = vec!["?::text::tsquery"; rare.len()].join(" || ");
+            let rare_values = rare.iter().map(|&i| Cell::Text(tokens[i].clone()));
+            values = rare_values.chain(values).collect();
             format!(
-                "SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank \
-                 FROM (SELECT {any} AS q) q, records_fts f JOIN records r ON r.seq = f.seq \
-                 WHERE f.tsv @@ q.q{} AND {clause} ORDER BY rank, r.seq DESC LIMIT ?",
-                only("f.tsv", "q.q")
+                "WITH f AS MATERIALIZED (SELECT seq, tsv FROM records_fts, (SELECT {any} AS q) q WHERE tsv @@ q.q{}) \
+                 SELECT {CANDIDATE_COLUMNS}, -({score})::float8 AS rank FROM f JOIN records r ON r.seq = f.seq \
+                 WHERE {clause} ORDER BY rank, r.seq DESC LIMIT ?",
+                only("tsv", "q.q")
             )
         };
         values.extend(filter_values);

@@ -586,7 +586,7 @@ fn a_batch_insert_on_postgres_writes_what_one_by_one_inserts_write() {
              || ' ' || rank_anchor || ' ' || coalesce(event_time::text, '-') || ' ' || sort_time || ' ' || created_at FROM records ORDER BY seq",
             "SELECT tag || ' ' || record_seq FROM record_tags ORDER BY record_seq, tag",
             "SELECT thread || ' ' || record_seq FROM record_threads ORDER BY record_seq",
-            "SELECT seq || ' [' || text || '] [' || ctx || '] [' || date || '] ' || tsv::text FROM records_fts ORDER BY seq",
+            "SELECT seq || ' ' || tsv::text FROM records_fts ORDER BY seq",
             "SELECT seq || ' ' || record_seq || ' ' || at || ' ' || actor || ' ' || action || ' ' || rationale || ' ' || details FROM audit ORDER BY seq",
         ] {
             for row in client.query(sql, &[]).expect("query") {
@@ -597,18 +597,64 @@ fn a_batch_insert_on_postgres_writes_what_one_by_one_inserts_write() {
     };
     let (batched, single) = (rows(&urls[0]), rows(&urls[1]));
     assert_eq!(batched, single);
-    // The rows hold what they should: the new turn's context has the earlier live turns but
-    // neither the withdrawn one nor the more sensitive one.
-    let fts = |seq: i64| batched.iter().find(|r| r.starts_with(&format!("{seq} ["))).cloned().expect("an index row");
-    let new_turn = fts(4);
-    let context = new_turn.split("] [").nth(1).expect("a context column");
-    for (words, expected) in
-        [("earlier one about lisbon", true), ("earlier three", true), ("the last turn", true), ("withdrawn", false), ("passport", false)]
+    // The rows hold what they should: the new turn's context (weight B) has the earlier live
+    // turns but neither the withdrawn one nor the more sensitive one.
+    let mut client = postgres::Client::connect(&urls[0], postgres::NoTls).expect("connect");
+    let mut in_context = |seq: i64, word: &str| -> bool {
+        let query = mneme_core::lexemes::tsquery(word).expect("a word");
+        let sql = "SELECT ts_filter(tsv, '{b}') @@ $2::text::tsquery FROM records_fts WHERE seq = $1";
+        client.query_one(sql, &[&seq, &query]).expect("an index row").get(0)
+    };
+    for (word, expected) in [("lisbon", true), ("three", true), ("flight", true), ("last", true), ("withdrawn", false), ("passport", false)]
     {
-        assert_eq!(context.contains(words), expected, "{words:?} in the context: {new_turn}");
+        assert_eq!(in_context(4, word), expected, "{word:?} in the new turn's context: {batched:?}");
     }
-    assert!(fts(3).contains("the new turn in chat one"), "an earlier member's context gained the new turn: {}", fts(3));
+    assert!(in_context(3, "new"), "an earlier member's context gained the new turn: {batched:?}");
+    assert!(!in_context(3, "flight"), "a record's own words are weighted A, not B: {batched:?}");
     assert!(batched.iter().any(|r| r == "travel 6") && batched.iter().filter(|r| r.starts_with("travel ")).count() == 1, "{batched:?}");
+}
+
+#[test]
+fn a_version_5_postgres_store_gets_the_lexemes_mneme_computes() {
+    let url = mneme_testkit::postgres_database();
+    let mut old = Store::create_postgres_at_version(pg_options(url.clone(), true), 5).expect("v5 store");
+    // Rows as version 5 wrote them: the server derived the tsvector from three text columns.
+    old.execute_raw(
+        r#"INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, confidence,
+            salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, lineage_actor,
+            lineage_rationale, lineage_at, created_at, updated_at, event_time, sort_time, pruned_at)
+           SELECT '00000000-0000-7000-8000-00000000000' || n, 'episodic', 'event', 1, '', '[]', NULL,
+            '{"kind":"event","event_kind":"message","text":"t"}', 1.0, 1.0, 1800000000000, 0, 0.0, 'active', 'original',
+            '[]', 'test', '', 1800000000000, 1800000000000, 1800000000000, NULL, 1800000000000, NULL
+           FROM generate_series(1, 2) n;
+           INSERT INTO records_fts (seq, text, ctx, date) VALUES
+            (1, 'The kettles were descaled', 'a turn about Lisbon', '8 May 2023'),
+            (2, 'the second row', '', '');"#,
+    )
+    .expect("v5 rows");
+    drop(old);
+
+    let mut store = Store::open_postgres(pg_options(url.clone(), false)).expect("open migrates");
+    assert_eq!(store.schema_version().expect("version"), mneme_store::PG_SCHEMA_VERSION);
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let rows: Vec<String> =
+        client.query("SELECT seq || ' ' || tsv::text FROM records_fts ORDER BY seq", &[]).expect("rows").iter().map(|r| r.get(0)).collect();
+    assert_eq!(rows, ["1 '2023':11C '8':9C 'descal':4A 'kettl':2A 'lisbon':8B 'may':10C 'turn':6B", "2 'row':3A 'second':2A"]);
+    let gone: bool = client.query_one("SELECT to_regclass('records_fts_v5') IS NULL", &[]).expect("query").get(0);
+    assert!(gone, "the v5 table is dropped");
+    let indexed: bool = client.query_one("SELECT to_regclass('records_fts_tsv') IS NOT NULL", &[]).expect("query").get(0);
+    assert!(indexed, "the GIN index is rebuilt");
+    let hits = store
+        .read(|tx| {
+            tx.lexical_candidates(
+                &mneme_core::query::fts5_any(&["kettle".into(), "lisbon".into()]).expect("tokens"),
+                &RecordFilter::default(),
+                10,
+                (0.25, 1.0),
+            )
+        })
+        .expect("search");
+    assert_eq!(hits.iter().map(|h| h.seq).collect::<Vec<_>>(), [1], "found by its own words and its context");
 }
 
 #[test]

@@ -30,7 +30,7 @@ use mneme_core::{
     AuditAction, Clock, CompetencePayload, EventPayload, Lineage, LineageOp, MemoryRecord, NewRecord, Payload, PlanGraphPayload, RecordId,
     SemanticPayload, ToolOutputPayload, WorkingPayload, revision,
 };
-use mneme_store::{Store, StoreOptions};
+use mneme_store::{NewRows, RowMaker, Store, StoreOptions};
 use serde_json::json;
 
 pub use agent::{CheckpointResult, ConversationInput, MAX_FETCH};
@@ -46,6 +46,11 @@ pub use vectors::IndexParams;
 
 /// Reinforce / penalize amount when none is given.
 pub const DEFAULT_AMOUNT: f64 = 0.1;
+
+/// Records per chunk of a batch ingest's pipeline (`ingest_batch`): small enough that the
+/// helper's first chunk and the writer's last one (the parts that do not overlap) are
+/// short, large enough that PostgreSQL's statements per chunk stay few.
+pub const INGEST_CHUNK: usize = 100;
 
 /// The memory engine.
 #[derive(Debug)]
@@ -227,14 +232,54 @@ impl MemoryService {
     }
 
     /// Ingests many records in one transaction: all or none.
+    ///
+    /// A pipeline of two stages: a helper thread validates the records, gives them ids and
+    /// turns them into rows (`RowMaker`) a chunk of [`INGEST_CHUNK`] ahead, while this
+    /// thread writes the previous chunk in the one transaction. On PostgreSQL the client's
+    /// work then overlaps the server's instead of alternating with it; on SQLite the rows
+    /// are prepared on the second core. A record refused in any chunk rolls the whole
+    /// batch back, as before.
     pub fn ingest_batch(&self, records: Vec<(Payload, IngestOptions)>) -> ServiceResult<Vec<RecordId>> {
-        let news = records.into_iter().map(|(p, o)| self.new_record(p, o)).collect::<ServiceResult<Vec<_>>>()?;
         let now = self.now();
-        let ids: Vec<RecordId> = news.iter().map(|_| self.next_id(now)).collect();
-        let items: Vec<_> = news.iter().zip(&ids).map(|(new, id)| (new, id.clone(), original_lineage(new, now), now)).collect();
-        self.store()?.write(|tx| tx.insert_originals(&items))?;
+        let mut store = self.store()?;
+        let maker = store.row_maker();
+        let ids = std::thread::scope(|scope| {
+            let (ready, arrived) = std::sync::mpsc::sync_channel::<ServiceResult<NewRows>>(1);
+            scope.spawn(move || {
+                let mut records = records.into_iter();
+                loop {
+                    let chunk: Vec<_> = records.by_ref().take(INGEST_CHUNK).collect();
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    let rows = self.new_rows(chunk, &maker, now);
+                    let failed = rows.is_err();
+                    // A closed channel: the writer failed and stopped listening.
+                    if ready.send(rows).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            store.write(|tx| {
+                let mut ids = Vec::new();
+                for rows in arrived {
+                    let rows = rows?;
+                    ids.extend(rows.ids().cloned());
+                    tx.insert_rows(rows)?;
+                }
+                ServiceResult::Ok(ids)
+            })
+        })?;
+        drop(store);
         self.wake_embedder();
         Ok(ids)
+    }
+
+    /// One chunk of a batch ingest, validated, given ids and turned into rows.
+    fn new_rows(&self, chunk: Vec<(Payload, IngestOptions)>, maker: &RowMaker, now: Timestamp) -> ServiceResult<NewRows> {
+        let news = chunk.into_iter().map(|(p, o)| self.new_record(p, o)).collect::<ServiceResult<Vec<_>>>()?;
+        let items: Vec<_> = news.iter().map(|new| (new, self.next_id(now), original_lineage(new, now), now)).collect();
+        Ok(maker.originals(&items)?)
     }
 
     /// Records an outcome as an episodic event, reinforces (success) or penalizes (failure)

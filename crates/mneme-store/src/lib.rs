@@ -38,7 +38,7 @@ pub use dump::{DUMP_FORMAT, DUMP_VERSION, DumpSummary};
 pub use error::{StoreError, StoreResult};
 pub use lookup::AuditEvent;
 pub use pg::{JobLeases, PG_SCHEMA_VERSION, PgOptions};
-pub use rows::{Link, ReadTx, StoreStats, WriteTx};
+pub use rows::{Link, NewRows, ReadTx, RowMaker, StoreStats, WriteTx};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use search::{Candidate, RecordFilter};
 pub use vectors::{EmbedTodo, PG_HNSW_DIM, StoredVector, VectorChanges, quantize};
@@ -442,6 +442,11 @@ impl Store {
         let mut store = Store { engine: Engine::Lite { conn, _open: open }, path: path.to_path_buf(), decay, encrypted: false };
         store.migrate(version)?;
         Ok(store)
+    }
+
+    /// Prepares rows for [`WriteTx::insert_rows`] without the store (see [`RowMaker`]).
+    pub fn row_maker(&self) -> RowMaker {
+        RowMaker { decay: self.decay, path: self.path.clone(), postgres: matches!(self.engine, Engine::Pg(_)) }
     }
 
     /// Executes raw SQL, for tests that fabricate old or damaged data.

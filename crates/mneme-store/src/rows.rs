@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use mneme_core::{
@@ -260,7 +260,11 @@ impl<'a> WriteTx<'a> {
 
     /// Inserts a new record with its lineage, tags, index entry and a creation audit entry.
     pub fn insert(&self, new: &NewRecord, id: RecordId, lineage: Lineage, now: Timestamp) -> StoreResult<MemoryRecord> {
-        let row = NewRow::new(new, id, lineage, now, self.decay, self.path)?;
+        self.insert_row(NewRow::new(new, id, lineage, now, self.decay, self.path, false)?)
+    }
+
+    fn insert_row(&self, row: NewRow) -> StoreResult<MemoryRecord> {
+        let now = row.record.created_at;
         let seq = self.exec.insert(
             "INSERT INTO records (id, memory_type, payload_kind, sensitivity, scope, tags, summary, payload, \
              confidence, salience_base, reinforced_at, pinned, rank_anchor, status, lineage_op, parent_ids, \
@@ -315,17 +319,21 @@ impl<'a> WriteTx<'a> {
     }
 
     /// Inserts new original records (no lineage parents), as [`WriteTx::insert`] would one
-    /// by one, in order. On PostgreSQL each table gets one statement for the whole batch
-    /// (`unnest` of column arrays) instead of one round trip per row; SQLite, in process,
-    /// inserts them one by one.
+    /// by one, in order: [`WriteTx::insert_rows`] of [`RowMaker::originals`].
     pub fn insert_originals(&self, items: &[(&NewRecord, RecordId, Lineage, Timestamp)]) -> StoreResult<Vec<MemoryRecord>> {
-        if self.dialect() == Dialect::Sqlite || items.len() < 2 || items.iter().any(|(_, _, l, _)| !l.parent_ids.is_empty()) {
-            return items.iter().map(|(new, id, lineage, now)| self.insert(new, id.clone(), lineage.clone(), *now)).collect();
+        let maker = RowMaker { decay: *self.decay, path: self.path.to_path_buf(), postgres: self.dialect() == Dialect::Postgres };
+        self.insert_rows(maker.originals(items)?)
+    }
+
+    /// Inserts records a [`RowMaker`] prepared, in order. On PostgreSQL each table gets one
+    /// statement for the whole batch (`unnest` of column arrays) instead of one round trip
+    /// per row; SQLite, in process, inserts them one by one (as does a revision, which has
+    /// parents).
+    pub fn insert_rows(&self, rows: NewRows) -> StoreResult<Vec<MemoryRecord>> {
+        let rows = rows.0;
+        if self.dialect() == Dialect::Sqlite || rows.len() < 2 || rows.iter().any(|r| !r.record.lineage.parent_ids.is_empty()) {
+            return rows.into_iter().map(|row| self.insert_row(row)).collect();
         }
-        let rows = items
-            .iter()
-            .map(|(new, id, lineage, now)| NewRow::new(new, id.clone(), lineage.clone(), *now, self.decay, self.path))
-            .collect::<StoreResult<Vec<_>>>()?;
         let touched = crate::batch::insert_originals(self.exec, &rows, self.path)?;
         self.dirty.borrow_mut().extend(touched);
         Ok(rows.into_iter().map(|r| r.record).collect())
@@ -575,8 +583,44 @@ impl<'a> WriteTx<'a> {
     }
 }
 
-/// The text indexed for a record: its stored summary (absent when derived from the
-/// payload, whose words would otherwise count twice in BM25) and the payload's text.
+/// Turns new records into rows without the database: the part of an insert that is the
+/// caller's own work (serialising payloads, the index text and, on PostgreSQL, its
+/// lexemes). A bulk ingest prepares the next batch with it on another thread while the
+/// database writes the current one ([`Store::row_maker`], [`WriteTx::insert_rows`]).
+#[derive(Clone, Debug)]
+pub struct RowMaker {
+    pub(crate) decay: DecayConfig,
+    pub(crate) path: PathBuf,
+    pub(crate) postgres: bool,
+}
+
+/// New records prepared by a [`RowMaker`], for [`WriteTx::insert_rows`].
+pub struct NewRows(Vec<NewRow>);
+
+impl std::fmt::Debug for NewRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewRows").field("records", &self.0.len()).finish()
+    }
+}
+
+impl NewRows {
+    /// The records' ids, in order.
+    pub fn ids(&self) -> impl Iterator<Item = &RecordId> {
+        self.0.iter().map(|r| &r.record.id)
+    }
+}
+
+impl RowMaker {
+    /// The rows of new original records (each with its id, lineage and time).
+    pub fn originals(&self, items: &[(&NewRecord, RecordId, Lineage, Timestamp)]) -> StoreResult<NewRows> {
+        items
+            .iter()
+            .map(|(new, id, lineage, now)| NewRow::new(new, id.clone(), lineage.clone(), *now, &self.decay, &self.path, self.postgres))
+            .collect::<StoreResult<Vec<_>>>()
+            .map(NewRows)
+    }
+}
+
 /// A new record as its rows will hold it, computed once for the one-row and the batch
 /// insert.
 pub(crate) struct NewRow {
@@ -597,12 +641,25 @@ pub(crate) struct NewRow {
     /// Its own full-text and date words.
     pub fts_text: String,
     pub date: String,
+    /// On PostgreSQL, the `tsvector` (binary form) of a threadless record's full-text row
+    /// (a threaded one's is written at flush, with its context).
+    pub pg_tsvector: Option<Vec<u8>>,
     pub action: AuditAction,
     pub details: serde_json::Value,
 }
 
 impl NewRow {
-    fn new(new: &NewRecord, id: RecordId, lineage: Lineage, now: Timestamp, decay: &DecayConfig, path: &Path) -> StoreResult<NewRow> {
+    /// `lexemes`: compute a threadless record's PostgreSQL lexemes now (a batch for
+    /// PostgreSQL; the one-row path computes them as it writes).
+    fn new(
+        new: &NewRecord,
+        id: RecordId,
+        lineage: Lineage,
+        now: Timestamp,
+        decay: &DecayConfig,
+        path: &Path,
+        lexemes: bool,
+    ) -> StoreResult<NewRow> {
         let memory_type = new.memory_type();
         // An episode's salience counts from when it happened (an imported conversation from
         // last year is not fresh news); never from the future. Facts and the rest count from
@@ -643,6 +700,10 @@ impl NewRow {
         } else {
             serde_json::json!({ "parents": record.lineage.parent_ids })
         };
+        let thread = crate::context::thread_key(record.scope.as_str(), record.payload.as_ref());
+        let fts_text = fts_text(new.summary.as_deref(), record.payload.as_ref());
+        let date = crate::context::date_words(event_time);
+        let pg_tsvector = (lexemes && thread.is_none()).then(|| crate::context::pg_tsvector(&fts_text, "", &date).0);
         Ok(NewRow {
             payload_kind: new.payload.kind(),
             stored_summary: new.summary.clone(),
@@ -654,9 +715,10 @@ impl NewRow {
             anchor: decay.rank_anchor(memory_type, &salience),
             event_time,
             sort_time: record.event_time.unwrap_or(now).as_millisecond(),
-            thread: crate::context::thread_key(record.scope.as_str(), record.payload.as_ref()),
-            fts_text: fts_text(new.summary.as_deref(), record.payload.as_ref()),
-            date: crate::context::date_words(event_time),
+            thread,
+            pg_tsvector,
+            fts_text,
+            date,
             action,
             details,
             record,
@@ -668,6 +730,8 @@ fn to_json<T: Serialize + ?Sized>(value: &T, path: &Path) -> StoreResult<String>
     serde_json::to_string(value).map_err(|e| decode(path, e))
 }
 
+/// The text indexed for a record: its stored summary (absent when derived from the
+/// payload, whose words would otherwise count twice in BM25) and the payload's text.
 pub(crate) fn fts_text(stored_summary: Option<&str>, payload: Option<&Payload>) -> String {
     let body = payload.map(Payload::search_text).unwrap_or_default();
     match stored_summary {

@@ -320,6 +320,22 @@ fn oversize_and_empty_input_is_refused_whole() {
     let batch = vec![(Payload::Event(event("fine")), IngestOptions::default()), (Payload::Event(event(&huge)), IngestOptions::default())];
     assert!(fx.service.ingest_batch(batch).is_err());
     assert_eq!(before, fx.footprint());
+    // Also when it comes after whole chunks of the pipeline were written in the transaction.
+    let fine = |i: usize| (Payload::Event(event(&format!("fine number {i}"))), IngestOptions::default());
+    let mut batch: Vec<_> = (0..2 * mneme_service::INGEST_CHUNK + 1).map(fine).collect();
+    batch.push((Payload::Event(event(&huge)), IngestOptions::default()));
+    let err = fx.service.ingest_batch(batch).expect_err("a bad record in the third chunk");
+    assert!(err.to_string().contains("payload is too large"), "{err}");
+    assert_eq!(before, fx.footprint());
+    // A good batch of several chunks: every record, in order, with its own text.
+    let n = 2 * mneme_service::INGEST_CHUNK + 3;
+    let ids = fx.service.ingest_batch((0..n).map(fine).collect()).expect("a batch of three chunks");
+    assert_eq!(ids.len(), n);
+    for (i, id) in ids.iter().enumerate() {
+        let record = fx.service.get(id, &owner()).expect("stored");
+        assert_eq!(record.summary, format!("howard: fine number {i}"), "record {i} in batch order");
+    }
+    assert!(ids.windows(2).all(|w| w[0].as_str() < w[1].as_str()), "ids increase in batch order");
 }
 
 fn unknown_and_invisible_ids_are_not_found() {

@@ -141,11 +141,6 @@ impl std::fmt::Display for TsVector {
     }
 }
 
-/// The text form of the `tsvector` of a document made of weighted `parts` ([`TsVector`]).
-pub fn tsvector(parts: &[(&str, Weight)]) -> String {
-    TsVector::new(parts).to_string()
-}
-
 /// The `tsquery` (text form) matching documents with every indexed word of `token` (one
 /// word for a token of `query_tokens`), or `None` when it has none (a stopword).
 pub fn tsquery(token: &str) -> Option<String> {
@@ -174,6 +169,10 @@ fn quote(out: &mut String, lexeme: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tsvector(parts: &[(&str, Weight)]) -> String {
+        TsVector::new(parts).to_string()
+    }
 
     #[test]
     fn words_are_lowercased_stemmed_and_stopwords_keep_their_place() {

@@ -13,7 +13,6 @@ use std::path::Path;
 
 use crate::context::{LIVE, WINDOW, context_text, index_text, pg_tsvector};
 use crate::error::StoreResult;
-use crate::pg::PgTsVector;
 use crate::rows::{NewRow, decode};
 use crate::sql::Exec;
 
@@ -114,10 +113,7 @@ pub(crate) fn insert_originals(db: &dyn Exec, rows: &[NewRow], path: &Path) -> S
             }
             None => {
                 fts_seqs.push(seq);
-                fts_vectors.push(match &row.pg_tsvector {
-                    Some(binary) => PgTsVector(binary.clone()),
-                    None => pg_tsvector(&row.fts_text, "", &row.date),
-                });
+                fts_vectors.push(row.pg_tsvector.clone().unwrap_or_else(|| pg_tsvector(&row.fts_text, "", &row.date)));
             }
         }
     }

@@ -19,12 +19,11 @@
 use std::collections::BTreeSet;
 
 use crate::error::StoreResult;
+use crate::pg::PgTsVector;
 use crate::rows::fts_text;
 use crate::sql::{Dialect, Exec};
 use mneme_core::Payload;
 use mneme_core::lexemes::{TsVector, Weight};
-
-use crate::pg::PgTsVector;
 
 /// Records on each side of a record whose text goes into its context column.
 pub const WINDOW: usize = 2;

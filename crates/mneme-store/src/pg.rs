@@ -520,7 +520,7 @@ fn current_version(tx: &mut Transaction<'_>, target: &str, create: bool) -> Stor
 
 /// A `tsvector` in PostgreSQL's binary form ([`mneme_core::lexemes::TsVector::to_binary`]):
 /// the server stores it as sent, without parsing text.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct PgTsVector(pub Vec<u8>);
 
 impl ToSql for PgTsVector {

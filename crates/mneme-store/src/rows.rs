@@ -643,7 +643,7 @@ pub(crate) struct NewRow {
     pub date: String,
     /// On PostgreSQL, the `tsvector` (binary form) of a threadless record's full-text row
     /// (a threaded one's is written at flush, with its context).
-    pub pg_tsvector: Option<Vec<u8>>,
+    pub pg_tsvector: Option<crate::pg::PgTsVector>,
     pub action: AuditAction,
     pub details: serde_json::Value,
 }
@@ -703,7 +703,7 @@ impl NewRow {
         let thread = crate::context::thread_key(record.scope.as_str(), record.payload.as_ref());
         let fts_text = fts_text(new.summary.as_deref(), record.payload.as_ref());
         let date = crate::context::date_words(event_time);
-        let pg_tsvector = (lexemes && thread.is_none()).then(|| crate::context::pg_tsvector(&fts_text, "", &date).0);
+        let pg_tsvector = (lexemes && thread.is_none()).then(|| crate::context::pg_tsvector(&fts_text, "", &date));
         Ok(NewRow {
             payload_kind: new.payload.kind(),
             stored_summary: new.summary.clone(),

@@ -586,7 +586,7 @@ impl<'a> WriteTx<'a> {
 /// Turns new records into rows without the database: the part of an insert that is the
 /// caller's own work (serialising payloads, the index text and, on PostgreSQL, its
 /// lexemes). A bulk ingest prepares the next batch with it on another thread while the
-/// database writes the current one ([`Store::row_maker`], [`WriteTx::insert_rows`]).
+/// database writes the current one ([`crate::Store::row_maker`], [`WriteTx::insert_rows`]).
 #[derive(Clone, Debug)]
 pub struct RowMaker {
     pub(crate) decay: DecayConfig,

@@ -304,6 +304,16 @@ impl Store {
         }
     }
 
+    /// How many prepared statements the server holds for this store's PostgreSQL
+    /// connection (`None` on SQLite), for tests that the statement cache stays bounded.
+    #[doc(hidden)]
+    pub fn server_prepared_statements(&mut self) -> StoreResult<Option<i64>> {
+        match &mut self.engine {
+            Engine::Lite { .. } => Ok(None),
+            Engine::Pg(pg) => pg.prepared_statements().map(Some),
+        }
+    }
+
     /// Which engine this store runs on: `sqlite` or `postgres`.
     pub fn engine(&self) -> &'static str {
         match self.engine {

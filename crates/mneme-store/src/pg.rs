@@ -385,6 +385,12 @@ impl PgConn {
         Ok(row.get(0))
     }
 
+    /// How many prepared statements this connection's server session holds.
+    pub(crate) fn prepared_statements(&mut self) -> StoreResult<i64> {
+        let row = self.client.query_one("SELECT count(*) FROM pg_prepared_statements", &[]).map_err(|e| pg_error(&self.target, e))?;
+        Ok(row.get(0))
+    }
+
     pub(crate) fn execute_raw(&mut self, sql: &str) -> StoreResult<()> {
         self.client.batch_execute(sql).map_err(|e| pg_error(&self.target, e))
     }

@@ -302,16 +302,17 @@ impl ReadTx<'_> {
         // `bound` matches of the rarest.
         let rare: Vec<usize> = (0..n).filter(|&i| matches[i].1 >= 0).collect();
         let (clause, filter_values) = where_clause(filter);
-        // The weights and IDFs are finite numbers computed here, formatted (not user text);
-        // ts_rank takes the weights as {D, C, B, A}; normalization 1: ÷ (1 + ln length).
-        let score = idf
-            .iter()
-            .map(|w| format!("{w:?} * ts_rank('{{0, {date_w:?}, {ctx_w:?}, {own:?}}}', f.tsv, ?::text::tsquery, 1)"))
-            .collect::<Vec<_>>()
-            .join(" + ");
+        // The IDFs and weights are parameters, not text: the query's text then depends only
+        // on the number of words and the filter's shape, so its prepared statement is
+        // reused (formatted numbers made nearly every query a new statement on the
+        // connection). ts_rank takes the weights as {D, C, B, A}; normalization 1:
+        // ÷ (1 + ln length).
+        let score = vec!["?::float8 * ts_rank(?::text::float4[], f.tsv, ?::text::tsquery, 1)"; n].join(" + ");
+        let rank_weights = format!("{{0, {date_w:?}, {ctx_w:?}, {own:?}}}");
         // Placeholders in text order: the source's tokens and the score's (in the order the
         // query text has them), the filter's, the limit.
-        let mut values: Vec<Cell> = tokens.iter().map(|t| Cell::Text(t.clone())).collect();
+        let mut values: Vec<Cell> =
+            idf.iter().zip(&tokens).flat_map(|(&w, t)| [Cell::Real(w), Cell::Text(rank_weights.clone()), Cell::Text(t.clone())]).collect();
         let sql = if rare.is_empty() {
             let rarest = (0..n).min_by_key(|&i| matches[i].0).unwrap_or(0);
             values.push(Cell::Text(tokens[rarest].clone()));

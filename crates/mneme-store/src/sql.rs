@@ -199,13 +199,23 @@ pub(crate) struct PgExec<'t> {
     pub target: &'t str,
 }
 
+/// How many prepared statements one PostgreSQL connection keeps before it starts afresh.
+pub(crate) const PG_STATEMENT_CACHE: usize = 256;
+
 impl PgExec<'_> {
     fn statement(&self, sql: &str) -> StoreResult<postgres::Statement> {
         if let Some(stmt) = self.statements.borrow().get(sql) {
             return Ok(stmt.clone());
         }
         let stmt = self.tx.borrow_mut().prepare(&pg_placeholders(sql)).map_err(|e| crate::pg::pg_error(self.target, e))?;
-        self.statements.borrow_mut().insert(sql.to_string(), stmt.clone());
+        let mut statements = self.statements.borrow_mut();
+        // A guard: the store's statements are a few dozen texts, but a text built from
+        // values would otherwise grow the cache (and the server session) without end.
+        // Dropping a statement closes it on the server.
+        if statements.len() >= PG_STATEMENT_CACHE {
+            statements.clear();
+        }
+        statements.insert(sql.to_string(), stmt.clone());
         Ok(stmt)
     }
 }

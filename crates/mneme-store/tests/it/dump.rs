@@ -485,6 +485,32 @@ fn full_text_search_finds_the_same_records_on_both_engines() {
 }
 
 #[test]
+fn postgres_lexical_searches_reuse_their_prepared_statements() {
+    // Every write changes the words' IDFs; they are parameters, not query text, so the
+    // searches after it run the same few prepared statements on the server.
+    let mut db = seeded_on(Engine::Postgres);
+    let Db::Pg(store) = &mut db else { unreachable!() };
+    let tokens: Vec<String> = ["lisbon", "friday"].iter().map(|t| t.to_string()).collect();
+    let expression = mneme_core::query::fts5_any(&tokens).expect("tokens");
+    let mut held = Vec::new();
+    for i in 0..30 {
+        crate::insert(store, 200 + i, &format!("lisbon trip note {i} for friday"));
+        let (all, bounded) = store
+            .read(|tx| {
+                let filter = RecordFilter::default();
+                StoreResult::Ok((
+                    tx.lexical_candidates(&expression, &filter, 10, (0.5, 0.5))?,
+                    tx.bounded_lexical_candidates(&tokens, &filter, 10, (0.5, 0.5), 5)?,
+                ))
+            })
+            .expect("search");
+        assert!(!all.is_empty() && !bounded.is_empty(), "both searches find the notes");
+        held.push(store.server_prepared_statements().expect("count").expect("a PostgreSQL store"));
+    }
+    assert_eq!(held[29], held[2], "prepared statements held after each search: {held:?}");
+}
+
+#[test]
 fn the_workspace_index_finds_the_same_chunks_on_both_engines() {
     use mneme_store::{IndexedFile, NewChunk};
     for engine in ENGINES {

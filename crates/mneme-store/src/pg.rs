@@ -148,8 +148,7 @@ impl PgOptions {
     fn config(&self) -> StoreResult<postgres::Config> {
         let mut config: postgres::Config = self.url.parse().map_err(|e: postgres::Error| StoreError::Postgres {
             target: self.target(),
-            // The parser's message names the bad part, never the value.
-            detail: format!("invalid database URL: {e}"),
+            detail: format!("invalid database URL: {}", url_error(&e)),
         })?;
         if let Some(password) = &self.password {
             config.password(password.expose());
@@ -159,6 +158,17 @@ impl PgOptions {
             config.application_name("mneme");
         }
         Ok(config)
+    }
+}
+
+/// The URL parser's complaint, with the option it names (`invalid value for option
+/// \`sslmode\``, `unknown option \`colour\``); its other messages may quote a character
+/// of the URL, which can be the password's, so they are not shown.
+fn url_error(e: &postgres::Error) -> String {
+    use std::error::Error as _;
+    match e.source().map(|s| s.to_string()) {
+        Some(why) if why.starts_with("invalid value for option `") || why.starts_with("unknown option `") => format!("{e}: {why}"),
+        _ => e.to_string(),
     }
 }
 

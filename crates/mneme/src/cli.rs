@@ -476,6 +476,10 @@ pub enum IngestCommand {
         #[command(flatten)]
         common: IngestArgs,
     },
+    /// Anything else (`mneme ingest "some text"`): refused, naming the command that
+    /// stores text.
+    #[command(external_subcommand)]
+    Unknown(Vec<String>),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

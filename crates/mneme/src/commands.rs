@@ -482,6 +482,15 @@ pub fn input_error(msg: impl Into<String>) -> anyhow::Error {
     input(msg)
 }
 
+/// `text` as one POSIX shell word, for commands quoted back in messages.
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:@".contains(c)) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 fn input(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
@@ -553,6 +562,16 @@ fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
                 None => Timestamp::now(),
             });
             (Payload::Event(EventPayload { event_kind: kind, reference, sender, text, event_time }), common)
+        }
+        IngestCommand::Unknown(words) => {
+            let kinds = "event, tool, observation, outcome, working, competence, plan";
+            return Err(input(match &words[..] {
+                // A lone argument is most likely the text itself.
+                [text] => {
+                    format!("\"{text}\" is not a kind of memory ({kinds}); to store text: mneme ingest event --text {}", shell_quote(text))
+                }
+                _ => format!("unknown kind of memory \"{}\": one of {kinds}", words.first().map(String::as_str).unwrap_or_default()),
+            }));
         }
         IngestCommand::Tool { tool, args, result, error, duration_ms, common } => {
             let args = match args {

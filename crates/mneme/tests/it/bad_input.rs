@@ -32,6 +32,8 @@ fn bad_input_gets_a_clear_error_and_leaves_the_store_unchanged() {
         (vec!["merge", &fact, &episode, "--rationale", "m"], 4, "immutable"),
         (vec!["decay", "--prune", "--threshold", "NaN"], 2, "threshold"),
         (vec!["recall", "--limit", "0"], 2, "limit"),
+        (vec!["ingest", "Dana's new job"], 2, "to store text: mneme ingest event --text 'Dana'\\''s new job'"),
+        (vec!["ingest", "evnt", "--text", "x"], 2, "unknown kind of memory \"evnt\": one of event, tool"),
     ];
     for (args, code, needle) in cases {
         let stderr = m.fails(&args, code);

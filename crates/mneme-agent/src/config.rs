@@ -215,6 +215,13 @@ pub struct ServerConfig {
     /// that trickles a body cannot hold a connection open. Bodies are read before
     /// authentication is checked, so this bounds what an unauthenticated peer can hold.
     pub body_read_timeout: Span,
+    /// Names (besides loopback names and addresses and the bound address) that HTTP
+    /// requests may carry in `Host`; anything else is refused (DNS rebinding). `"*"`
+    /// accepts any, for a daemon behind a proxy that checks it.
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`https://app.example`) whose pages may call the HTTP API from a
+    /// browser (CORS). Empty by default: only the daemon's own pages (the console).
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -233,6 +240,8 @@ impl Default for ServerConfig {
             header_read_timeout: Span::secs(10),
             idle_timeout: Span::secs(60),
             body_read_timeout: Span::secs(30),
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -587,6 +596,16 @@ impl MnemeConfig {
         }
         if self.server.max_request_bytes < 1024 {
             return Err(err("server.max_request_bytes", "must be at least 1024"));
+        }
+        for origin in &self.server.cors_origins {
+            let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {
+                matches!(scheme, "http" | "https")
+                    && !rest.trim_end_matches('/').is_empty()
+                    && !rest.trim_end_matches('/').contains(['/', '?', '#', '@'])
+            });
+            if !valid {
+                return Err(err("server.cors_origins", format!("{origin:?} is not a web origin like https://app.example:8443")));
+            }
         }
         positive("server.rate_limit_per_second", self.server.rate_limit_per_second)?;
         positive("server.rate_limit_burst", self.server.rate_limit_burst)?;

@@ -28,6 +28,9 @@ use crate::llm::{Chat, LlmClient, LlmError};
 pub const FEED_RING: usize = 100;
 pub const SENSE_RING: usize = 30;
 pub const RESULT_RING: usize = 50;
+/// The feed and sense rings also hold at most this many bytes of text each (the oldest
+/// go first): a hundred large items must not make `GET /feed?after=0` a 100 MB answer.
+pub const RING_BYTES: usize = 2 * 1024 * 1024;
 /// The analysis the seed uses for "nothing useful".
 pub const NOTHING: &str = "—";
 /// The model name the rules analyzer reports.
@@ -168,6 +171,10 @@ pub struct NewFeed {
     #[serde(default)]
     pub source: Option<String>,
 }
+
+/// The screen events a sense client posts: `text` (what OCR read), `context` (an app
+/// switch, no text), `image` (a frame without text).
+pub const SENSE_TYPES: &[&str] = &["text", "context", "image"];
 
 /// One screen event, as posted (`POST /sense`), with when it arrived.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -384,13 +391,14 @@ impl Relay {
 
     /// `POST /sense`: stores the event with its arrival time.
     pub fn sense(&self, mut event: SenseEvent, now: Timestamp) -> Result<(), String> {
-        if event.kind.trim().is_empty() {
-            return Err("type: empty".into());
+        if !SENSE_TYPES.contains(&event.kind.as_str()) {
+            return Err(format!("type: {:?} is not a sense event type ({})", event.kind, SENSE_TYPES.join(", ")));
         }
         event.ocr = event.ocr.map(|o| private::strip(&o).into_owned());
         event.received_at = ms(now);
         let mut s = self.lock();
-        if s.sense.len() == SENSE_RING {
+        let size = sense_bytes(&event);
+        while !s.sense.is_empty() && (s.sense.len() == SENSE_RING || s.sense.iter().map(sense_bytes).sum::<usize>() + size > RING_BYTES) {
             s.sense.pop_front();
         }
         s.sense.push_back(event);
@@ -595,12 +603,21 @@ impl Relay {
 fn push_feed(s: &mut State, text: String, priority: String, source: Option<String>, ts: i64) -> FeedItem {
     let item = FeedItem { id: s.next_feed, text, priority, ts, source };
     s.next_feed += 1;
-    if s.feed.len() == FEED_RING {
+    let size = feed_bytes(&item);
+    while !s.feed.is_empty() && (s.feed.len() == FEED_RING || s.feed.iter().map(feed_bytes).sum::<usize>() + size > RING_BYTES) {
         s.feed.pop_front();
     }
     s.feed.push_back(item.clone());
     s.feed_received += 1;
     item
+}
+
+fn feed_bytes(item: &FeedItem) -> usize {
+    item.text.len() + item.source.as_ref().map_or(0, String::len) + item.priority.len()
+}
+
+fn sense_bytes(event: &SenseEvent) -> usize {
+    event.kind.len() + event.ocr.as_ref().map_or(0, String::len) + event.meta.as_ref().map_or(0, |m| m.to_string().len())
 }
 
 /// The seed's `buildContextWindow`.

@@ -139,6 +139,18 @@ pub fn check_payload(payload: &crate::record::Payload) -> CoreResult<()> {
             return Err(CoreError::invalid(field, "must not be empty"));
         }
     }
+    // Labels are keys (`user_message`, a tool's name, a thread): no control characters.
+    let labels: Vec<(&'static str, &str)> = match payload {
+        Payload::Event(e) => vec![("event kind", &e.event_kind)],
+        Payload::ToolOutput(t) => vec![("tool", &t.tool)],
+        Payload::Working(w) => vec![("thread id", &w.thread_id)],
+        _ => Vec::new(),
+    };
+    for (field, value) in labels {
+        if let Some(c) = value.chars().find(|c| c.is_control()) {
+            return Err(CoreError::invalid(field, format!("contains the control character {c:?}; it is a label like user_message")));
+        }
+    }
     if let Payload::Semantic(s) = payload
         && let (Some(from), Some(to)) = (s.valid_from, s.valid_to)
         && from > to

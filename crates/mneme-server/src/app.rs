@@ -606,8 +606,28 @@ fn workspace_error(e: mneme_workspace::WorkspaceError) -> ApiError {
         WorkspaceError::Invalid(msg) => ApiError::BadRequest(msg),
         WorkspaceError::NotFound(msg) => ApiError::Service(ServiceError::NoSuch(msg)),
         WorkspaceError::Refused(msg) => ApiError::Service(ServiceError::Precondition(msg)),
+        // The caller's path: outside the workspace, through a symlink, a name too long.
+        WorkspaceError::PathRefused { path, reason } => ApiError::BadRequest(format!("path {} refused: {reason}", file_name(&path))),
+        WorkspaceError::Io { action, path, source } if source.kind() == std::io::ErrorKind::InvalidFilename => {
+            ApiError::BadRequest(format!("{action} {}: the file name is invalid or too long ({source})", file_name(&path)))
+        }
         other => reflect_error(ReflectError::Workspace(other)),
     }
+}
+
+/// A workspace error that is the caller's (a bad value or path), not the disk's.
+fn callers_error(e: &mneme_workspace::WorkspaceError) -> bool {
+    use mneme_workspace::WorkspaceError;
+    match e {
+        WorkspaceError::Invalid(_) | WorkspaceError::PathRefused { .. } => true,
+        WorkspaceError::Io { source, .. } => source.kind() == std::io::ErrorKind::InvalidFilename,
+        _ => false,
+    }
+}
+
+/// The last component of a path, for an answer that must not show the server's paths.
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }
 
 /// A heartbeat error as the API reports it: a tick already running or no workspace is a
@@ -623,7 +643,7 @@ fn reflect_error(e: ReflectError) -> ApiError {
         ReflectError::NoWorkspace(_) => ApiError::Service(ServiceError::Precondition(
             "the daemon has no workspace (run `mneme workspace init`); the heartbeat never creates one".into(),
         )),
-        ReflectError::Workspace(mneme_workspace::WorkspaceError::Invalid(msg)) => ApiError::BadRequest(msg),
+        ReflectError::Workspace(w) if callers_error(&w) => workspace_error(w),
         ReflectError::Workspace(other) => ApiError::Unavailable(other.to_string()),
         ReflectError::Service(e) => ApiError::Service(e),
     }

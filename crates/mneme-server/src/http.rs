@@ -80,17 +80,24 @@ impl FromRequest<Arc<App>> for Body {
 }
 
 /// Parses a JSON body (empty means `{}`); errors name the path of the bad field.
+/// Only a JSON object is a body: an array (which serde would read as a struct's fields in
+/// order) and anything after the object are refused.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::BadRequest("invalid request body: expected a JSON object".into()));
+    }
     let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
             ApiError::BadRequest(format!("invalid request body: {}", e.inner()))
         } else {
             ApiError::BadRequest(format!("invalid {path}: {}", e.inner()))
         }
-    })
+    })?;
+    de.end().map_err(|e| ApiError::BadRequest(format!("invalid request body: {e} (after the JSON object)")))?;
+    Ok(value)
 }
 
 fn authorization(headers: &HeaderMap) -> Option<String> {

@@ -16,6 +16,7 @@ mod convert;
 pub mod daemon;
 pub mod error;
 mod grpc;
+pub mod guard;
 mod http;
 pub mod mcp;
 pub mod membrane;

@@ -18,6 +18,7 @@ fn ok(schema: &str) -> Value {
         "408": { "$ref": "#/components/responses/Error" },
         "409": { "$ref": "#/components/responses/Error" },
         "413": { "$ref": "#/components/responses/Error" },
+        "415": { "$ref": "#/components/responses/Error" },
         "429": { "$ref": "#/components/responses/Error" },
         "503": { "$ref": "#/components/responses/Error" },
         "500": { "$ref": "#/components/responses/Error" }

@@ -271,12 +271,10 @@ pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
     let workspace = Some(app.workspace.dir.clone());
     let door = Door::Router { router: api, authorization: None };
-    let mut config = StreamableHttpServerConfig::default();
-    if !app.http_addr.ip().is_loopback() {
-        // Reached by a non-loopback name; keys are required there (Auth refuses to start
-        // without them), so the DNS-rebinding Host check is not the guard.
-        config = config.disable_allowed_hosts();
-    }
+    // `Host` and `Origin` are checked for every route on the port, /mcp included, by the
+    // daemon's browser guard (`crate::guard`, with `[server] allowed_hosts`), so the SDK's
+    // own narrower list would only refuse names the configuration allows.
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     let server = MnemeMcp::new(door, workspace);
     let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config);
     let auth_app = app.clone();
@@ -294,10 +292,13 @@ pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
     ))
 }
 
-/// The daemon's HTTP router: the `/v1` API and the MCP endpoint over it.
+/// The daemon's HTTP router: the `/v1` API and the MCP endpoint over it, every route
+/// behind the browser guard (`Host`, `Origin`, JSON bodies).
 pub fn router_with_mcp(app: Arc<App>) -> Router {
     let api = crate::http::router(app.clone());
-    http_endpoint(&app, api.clone()).merge(api)
+    let server = &app.config.server;
+    let guard = Arc::new(crate::guard::Guard::new(app.http_addr, &server.allowed_hosts, &server.cors_origins));
+    http_endpoint(&app, api.clone()).merge(api).layer(axum::middleware::from_fn_with_state(guard, crate::guard::middleware))
 }
 
 /// The HTTP API router of a running daemon, for an in-process [`Door::Router`].

@@ -283,9 +283,12 @@ async fn errors_have_precise_codes_and_change_nothing() {
         assert_eq!(body["error"]["code"], want_code, "{body}");
         assert!(body["error"]["message"].as_str().unwrap_or("").contains(mention), "{body} should mention {mention}");
     }
-    // Not JSON at all.
-    let response = d.http.post(d.url("/v1/retrieve")).body("{not json").send().await.expect("request");
+    // Not JSON at all, though labelled so: 400; not labelled JSON: 415.
+    let response =
+        d.http.post(d.url("/v1/retrieve")).header("content-type", "application/json").body("{not json").send().await.expect("request");
     assert_eq!(response.status().as_u16(), 400);
+    let response = d.http.post(d.url("/v1/retrieve")).body("{}").send().await.expect("request");
+    assert_eq!(response.status().as_u16(), 415);
 
     // gRPC
     let mut c = d.memory().await;
@@ -513,7 +516,8 @@ async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
     config.server.body_read_timeout = mneme_core::Span::millis(300);
     let d = TestDaemon::with(config).await;
     let mut stream = tokio::net::TcpStream::connect(d.daemon.http_addr()).await.expect("connect");
-    let head = "POST /v1/ingest/event HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"event\":";
+    let head =
+        "POST /v1/ingest/event HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"event\":";
     stream.write_all(head.as_bytes()).await.expect("write");
     let started = std::time::Instant::now();
     let mut answer = String::new();
@@ -553,4 +557,121 @@ async fn the_decay_sweep_applies_the_retention_policy() {
     let r = record().await;
     assert!(r["record"]["payload"].is_null() && !r.to_string().contains("week-old secret"), "{r}");
     daemon.stop().await;
+}
+
+/// The browser guard, as curl reproduces a hostile page: a body not labelled JSON, a
+/// foreign `Origin`, a rebinding `Host` are refused (415, 403 naming the header) on every
+/// kind of route, and nothing is stored or erased; the daemon's own origin, a configured
+/// host and a configured CORS origin pass.
+#[tokio::test]
+async fn cross_site_and_rebinding_requests_are_refused_and_change_nothing() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let mut config = crate::test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    config.server.allowed_hosts = vec!["mneme.internal".into()];
+    config.server.cors_origins = vec!["https://app.example".into()];
+    let d = TestDaemon::with(config).await;
+    let (status, _) = d.post("/v1/ingest/event", crate::event_body("the kettle needs descaling")).await;
+    assert_eq!(status, 200);
+    let before = d.total_records().await;
+    let planted = serde_json::json!({ "event": { "event_kind": "message", "text": "planted by a page" } }).to_string();
+    let forget = serde_json::json!({ "query": "kettle", "reason": "r" }).to_string();
+    let send = |path: &str, body: &str, headers: &[(&str, &str)]| {
+        let mut r = d.http.post(d.url(path)).body(body.to_string());
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        async move {
+            let response = r.send().await.expect("request");
+            let status = response.status().as_u16();
+            (status, response.json::<serde_json::Value>().await.unwrap_or_default())
+        }
+    };
+    // Not labelled JSON: 415 everywhere, hooks and relay included.
+    for path in ["/v1/ingest/event", "/v1/hooks/message_received", "/feed", "/v1/forget"] {
+        let (status, body) = send(path, &planted, &[("content-type", "text/plain")]).await;
+        assert_eq!(status, 415, "{path}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap_or_default().contains("Content-Type"), "{body}");
+    }
+    // A foreign origin: 403 naming the header, on the API, the hooks, MCP and the console.
+    let json = ("content-type", "application/json");
+    for path in ["/v1/ingest/event", "/v1/hooks/message_received", "/v1/forget", "/mcp"] {
+        let (status, body) = send(path, &planted, &[json, ("origin", "http://evil.example")]).await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap_or_default().contains("Origin"), "{body}");
+    }
+    let page = d.http.get(d.url("/v1/status")).header("origin", "http://127.0.0.1:1").send().await.expect("request");
+    assert_eq!(page.status().as_u16(), 403, "another port is another origin");
+    // A rebinding Host: 403 naming the header.
+    let (status, body) = send("/v1/forget", &forget, &[json, ("host", "evil.example")]).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("Host"), "{body}");
+    let console = d.http.get(d.url("/")).header("host", "evil.example:80").send().await.expect("request");
+    assert_eq!(console.status().as_u16(), 403);
+    // Nothing was stored or erased.
+    assert_eq!(d.total_records().await, before);
+    let (_, hits) = d.post("/v1/retrieve", serde_json::json!({ "query": "kettle" })).await;
+    assert_eq!(hits["hits"].as_array().map(Vec::len), Some(1), "{hits}");
+
+    // What passes: the daemon's own origin, a configured name, a configured CORS origin
+    // (with its headers, and a preflight answered).
+    let own = format!("http://{}", d.daemon.http_addr());
+    let (status, _) = send("/v1/ingest/event", &planted.replace("planted by a page", "from the console"), &[json, ("origin", &own)]).await;
+    assert_eq!(status, 200);
+    let (status, _) = send("/v1/retrieve", "{}", &[json, ("host", "mneme.internal:18791")]).await;
+    assert_eq!(status, 200);
+    let preflight = d
+        .http
+        .request(reqwest::Method::OPTIONS, d.url("/v1/retrieve"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .expect("preflight");
+    assert_eq!(preflight.status().as_u16(), 204);
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "https://app.example");
+    let cors =
+        d.http.post(d.url("/v1/retrieve")).header("origin", "https://app.example").json(&serde_json::json!({})).send().await.expect("cors");
+    assert_eq!(cors.status().as_u16(), 200);
+    assert_eq!(cors.headers()["access-control-allow-origin"], "https://app.example");
+    d.stop().await;
+}
+
+/// The small refusals: JSON followed by garbage, an array for an object, a control
+/// character in a label, an unknown sense type are the caller's errors (400, naming what
+/// is wrong) and store nothing; the relay's feed holds a bounded number of bytes.
+#[tokio::test]
+async fn malformed_bodies_and_labels_are_refused_and_the_feed_is_bounded_in_bytes() {
+    let d = TestDaemon::start().await;
+    let before = d.total_records().await;
+    let raw = |path: &'static str, body: &'static str| {
+        let r = d.http.post(d.url(path)).header("content-type", "application/json").body(body);
+        async move {
+            let response = r.send().await.expect("request");
+            (response.status().as_u16(), response.json::<serde_json::Value>().await.unwrap_or_default())
+        }
+    };
+    let cases = [
+        ("/v1/ingest/event", r#"{"event":{"event_kind":"message","text":"one"}} garbage"#, "after the JSON object"),
+        ("/v1/ingest/event", r#"[{"event_kind":"message","text":"one"}]"#, "expected a JSON object"),
+        ("/v1/ingest/event", r#"{"event":{"event_kind":"mess\u0000age","text":"one"}}"#, "control character"),
+        ("/sense", r#"{"type":"smell","ts":1}"#, "not a sense event type"),
+    ];
+    for (path, body, mention) in cases {
+        let (status, answer) = raw(path, body).await;
+        assert_eq!(status, 400, "{path} {body}: {answer}");
+        assert!(answer["error"]["message"].as_str().unwrap_or_default().contains(mention), "{answer} should mention {mention}");
+    }
+    assert_eq!(d.total_records().await, before);
+    // A hundred items of 100 KB: the feed keeps what fits in its byte bound.
+    let big = "x".repeat(100 * 1024);
+    for _ in 0..100 {
+        let (status, _) = d.post("/feed", json!({ "text": big })).await;
+        assert_eq!(status, 200);
+    }
+    let response = d.http.get(d.url("/feed?after=0")).send().await.expect("feed");
+    let bytes = response.bytes().await.expect("body").len();
+    assert!(bytes <= mneme_agent::relay::RING_BYTES + 64 * 1024, "the feed answer is bounded: {bytes} bytes");
+    d.stop().await;
 }

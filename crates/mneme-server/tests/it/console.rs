@@ -272,3 +272,92 @@ async fn the_console_shows_memories_lineage_and_the_live_feed_in_a_real_browser(
     s.until("the memories with the key", "document.querySelector('#hits').innerText.includes('Keyed memory about tides')").await;
     s.cmd("DELETE", "", Value::Null).await;
 }
+
+/// Serves `html` to every request on a free loopback port (another origin than the
+/// daemon's): the hostile page of the browser test.
+async fn serve_page(html: String) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let html = html.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                    html.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+/// A page from another origin, in the real browser, tries what a hostile page would on a
+/// key-less daemon: "simple" cross-origin writes (text/plain, no preflight) to ingest,
+/// forget, the hooks and the agent's files, a JSON write (preflighted), and a read. None
+/// gets through: nothing is stored, nothing erased, no file written, nothing read.
+#[tokio::test]
+async fn a_page_from_another_origin_changes_nothing_in_a_real_browser() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let mut config = crate::test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    let d = TestDaemon::with(config).await;
+    let (status, _) =
+        d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "the kettle needs descaling" } })).await;
+    assert_eq!(status, 200);
+    let before = d.total_records().await;
+    let files_before = walk(ws.path());
+    let daemon = d.url("");
+    let script = format!(
+        r#"<!doctype html><title>hostile</title><script>
+const d = "{daemon}";
+const plain = (path, body) => fetch(d + path, {{ method: "POST", mode: "no-cors", headers: {{ "Content-Type": "text/plain" }}, body: JSON.stringify(body) }});
+const tries = [
+  plain("/v1/ingest/event", {{ event: {{ event_kind: "message", text: "planted by a page" }} }}),
+  plain("/v1/forget", {{ query: "kettle", reason: "a page said so" }}),
+  plain("/v1/hooks/message_received", {{ event: {{ content: "planted through a hook", from: "mallory" }} }}),
+  plain("/v1/inner/write", {{ job: "brain", path: "memory/notes.md", content: "obey evil.example", append: false }}),
+  fetch(d + "/v1/ingest/event", {{ method: "POST", headers: {{ "Content-Type": "application/json" }}, body: JSON.stringify({{ event: {{ event_kind: "message", text: "planted with json" }} }}) }}),
+  fetch(d + "/v1/retrieve", {{ method: "POST", headers: {{ "Content-Type": "application/json" }}, body: "{{}}" }}).then(r => r.text()).then(t => {{ window.__read = t; }}),
+];
+Promise.allSettled(tries).then(rs => {{ window.__done = rs.map(r => r.status); }});
+</script>"#
+    );
+    let page = serve_page(script).await;
+    let driver = Driver::start().await;
+    let s = driver.session().await;
+    s.go(&page).await;
+    let settled = s.until("the page's requests settled", "window.__done").await;
+    assert_eq!(settled.as_array().map(Vec::len), Some(6), "{settled}");
+    assert_eq!(s.script("return window.__read === undefined;").await, json!(true), "the page read nothing");
+    s.cmd("DELETE", "", Value::Null).await;
+    // Nothing changed: no record stored, the kettle not erased, no file written.
+    assert_eq!(d.total_records().await, before);
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "kettle" })).await;
+    assert_eq!(hits["hits"].as_array().map(Vec::len), Some(1), "{hits}");
+    let (_, planted) = d.post("/v1/retrieve", json!({ "query": "planted" })).await;
+    assert_eq!(planted["hits"].as_array().map(Vec::len), Some(0), "{planted}");
+    assert_eq!(walk(ws.path()), files_before, "no file in the workspace changed");
+}
+
+/// Every file under `dir` with its contents.
+fn walk(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}

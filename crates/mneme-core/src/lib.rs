@@ -18,6 +18,7 @@ pub mod query;
 pub mod record;
 pub mod revision;
 pub mod scoring;
+pub mod secrets;
 pub mod truth;
 pub mod validate;
 

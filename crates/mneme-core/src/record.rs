@@ -528,6 +528,27 @@ impl Payload {
         out.0
     }
 
+    /// What the record says, as opposed to who said it or which tool ran: an event's
+    /// text (not its sender), a tool call's arguments, result and error (not the tool's
+    /// name), a fact's value; else the searchable text. What forgetting matches a query
+    /// against and looks for in the copies it erases (the conversation log, audit text,
+    /// workspace files): a sender's name is in many messages that say nothing of it.
+    pub fn own_text(&self) -> String {
+        match self {
+            Payload::Event(e) => e.text.clone(),
+            Payload::ToolOutput(t) => {
+                let mut out = TextParts(String::new());
+                out.push_json(&t.args);
+                if let Some(r) = &t.result {
+                    out.push_json(r);
+                }
+                out.push_opt(&t.error);
+                out.0
+            }
+            other => other.search_text(),
+        }
+    }
+
     /// A one-line summary for callers that did not give one (at most 200 chars).
     pub fn default_summary(&self) -> String {
         let raw = match self {

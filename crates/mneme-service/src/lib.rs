@@ -28,7 +28,7 @@ use mneme_core::private;
 use mneme_core::validate::{check_amount, check_payload, check_unit};
 use mneme_core::{
     AuditAction, Clock, CompetencePayload, EventPayload, Lineage, LineageOp, MemoryRecord, NewRecord, Payload, PlanGraphPayload, RecordId,
-    SemanticPayload, ToolOutputPayload, WorkingPayload, revision,
+    SemanticPayload, Sensitivity, ToolOutputPayload, WorkingPayload, revision,
 };
 use mneme_store::{NewRows, RowMaker, Store, StoreOptions};
 use serde_json::json;
@@ -767,8 +767,32 @@ impl MemoryService {
             new.actor = actor;
         }
         new.rationale = private::strip_opt(options.rationale).unwrap_or_default();
+        self.guard_secrets(&mut new);
         self.config.limits.check_new_record(&new)?;
         Ok(new)
+    }
+
+    /// A record that carries a secret (`mneme_core::secrets`: a card number, IBAN, SSN,
+    /// API key or token, private key, a password given in words) is stored at `high` at
+    /// least, whatever the caller asked, and tagged `secret:<kind>`: recall and injected
+    /// context leave it out unless the caller's ceiling reaches `high`.
+    fn guard_secrets(&self, new: &mut NewRecord) {
+        let mut text = new.payload.own_text();
+        if let Some(summary) = &new.summary {
+            text.push('\n');
+            text.push_str(summary);
+        }
+        let kinds = mneme_core::secrets::detect(&text);
+        if kinds.is_empty() {
+            return;
+        }
+        new.sensitivity = new.sensitivity.max(Sensitivity::High);
+        for kind in kinds {
+            let tag = format!("secret:{}", kind.as_str());
+            if !new.tags.contains(&tag) && new.tags.len() < self.config.limits.max_tags {
+                new.tags.push(tag);
+            }
+        }
     }
 
     /// The new record of a supersede, fork or merge: the revision's fields over the first source's.
@@ -808,6 +832,7 @@ impl MemoryService {
         new.event_time = new.payload.event_time().or(first.event_time);
         new.actor = who.actor.clone();
         new.rationale = who.rationale.clone();
+        self.guard_secrets(&mut new);
         self.config.limits.check_new_record(&new)?;
         Ok(new)
     }

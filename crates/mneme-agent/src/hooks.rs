@@ -797,9 +797,14 @@ impl Hooks {
             error: if success { None } else { Some(error.clone().unwrap_or_else(|| "unknown error".into())) },
             duration_ms,
         };
+        // A call made in a user's session is that user's (their search words say as much
+        // about them as their messages): it goes in their scope, and `forget --user` takes
+        // it. The skill's competence record stays the agent's.
+        let scope = self.user_of(input, None).and_then(|u| self.user_scope(&u));
         let options = IngestOptions {
             sensitivity: Some(self.sensitivity(&input.ctx)),
             tags: vec!["source:hooks".into(), "tracking:competence".into(), format!("tool:{}", tag_value(tool))],
+            scope: scope.clone(),
             actor: Some(COMPETENCE_ACTOR.into()),
             ..IngestOptions::default()
         };
@@ -821,6 +826,7 @@ impl Hooks {
             IngestOptions {
                 sensitivity: Some(self.sensitivity(&input.ctx)),
                 tags: vec!["source:hooks".into(), "outcome:tool_call".into(), format!("tool:{}", tag_value(tool))],
+                scope,
                 actor: Some(COMPETENCE_ACTOR.into()),
                 ..IngestOptions::default()
             },
@@ -939,6 +945,8 @@ impl Hooks {
             summary: Some(summary),
             sensitivity: Some(self.config.default_sensitivity.max(Sensitivity::Medium)),
             tags: vec!["source:hooks".into(), "trigger:compaction".into()],
+            // The conversation of a user's session is theirs (see after_tool_call).
+            scope: self.user_of(input, None).and_then(|u| self.user_scope(&u)),
             actor: Some(ACTOR.into()),
             rationale: (!next.is_empty()).then(|| next.join(", ")),
             ..IngestOptions::default()

@@ -27,6 +27,28 @@ pub mod truth;
 
 pub use config::{ConfigError, MnemeConfig};
 
+/// After a real `forget`, the copies of the erased texts in mneme's own workspace files
+/// go too (`mneme_workspace::forget::scrub`): the report lists the files rewritten, and,
+/// as `workspace_files`, the agent's own files that still hold a text (mneme does not
+/// edit those). A scrub that fails is reported in `workspace_files` with its cause,
+/// never as success.
+pub fn forget_in_files(report: &mut mneme_service::ForgetReport, workspace: &mneme_workspace::WorkspaceSettings) {
+    if report.dry_run || report.erased_texts.is_empty() || !workspace.dir.is_dir() {
+        return;
+    }
+    match mneme_workspace::forget::scrub(workspace, &report.erased_texts) {
+        Ok(scrub) => {
+            report.files_rewritten = scrub.rewritten;
+            report.workspace_files = scrub.kept.into_iter().map(|(path, _why)| path).collect();
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "forget: the workspace files could not all be rewritten");
+            report.workspace_files.push(format!("(not scrubbed: {e})"));
+        }
+    }
+    report.erased_texts.clear();
+}
+
 /// Installs the process-wide TLS crypto provider (ring) for outgoing HTTPS (LLM and
 /// embedding endpoints). Idempotent.
 pub fn init_tls() {

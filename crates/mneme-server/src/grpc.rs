@@ -178,9 +178,10 @@ impl pb::memory_server::Memory for GrpcApi {
                 dry_run: m.dry_run,
                 reason: m.reason,
                 actor: m.actor,
-                limit: 100,
+                limit: m.limit.unwrap_or(0) as usize,
             };
-            let r = app.ops.forget(p, request)?;
+            let mut r = app.ops.forget(p, request)?;
+            mneme_agent::forget_in_files(&mut r, &app.workspace);
             Ok(pb::ForgetResponse {
                 dry_run: r.dry_run,
                 records: r
@@ -197,6 +198,7 @@ impl pb::memory_server::Memory for GrpcApi {
                 redacted_mentions: r.redacted_mentions as u64,
                 workspace_chunks: r.workspace_chunks as u64,
                 workspace_files: r.workspace_files,
+                files_rewritten: r.files_rewritten,
                 wal_truncated: r.wal_truncated,
             })
         })

@@ -667,6 +667,8 @@ struct ForgetBody {
     dry_run: bool,
     #[serde(default)]
     actor: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
 }
 
 handler!(forget, Operation::Forget, |app, p, body: ForgetBody| {
@@ -683,9 +685,11 @@ handler!(forget, Operation::Forget, |app, p, body: ForgetBody| {
         dry_run: body.dry_run,
         reason: body.reason,
         actor: body.actor.unwrap_or_default(),
-        limit: 100,
+        limit: body.limit.unwrap_or(0),
     };
-    Ok(json!(app.ops.forget(p, request)?))
+    let mut report = app.ops.forget(p, request)?;
+    mneme_agent::forget_in_files(&mut report, &app.workspace);
+    Ok(json!(report))
 });
 
 handler!(search_files, Operation::SearchFiles, |app, p, body: SearchFilesBody| {

@@ -560,13 +560,13 @@ pub fn document() -> Value {
         },
         "ForgetReport": {
             "type": "object",
-            "required": ["dry_run", "records", "conversation_entries", "redacted_mentions", "workspace_chunks", "workspace_files", "wal_truncated"],
+            "required": ["dry_run", "records", "conversation_entries", "redacted_mentions", "workspace_chunks", "workspace_files", "files_rewritten", "wal_truncated"],
             "properties": {
                 "dry_run": { "type": "boolean" },
                 "records": { "type": "array", "items": { "type": "object", "required": ["id", "memory_type", "summary", "because"],
                     "properties": { "id": string(), "memory_type": string(), "summary": string(), "because": enumeration(&["chosen", "derived"]) } } },
                 "conversation_entries": count(), "redacted_mentions": count(), "workspace_chunks": count(),
-                "workspace_files": strings(), "wal_truncated": { "type": "boolean" }
+                "workspace_files": strings(), "files_rewritten": strings(), "wal_truncated": { "type": "boolean" }
             }
         },
         "FileHits": {
@@ -802,10 +802,11 @@ pub fn document() -> Value {
         },
         "ForgetRequest": {
             "type": "object", "additionalProperties": false,
-            "description": "At least one of ids, query, subject. A real run needs a reason.",
+            "description": "At least one of ids, query, subject, user; several are an intersection. A query takes every record whose own text holds all its words. A real run needs a reason.",
             "properties": {
                 "ids": strings(), "query": string(), "subject": string(), "user": string(), "reason": string(),
-                "dry_run": { "type": "boolean", "default": false }, "actor": string()
+                "dry_run": { "type": "boolean", "default": false }, "actor": string(),
+                "limit": { "type": "integer", "minimum": 0, "description": "Refuse (erasing nothing) when more records match; 0 or absent: no limit." }
             }
         },
     });

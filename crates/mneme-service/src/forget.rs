@@ -1,7 +1,9 @@
 //! Forgetting: erasing what a record says, everywhere it lives, for good.
 //!
-//! What is chosen: records by id, by query (lexical matches), by subject (facts about a
-//! person, "their sister" too, and the messages they sent), by user. Each chosen record
+//! What is chosen: records by id, by query (every record whose own text holds every
+//! word, however many), by subject (facts about a person, "their sister" too, and the
+//! messages they sent), by user (every record in their scope). Several selectors are an
+//! intersection. Each chosen record
 //! brings the facts extracted from it (their `evidence` names it), not the values stated
 //! since by other messages (forgetting an address must not take the city moved to since).
 //! A dry run returns the plan and changes
@@ -22,7 +24,7 @@ use mneme_core::{AuditAction, MemoryRecord, RecordId};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::{Access, MemoryService, RetrieveRequest, ServiceError, ServiceResult};
+use crate::{Access, MemoryService, ServiceError, ServiceResult};
 
 /// A message's text as the conversation log holds it: the summary "sender: text" without
 /// its sender.
@@ -49,7 +51,9 @@ pub struct ForgetRequest {
     /// Why (the audit entry's rationale; it must not repeat what is forgotten).
     pub reason: String,
     pub actor: String,
-    /// The most records a query may choose. Default 100.
+    /// The most records the selection may choose (0: no limit, the default). A selection
+    /// that matches more is refused with the count and nothing is erased: a cap that
+    /// silently erased the first N would report success while copies stay.
     pub limit: usize,
 }
 
@@ -75,8 +79,17 @@ pub struct ForgetReport {
     pub redacted_mentions: usize,
     /// Workspace search chunks dropped.
     pub workspace_chunks: usize,
-    /// Workspace files that still hold the text (edit them; mneme does not rewrite them).
+    /// Workspace files that still hold the text: the agent's own files, which mneme does
+    /// not edit (edit them). Filled by the caller that knows the workspace
+    /// (`mneme_agent::forget_in_files`), and from the search index's chunks.
     pub workspace_files: Vec<String>,
+    /// mneme's own files in the workspace (session snapshots, daily logs, journals) it
+    /// rewrote without the text (a snapshot named after a forgotten message by its new
+    /// name).
+    pub files_rewritten: Vec<String>,
+    /// The erased messages' texts, for the caller to remove from files (never sent).
+    #[serde(skip)]
+    pub erased_texts: Vec<String>,
     /// The WAL was checkpointed and truncated (false: a reader held an old snapshot; the
     /// next checkpoint completes it).
     pub wal_truncated: bool,
@@ -103,6 +116,8 @@ impl MemoryService {
                 redacted_mentions: 0,
                 workspace_chunks: 0,
                 workspace_files: Vec::new(),
+                files_rewritten: Vec::new(),
+                erased_texts: Vec::new(),
                 wal_truncated: false,
             });
         }
@@ -134,6 +149,8 @@ impl MemoryService {
                 redacted_mentions: 0,
                 workspace_chunks: 0,
                 workspace_files: Vec::new(),
+                files_rewritten: Vec::new(),
+                erased_texts: Vec::new(),
                 wal_truncated: false,
             };
             for text in &texts {
@@ -150,6 +167,7 @@ impl MemoryService {
             }
             report.workspace_files.sort();
             report.workspace_files.dedup();
+            report.erased_texts = messages.iter().map(|t| message_body(t)).collect();
             Ok::<_, ServiceError>((report, seqs))
         })?;
         let (mut report, seqs) = written;
@@ -187,36 +205,53 @@ impl MemoryService {
     }
 
     fn forget_plan(&self, request: &ForgetRequest, access: &Access) -> ServiceResult<Vec<ForgetItem>> {
-        let mut chosen: Vec<MemoryRecord> = Vec::new();
-        for id in &request.ids {
-            chosen.push(self.get(id, access)?);
+        // Each selector given chooses a set of records; several are an intersection
+        // (`--query X --user y`: what user y's records say about X, nothing elsewhere).
+        let mut sets: Vec<Vec<MemoryRecord>> = Vec::new();
+        if !request.ids.is_empty() {
+            sets.push(request.ids.iter().map(|id| self.get(id, access)).collect::<ServiceResult<_>>()?);
         }
         if let Some(q) = request.query.as_deref().filter(|q| !q.trim().is_empty()) {
-            let limit = if request.limit == 0 { 100 } else { request.limit };
-            let retrieve = RetrieveRequest {
-                query: q.to_string(),
-                limit: limit.min(self.config.limits.max_limit),
-                include_tombstones: true,
-                max_sensitivity: Some(access.max_sensitivity),
-                ..RetrieveRequest::default()
-            };
-            // Only records whose own text holds every word (not a neighbour's context, not
-            // a boost).
+            // Every record whose own text holds every word: not a neighbour's context, not
+            // a boost, not the sender's name (`Payload::own_text`), and no ranking cap.
             let words: Vec<String> = q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
             let holds = |r: &MemoryRecord| {
-                let own = format!("{}\n{}", r.summary, r.payload.as_ref().map(|p| p.search_text()).unwrap_or_default()).to_lowercase();
+                let own = match &r.payload {
+                    Some(p @ mneme_core::Payload::Event(_)) => p.own_text(),
+                    Some(p) => format!("{}\n{}", r.summary, p.own_text()),
+                    None => r.summary.clone(),
+                }
+                .to_lowercase();
                 words.iter().all(|w| own.contains(w.as_str()))
             };
-            chosen.extend(self.retrieve(&retrieve, access)?.into_iter().map(|h| h.record).filter(|r| r.forgotten_at.is_none() && holds(r)));
+            let tokens = mneme_core::query::query_tokens(q);
+            let found = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_with_words(&tokens)?))?;
+            sets.push(found.into_iter().filter(|r| access.can_see(r) && holds(r)).collect());
         }
         if let Some(s) = request.subject.as_deref().filter(|s| !s.trim().is_empty()) {
             let (facts, events) = self.reader()?.read(|tx| Ok::<_, ServiceError>((tx.facts_about(s)?, tx.events_from(s)?)))?;
-            chosen.extend(facts.into_iter().chain(events).filter(|r| access.can_see(r)));
+            sets.push(facts.into_iter().chain(events).filter(|r| access.can_see(r)).collect());
         }
         if let Some(u) = request.user.as_deref().filter(|u| !u.trim().is_empty()) {
             let scope = mneme_core::Scope::user(u).ok_or_else(|| ServiceError::invalid("user", format!("{u:?} names no user")))?;
             let records = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_in_scope(&scope)?))?;
-            chosen.extend(records.into_iter().filter(|r| access.can_see(r)));
+            sets.push(records.into_iter().filter(|r| access.can_see(r)).collect());
+        }
+        let mut sets = sets.into_iter();
+        let mut chosen: Vec<MemoryRecord> = sets.next().unwrap_or_default();
+        for other in sets {
+            let ids: std::collections::HashSet<&RecordId> = other.iter().map(|r| &r.id).collect();
+            chosen.retain(|r| ids.contains(&r.id));
+        }
+        if request.limit > 0 && chosen.len() > request.limit {
+            return Err(ServiceError::invalid(
+                "limit",
+                format!(
+                    "{} records match, more than the limit of {}: nothing was erased; raise the limit, or narrow the selection",
+                    chosen.len(),
+                    request.limit
+                ),
+            ));
         }
         let mut plan: Vec<ForgetItem> = Vec::new();
         let push = |r: &MemoryRecord, because: &str, plan: &mut Vec<ForgetItem>| {

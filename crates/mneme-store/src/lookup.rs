@@ -84,6 +84,43 @@ impl ReadTx<'_> {
         self.get_many(&seqs)
     }
 
+    /// Every record not yet forgotten (superseded and retracted ones too) whose own
+    /// indexed text (not its neighbours' context, not its date) holds every one of
+    /// `tokens` (from `mneme_core::query::query_tokens`), oldest first. No ranking and no
+    /// limit: what "forget what says X" must cover. Callers check the exact words after.
+    pub fn records_with_words(&self, tokens: &[String]) -> StoreResult<Vec<MemoryRecord>> {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        let seqs = match self.dialect() {
+            Dialect::Sqlite => {
+                let all = tokens.iter().map(|t| mneme_core::query::fts5_phrase(t)).collect::<Vec<_>>().join(" AND ");
+                self.query_all(
+                    "SELECT r.seq FROM records_fts f JOIN records r ON r.seq = f.rowid \
+                     WHERE records_fts MATCH ?1 AND r.forgotten_at IS NULL ORDER BY r.seq",
+                    &[&format!("text : ({all})")],
+                    |r| r.i64(0),
+                )?
+            }
+            Dialect::Postgres => {
+                // A token without lexemes (a stopword) is left to the caller's exact check.
+                let parts: Vec<String> = tokens.iter().filter_map(|t| mneme_core::lexemes::tsquery(t)).map(|q| format!("({q})")).collect();
+                if parts.is_empty() {
+                    self.query_all("SELECT seq FROM records WHERE forgotten_at IS NULL ORDER BY seq", &[], |r| r.i64(0))?
+                } else {
+                    self.query_all(
+                        "SELECT r.seq FROM records_fts f JOIN records r ON r.seq = f.seq \
+                         WHERE f.tsv @@ ?1::text::tsquery AND ts_filter(f.tsv, '{a}') @@ ?1::text::tsquery \
+                           AND r.forgotten_at IS NULL ORDER BY r.seq",
+                        &[&parts.join(" & ")],
+                        |r| r.i64(0),
+                    )?
+                }
+            }
+        };
+        self.get_many(&seqs)
+    }
+
     /// Every event whose sender is `sender`, case-insensitively, not yet forgotten.
     pub fn events_from(&self, sender: &str) -> StoreResult<Vec<MemoryRecord>> {
         let s = field(self.dialect(), "payload", "sender");

@@ -414,7 +414,10 @@ impl<'a> WriteTx<'a> {
             // A fact's value is what rationales quote ("changed: \"Lisbon\" → …"); its
             // subject and predicate name other things too ("dana", "lives in").
             Some(Payload::Semantic(f)) => texts.push(f.object.clone()),
-            Some(p) => texts.extend(p.search_text().lines().map(str::to_string).filter(|t| t.trim().len() >= 4)),
+            // A message as a whole: one of its lines ("Thanks!") is in many other messages.
+            // Never its sender: their name is in every message they sent.
+            Some(Payload::Event(e)) => texts.push(e.text.trim().to_string()),
+            Some(p) => texts.extend(p.own_text().lines().map(str::to_string).filter(|t| t.trim().len() >= 4)),
             None => {}
         }
         if record.forgotten_at.is_none() && !record.summary.trim().is_empty() {

@@ -25,6 +25,7 @@ pub mod consolidate;
 pub mod context;
 pub mod deploy;
 pub mod error;
+pub mod forget;
 pub mod init;
 pub mod inner;
 pub mod inner_data;

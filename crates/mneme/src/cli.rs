@@ -240,7 +240,9 @@ pub enum Command {
     Forget {
         /// Record ids.
         ids: Vec<String>,
-        /// Forget the records whose text matches these words.
+        /// Forget every record whose own text holds all these words (however many match).
+        /// With --subject or --user: only their records that hold the words (the selectors
+        /// are an intersection).
         #[arg(long)]
         query: Option<String>,
         /// Forget a person: facts about them ("Dana", "Dana's sister") and the messages they sent.
@@ -262,6 +264,9 @@ pub enum Command {
         /// Who erases (goes into the audit entry).
         #[arg(long, default_value = "cli")]
         actor: String,
+        /// Refuse (erasing nothing) when more records than this match; default: no limit.
+        #[arg(long, default_value_t = 0)]
+        limit: usize,
     },
     /// Combine records of one type into a new one; the sources become tombstones.
     #[command(after_help = "Examples:\n  mneme merge ID1 ID2 --summary \"Dana lives in Hamburg\" --rationale \"duplicates\"")]

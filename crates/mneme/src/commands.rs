@@ -354,10 +354,10 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
             let id = parse_id(&id)?;
             render::status_change(&ctx.open(false)?.retract(&id, actor(who), &access)?, ctx.json)
         }
-        Command::Forget { ids, query, subject, user, reason, yes, dry_run, actor } => {
+        Command::Forget { ids, query, subject, user, reason, yes, dry_run, actor, limit } => {
             let ids = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>>>()?;
             let service = ctx.open(false)?;
-            let mut request = mneme_service::ForgetRequest { ids, query, subject, user, dry_run: true, reason, actor, limit: 100 };
+            let mut request = mneme_service::ForgetRequest { ids, query, subject, user, dry_run: true, reason, actor, limit };
             // A query, a subject or a user is shown first; ids are exact.
             let ask = !yes && (request.query.is_some() || request.subject.is_some() || request.user.is_some());
             if dry_run || ask {
@@ -376,7 +376,9 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
             if request.reason.trim().is_empty() {
                 request.reason = "forgotten on request".into();
             }
-            render::forget(&service.forget(&request, &access)?, ctx.json)
+            let mut report = service.forget(&request, &access)?;
+            mneme_agent::forget_in_files(&mut report, &crate::workspace::settings(&ctx, None)?);
+            render::forget(&report, ctx.json)
         }
         Command::Contest { id, by, claim, who } => {
             let (id, by) = (parse_id(&id)?, by.as_deref().map(parse_id).transpose()?);

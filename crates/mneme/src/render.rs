@@ -240,8 +240,11 @@ pub fn forget(r: &mneme_service::ForgetReport, json: bool) -> Result<()> {
             r.redacted_mentions,
             r.workspace_chunks
         );
+        for f in &r.files_rewritten {
+            outln!("  removed from mneme's own file {f}");
+        }
         for f in &r.workspace_files {
-            outln!("  still in the workspace file {f}: edit it to remove the text");
+            outln!("  still in the agent's file {f} (mneme does not edit the agent's files): edit it to remove the text");
         }
         if !r.wal_truncated {
             outln!("the write-ahead log could not be truncated yet (a reader is busy); the next checkpoint finishes it");

@@ -2,6 +2,7 @@
 //! listed in each module's `on_both_engines!` run once on a SQLite file and once on a fresh
 //! PostgreSQL database (mneme-testkit's throwaway server); the rest are SQLite's own.
 
+mod forget;
 mod golden;
 mod ops;
 mod retrieval;

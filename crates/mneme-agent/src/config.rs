@@ -298,6 +298,11 @@ pub struct HooksConfig {
     /// `from`/`sender`; a session whose user is known sees that user's memories and global
     /// ones. `off`: every message in the principal's default scope.
     pub user_scopes: UserScopes,
+    /// The end user a hook that names none (no `userId`, no sender) is for: session start
+    /// and recall see this user's memories. Unset: the store's only end user when it has
+    /// exactly one, else global memories only (never several users' facts at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_user: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -339,6 +344,7 @@ impl Default for HooksConfig {
             competence: CompetenceConfig::default(),
             auto_recall: AutoRecallConfig::default(),
             user_scopes: UserScopes::Sender,
+            default_user: None,
         }
     }
 }

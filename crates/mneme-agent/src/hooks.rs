@@ -452,7 +452,7 @@ impl Hooks {
             return Ok(None);
         }
         let query = prompt[..prompt.floor_char_boundary(self.ops.limits().max_query_bytes)].to_string();
-        let scopes = user.and_then(|u| self.user_scope(u)).map(|s| vec![s]);
+        let scopes = self.visible_scopes(p, user);
         let request = RetrieveRequest { query, scopes, limit: cfg.limit * 3, ..RetrieveRequest::default() };
         let lines: Vec<String> = self
             .ops
@@ -484,6 +484,27 @@ impl Hooks {
         mneme_core::Scope::user(user)
     }
 
+    /// What a hook that reads memories sees: the user's scope and global records. When
+    /// the call names no user, the user is `[hooks] default_user`, else the store's only
+    /// end user when it has exactly one (a personal agent); with several and none named,
+    /// only global records (the owner's own): a call without `userId` never shows one end
+    /// user's facts as another's. `None` (every scope) only when per-user scopes are off.
+    pub fn visible_scopes(&self, p: &Principal, user: Option<&str>) -> Option<Vec<mneme_core::Scope>> {
+        if self.config.user_scopes == crate::config::UserScopes::Off {
+            return None;
+        }
+        let named = user.or(self.config.default_user.as_deref()).and_then(|u| self.user_scope(u));
+        let scope = named.or_else(|| match self.ops.user_scopes(p, 2) {
+            Ok(users) if users.len() == 1 => users.into_iter().next(),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "the store's end users could not be listed; showing global memories only");
+                None
+            }
+        });
+        Some(scope.into_iter().collect())
+    }
+
     /// The records injected at the start of `session`.
     pub fn injected(&self, session: &str) -> Vec<RecordId> {
         self.state().injected.get(session).map(|(_, ids)| ids.clone()).unwrap_or_default()
@@ -509,7 +530,7 @@ impl Hooks {
             return Ok(());
         }
         // A session whose user is known sees that user's memories and global ones.
-        let scopes = self.user_of(input, None).and_then(|u| self.user_scope(&u)).map(|s| vec![s]);
+        let scopes = self.visible_scopes(p, self.user_of(input, None).as_deref());
         let base = RetrieveRequest {
             scopes: scopes.clone(),
             types: cfg.memory_types.clone(),

@@ -127,6 +127,7 @@ impl pb::memory_server::Memory for GrpcApi {
                 until: cv::time("until", &m.until)?,
                 limit: if m.limit == 0 { 10 } else { m.limit as usize },
                 include_tombstones: m.include_tombstones,
+                own_scopes: false,
             };
             Ok(pb::RetrieveResponse { hits: app.ops.retrieve(p, &request)?.iter().map(cv::hit).collect() })
         })

@@ -619,7 +619,8 @@ pub fn document() -> Value {
                 "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": unit(),
                 "max_sensitivity": sensitivity, "scopes": { "type": "array", "items": scope() }, "tags": tags(),
                 "since": time, "until": time,
-                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 10 }, "include_tombstones": { "type": "boolean" }
+                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 10 }, "include_tombstones": { "type": "boolean" },
+                "own_scopes": { "type": "boolean", "description": "Without scopes: only the caller's own memories (global ones for the owner, a narrowed key's own scopes), not every end user's." }
             }
         },
         "Lineage": {

@@ -501,6 +501,13 @@ impl MemoryService {
     /// Live competence records for exactly this skill in exactly `scope`, as far as
     /// `access` may read: the exact look-up behind the competence tracker and
     /// consolidation's skills (not a ranked search with a limit).
+    /// The first `limit` end-user scopes (`user:<id>`) that hold records and that
+    /// `access` reaches.
+    pub fn user_scopes(&self, limit: usize, access: &Access) -> ServiceResult<Vec<mneme_core::Scope>> {
+        let names = self.reader()?.read(|tx| tx.user_scopes(limit))?;
+        Ok(names.iter().filter_map(|n| mneme_core::Scope::parse(n).ok()).filter(|s| access.covers_scope(s)).collect())
+    }
+
     pub fn find_skills(&self, skill: &str, scope: &mneme_core::Scope, access: &Access) -> ServiceResult<Vec<MemoryRecord>> {
         if !access.covers_scope(scope) {
             return Ok(Vec::new());

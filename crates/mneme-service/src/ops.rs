@@ -105,6 +105,12 @@ impl Ops {
         self.service.find_facts(subject, predicate, scope, &p.read)
     }
 
+    /// The first `limit` end-user scopes with records that `p` may read (to tell whether
+    /// a store serves one end user or several).
+    pub fn user_scopes(&self, p: &Principal, limit: usize) -> ServiceResult<Vec<mneme_core::Scope>> {
+        self.service.user_scopes(limit, &p.read)
+    }
+
     /// Live competence records for exactly `skill` in exactly `scope`, as far as `p` may read.
     pub fn find_skills(&self, p: &Principal, skill: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
         self.service.find_skills(skill, scope, &p.read)

@@ -100,6 +100,7 @@ impl MemoryService {
     fn effective_filter(&self, request: &RetrieveRequest, access: &Access) -> RecordFilter {
         let asked = request.max_sensitivity.unwrap_or(self.config.access.default_max_sensitivity);
         let scopes = match (&access.scopes, &request.scopes) {
+            (None, None) if request.own_scopes => Some(Vec::new()),
             (None, None) => None,
             (None, Some(r)) => Some(r.clone()),
             (Some(a), None) => Some(a.clone()),

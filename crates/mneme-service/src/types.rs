@@ -139,6 +139,10 @@ pub struct RetrieveRequest {
     pub until: Option<Timestamp>,
     pub limit: usize,
     pub include_tombstones: bool,
+    /// Without `scopes`: only the caller's own memories, not every end user's: global
+    /// records for a reader of every scope (the owner), a narrowed key's own scopes. What
+    /// an agent's tool asks when it names no user (MCP `recall`).
+    pub own_scopes: bool,
 }
 
 impl Default for RetrieveRequest {
@@ -154,6 +158,7 @@ impl Default for RetrieveRequest {
             until: None,
             limit: 10,
             include_tombstones: false,
+            own_scopes: false,
         }
     }
 }

@@ -121,6 +121,25 @@ impl ReadTx<'_> {
         self.get_many(&seqs)
     }
 
+    /// The first `limit` end-user scopes (`user:…`) that hold records, in order: one index
+    /// seek per scope (`records_scope`), however many records each holds.
+    pub fn user_scopes(&self, limit: usize) -> StoreResult<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        while out.len() < limit {
+            let after = out.last().cloned().unwrap_or_else(|| "user:".to_string());
+            let next = self.query_all(
+                "SELECT scope FROM records WHERE scope <> '' AND scope > ?1 AND scope < 'user;' AND forgotten_at IS NULL ORDER BY scope LIMIT 1",
+                &[&after],
+                |r| r.text(0),
+            )?;
+            match next.into_iter().next() {
+                Some(scope) => out.push(scope),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
     /// Every event whose sender is `sender`, case-insensitively, not yet forgotten.
     pub fn events_from(&self, sender: &str) -> StoreResult<Vec<MemoryRecord>> {
         let s = field(self.dialect(), "payload", "sender");

@@ -650,6 +650,7 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
         until: args.until.as_deref().map(|t| parse_time("--until", t)).transpose()?,
         limit: args.limit,
         include_tombstones: args.include_tombstones,
+        own_scopes: false,
     };
     if !args.local
         && let Some(hits) = crate::daemon::remote_recall(ctx, &request)?

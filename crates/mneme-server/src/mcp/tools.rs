@@ -99,11 +99,14 @@ pub fn tools() -> Vec<ToolSpec> {
             description: "Search memory by meaning and words, ranked by relevance, salience and recency. Returns records \
                           with ids, scores and why they matched. Ask in plain words (`where does dana live`); an empty \
                           query lists the most salient recent memories. Filter by type (semantic = facts, episodic = \
-                          events), scope (`user:<id>`), tags and time.",
+                          events), scope (`user:<id>`), tags and time. Name the end user you are talking to \
+                          with `user`: without `user` or `scopes` only the owner's own (global) memories are \
+                          searched, never another user's.",
             schema: object(
                 json!({
                     "query": string("What to look for, in plain words. Any text is safe."),
                     "types": { "type": "array", "items": { "type": "string", "enum": TYPES }, "description": "Memory types to search (default all)." },
+                    "user": string("The end user this is for (`dana`): their memories and global ones are searched."),
                     "scopes": strings("Scopes to search, e.g. [`user:dana`]; global memories are always included."),
                     "tags": strings("Only memories with all of these tags."),
                     "since": string("Only memories from this time on (RFC 3339)."),
@@ -428,6 +431,16 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
         "recall" => {
             let mut request = pick(&args, &["query", "types", "scopes", "tags", "since", "until", "include_tombstones"]);
             request.insert("limit".into(), args.get("limit").cloned().unwrap_or(json!(10)));
+            // No user and no scopes: the caller's own memories (the owner's global ones, a
+            // narrowed key's own scopes), never every end user's.
+            if let Some(user) = text(&args, "user")? {
+                let scope = mneme_core::Scope::user(user).ok_or_else(|| ToolError(format!("user {user:?} names no user")))?;
+                let mut scopes: Vec<Value> = request.get("scopes").and_then(Value::as_array).cloned().unwrap_or_default();
+                scopes.push(json!(scope.as_str()));
+                request.insert("scopes".into(), Value::Array(scopes));
+            } else if !request.contains_key("scopes") {
+                request.insert("own_scopes".into(), json!(true));
+            }
             send("POST", "/v1/retrieve".into(), Some(Value::Object(request))).await
         }
         "show" => {

@@ -147,11 +147,24 @@ async fn two_users_of_one_agent_never_see_each_other() {
     let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": "a1" } })).await;
     assert!(!start["context"].as_str().unwrap_or("").contains("Oslo"), "{start}");
 
+    // A session that names no user (and has no messages yet) is nobody's in particular:
+    // global memories only, never one user's facts as "the user's".
+    let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": "anonymous" } })).await;
+    let context = start["context"].as_str().unwrap_or("");
+    assert!(!context.contains("Lisbon") && !context.contains("Oslo") && !context.contains("(the user)"), "{context}");
+    assert!(context.contains("guest-5G"), "{context}");
+    // MCP's recall without a user: the caller's own (global) memories only.
+    let (_, own) = d.post("/v1/retrieve", json!({ "query": "live work", "own_scopes": true, "limit": 20 })).await;
+    assert!(!own.to_string().contains("Lisbon") && !own.to_string().contains("Oslo"), "{own}");
+
     let (status, report) = d.post("/v1/forget", json!({ "user": "Ben", "reason": "account deleted" })).await;
     assert_eq!(status, 200, "{report}");
     let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Oslo Globex", "include_tombstones": true, "limit": 20 })).await;
     assert!(!hits.to_string().contains("Oslo"), "{hits}");
     let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Lisbon", "limit": 20 })).await;
     assert!(hits.to_string().contains("Ana lives in Lisbon"), "the other user's memories stay: {hits}");
+    // Ana is now the only end user: a session naming no one is hers (a personal agent).
+    let start = hook(&d, "session_start", json!({ "ctx": { "sessionId": "anonymous-2" } })).await;
+    assert!(start["context"].as_str().unwrap_or("").contains("Lisbon"), "{start}");
     d.stop().await;
 }

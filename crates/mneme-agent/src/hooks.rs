@@ -215,6 +215,10 @@ pub struct HookOutcome {
     pub files: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// message_received: the user asked, in conversation, to forget something about
+    /// themselves (`erasure`): what was done, for the agent to confirm to the user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forgotten: Option<String>,
 }
 
 /// The context block as JSON: an object when it is one (the JSON format), else the text.
@@ -681,6 +685,13 @@ impl Hooks {
         if content.trim().is_empty() || !self.config.capture_messages {
             return Ok(());
         }
+        // "Please forget my SSN": erased at once, and the request itself is not stored.
+        if role == "user"
+            && let Some(about) = crate::erasure::forget_request(content)
+        {
+            out.forgotten = Some(self.forget_on_request(p, input, &about));
+            return Ok(());
+        }
         let ctx = &input.ctx;
         let timestamp = parse_time(input.event.timestamp.as_deref(), self.ops.now())?;
         let sensitivity = self.sensitivity(ctx);
@@ -746,6 +757,36 @@ impl Hooks {
         let sender = if role == "user" { input.event.from.clone().or_else(|| input.event.sender.clone()) } else { None };
         buffer.push(BufferedMessage { role: role.into(), sender, content: content.into(), timestamp, sensitivity, scope: record.scope });
         Ok(())
+    }
+
+    /// Erases what a user asked to forget about themselves (`erasure`): every record in
+    /// their scope whose own text holds the words, with the facts made from them and the
+    /// copies in mneme's files. Only for a known user (their scope bounds the erasure)
+    /// and an unrestricted principal (the owner's hooks); otherwise nothing is erased and
+    /// the answer says why. Returns what the agent can tell the user.
+    fn forget_on_request(&self, p: &Principal, input: &HookInput, about: &str) -> String {
+        let Some(user) = self.user_of(input, Some("user")).filter(|u| self.user_scope(u).is_some()) else {
+            return format!(
+                "not erased: no user is known for this conversation, so \"{about}\" could belong to anyone; the owner can run: mneme forget --query '{about}'"
+            );
+        };
+        let request = mneme_service::ForgetRequest {
+            query: Some(about.to_string()),
+            user: Some(user.clone()),
+            reason: "the user asked in conversation".into(),
+            actor: ACTOR.into(),
+            ..mneme_service::ForgetRequest::default()
+        };
+        match self.ops.forget(p, request) {
+            Ok(mut report) => {
+                if let Some(j) = &self.journal {
+                    crate::forget_in_files(&mut report, &j.settings);
+                }
+                tracing::info!(user = %user, records = report.records.len(), "forgot on the user's request");
+                format!("erased {} records of {user} about \"{about}\" at their request", report.records.len())
+            }
+            Err(e) => format!("not erased: {e}"),
+        }
     }
 
     /// Ingests a regex fact unless the same fact is already live (then nothing happens;

@@ -14,6 +14,7 @@
 
 pub mod config;
 pub mod consolidate;
+pub mod erasure;
 pub mod file_index;
 pub mod format;
 pub mod hooks;

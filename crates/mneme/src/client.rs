@@ -94,6 +94,7 @@ pub struct HookAnswer {
     pub result: Option<serde_json::Value>,
     #[serde(default)]
     pub files: Vec<String>,
+    pub forgotten: Option<String>,
 }
 
 impl HookAnswer {
@@ -105,6 +106,7 @@ impl HookAnswer {
             error: self.error,
             result: self.result,
             files: self.files,
+            forgotten: self.forgotten,
         }
     }
 }

@@ -113,6 +113,115 @@ fn forgetting_a_person_takes_their_facts_and_messages_and_keeps_others() {
     assert!(m.fails(&["forget", "not-an-id"], 2).contains("not-an-id") || m.fails(&["forget", "not-an-id"], 2).contains("id"));
 }
 
+fn hook(m: &Mneme, name: &str, body: serde_json::Value) {
+    let mut child = m.command().args(["hook", name]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("hook");
+    child.stdin.take().expect("stdin").write_all(body.to_string().as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("hook runs");
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// The copies mneme made in the workspace go too: the session snapshot (named after the
+/// conversation's first words), the daily log that names it, the index built from them.
+/// A file the agent wrote itself is named in the report and left alone.
+#[test]
+fn forgetting_removes_the_text_from_mnemes_own_files_and_names_the_agents() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    m.ok(&["workspace", "init"]);
+    let message = format!("{ADDRESS} 5 is my home address now");
+    say(&m, &message, "s1");
+    say(&m, "Can you remind me to call the plumber?", "s1");
+    // Claude Code's SessionEnd: the snapshot and the daily-log entry from the transcript.
+    let transcript = m.dir.path().join("t.jsonl");
+    let lines = [
+        serde_json::json!({ "type": "user", "message": { "role": "user", "content": message } }),
+        serde_json::json!({ "type": "assistant", "message": { "role": "assistant", "content": "Noted, I will remember it." } }),
+    ];
+    std::fs::write(&transcript, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).expect("transcript");
+    let input =
+        serde_json::json!({ "session_id": "s1", "transcript_path": transcript, "reason": "logout", "hook_event_name": "SessionEnd" });
+    let mut child = m.command().args(["claude-hook", "session-end"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all(input.to_string().as_bytes()).expect("write");
+    assert!(child.wait_with_output().expect("run").status.success());
+    std::fs::remove_file(&transcript).expect("the transcript is Claude Code's, not mneme's");
+    let ws = m.dir.path().join("workspace");
+    std::fs::write(ws.join("notes.md"), format!("Dana: {ADDRESS} 5\n")).expect("the agent's own note");
+    let before = files_holding(&m, ADDRESS);
+    assert!(before.iter().any(|f| f.contains("/memory/")), "the snapshot and daily log hold it: {before:?}");
+
+    let report = m.json(&["forget", "--query", ADDRESS, "--yes", "--reason", "dana asked"]);
+    let rewritten = report["files_rewritten"].as_array().expect("files_rewritten");
+    assert!(rewritten.len() >= 2, "the snapshot and the daily log: {report}");
+    assert_eq!(report["workspace_files"], serde_json::json!(["notes.md"]), "{report}");
+    let left = files_holding(&m, ADDRESS);
+    assert_eq!(left, vec![ws.join("notes.md").display().to_string()], "only the agent's own file still holds it");
+    // The conversation around it is still there.
+    let today = jiff::Zoned::now().date();
+    let snapshot = std::fs::read_to_string(ws.join(format!("memory/{today}-forgotten.md"))).expect("the renamed snapshot");
+    assert!(snapshot.contains("**user**: [forgotten]") && snapshot.contains("Noted, I will remember it."), "{snapshot}");
+}
+
+/// `forget --user` takes what was made in that user's sessions, tool calls included; and
+/// a query with a user is an intersection: another user's matching records stay.
+#[test]
+fn forgetting_a_user_takes_their_tool_calls_and_a_query_with_a_user_takes_only_theirs() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    let tool = |session: &str, query: &str| {
+        let ctx = serde_json::json!({ "sessionId": session, "userId": "dana" });
+        hook(
+            &m,
+            "before_tool_call",
+            serde_json::json!({ "event": { "toolName": "web_search", "params": { "query": query } }, "ctx": ctx }),
+        );
+        hook(
+            &m,
+            "after_tool_call",
+            serde_json::json!({ "event": { "toolName": "web_search", "params": { "query": query }, "success": true }, "ctx": ctx }),
+        );
+    };
+    say(&m, "I am looking for vegetarian restaurants in Lisbon", "s1");
+    tool("s1", "vegetarian restaurants Lisbon");
+    let sam =
+        serde_json::json!({ "event": { "content": "vegetarian food in Lisbon is great", "from": "sam" }, "ctx": { "sessionId": "s2" } });
+    hook(&m, "message_received", sam);
+    assert!(!files_holding(&m, "restaurants Lisbon").is_empty());
+
+    // Query and user together: only Sam's records that say "vegetarian".
+    let plan = m.json(&["forget", "--query", "vegetarian", "--user", "sam", "--dry-run"]);
+    let summaries: Vec<&str> = plan["records"].as_array().expect("records").iter().filter_map(|r| r["summary"].as_str()).collect();
+    assert!(!summaries.is_empty() && summaries.iter().all(|s| s.starts_with("sam:")), "{plan}");
+
+    m.json(&["forget", "--user", "dana", "--yes", "--reason", "account deleted"]);
+    assert_eq!(files_holding(&m, "restaurants Lisbon"), Vec::<String>::new(), "her search went with her");
+    assert!(m.json(&["recall", "vegetarian", "--scope", "user:sam"]).to_string().contains("vegetarian food"), "Sam's message stays");
+}
+
+/// "Please forget my SSN", said in conversation, erases that user's records about it at
+/// once (the request itself is not stored); an everyday "I always forget my keys" erases
+/// nothing; another user's records are untouched.
+#[test]
+fn a_user_asking_in_conversation_to_forget_is_obeyed_and_everyday_phrases_are_not() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    say(&m, "my SSN is 078-05-1120", "s1");
+    say(&m, "I always forget my keys", "s1");
+    let sam = serde_json::json!({ "event": { "content": "my SSN is 219-09-9999", "from": "sam" }, "ctx": { "sessionId": "s2" } });
+    hook(&m, "message_received", sam);
+    assert!(!files_holding(&m, "078-05-1120").is_empty());
+    assert!(!files_holding(&m, "always forget my keys").is_empty(), "an everyday phrase is stored and erases nothing");
+
+    let body = serde_json::json!({ "event": { "content": "Please forget my SSN.", "from": "dana" }, "ctx": { "sessionId": "s1" } });
+    let mut child = m.command().args(["hook", "message_received"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("hook");
+    child.stdin.take().expect("stdin").write_all(body.to_string().as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("hook runs");
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the outcome");
+    assert!(outcome["forgotten"].as_str().is_some_and(|f| f.starts_with("erased") && f.contains("dana")), "{outcome}");
+    assert_eq!(files_holding(&m, "078-05-1120"), Vec::<String>::new(), "Dana's SSN is gone from every file");
+    assert!(!files_holding(&m, "219-09-9999").is_empty(), "Sam's is not Dana's to erase");
+    assert!(!files_holding(&m, "always forget my keys").is_empty());
+}
+
 /// `decay` lists what it would prune (summary, age, salience); `decay --prune` asks first
 /// (no terminal: nothing happens) unless --yes; a pruned short message keeps no text.
 #[test]

@@ -105,6 +105,16 @@ impl PgOptions {
         config.connect(tls).map(Connection::new).map_err(|e| pg_error(&target, e))
     }
 
+    /// A connection set up for mneme's work: the statement timeout, quiet notices.
+    pub(crate) fn session(&self) -> StoreResult<Connection> {
+        let mut client = self.connect()?;
+        let timeout_ms = self.statement_timeout.as_millis().min(i32::MAX as u128);
+        client
+            .batch_execute(&format!("SET statement_timeout = {timeout_ms}; SET client_min_messages = warning"))
+            .map_err(|e| pg_error(&self.target(), e))?;
+        Ok(client)
+    }
+
     fn tls_config(&self) -> StoreResult<rustls::ClientConfig> {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
@@ -257,7 +267,18 @@ pub(crate) struct PgConn {
     client: Connection,
     statements: RefCell<HashMap<String, postgres::Statement>>,
     target: String,
+    /// How to connect again when the server closed this connection (a restart, a
+    /// failover, an idle timeout in a proxy).
+    options: PgOptions,
+    /// After a failed reconnect, none is tried before this instant (the backoff doubles
+    /// from 100 ms to 5 s; calls in between fail at once with the last cause).
+    retry: Option<(std::time::Instant, Duration, String)>,
+    /// When a transaction last began on this connection.
+    used: std::time::Instant,
 }
+
+/// A connection unused for this long is checked before its next transaction.
+const IDLE_CHECK: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for PgConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -356,12 +377,15 @@ impl Store {
 
     fn open_postgres_at(options: PgOptions, version: i64) -> StoreResult<Store> {
         let target = options.target();
-        let mut client = options.connect()?;
-        let timeout_ms = options.statement_timeout.as_millis().min(i32::MAX as u128);
-        client
-            .batch_execute(&format!("SET statement_timeout = {timeout_ms}; SET client_min_messages = warning"))
-            .map_err(|e| pg_error(&target, e))?;
-        let mut conn = PgConn { client, statements: RefCell::new(HashMap::new()), target: target.clone() };
+        let client = options.session()?;
+        let mut conn = PgConn {
+            client,
+            statements: RefCell::new(HashMap::new()),
+            target: target.clone(),
+            options: PgOptions { create: false, ..options.clone() },
+            retry: None,
+            used: std::time::Instant::now(),
+        };
         conn.migrate(version, options.create)?;
         let mut store = Store {
             engine: crate::Engine::Pg(Box::new(conn)),
@@ -378,7 +402,16 @@ impl PgConn {
     /// Starts a transaction for `Store::write` (after the write lock) or `Store::read` (a
     /// `REPEATABLE READ` snapshot, as SQLite's read transaction is).
     pub(crate) fn begin(&mut self, write: bool) -> StoreResult<PgExec<'_>> {
-        let PgConn { client, statements, target } = self;
+        // A connection the server closed (it restarted) is replaced before the
+        // transaction. One idle for a while is checked first (an empty query), so that a
+        // restart while the daemon was quiet costs no request; under load a restart fails
+        // the transactions in flight (not acknowledged) and the next one reconnects.
+        let idle = self.used.elapsed() > IDLE_CHECK;
+        if self.client.is_closed() || (idle && self.client.is_valid(self.options.connect_timeout).is_err()) {
+            self.reconnect()?;
+        }
+        self.used = std::time::Instant::now();
+        let PgConn { client, statements, target, .. } = self;
         let err = |e| pg_error(target, e);
         let tx = if write {
             let mut tx = client.transaction().map_err(err)?;
@@ -388,6 +421,31 @@ impl PgConn {
             client.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start().map_err(err)?
         };
         Ok(PgExec { tx: RefCell::new(tx), statements, target })
+    }
+
+    /// Connects again (after the backoff, if the last attempt failed); the prepared
+    /// statements belonged to the old session and are forgotten.
+    fn reconnect(&mut self) -> StoreResult<()> {
+        let now = std::time::Instant::now();
+        if let Some((not_before, _, cause)) = &self.retry
+            && now < *not_before
+        {
+            return Err(StoreError::Unreachable { target: self.target.clone(), detail: format!("reconnecting after: {cause}") });
+        }
+        match self.options.session() {
+            Ok(client) => {
+                self.statements.borrow_mut().clear();
+                self.client = client;
+                self.retry = None;
+                eprintln!("mneme: reconnected to PostgreSQL at {}", self.target);
+                Ok(())
+            }
+            Err(e) => {
+                let wait = self.retry.as_ref().map_or(Duration::from_millis(100), |(_, w, _)| (*w * 2).min(Duration::from_secs(5)));
+                self.retry = Some((now + wait, wait, e.to_string()));
+                Err(e)
+            }
+        }
     }
 
     pub(crate) fn schema_version(&mut self) -> StoreResult<i64> {
@@ -579,6 +637,7 @@ pub struct JobLeases {
     client: std::sync::Mutex<Connection>,
     held: std::sync::Mutex<std::collections::BTreeSet<String>>,
     target: String,
+    options: PgOptions,
 }
 
 impl std::fmt::Debug for JobLeases {
@@ -592,17 +651,23 @@ impl JobLeases {
     pub fn connect(options: &PgOptions) -> StoreResult<JobLeases> {
         let target = options.target();
         let client = options.connect()?;
-        Ok(JobLeases { client: std::sync::Mutex::new(client), held: Default::default(), target })
+        Ok(JobLeases { client: std::sync::Mutex::new(client), held: Default::default(), target, options: options.clone() })
     }
 
     /// Whether this process holds `job` (taking it when no one does). Once held, held
     /// until the process or its lease connection ends.
     pub fn hold(&self, job: &str) -> StoreResult<bool> {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let mut client = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        // The server ends a lost connection's session and with it every lease it held
+        // (another daemon may have taken them since): start over on a new connection.
+        if client.is_closed() || (!held.is_empty() && client.is_valid(self.options.connect_timeout).is_err()) {
+            held.clear();
+            *client = self.options.connect()?;
+        }
         if held.contains(job) {
             return Ok(true);
         }
-        let mut client = self.client.lock().unwrap_or_else(|p| p.into_inner());
         // Keys in mneme's own space: the first argument is "mnem", the second the job's hash.
         let taken: bool = client
             .query_one("SELECT pg_try_advisory_lock($1::int4, hashtext($2))", &[&(MIGRATION_LOCK as i32), &job])

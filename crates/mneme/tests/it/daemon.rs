@@ -569,3 +569,48 @@ fn reindex_beside_a_daemon_waits_for_the_daemon_to_embed_and_refuses_force() {
     let err = m.fails(&["reindex", "--force"], 4);
     assert!(err.contains("mneme down"), "{err}");
 }
+
+fn get(addr: &str, path: &str) -> Value {
+    rt().block_on(async {
+        let r = reqwest::Client::new().get(format!("http://{addr}{path}")).send().await.expect("request");
+        r.json().await.unwrap_or(Value::Null)
+    })
+}
+
+/// SIGTERM with an embedding backlog: the daemon stops within its grace period (after
+/// the batch in flight), not after the whole backlog; the backlog resumes at the next
+/// start (the queue is the records still without vectors).
+#[test]
+fn sigterm_does_not_wait_for_the_embedding_backlog_and_the_backlog_resumes() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    let settings = ["--set", "embedding.model_poll=100ms", "--set", "server.shutdown_grace=2s"];
+    let (mut child, addr) = serve_with(&m, &settings, &[], Stdio::null());
+    rt().block_on(async {
+        let client = reqwest::Client::new();
+        for i in 0..1500 {
+            let body = json!({ "event": { "event_kind": "message", "text": format!("note {i}: the backlog of the embedder grows by one more line") } });
+            let r = client.post(format!("http://{addr}/v1/ingest/event")).json(&body).send().await.expect("ingest");
+            assert_eq!(r.status().as_u16(), 200);
+        }
+    });
+    m.ok(&["model", "install", "--from", mneme_testkit::model_dir().to_str().expect("utf-8")]);
+    let started = wait_until("the embedder at work", Duration::from_secs(60), || {
+        let e = get(&addr, "/v1/status")["embedding"].clone();
+        (e["embedded"].as_u64().unwrap_or(0) > 0).then_some(e)
+    });
+    assert!(started["pending"].as_u64().unwrap_or(0) > 500, "a backlog: {started}");
+    let asked = Instant::now();
+    sigterm(child.id());
+    let exit = child.wait().expect("exits");
+    let took = asked.elapsed();
+    assert!(exit.success(), "{exit:?}");
+    assert!(took < Duration::from_secs(20), "stopped within the grace, not after the backlog: {took:?}");
+    // The next start takes the backlog up again.
+    let (_child, addr) = serve_with(&m, &settings, &[], Stdio::null());
+    let _down = Down(&m);
+    let before = get(&addr, "/v1/status")["embedding"]["embedded"].as_u64().unwrap_or(0);
+    wait_until("the backlog resumed", Duration::from_secs(60), || {
+        (get(&addr, "/v1/status")["embedding"]["embedded"].as_u64().unwrap_or(0) > before).then_some(())
+    });
+}

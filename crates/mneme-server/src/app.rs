@@ -290,6 +290,11 @@ impl App {
         }
         self.metrics.hook(name.as_str(), outcome.error.is_none());
         self.record::<()>(transport, name.as_str(), &Ok(()), start);
+        let mut outcome = outcome;
+        if let Some(error) = outcome.error.take() {
+            // The full text went to the log; the caller sees no server paths.
+            outcome.error = Some(crate::error::without_paths(&error));
+        }
         Ok(outcome)
     }
 

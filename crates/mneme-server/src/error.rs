@@ -135,7 +135,7 @@ fn store_path(e: &StoreError) -> Option<&Path> {
 
 /// Reduces every absolute path in `text` (one starting a word, a quote or a parenthesis,
 /// so not the path of a URL) to its last component.
-fn without_paths(text: &str) -> String {
+pub(crate) fn without_paths(text: &str) -> String {
     static PATH: LazyLock<regex::Regex> =
         LazyLock::new(|| regex::Regex::new(r#"(^|[\s"'(=\[])(/[^\s"'()\[\]:,;]+)"#).expect("the path pattern is valid"));
     PATH.replace_all(text, |c: &regex::Captures<'_>| {

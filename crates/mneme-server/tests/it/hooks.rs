@@ -399,3 +399,25 @@ async fn session_start_can_write_the_block_to_the_context_file() {
     assert!(file.exists(), "configured, but not written");
     d.stop().await;
 }
+
+/// A hook that fails on the disk says why without the server's paths (they go to the
+/// daemon's log): here the daily log's name is taken by a directory.
+#[tokio::test]
+async fn a_hook_error_names_no_server_path() {
+    let ws = tempfile::tempdir().expect("workspace");
+    std::fs::create_dir_all(ws.path().join("memory")).expect("memory dir");
+    let today = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).date();
+    std::fs::create_dir_all(ws.path().join(format!("memory/{today}.md"))).expect("a directory in the daily log's place");
+    let mut config = crate::test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    config.workspace.timezone = Some("UTC".into());
+    let d = TestDaemon::with(config).await;
+    let messages = json!([{ "role": "user", "content": "hello" }]);
+    let (status, out) =
+        d.post("/v1/hooks/session_end", json!({ "event": { "compactingMessages": messages }, "ctx": { "sessionId": "s1" } })).await;
+    assert_eq!(status, 200, "a hook never fails its caller: {out}");
+    let error = out["error"].as_str().unwrap_or_else(|| panic!("the hook failed: {out}"));
+    assert!(error.contains(&format!("{today}.md")), "the file is named: {error}");
+    assert!(!error.contains(&ws.path().display().to_string()), "no server path: {error}");
+    d.stop().await;
+}

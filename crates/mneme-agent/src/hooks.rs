@@ -783,7 +783,8 @@ impl Hooks {
                     crate::forget_in_files(&mut report, &j.settings);
                 }
                 tracing::info!(user = %user, records = report.records.len(), "forgot on the user's request");
-                format!("erased {} records of {user} about \"{about}\" at their request", report.records.len())
+                let n = report.records.len();
+                format!("erased {n} record{} of {user} about \"{about}\" at their request", if n == 1 { "" } else { "s" })
             }
             Err(e) => format!("not erased: {e}"),
         }

@@ -3,7 +3,8 @@
 //! What is chosen: records by id, by query (every record whose own text holds every
 //! word, however many), by subject (facts about a person, "their sister" too, and the
 //! messages they sent), by user (every record in their scope). Several selectors are an
-//! intersection. Each chosen record
+//! intersection. With a query, a fact made from a chosen message goes only if it holds
+//! the words too ("forget my SSN" keeps "lives in Porto" said in the same breath). Each chosen record
 //! brings the facts extracted from it (their `evidence` names it), not the values stated
 //! since by other messages (forgetting an address must not take the city moved to since).
 //! A dry run returns the plan and changes
@@ -208,6 +209,9 @@ impl MemoryService {
         // Each selector given chooses a set of records; several are an intersection
         // (`--query X --user y`: what user y's records say about X, nothing elsewhere).
         let mut sets: Vec<Vec<MemoryRecord>> = Vec::new();
+        // With a query, a fact made from a chosen message goes only if it says the words
+        // too: "forget my SSN" must not take "lives in Porto" said in the same message.
+        let mut query_words: Option<Vec<String>> = None;
         if !request.ids.is_empty() {
             sets.push(request.ids.iter().map(|id| self.get(id, access)).collect::<ServiceResult<_>>()?);
         }
@@ -224,6 +228,7 @@ impl MemoryService {
                 .to_lowercase();
                 words.iter().all(|w| own.contains(w.as_str()))
             };
+            query_words = Some(words.clone());
             let tokens = mneme_core::query::query_tokens(q);
             let found = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_with_words(&tokens)?))?;
             sets.push(found.into_iter().filter(|r| access.can_see(r) && holds(r)).collect());
@@ -264,14 +269,24 @@ impl MemoryService {
                 });
             }
         };
+        let says_it = |r: &MemoryRecord| {
+            let Some(words) = &query_words else { return true };
+            let own = format!("{}\n{}", r.summary, r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default()).to_lowercase();
+            // A fact that carries a secret goes with its message whatever it is called.
+            words.iter().all(|w| own.contains(w.as_str())) || !mneme_core::secrets::detect(&own).is_empty()
+        };
+        let mut derived: Vec<MemoryRecord> = Vec::new();
+        for r in &chosen {
+            let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_from(&r.id)?))?;
+            derived.extend(related.into_iter().filter(|d| access.can_see(d) && says_it(d)));
+        }
+        // A fact the selection chose itself stays `chosen`: its value is then looked for in
+        // the conversation log and the files too (a derived one's bare value is not).
         for r in &chosen {
             push(r, "chosen", &mut plan);
         }
-        for r in &chosen {
-            let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_from(&r.id)?))?;
-            for d in related.iter().filter(|d| access.can_see(d)) {
-                push(d, "derived", &mut plan);
-            }
+        for d in &derived {
+            push(d, "derived", &mut plan);
         }
         Ok(plan)
     }

@@ -204,8 +204,10 @@ fn forgetting_a_user_takes_their_tool_calls_and_a_query_with_a_user_takes_only_t
 fn a_user_asking_in_conversation_to_forget_is_obeyed_and_everyday_phrases_are_not() {
     let m = Mneme::new();
     m.ok(&["init"]);
-    say(&m, "my SSN is 078-05-1120", "s1");
+    say(&m, "my SSN is 078-05-1120 and I live in Porto", "s1");
     say(&m, "I always forget my keys", "s1");
+    let facts = |m: &Mneme| m.json(&["recall", "Porto", "--type", "semantic"]).to_string();
+    assert!(facts(&m).contains("Porto"), "the city was extracted: {}", facts(&m));
     let sam = serde_json::json!({ "event": { "content": "my SSN is 219-09-9999", "from": "sam" }, "ctx": { "sessionId": "s2" } });
     hook(&m, "message_received", sam);
     assert!(!files_holding(&m, "078-05-1120").is_empty());
@@ -220,6 +222,7 @@ fn a_user_asking_in_conversation_to_forget_is_obeyed_and_everyday_phrases_are_no
     assert_eq!(files_holding(&m, "078-05-1120"), Vec::<String>::new(), "Dana's SSN is gone from every file");
     assert!(!files_holding(&m, "219-09-9999").is_empty(), "Sam's is not Dana's to erase");
     assert!(!files_holding(&m, "always forget my keys").is_empty());
+    assert!(facts(&m).contains("Porto"), "the city said in the same message is not the SSN: {}", facts(&m));
 }
 
 /// `decay` lists what it would prune (summary, age, salience); `decay --prune` asks first

@@ -78,32 +78,77 @@ static NAMED: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The kinds of secret in `text`, each once, in a stable order.
 pub fn detect(text: &str) -> Vec<SecretKind> {
+    let mut kinds: Vec<SecretKind> = find(text).into_iter().map(|(kind, _)| kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+/// Every secret in `text` with the byte range of its value, in order of position.
+pub fn find(text: &str) -> Vec<(SecretKind, std::ops::Range<usize>)> {
     let mut found = Vec::new();
     // Cards, IBANs and SSNs have nine digits or more: most texts skip those patterns.
     if text.bytes().filter(u8::is_ascii_digit).count() >= 9 {
-        if CARD.captures_iter(text).any(|c| is_card(&c[1])) {
-            found.push(SecretKind::Card);
+        for c in CARD.captures_iter(text) {
+            let m = c.get(1).expect("group 1");
+            if is_card(m.as_str()) {
+                found.push((SecretKind::Card, m.range()));
+            }
         }
-        if IBAN.captures_iter(text).any(|c| is_iban(&c[1])) {
-            found.push(SecretKind::Iban);
+        for c in IBAN.captures_iter(text) {
+            let m = c.get(1).expect("group 1");
+            if let Some(length) = iban_span(m.as_str()) {
+                found.push((SecretKind::Iban, m.start()..m.start() + length));
+            }
         }
-        let ssn = |c: &regex::Captures<'_>| valid_ssn(&c[1], &c[2], &c[3]);
-        if SSN.captures_iter(text).any(|c| ssn(&c)) || SSN_WORDS.captures_iter(text).any(|c| ssn(&c)) {
-            found.push(SecretKind::Ssn);
+        for c in SSN.captures_iter(text).chain(SSN_WORDS.captures_iter(text)) {
+            let (a, b, s) = (c.get(1).expect("area"), c.get(2).expect("group"), c.get(3).expect("serial"));
+            if valid_ssn(a.as_str(), b.as_str(), s.as_str()) {
+                found.push((SecretKind::Ssn, a.start()..s.end()));
+            }
         }
     }
-    if TOKEN.is_match(text) || BEARER.is_match(text) {
-        found.push(SecretKind::ApiKey);
+    for m in TOKEN.find_iter(text).chain(BEARER.find_iter(text)) {
+        found.push((SecretKind::ApiKey, m.range()));
     }
-    if PEM.is_match(text) {
-        found.push(SecretKind::PrivateKey);
+    for m in PEM.find_iter(text) {
+        // The key runs to its END line, else to the end of the text.
+        let end = text[m.end()..].find("PRIVATE KEY-----").map_or(text.len(), |i| m.end() + i + "PRIVATE KEY-----".len());
+        found.push((SecretKind::PrivateKey, m.start()..end));
     }
-    if NAMED.captures_iter(text).any(|c| named_value(&c[1], &c[2])) {
-        found.push(SecretKind::Password);
+    for c in NAMED.captures_iter(text) {
+        let value = c.get(2).expect("group 2");
+        if named_value(&c[1], value.as_str()) {
+            let trimmed = value.as_str().trim_end_matches(['.', ',', ';', '!', '?', ')']).len();
+            found.push((SecretKind::Password, value.start()..value.start() + trimmed));
+        }
     }
-    found.sort();
-    found.dedup();
+    found.sort_by_key(|(kind, range)| (range.start, *kind));
     found
+}
+
+/// `text` with every secret's value replaced by `[secret:<kind>]` (borrowed when there is
+/// none): for copies that carry no sensitivity of their own, such as the conversation log
+/// and the session snapshots mneme writes.
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let spans = find(text);
+    if spans.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (kind, range) in spans {
+        if range.start < at {
+            // Overlaps the one before (a card number inside a "token: …"): already out.
+            at = at.max(range.end);
+            continue;
+        }
+        out.push_str(&text[at..range.start]);
+        out.push_str(&format!("[secret:{}]", kind.as_str()));
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
+    std::borrow::Cow::Owned(out)
 }
 
 /// A named credential's value: a PIN is digits; anything else must not be an ordinary
@@ -234,23 +279,36 @@ const IBAN_LENGTHS: &[(&str, usize)] = &[
     ("XK", 20),
 ];
 
+#[cfg(test)]
 fn is_iban(candidate: &str) -> bool {
+    iban_span(candidate).is_some()
+}
+
+/// When `candidate` starts with a valid IBAN: the bytes it takes (spaces included).
+fn iban_span(candidate: &str) -> Option<usize> {
     let compact: String = candidate.chars().filter(char::is_ascii_alphanumeric).collect::<String>().to_ascii_uppercase();
-    let Some(&(_, length)) = IBAN_LENGTHS.iter().find(|(country, _)| compact.starts_with(country)) else {
-        return false;
-    };
+    let &(_, length) = IBAN_LENGTHS.iter().find(|(country, _)| compact.starts_with(country))?;
     if compact.len() < length {
-        return false;
+        return None;
     }
     let iban = &compact[..length];
     // ISO 13616: the first four characters moved to the end, letters as 10..35, mod 97 = 1.
     let mut remainder = 0u64;
     for c in iban[4..].chars().chain(iban[..4].chars()) {
-        let Some(value) = c.to_digit(36) else { return false };
-        let value = u64::from(value);
+        let value = u64::from(c.to_digit(36)?);
         remainder = if value >= 10 { (remainder * 100 + value) % 97 } else { (remainder * 10 + value) % 97 };
     }
-    remainder == 1
+    if remainder != 1 {
+        return None;
+    }
+    // The byte where the `length`-th letter or digit ends.
+    let mut seen = 0;
+    candidate.char_indices().find_map(|(i, c)| {
+        if c.is_ascii_alphanumeric() {
+            seen += 1;
+        }
+        (seen == length).then_some(i + c.len_utf8())
+    })
 }
 
 fn valid_ssn(area: &str, group: &str, serial: &str) -> bool {
@@ -307,6 +365,19 @@ mod tests {
         ] {
             assert_eq!(detect(text), Vec::<SecretKind>::new(), "{text}");
         }
+    }
+
+    #[test]
+    fn redaction_replaces_the_values_and_keeps_the_sentence() {
+        assert_eq!(redact("my SSN is 078-05-1120, ok?"), "my SSN is [secret:ssn], ok?");
+        assert_eq!(redact("IBAN DE89 3704 0044 0532 0130 00 thanks"), "IBAN [secret:iban] thanks");
+        assert_eq!(redact("the wifi password is hunter2!"), "the wifi password is [secret:password]!");
+        assert_eq!(redact("card 4111 1111 1111 1111 and pin: 4821"), "card [secret:card] and pin: [secret:password]");
+        assert_eq!(
+            redact("key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nbye"),
+            "key:\n[secret:private_key]\nbye"
+        );
+        assert!(matches!(redact("nothing to see"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

@@ -109,7 +109,9 @@ impl MemoryService {
             user_id: input.user_id.map(|u| u.trim().to_string()),
             direction,
             priority: check_priority(input.priority.unwrap_or(3))?,
-            content: clean_text("content", &input.content)?,
+            // The log carries no sensitivity and feeds memory sync (the agent's files): a
+            // secret in it is kept as `[secret:<kind>]`; the message's record holds it at high.
+            content: mneme_core::secrets::redact(&clean_text("content", &input.content)?).into_owned(),
         };
         self.store()?.write(|tx| tx.log_conversation(&new).map_err(ServiceError::from))
     }

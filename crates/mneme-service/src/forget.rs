@@ -135,6 +135,14 @@ impl MemoryService {
                 seqs.push(seq);
                 if item.because == "chosen" {
                     messages.extend(erased.iter().cloned());
+                    // The log and the snapshots keep a message with its secrets redacted.
+                    messages.extend(
+                        erased
+                            .iter()
+                            .map(|t| mneme_core::secrets::redact(t))
+                            .filter(|r| matches!(r, std::borrow::Cow::Owned(_)))
+                            .map(|r| r.into_owned()),
+                    );
                 }
                 texts.extend(erased);
                 tx.append_audit(&item.id, now, &request.actor, AuditAction::Forget, &request.reason, &json!({ "because": item.because }))?;

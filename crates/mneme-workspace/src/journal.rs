@@ -235,7 +235,8 @@ const SNAPSHOT_CHARS: usize = 500;
 /// `memory/YYYY-MM-DD-<slug>.md` with its last messages, named after its first user
 /// message. Private blocks are removed from both. Returns the two workspace-relative paths.
 pub fn write_session_end(settings: &WorkspaceSettings, now: Timestamp, end: &SessionEnd<'_>) -> WorkspaceResult<Vec<PathBuf>> {
-    let first_user = end.messages.iter().find(|(role, _)| role == "user").map(|(_, t)| private::strip(t).into_owned());
+    let first_user =
+        end.messages.iter().find(|(role, _)| role == "user").map(|(_, t)| mneme_core::secrets::redact(&private::strip(t)).into_owned());
     let name = first_user.as_deref().map(|t| t.split_whitespace().take(6).collect::<Vec<_>>().join(" ")).filter(|n| !n.is_empty());
     let name = name.unwrap_or_else(|| end.session_key.to_string());
     let mut facts = Vec::new();
@@ -263,7 +264,9 @@ pub fn write_session_end(settings: &WorkspaceSettings, now: Timestamp, end: &Ses
     if !end.messages.is_empty() {
         snapshot.push_str("\n## Conversation\n");
         for (role, text) in end.messages.iter().skip(skip) {
+            // A snapshot is a plain file the agent reads: secrets stay out of it.
             let text = private::strip(text);
+            let text = mneme_core::secrets::redact(&text);
             let mut cut: String = text.trim().chars().take(SNAPSHOT_CHARS).collect();
             if text.trim().chars().count() > SNAPSHOT_CHARS {
                 cut.push('…');

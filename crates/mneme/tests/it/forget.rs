@@ -212,6 +212,9 @@ fn a_user_asking_in_conversation_to_forget_is_obeyed_and_everyday_phrases_are_no
     hook(&m, "message_received", sam);
     assert!(!files_holding(&m, "078-05-1120").is_empty());
     assert!(!files_holding(&m, "always forget my keys").is_empty(), "an everyday phrase is stored and erases nothing");
+    // The conversation log, which memory sync hands to the agent, never held the number.
+    let log = m.json(&["sync", "fetch", "--begin", "1", "--end", "100"]).to_string();
+    assert!(log.contains("my SSN is [secret:ssn] and I live in Porto") && !log.contains("078-05-1120"), "{log}");
 
     let body = serde_json::json!({ "event": { "content": "Please forget my SSN.", "from": "dana" }, "ctx": { "sessionId": "s1" } });
     let mut child = m.command().args(["hook", "message_received"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("hook");
@@ -223,6 +226,8 @@ fn a_user_asking_in_conversation_to_forget_is_obeyed_and_everyday_phrases_are_no
     assert!(!files_holding(&m, "219-09-9999").is_empty(), "Sam's is not Dana's to erase");
     assert!(!files_holding(&m, "always forget my keys").is_empty());
     assert!(facts(&m).contains("Porto"), "the city said in the same message is not the SSN: {}", facts(&m));
+    let log = m.json(&["sync", "fetch", "--begin", "1", "--end", "100"]).to_string();
+    assert!(!log.contains("I live in Porto") && log.contains("[forgotten]"), "the log entry went too: {log}");
 }
 
 /// `decay` lists what it would prune (summary, age, salience); `decay --prune` asks first

@@ -36,6 +36,23 @@ fn message_body(text: &str) -> String {
     }
 }
 
+/// What a record says, lowercased, for matching a query's words: an event's own text
+/// (not its sender, whom the summary names), else its summary and payload.
+fn own_words(r: &MemoryRecord) -> String {
+    match &r.payload {
+        Some(p @ mneme_core::Payload::Event(_)) => p.own_text(),
+        Some(p) => format!("{}\n{}", r.summary, p.own_text()),
+        None => r.summary.clone(),
+    }
+    .to_lowercase()
+}
+
+/// Whether `r` says every one of `words` (lowercase).
+fn holds_words(r: &MemoryRecord, words: &[String]) -> bool {
+    let own = own_words(r);
+    words.iter().all(|w| own.contains(w.as_str()))
+}
+
 /// What to forget.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ForgetRequest {
@@ -217,29 +234,18 @@ impl MemoryService {
         // Each selector given chooses a set of records; several are an intersection
         // (`--query X --user y`: what user y's records say about X, nothing elsewhere).
         let mut sets: Vec<Vec<MemoryRecord>> = Vec::new();
-        // With a query, a fact made from a chosen message goes only if it says the words
-        // too: "forget my SSN" must not take "lives in Porto" said in the same message.
-        let mut query_words: Option<Vec<String>> = None;
+        let query = request.query.as_deref().filter(|q| !q.trim().is_empty());
+        let words: Vec<String> =
+            query.unwrap_or_default().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
         if !request.ids.is_empty() {
             sets.push(request.ids.iter().map(|id| self.get(id, access)).collect::<ServiceResult<_>>()?);
         }
-        if let Some(q) = request.query.as_deref().filter(|q| !q.trim().is_empty()) {
+        if let Some(q) = query {
             // Every record whose own text holds every word: not a neighbour's context, not
             // a boost, not the sender's name (`Payload::own_text`), and no ranking cap.
-            let words: Vec<String> = q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
-            let holds = |r: &MemoryRecord| {
-                let own = match &r.payload {
-                    Some(p @ mneme_core::Payload::Event(_)) => p.own_text(),
-                    Some(p) => format!("{}\n{}", r.summary, p.own_text()),
-                    None => r.summary.clone(),
-                }
-                .to_lowercase();
-                words.iter().all(|w| own.contains(w.as_str()))
-            };
-            query_words = Some(words.clone());
             let tokens = mneme_core::query::query_tokens(q);
             let found = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.records_with_words(&tokens)?))?;
-            sets.push(found.into_iter().filter(|r| access.can_see(r) && holds(r)).collect());
+            sets.push(found.into_iter().filter(|r| access.can_see(r) && holds_words(r, &words)).collect());
         }
         if let Some(s) = request.subject.as_deref().filter(|s| !s.trim().is_empty()) {
             let (facts, events) = self.reader()?.read(|tx| Ok::<_, ServiceError>((tx.facts_about(s)?, tx.events_from(s)?)))?;
@@ -277,12 +283,11 @@ impl MemoryService {
                 });
             }
         };
-        let says_it = |r: &MemoryRecord| {
-            let Some(words) = &query_words else { return true };
-            let own = format!("{}\n{}", r.summary, r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default()).to_lowercase();
-            // A fact that carries a secret goes with its message whatever it is called.
-            words.iter().all(|w| own.contains(w.as_str())) || !mneme_core::secrets::detect(&own).is_empty()
-        };
+        // With a query, a fact made from a chosen message goes only if it says the words
+        // too ("forget my SSN" must not take "lives in Porto" said in the same message), or
+        // carries a secret, whatever it is called.
+        let says_it =
+            |r: &MemoryRecord| query.is_none() || holds_words(r, &words) || !mneme_core::secrets::detect(&own_words(r)).is_empty();
         let mut derived: Vec<MemoryRecord> = Vec::new();
         for r in &chosen {
             let related = self.reader()?.read(|tx| Ok::<_, ServiceError>(tx.derived_from(&r.id)?))?;

@@ -103,10 +103,21 @@ impl ReadTx<'_> {
                 )?
             }
             Dialect::Postgres => {
-                // A token without lexemes (a stopword) is left to the caller's exact check.
+                // A token without lexemes (a stopword) is left to the caller's exact check;
+                // a query of stopwords only is matched on the stored text (a scan, but only
+                // the matches are loaded).
                 let parts: Vec<String> = tokens.iter().filter_map(|t| mneme_core::lexemes::tsquery(t)).map(|q| format!("({q})")).collect();
                 if parts.is_empty() {
-                    self.query_all("SELECT seq FROM records WHERE forgotten_at IS NULL ORDER BY seq", &[], |r| r.i64(0))?
+                    let contains = (1..=tokens.len())
+                        .map(|i| format!("strpos(lower(coalesce(summary, '') || ' ' || coalesce(payload, '')), ?{i}) > 0"))
+                        .collect::<Vec<_>>()
+                        .join(" AND ");
+                    let params: Vec<&dyn crate::sql::Param> = tokens.iter().map(|t| t as &dyn crate::sql::Param).collect();
+                    self.query_all(
+                        &format!("SELECT seq FROM records WHERE forgotten_at IS NULL AND {contains} ORDER BY seq"),
+                        &params,
+                        |r| r.i64(0),
+                    )?
                 } else {
                     self.query_all(
                         "SELECT r.seq FROM records_fts f JOIN records r ON r.seq = f.seq \

@@ -376,8 +376,10 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
             if request.reason.trim().is_empty() {
                 request.reason = "forgotten on request".into();
             }
+            // Read before anything is erased: a bad setting must not fail a done erasure.
+            let workspace = crate::workspace::settings(&ctx, None)?;
             let mut report = service.forget(&request, &access)?;
-            mneme_agent::forget_in_files(&mut report, &crate::workspace::settings(&ctx, None)?);
+            mneme_agent::forget_in_files(&mut report, &workspace);
             render::forget(&report, ctx.json)
         }
         Command::Contest { id, by, claim, who } => {

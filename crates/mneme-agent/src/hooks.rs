@@ -488,6 +488,12 @@ impl Hooks {
         mneme_core::Scope::user(user)
     }
 
+    /// The scope of what is made in a session: its user's (`user_of`), else none (the
+    /// principal's default).
+    fn session_scope(&self, input: &HookInput) -> Option<mneme_core::Scope> {
+        self.user_of(input, None).and_then(|u| self.user_scope(&u))
+    }
+
     /// What a hook that reads memories sees: the user's scope and global records. When
     /// the call names no user, the user is `[hooks] default_user`, else the store's only
     /// end user when it has exactly one (a personal agent); with several and none named,
@@ -863,7 +869,7 @@ impl Hooks {
         // A call made in a user's session is that user's (their search words say as much
         // about them as their messages): it goes in their scope, and `forget --user` takes
         // it. The skill's competence record stays the agent's.
-        let scope = self.user_of(input, None).and_then(|u| self.user_scope(&u));
+        let scope = self.session_scope(input);
         let options = IngestOptions {
             sensitivity: Some(self.sensitivity(&input.ctx)),
             tags: vec!["source:hooks".into(), "tracking:competence".into(), format!("tool:{}", tag_value(tool))],
@@ -1009,7 +1015,7 @@ impl Hooks {
             sensitivity: Some(self.config.default_sensitivity.max(Sensitivity::Medium)),
             tags: vec!["source:hooks".into(), "trigger:compaction".into()],
             // The conversation of a user's session is theirs (see after_tool_call).
-            scope: self.user_of(input, None).and_then(|u| self.user_scope(&u)),
+            scope: self.session_scope(input),
             actor: Some(ACTOR.into()),
             rationale: (!next.is_empty()).then(|| next.join(", ")),
             ..IngestOptions::default()

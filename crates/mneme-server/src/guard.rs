@@ -131,7 +131,7 @@ impl Guard {
                 Pass::SameOrigin
             }
         };
-        if carries_body(method, headers) {
+        if carries_body(headers) {
             let kind = headers.get(header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
             match kind {
                 Some(k) if is_json(&k) => {}
@@ -195,13 +195,11 @@ fn normalise_origin(origin: &str) -> Option<String> {
     Some(format!("{scheme}://{name}:{port}"))
 }
 
-/// Whether the request says it has a body (a length above zero, or chunked).
-fn carries_body(method: &Method, headers: &HeaderMap) -> bool {
-    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) && !headers.contains_key(header::CONTENT_TYPE) {
-        return headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|n| n.trim() != "0");
-    }
-    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).map(|n| n.trim() != "0");
-    length.unwrap_or_else(|| headers.contains_key(header::TRANSFER_ENCODING)) || headers.contains_key(header::CONTENT_TYPE)
+/// Whether the request labels or announces a body: a content type (an empty form is
+/// still a form), a length above zero, or a chunked one.
+fn carries_body(headers: &HeaderMap) -> bool {
+    let length = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|n| n.trim() != "0");
+    length || headers.contains_key(header::CONTENT_TYPE) || headers.contains_key(header::TRANSFER_ENCODING)
 }
 
 /// `application/json`, `application/…+json`, parameters (charset) allowed.

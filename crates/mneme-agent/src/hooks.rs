@@ -746,7 +746,7 @@ impl Hooks {
         }
         // Facts come from the user's words only: the assistant's suggestions are not facts.
         if self.config.regex_extraction && role == "user" {
-            let claims = mneme_core::truth::extract(content);
+            let claims = mneme_truth::extract(content);
             if claims.is_empty() {
                 for t in general_facts(content) {
                     if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
@@ -1116,9 +1116,9 @@ fn tool_call_terms(tool: &str, params: Option<&serde_json::Value>) -> (String, V
 
 /// Third-person statements about things ("Docker requires the sg wrapper"), from the
 /// seed's regex patterns: for a user message that states nothing about a person
-/// ([`mneme_core::truth::extract`] found no claim) and asks nothing.
+/// ([`mneme_truth::extract`] found no claim) and asks nothing.
 pub fn general_facts(content: &str) -> Vec<patterns::Triple> {
-    if content.contains('?') || !mneme_core::truth::extract(content).is_empty() {
+    if content.contains('?') || !mneme_truth::extract(content).is_empty() {
         return Vec::new();
     }
     patterns::extract(content)

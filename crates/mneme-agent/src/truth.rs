@@ -1,7 +1,7 @@
 //! What is true now: claims from what the user says, reconciled into one live fact per
 //! single-valued slot (with lineage), and the context block built from those facts.
 //!
-//! [`Reconciler::apply`] takes the claims of one message ([`mneme_core::truth::extract`])
+//! [`Reconciler::apply`] takes the claims of one message ([`mneme_truth::extract`])
 //! and revises the store: a new value of a single-valued slot supersedes the old fact
 //! (the rationale names both), a negation retracts it, a multi-valued slot gains or
 //! loses one value, the same value again reinforces, and a bare correction ("actually
@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use jiff::Timestamp;
-use mneme_core::truth::{self, Claim, Op, SlotDef, SlotKind};
+use mneme_truth::{self as truth, Claim, Op, SlotDef, SlotKind};
 use mneme_core::{MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, Status};
 use mneme_service::{IngestOptions, Ops, Principal, RetrieveRequest, Revision, ServiceResult};
 use serde::Serialize;

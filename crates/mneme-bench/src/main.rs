@@ -76,7 +76,7 @@ fn run(cli: Cli) -> Result<()> {
             use std::io::BufRead as _;
             for line in std::io::stdin().lock().lines() {
                 let line = line?;
-                outln!("{}", serde_json::json!({ "text": line, "claims": mneme_core::truth::extract(&line) }));
+                outln!("{}", serde_json::json!({ "text": line, "claims": mneme_truth::extract(&line) }));
             }
             Ok(())
         }

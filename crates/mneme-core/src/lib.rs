@@ -19,7 +19,6 @@ pub mod record;
 pub mod revision;
 pub mod scoring;
 pub mod secrets;
-pub mod truth;
 pub mod validate;
 
 pub use clock::{Clock, FixedClock, SystemClock};

@@ -77,7 +77,7 @@ pub struct RankWeights {
     /// Hits scoring below this are dropped. Default 0.
     pub min_score: f64,
     /// Added to the score of a live fact whose slot the query asks about ("where does
-    /// the user live?" → the `lives in` fact; `mneme_core::truth`). Default 1; 0 turns
+    /// the user live?" → the `lives in` fact; `mneme_truth`). Default 1; 0 turns
     /// it off.
     pub slot_boost: f64,
     /// For a question about the present (no past-tense words), the newer of equally

@@ -76,7 +76,7 @@ impl MemoryService {
 
     /// The request's filters, narrowed to what `access` allows.
     /// Live facts (`slot:<id>` tags, written by the conversation extractor) of the
-    /// slots `query` asks about (`mneme_core::truth::question_slots`), within `filter`,
+    /// slots `query` asks about (`mneme_truth::question_slots`), within `filter`,
     /// with their boost: the full `slot_boost` for facts about the user (`about:user`),
     /// half for facts about others.
     fn slot_candidates(&self, tx: &ReadTx<'_>, query: &str, filter: &RecordFilter, n: usize) -> ServiceResult<HashMap<i64, f64>> {
@@ -84,7 +84,7 @@ impl MemoryService {
         if self.config.retrieval.slot_boost <= 0.0 || !(filter.types.is_empty() || filter.types.contains(&MemoryType::Semantic)) {
             return Ok(out);
         }
-        for slot in mneme_core::truth::question_slots(query) {
+        for slot in mneme_truth::question_slots(query) {
             let mut f = filter.clone();
             f.types = vec![MemoryType::Semantic];
             f.tags.push(format!("slot:{slot}"));

@@ -4,7 +4,7 @@
 //! the assistant's turns). A claim matches a label when the subject (the speaker or
 //! someone else), the slot, the normalised value and the operation agree.
 
-use mneme_core::truth::{self, Op};
+use mneme_truth::{self as truth, Op};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -16,22 +16,23 @@
 //! injected-record lists are in memory.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use tokio::time::Instant;
 
 use jiff::Timestamp;
 use mneme_core::{
+    normalize_error,
     CompetencePayload, EventPayload, MemoryType, Payload, Performance, RecordId, SemanticPayload, Sensitivity, ToolOutputPayload,
     WorkingPayload, one_line,
 };
 use mneme_service::{Hit, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, SkillUse};
-use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use mneme_service::{Ops, Principal, ServiceError, ServiceResult};
 
 use crate::config::{ContextFormat, HooksConfig};
-use crate::{format, patterns};
+use crate::format;
+use mneme_truth::patterns;
 
 pub const ACTOR: &str = "mneme:hooks";
 pub const COMPETENCE_ACTOR: &str = "mneme:competence";
@@ -1180,20 +1181,3 @@ pub fn summarize_messages(messages: &[CompactingMessage], max: usize, chars: usi
         .join("\n")
 }
 
-/// Groups similar errors: paths, long hex ids, timestamps and port numbers are replaced by
-/// placeholders, then the text is normalised like every failure mode.
-pub fn normalize_error(error: &str) -> String {
-    static RULES: LazyLock<[(Regex, &str); 4]> = LazyLock::new(|| {
-        [
-            (Regex::new(r"/[^\s]+").expect("valid"), "<path>"),
-            (Regex::new(r"(?i)\b[0-9a-f]{8,}\b").expect("valid"), "<id>"),
-            (Regex::new(r"\d{4}-\d{2}-\d{2}[T\s]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?").expect("valid"), "<timestamp>"),
-            (Regex::new(r":\d+\b").expect("valid"), ":<port>"),
-        ]
-    });
-    let mut s = error.to_string();
-    for (re, with) in RULES.iter() {
-        s = re.replace_all(&s, *with).into_owned();
-    }
-    mneme_core::normalize_failure_mode(&s)
-}

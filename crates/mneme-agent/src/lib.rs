@@ -20,7 +20,6 @@ pub mod format;
 pub mod hooks;
 pub mod inner;
 pub mod llm;
-pub mod patterns;
 pub mod reflect;
 pub mod relay;
 pub mod scheduler;

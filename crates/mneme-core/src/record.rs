@@ -841,3 +841,21 @@ mod tests {
         assert!(err.to_string().contains("valid_form"), "{err}");
     }
 }
+
+/// Groups similar errors: paths, long hex ids, timestamps and port numbers are replaced by
+/// placeholders, then the text is normalised like every failure mode.
+pub fn normalize_error(error: &str) -> String {
+    static RULES: std::sync::LazyLock<[(regex::Regex, &str); 4]> = std::sync::LazyLock::new(|| {
+        [
+            (regex::Regex::new(r"/[^\s]+").expect("valid"), "<path>"),
+            (regex::Regex::new(r"(?i)\b[0-9a-f]{8,}\b").expect("valid"), "<id>"),
+            (regex::Regex::new(r"\d{4}-\d{2}-\d{2}[T\s]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?").expect("valid"), "<timestamp>"),
+            (regex::Regex::new(r":\d+\b").expect("valid"), ":<port>"),
+        ]
+    });
+    let mut s = error.to_string();
+    for (re, with) in RULES.iter() {
+        s = re.replace_all(&s, *with).into_owned();
+    }
+    normalize_failure_mode(&s)
+}

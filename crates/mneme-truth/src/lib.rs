@@ -19,6 +19,7 @@
 //! Pure: no I/O; deterministic.
 
 mod extract;
+pub mod patterns;
 pub mod lexicon;
 
 pub use extract::{Claim, Op, extract, question_slots};

@@ -86,7 +86,7 @@ pub fn fallback(files: &[(String, String)], playbook: &Playbook) -> Mining {
                     mining.preferences.push(p);
                 }
             }
-            for t in crate::patterns::extract(line) {
+            for t in mneme_truth::patterns::extract(line) {
                 let fact = format!("{} {} {}", t.subject, t.predicate, t.object);
                 // A playbook line about the same subject and predicate with another object.
                 let head = normalize(&format!("{} {}", t.subject, t.predicate));

@@ -56,7 +56,7 @@ impl History {
                 }),
                 Payload::ToolOutput(t) => Some(Event::Tool {
                     at: r.created_at,
-                    failure_mode: t.error.as_deref().map(crate::hooks::normalize_error),
+                    failure_mode: t.error.as_deref().map(mneme_core::normalize_error),
                     tool: t.tool,
                 }),
                 _ => None,

@@ -110,7 +110,7 @@ proptest! {
 
     #[test]
     fn any_text_gives_facts_with_every_part_present(text in ".{0,200}") {
-        for triple in mneme_agent::patterns::extract(&text) {
+        for triple in mneme_truth::patterns::extract(&text) {
             prop_assert!(!triple.subject.trim().is_empty() && !triple.predicate.trim().is_empty() && !triple.object.trim().is_empty(), "{:?}", triple);
         }
     }

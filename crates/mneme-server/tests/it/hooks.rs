@@ -1,7 +1,8 @@
 //! The agent hook pipeline end to end, the regex extractor and the context formatter.
 
-use mneme_agent::hooks::{CompactingMessage, HookInput, normalize_error, summarize_messages};
-use mneme_agent::patterns::{Triple, extract};
+use mneme_agent::hooks::{CompactingMessage, HookInput, summarize_messages};
+use mneme_core::normalize_error;
+use mneme_truth::patterns::{Triple, extract};
 use mneme_server::pb;
 use serde_json::{Value, json};
 

@@ -9,7 +9,6 @@
 //! Flags: `--set section.key=value`. A value is read as a TOML value when it parses as one
 //! (`10`, `true`, `["a"]`), else as a string.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +19,7 @@ use mneme_service::{AccessConfig, ServiceConfig};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::llm::{LlmSettings, Route};
+use mneme_llm::{LlmConfig, LlmSettings, Route};
 
 /// Named environment variables and the key each sets.
 pub const ENV_KEYS: &[(&str, &str)] = &[
@@ -496,17 +495,6 @@ impl RetentionConfig {
         .filter_map(|(t, age)| age.filter(|a| !a.is_zero()).map(|a| (t, a.get())))
         .collect()
     }
-}
-
-/// `[llm]`: settings of the one LLM client every engine shares. The default endpoint and
-/// model are `[consolidation]`'s `llm_endpoint` / `llm_model` / `llm_api_key`; a model
-/// named here goes to its own endpoint instead (`[llm.routes."gpt-4o-mini"]
-/// endpoint = "https://api.openai.com/v1"`), so engines can use a small local model and a
-/// larger remote one side by side.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LlmConfig {
-    pub routes: BTreeMap<String, Route>,
 }
 
 impl MnemeConfig {

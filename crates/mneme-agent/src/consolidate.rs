@@ -21,7 +21,7 @@ use mneme_service::{Ops, Principal, ServiceResult};
 
 use crate::config::ConsolidationConfig;
 use crate::hooks::{BufferedMessage, find_fact};
-use crate::llm::{Chat, LlmClient, LlmError, extract_json};
+use mneme_llm::{Chat, LlmClient, LlmError, extract_json};
 
 pub const ACTOR: &str = "mneme:consolidator";
 
@@ -658,7 +658,7 @@ impl Drop for Requeue<'_> {
 }
 
 /// Parses and validates the model's reply: the JSON is found with
-/// [`crate::llm::extract_json`] (fenced, wrapped in prose, or cut off), then validated by
+/// [`mneme_llm::extract_json`] (fenced, wrapped in prose, or cut off), then validated by
 /// [`extraction_from`].
 pub fn parse_extraction(raw: &str) -> Result<Extraction, String> {
     extraction_from(extract_json(raw)?)

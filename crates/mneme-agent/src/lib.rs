@@ -19,7 +19,6 @@ pub mod file_index;
 pub mod format;
 pub mod hooks;
 pub mod inner;
-pub mod llm;
 pub mod reflect;
 pub mod relay;
 pub mod scheduler;
@@ -49,8 +48,4 @@ pub fn forget_in_files(report: &mut mneme_service::ForgetReport, workspace: &mne
     report.erased_texts.clear();
 }
 
-/// Installs the process-wide TLS crypto provider (ring) for outgoing HTTPS (LLM and
-/// embedding endpoints). Idempotent.
-pub fn init_tls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub use mneme_llm::init_tls;

@@ -22,7 +22,7 @@ use mneme_core::{Span, private};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::llm::{Chat, LlmClient, LlmError};
+use mneme_llm::{Chat, LlmClient, LlmError};
 
 /// Ring sizes, from the seed.
 pub const FEED_RING: usize = 100;

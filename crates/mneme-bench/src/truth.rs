@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result, anyhow};
 use jiff::Timestamp;
 use mneme_agent::consolidate::Consolidator;
 use mneme_agent::hooks::{HookContext, HookEvent, HookInput, HookName, Hooks};
-use mneme_agent::llm::LlmClient;
+use mneme_llm::LlmClient;
 use mneme_core::{FixedClock, Payload, Sensitivity};
 use mneme_service::{Access, MemoryService, Ops, Principal, RetrieveRequest};
 use mneme_store::StoreOptions;

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use mneme_agent::config::MnemeConfig;
 use mneme_agent::consolidate::Consolidator;
 use mneme_agent::hooks::Hooks;
-use mneme_agent::llm::LlmClient;
+use mneme_llm::LlmClient;
 use mneme_service::{Ops, Principal};
 
 use crate::app::App;

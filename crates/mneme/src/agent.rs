@@ -190,7 +190,7 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
 /// shared client, on a runtime of its own.
 fn reflector(ctx: &Invocation) -> Result<mneme_agent::reflect::engine::Reflector> {
     use mneme_agent::reflect::engine::{Exec, Reflector};
-    let llm = std::sync::Arc::new(mneme_agent::llm::LlmClient::new(ctx.config.llm_settings()));
+    let llm = std::sync::Arc::new(mneme_llm::LlmClient::new(ctx.config.llm_settings()));
     Ok(Reflector::new(ctx.config.reflection.clone(), Some(llm), Some(Exec::owned()?))
         .with_env(|var| std::env::var(var).ok())
         .with_inner(ctx.config.inner.clone()))

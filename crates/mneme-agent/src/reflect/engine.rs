@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::config::{ReflectionConfig, Stage};
-use crate::llm::{Chat, LlmClient, LlmError, Usage};
+use mneme_llm::{Chat, LlmClient, LlmError, Usage};
 
 /// Where model calls run.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use mneme_agent::llm::{Chat, LlmClient, LlmError, LlmSettings, Route};
+use mneme_llm::{Chat, LlmClient, LlmError, LlmSettings, Route};
 use serde_json::{Value, json};
 
 /// What the scripted endpoint saw, and what it answers next.

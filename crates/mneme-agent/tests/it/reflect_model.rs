@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use jiff::{SignedDuration, Timestamp};
-use mneme_agent::llm::{LlmClient, LlmSettings, Route};
+use mneme_llm::{LlmClient, LlmSettings, Route};
 use mneme_agent::reflect::config::ReflectionConfig;
 use mneme_agent::reflect::engine::{Exec, Reflector};
 use mneme_agent::reflect::tick::{TickOptions, TickReport, tick};
@@ -439,7 +439,7 @@ fn a_simulated_week_drives_the_feedback_loop() {
 mod properties {
     use std::collections::BTreeMap;
 
-    use mneme_agent::llm::extract_json;
+    use mneme_llm::extract_json;
     use mneme_agent::reflect::curator::{CurateInput, govern};
     use mneme_agent::reflect::feedback::Directive;
     use mneme_agent::reflect::{curator, insight, miner, signals};

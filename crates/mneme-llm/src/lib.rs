@@ -1,5 +1,5 @@
-//! The one LLM client every engine uses (consolidation today; reflection, the relay and
-//! inner life next): OpenAI-compatible `/chat/completions`, routing by model name, a
+//! mneme-llm: the one LLM client every engine uses (consolidation, reflection, the relay and
+//! the inner life): OpenAI-compatible `/chat/completions`, routing by model name, a
 //! per-request timeout, exponential backoff shared by all callers of one client, JSON mode,
 //! and robust JSON extraction from what models actually return ([`extract_json`]).
 //!
@@ -133,7 +133,7 @@ impl std::fmt::Debug for LlmClient {
 
 impl LlmClient {
     pub fn new(settings: LlmSettings) -> Self {
-        crate::init_tls();
+        init_tls();
         let http = reqwest::Client::builder().timeout(settings.timeout).build().unwrap_or_default();
         LlmClient { http, settings, backoff: Mutex::new(Backoff::default()) }
     }
@@ -486,4 +486,21 @@ mod tests {
             let _ = extract_json(&format!("Here: {}", &doc[..cut]));
         }
     }
+}
+
+/// `[llm]`: settings of the one LLM client every engine shares. The default endpoint and
+/// model are `[consolidation]`'s `llm_endpoint` / `llm_model` / `llm_api_key`; a model
+/// named here goes to its own endpoint instead (`[llm.routes."gpt-4o-mini"]
+/// endpoint = "https://api.openai.com/v1"`), so engines can use a small local model and a
+/// larger remote one side by side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    pub routes: BTreeMap<String, Route>,
+}
+
+/// Installs the process-wide TLS crypto provider (ring) for outgoing HTTPS (LLM and
+/// embedding endpoints). Idempotent.
+pub fn init_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -86,9 +86,9 @@ pub struct MnemeConfig {
     /// The agent's file workspace (`mneme workspace`, `mneme hook session-start`).
     pub workspace: mneme_workspace::WorkspaceConfig,
     /// The reflection heartbeat (`mneme reflect`), its model routing included.
-    pub reflection: crate::reflect::config::ReflectionConfig,
+    pub reflection: mneme_reflect::config::ReflectionConfig,
     /// The inner life's jobs (`mneme inner run`).
-    pub inner: crate::inner::InnerConfig,
+    pub inner: mneme_reflect::inner::InnerConfig,
     /// The relay's feed, sense and analysis loop (`/feed`, `/sense`, `/agent/*`).
     pub relay: crate::relay::RelayConfig,
     /// membrane's wire protocol (`membrane.v1.MembraneService`) on the gRPC port.

@@ -13,7 +13,7 @@
 //! last run (or creation) has passed; missed slots during downtime make it due once.
 //! Require-idle tasks wait until the agent has been idle for `workspace.idle_after_secs`.
 
-use crate::reflect::engine::Reflector;
+use mneme_reflect::engine::Reflector;
 use jiff::Timestamp;
 use mneme_core::CoreError;
 use mneme_service::{MemoryService, ServiceError, ServiceResult, TaskRow};
@@ -298,10 +298,10 @@ fn perform(
 ) -> Result<(String, Option<String>), String> {
     match action {
         TaskAction::ReflectionTick => {
-            let report = match crate::reflect::tick::tick(reflector, service, settings, now, &Default::default()) {
+            let report = match mneme_reflect::tick::tick(reflector, service, settings, now, &Default::default()) {
                 Ok(report) => report,
                 // A store used without a file workspace: nothing to curate, not a failure.
-                Err(e @ crate::reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
+                Err(e @ mneme_reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
                 Err(e) => return Err(e.to_string()),
             };
             let line = &report.line;
@@ -319,9 +319,9 @@ fn perform(
             if !reflector.inner.jobs {
                 return Ok(("skipped: [inner] jobs = false".into(), None));
             }
-            let report = match crate::inner::run(reflector, service, settings, *job, now, &Default::default()) {
+            let report = match mneme_reflect::inner::run(reflector, service, settings, *job, now, &Default::default()) {
                 Ok(report) => report,
-                Err(e @ crate::reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
+                Err(e @ mneme_reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
                 Err(e) => return Err(e.to_string()),
             };
             let mut detail = report.status.to_string();

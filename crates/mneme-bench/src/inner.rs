@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use anyhow::Result;
 use jiff::{SignedDuration, Timestamp};
-use mneme_agent::inner::{InnerConfig, JobOptions};
-use mneme_agent::reflect::config::ReflectionConfig;
-use mneme_agent::reflect::engine::Reflector;
+use mneme_reflect::inner::{InnerConfig, JobOptions};
+use mneme_reflect::config::ReflectionConfig;
+use mneme_reflect::engine::Reflector;
 use mneme_core::FixedClock;
 use mneme_service::{MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
@@ -87,7 +87,7 @@ fn time_job(s: &Setup, now: Timestamp, n: usize) -> Result<Vec<f64>> {
         let at = now + SignedDuration::from_secs(i as i64);
         let started = Instant::now();
         let report =
-            mneme_agent::inner::run(&engine, &s.service, &s.settings, Job::Chronicle, at, &JobOptions { force: true, dry_run: false })?;
+            mneme_reflect::inner::run(&engine, &s.service, &s.settings, Job::Chronicle, at, &JobOptions { force: true, dry_run: false })?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(report.status == "fallback", "chronicle: {}", report.status);
     }

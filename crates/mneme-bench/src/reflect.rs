@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use anyhow::Result;
 use jiff::{SignedDuration, Timestamp};
-use mneme_agent::reflect::config::ReflectionConfig;
-use mneme_agent::reflect::engine::Reflector;
-use mneme_agent::reflect::tick::{TickOptions, tick};
+use mneme_reflect::config::ReflectionConfig;
+use mneme_reflect::engine::Reflector;
+use mneme_reflect::tick::{TickOptions, tick};
 use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
@@ -100,7 +100,7 @@ fn parts(s: &Setup, n: usize) -> Result<(f64, f64)> {
     for _ in 0..n {
         let now = mneme_core::Clock::now(&*s.clock);
         let started = Instant::now();
-        mneme_agent::reflect::setup::History::gather(&s.service, now)?;
+        mneme_reflect::setup::History::gather(&s.service, now)?;
         history.push(started.elapsed().as_secs_f64() * 1000.0);
         let today = s.settings.today(now);
         let started = Instant::now();

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
-use mneme_agent::reflect::ReflectError;
-use mneme_agent::reflect::tick::TickOptions;
+use mneme_reflect::ReflectError;
+use mneme_reflect::tick::TickOptions;
 use mneme_core::{MemoryRecord, Payload};
 use mneme_service::{IngestOptions, MemoryService, ServiceError, ServiceResult};
 use serde::Serialize;
@@ -110,7 +110,7 @@ pub struct App {
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
     /// The reflection heartbeat's engine (settings, model routing, outbound channel).
-    pub reflector: Arc<mneme_agent::reflect::engine::Reflector>,
+    pub reflector: Arc<mneme_reflect::engine::Reflector>,
     /// The relay's buffers and analysis loop (`/feed`, `/sense`, `/agent/*`).
     pub relay: Arc<mneme_agent::relay::Relay>,
     pub metrics: Registry,
@@ -371,7 +371,7 @@ impl App {
             ("mneme_store_bytes", "Size of the store file.", m.file_bytes as f64),
         ];
         // The heartbeat's figures, from its log (when the workspace exists).
-        if let Ok(r) = mneme_agent::reflect::status::status(&self.reflector, &self.workspace, self.ops.now())
+        if let Ok(r) = mneme_reflect::status::status(&self.reflector, &self.workspace, self.ops.now())
             && r.last_tick.is_some()
         {
             let outcomes = |status: &str| r.stage_outcomes.values().map(|c| c.get(status).copied().unwrap_or(0)).sum::<u32>() as f64;
@@ -463,13 +463,13 @@ impl App {
     pub fn reflect_tick(&self, p: &Principal, options: &TickOptions) -> ApiResult<serde_json::Value> {
         let service = self.owner_workspace(p)?;
         let report =
-            mneme_agent::reflect::tick::tick(&self.reflector, service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
+            mneme_reflect::tick::tick(&self.reflector, service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
         Ok(serde_json::json!(report))
     }
 
     pub fn reflect_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
         self.owner_workspace(p)?;
-        let status = mneme_agent::reflect::status::status(&self.reflector, &self.workspace, self.ops.now()).map_err(reflect_error)?;
+        let status = mneme_reflect::status::status(&self.reflector, &self.workspace, self.ops.now()).map_err(reflect_error)?;
         Ok(serde_json::json!(status))
     }
 
@@ -486,16 +486,16 @@ impl App {
         }))
     }
 
-    pub fn reflect_feedback(&self, p: &Principal, f: &mneme_agent::reflect::report::Feedback) -> ApiResult<serde_json::Value> {
+    pub fn reflect_feedback(&self, p: &Principal, f: &mneme_reflect::report::Feedback) -> ApiResult<serde_json::Value> {
         self.owner_workspace(p)?;
-        let (line, _) = mneme_agent::reflect::report::feedback(&self.workspace, self.ops.now(), f)
+        let (line, _) = mneme_reflect::report::feedback(&self.workspace, self.ops.now(), f)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "recorded": line }))
     }
 
     pub fn reflect_spawn_result(&self, p: &Principal, spawn_id: &str, outcome: &str, note: Option<&str>) -> ApiResult<serde_json::Value> {
         self.owner_workspace(p)?;
-        let (line, _) = mneme_agent::reflect::report::spawn_result(&self.workspace, self.ops.now(), spawn_id, outcome, note)
+        let (line, _) = mneme_reflect::report::spawn_result(&self.workspace, self.ops.now(), spawn_id, outcome, note)
             .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
         Ok(serde_json::json!({ "recorded": line }))
     }
@@ -529,10 +529,10 @@ impl App {
 
     /// `POST /v1/inner/run`: one job, on this blocking worker (model calls block on the
     /// daemon's runtime).
-    pub fn inner_run(&self, p: &Principal, job: Job, options: &mneme_agent::inner::JobOptions) -> ApiResult<serde_json::Value> {
+    pub fn inner_run(&self, p: &Principal, job: Job, options: &mneme_reflect::inner::JobOptions) -> ApiResult<serde_json::Value> {
         let service = self.owner_workspace(p)?;
         let report =
-            mneme_agent::inner::run(&self.reflector, service, &self.workspace, job, self.ops.now(), options).map_err(reflect_error)?;
+            mneme_reflect::inner::run(&self.reflector, service, &self.workspace, job, self.ops.now(), options).map_err(reflect_error)?;
         Ok(serde_json::json!(report))
     }
 
@@ -578,8 +578,8 @@ impl App {
 
     /// `POST /v1/modules/{id}/extract`: a module from the playbook and recent logs, on
     /// this blocking worker (a model call blocks on the daemon's runtime).
-    pub fn module_extract(&self, p: &Principal, request: &mneme_agent::reflect::extract::ExtractRequest) -> ApiResult<serde_json::Value> {
-        use mneme_agent::reflect::extract::{self, ExtractError};
+    pub fn module_extract(&self, p: &Principal, request: &mneme_reflect::extract::ExtractRequest) -> ApiResult<serde_json::Value> {
+        use mneme_reflect::extract::{self, ExtractError};
         let ws = self.owner_files(p)?;
         let extracted = extract::extract(&self.reflector, ws, request, self.ops.now()).map_err(|e| match e {
             ExtractError::Invalid(msg) => ApiError::BadRequest(msg),

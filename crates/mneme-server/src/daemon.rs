@@ -162,10 +162,10 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let internal = Arc::new(Principal::internal("mneme", Access::owner(), Sensitivity::Critical));
     let llm = Arc::new(LlmClient::new(config.llm_settings()));
     let reflector = Arc::new(
-        mneme_agent::reflect::engine::Reflector::new(
+        mneme_reflect::engine::Reflector::new(
             config.reflection.clone(),
             Some(llm.clone()),
-            Some(mneme_agent::reflect::engine::Exec::Handle(tokio::runtime::Handle::current())),
+            Some(mneme_reflect::engine::Exec::Handle(tokio::runtime::Handle::current())),
         )
         .with_env(|var| env.get(var).cloned())
         .with_inner(config.inner.clone()),

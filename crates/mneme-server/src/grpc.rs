@@ -238,7 +238,7 @@ impl pb::memory_server::Memory for GrpcApi {
 
     async fn reflect_tick(&self, request: Request<pb::ReflectTickRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ReflectTick, request, |app, p, m| {
-            let options = mneme_agent::reflect::tick::TickOptions {
+            let options = mneme_reflect::tick::TickOptions {
                 idle: m.idle,
                 summary: (!m.summary.is_empty()).then_some(m.summary),
                 dry_run: m.dry_run,
@@ -284,7 +284,7 @@ impl pb::memory_server::Memory for GrpcApi {
     async fn inner_run(&self, request: Request<pb::InnerRunRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::InnerRun, request, |app, p, m| {
             let job = m.job.parse().map_err(|e: mneme_workspace::WorkspaceError| ApiError::BadRequest(e.to_string()))?;
-            let value = app.inner_run(p, job, &mneme_agent::inner::JobOptions { force: !m.if_triggered, dry_run: m.dry_run })?;
+            let value = app.inner_run(p, job, &mneme_reflect::inner::JobOptions { force: !m.if_triggered, dry_run: m.dry_run })?;
             Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
         })
         .await
@@ -322,7 +322,7 @@ impl pb::memory_server::Memory for GrpcApi {
 
     async fn module_extract(&self, request: Request<pb::ModuleExtractRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ModuleExtract, request, |app, p, m| {
-            let request = mneme_agent::reflect::extract::ExtractRequest {
+            let request = mneme_reflect::extract::ExtractRequest {
                 id: m.id,
                 domain: m.domain,
                 name: Some(m.name).filter(|n| !n.trim().is_empty()),
@@ -354,7 +354,7 @@ impl pb::memory_server::Memory for GrpcApi {
 
     async fn reflect_feedback(&self, request: Request<pb::ReflectFeedbackRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ReflectFeedback, request, |app, p, m| {
-            let report = mneme_agent::reflect::report::Feedback {
+            let report = mneme_reflect::report::Feedback {
                 output_id: (!m.output_id.is_empty()).then_some(m.output_id),
                 score: m.score,
                 error_cleared: m.error_cleared,

@@ -484,7 +484,7 @@ struct ReflectTickBody {
 }
 
 handler!(reflect_tick, Operation::ReflectTick, |app, p, body: ReflectTickBody| {
-    app.reflect_tick(p, &mneme_agent::reflect::tick::TickOptions { idle: body.idle, summary: body.summary, dry_run: body.dry_run })
+    app.reflect_tick(p, &mneme_reflect::tick::TickOptions { idle: body.idle, summary: body.summary, dry_run: body.dry_run })
 });
 
 async fn reflect_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
@@ -492,7 +492,7 @@ async fn reflect_status(State(app): State<Arc<App>>, headers: HeaderMap) -> Http
     Ok(axum::Json(app.call("http", Operation::ReflectStatus, auth.as_deref(), |app, p| app.reflect_status(p)).await?))
 }
 
-handler!(reflect_feedback, Operation::ReflectFeedback, |app, p, body: mneme_agent::reflect::report::Feedback| {
+handler!(reflect_feedback, Operation::ReflectFeedback, |app, p, body: mneme_reflect::report::Feedback| {
     app.reflect_feedback(p, &body)
 });
 
@@ -550,7 +550,7 @@ struct InnerRunBody {
 }
 
 handler!(inner_run, Operation::InnerRun, |app, p, body: InnerRunBody| {
-    app.inner_run(p, body.job, &mneme_agent::inner::JobOptions { force: !body.if_triggered, dry_run: body.dry_run })
+    app.inner_run(p, body.job, &mneme_reflect::inner::JobOptions { force: !body.if_triggered, dry_run: body.dry_run })
 });
 
 // ---- knowledge modules and the sync engine --------------------------------------------
@@ -609,7 +609,7 @@ async fn module_extract(State(app): State<Arc<App>>, headers: HeaderMap, Path(id
     let value = app
         .call("http", Operation::ModuleExtract, auth.as_deref(), move |app, p| {
             let b: ModuleExtractBody = parse(&raw)?;
-            let request = mneme_agent::reflect::extract::ExtractRequest {
+            let request = mneme_reflect::extract::ExtractRequest {
                 id,
                 domain: b.domain,
                 name: b.name,

@@ -188,8 +188,8 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
 
 /// The reflection engine for this process: the configured model (if any) through the
 /// shared client, on a runtime of its own.
-fn reflector(ctx: &Invocation) -> Result<mneme_agent::reflect::engine::Reflector> {
-    use mneme_agent::reflect::engine::{Exec, Reflector};
+fn reflector(ctx: &Invocation) -> Result<mneme_reflect::engine::Reflector> {
+    use mneme_reflect::engine::{Exec, Reflector};
     let llm = std::sync::Arc::new(mneme_llm::LlmClient::new(ctx.config.llm_settings()));
     Ok(Reflector::new(ctx.config.reflection.clone(), Some(llm), Some(Exec::owned()?))
         .with_env(|var| std::env::var(var).ok())
@@ -204,8 +204,8 @@ fn invalid(e: mneme_workspace::WorkspaceError) -> anyhow::Error {
     }
 }
 
-fn reflect_error(e: mneme_agent::reflect::ReflectError) -> anyhow::Error {
-    use mneme_agent::reflect::ReflectError;
+fn reflect_error(e: mneme_reflect::ReflectError) -> anyhow::Error {
+    use mneme_reflect::ReflectError;
     match e {
         ReflectError::Busy(path) => anyhow::Error::new(mneme_service::ServiceError::Precondition(format!(
             "another reflection tick is running on this workspace (lock {})",
@@ -221,7 +221,7 @@ fn reflect_error(e: mneme_agent::reflect::ReflectError) -> anyhow::Error {
 /// `mneme reflect signals|feedback|mine|curate|insight`: one stage alone, as JSON.
 fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: Timestamp, name: &str, idle: Option<bool>) -> Result<()> {
     let service = ctx.open(false)?;
-    let value = mneme_agent::reflect::tick::run_stage(&reflector(ctx)?, &service, settings, now, name, idle).map_err(reflect_error)?;
+    let value = mneme_reflect::tick::run_stage(&reflector(ctx)?, &service, settings, now, name, idle).map_err(reflect_error)?;
     print_json(&value)
 }
 
@@ -288,8 +288,8 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
                 None => now,
             };
             let service = ctx.open(false)?;
-            let options = mneme_agent::inner::JobOptions { force: !if_triggered, dry_run };
-            let report = mneme_agent::inner::run(&reflector(ctx)?, &service, &settings, job, now, &options).map_err(reflect_error)?;
+            let options = mneme_reflect::inner::JobOptions { force: !if_triggered, dry_run };
+            let report = mneme_reflect::inner::run(&reflector(ctx)?, &service, &settings, job, now, &options).map_err(reflect_error)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -411,7 +411,7 @@ pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
             Ok(())
         }
         ModuleCommand::Extract { id, domain, name, keywords, file_patterns, priority, days, dry_run } => {
-            use mneme_agent::reflect::extract::{self, ExtractError, ExtractRequest};
+            use mneme_reflect::extract::{self, ExtractError, ExtractRequest};
             let request = ExtractRequest { id, domain, name, keywords, file_patterns, priority, days: Some(days), dry_run };
             let extracted = extract::extract(&reflector(ctx)?, &settings, &request, now).map_err(|e| match e {
                 ExtractError::Invalid(msg) => input(msg),
@@ -450,7 +450,7 @@ pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
 
 /// `mneme reflect …`.
 pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
-    use mneme_agent::reflect::tick;
+    use mneme_reflect::tick;
     let settings = crate::workspace::settings(ctx, None)?;
     let now = jiff::Timestamp::now();
     match cmd {
@@ -519,14 +519,14 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
             stage(ctx, &settings, now, "feedback", None)
         }
         ReflectCommand::Feedback { output_id, score: Some(score), error_cleared, re_escalated, dwell_ms } => {
-            let report = mneme_agent::reflect::report::Feedback {
+            let report = mneme_reflect::report::Feedback {
                 output_id,
                 score,
                 error_cleared: error_cleared.then_some(true),
                 re_escalated: re_escalated.then_some(true),
                 dwell_ms,
             };
-            let (line, path) = mneme_agent::reflect::report::feedback(&settings, now, &report).map_err(invalid)?;
+            let (line, path) = mneme_reflect::report::feedback(&settings, now, &report).map_err(invalid)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "recorded": line, "log": path }));
             }
@@ -535,7 +535,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
         }
         ReflectCommand::SpawnResult { spawn_id, outcome, note } => {
             let (line, path) =
-                mneme_agent::reflect::report::spawn_result(&settings, now, &spawn_id, &outcome, note.as_deref()).map_err(invalid)?;
+                mneme_reflect::report::spawn_result(&settings, now, &spawn_id, &outcome, note.as_deref()).map_err(invalid)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "recorded": line, "log": path }));
             }
@@ -543,7 +543,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
             Ok(())
         }
         ReflectCommand::Status => {
-            let status = mneme_agent::reflect::status::status(&reflector(ctx)?, &settings, now)?;
+            let status = mneme_reflect::status::status(&reflector(ctx)?, &settings, now)?;
             if ctx.json {
                 return print_json(&status);
             }

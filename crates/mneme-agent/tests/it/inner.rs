@@ -5,9 +5,9 @@
 //! scheduler.
 
 use jiff::SignedDuration;
-use mneme_agent::inner::{InnerConfig, JobOptions, JobReport, run};
-use mneme_agent::reflect::config::ReflectionConfig;
-use mneme_agent::reflect::engine::Reflector;
+use mneme_reflect::inner::{InnerConfig, JobOptions, JobReport, run};
+use mneme_reflect::config::ReflectionConfig;
+use mneme_reflect::engine::Reflector;
 use mneme_core::{CompetencePayload, EventPayload, Payload, SemanticPayload};
 use mneme_service::{Access, Actor, IngestOptions, Revision};
 use mneme_workspace::inner::{self, InnerEvent, Job};

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mneme_agent::config::HooksConfig;
 use mneme_agent::hooks::{HookInput, HookName, Hooks};
-use mneme_agent::reflect::config::ReflectionConfig;
-use mneme_agent::reflect::extract::{ExtractRequest, extract};
+use mneme_reflect::config::ReflectionConfig;
+use mneme_reflect::extract::{ExtractRequest, extract};
 use mneme_service::{Access, Ops, Principal};
 use mneme_workspace::modules::{self, Status};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Reflection: the feedback analyzer's figures and the curate directive.
 
 use jiff::Timestamp;
-use mneme_agent::reflect::feedback::{Directive, figures};
+use mneme_reflect::feedback::{Directive, figures};
 use mneme_workspace::playbook::Effectiveness;
 use mneme_workspace::playbook_log::LogLine;
 use serde_json::{Value, json};
@@ -122,8 +122,8 @@ mod curator {
     use std::collections::BTreeMap;
 
     use jiff::civil::date;
-    use mneme_agent::reflect::curator::{CurateInput, curate_offline};
-    use mneme_agent::reflect::feedback::Directive;
+    use mneme_reflect::curator::{CurateInput, curate_offline};
+    use mneme_reflect::feedback::Directive;
     use mneme_workspace::playbook::{BODY_LIMIT, Playbook, write_curated};
     use proptest::prelude::*;
 
@@ -272,8 +272,8 @@ pub fn workspace() -> (tempfile::TempDir, mneme_workspace::WorkspaceSettings) {
 }
 
 /// The engine without a model or runtime.
-pub fn offline() -> mneme_agent::reflect::engine::Reflector {
-    mneme_agent::reflect::engine::Reflector::offline(Default::default())
+pub fn offline() -> mneme_reflect::engine::Reflector {
+    mneme_reflect::engine::Reflector::offline(Default::default())
 }
 
 mod tick {
@@ -282,8 +282,8 @@ mod tick {
     use super::offline;
 
     use jiff::Timestamp;
-    use mneme_agent::reflect::ReflectError;
-    use mneme_agent::reflect::tick::{TickOptions, tick};
+    use mneme_reflect::ReflectError;
+    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_core::{FixedClock, Payload, ToolOutputPayload};
     use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
     use mneme_store::StoreOptions;
@@ -413,7 +413,7 @@ mod days {
     use std::sync::Arc;
 
     use jiff::{SignedDuration, Timestamp};
-    use mneme_agent::reflect::tick::{TickOptions, tick};
+    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_core::{FixedClock, Payload, ToolOutputPayload};
     use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
     use mneme_store::StoreOptions;
@@ -550,7 +550,7 @@ mod days {
 
 #[test]
 fn the_daily_minimum_is_due_after_a_day_without_action_while_the_user_is_active() {
-    use mneme_agent::reflect::actions::daily_minimum_due;
+    use mneme_reflect::actions::daily_minimum_due;
     let tick = |hour: i64, kind: &str| line(hour, json!({ "kind": "tick", "actionTaken": { "kind": kind } }));
     let now = at(30);
     let quiet = newest_first(vec![tick(0, "none"), tick(10, "none"), tick(29, "none")]);
@@ -570,7 +570,7 @@ mod next_session {
     use jiff::Timestamp;
     use mneme_agent::config::HooksConfig;
     use mneme_agent::hooks::{HookInput, HookName, Hooks};
-    use mneme_agent::reflect::tick::{TickOptions, tick};
+    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_core::{FixedClock, Payload, ToolOutputPayload};
     use mneme_service::{Access, IngestOptions, MemoryService, Ops, Principal, ServiceConfig};
     use mneme_store::StoreOptions;

@@ -14,9 +14,9 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use jiff::{SignedDuration, Timestamp};
 use mneme_llm::{LlmClient, LlmSettings, Route};
-use mneme_agent::reflect::config::ReflectionConfig;
-use mneme_agent::reflect::engine::{Exec, Reflector};
-use mneme_agent::reflect::tick::{TickOptions, TickReport, tick};
+use mneme_reflect::config::ReflectionConfig;
+use mneme_reflect::engine::{Exec, Reflector};
+use mneme_reflect::tick::{TickOptions, TickReport, tick};
 use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
@@ -440,9 +440,9 @@ mod properties {
     use std::collections::BTreeMap;
 
     use mneme_llm::extract_json;
-    use mneme_agent::reflect::curator::{CurateInput, govern};
-    use mneme_agent::reflect::feedback::Directive;
-    use mneme_agent::reflect::{curator, insight, miner, signals};
+    use mneme_reflect::curator::{CurateInput, govern};
+    use mneme_reflect::feedback::Directive;
+    use mneme_reflect::{curator, insight, miner, signals};
     use mneme_workspace::playbook::{BODY_LIMIT, Playbook};
     use proptest::prelude::*;
 
@@ -525,7 +525,7 @@ fn tips_and_insights_reach_a_webhook_or_telegram_and_the_token_stays_secret() {
     b.rt.spawn(async move { axum::serve(listener, app).await });
 
     let mut config = ReflectionConfig::default();
-    config.outbound.target = mneme_agent::reflect::config::OutboundTarget::Webhook;
+    config.outbound.target = mneme_reflect::config::OutboundTarget::Webhook;
     config.outbound.webhook_url = Some(format!("http://{addr}/hook"));
     let report = b.tick(&b.engine(config), true);
     assert_eq!(report.output["delivery"], json!({ "channel": "webhook", "ok": true }));
@@ -538,7 +538,7 @@ fn tips_and_insights_reach_a_webhook_or_telegram_and_the_token_stays_secret() {
     for (token, ok) in [("123:secret-token", true), ("456:bad-token", false)] {
         std::fs::write(&token_file, format!("{token}\n")).expect("token");
         let mut config = ReflectionConfig::default();
-        config.outbound.target = mneme_agent::reflect::config::OutboundTarget::Telegram;
+        config.outbound.target = mneme_reflect::config::OutboundTarget::Telegram;
         config.outbound.telegram_api = format!("http://{addr}");
         config.outbound.telegram_chat_id = Some("42".into());
         config.outbound.telegram_token_file = Some(token_file.clone());

@@ -10,9 +10,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::sense::{self, Sensed};
-use crate::reflect::ReflectError;
-use crate::reflect::config::{OutboundTarget, Stage};
-use crate::reflect::engine::{Calls, Reflector, strings, text};
+use crate::ReflectError;
+use crate::config::{OutboundTarget, Stage};
+use crate::engine::{Calls, Reflector, strings, text};
 
 /// How to run a job.
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
@@ -645,7 +645,7 @@ pub fn run(
             Err(e) => reasons.push(e),
         }
     } else {
-        reasons.push(crate::reflect::engine::NO_LLM.to_string());
+        reasons.push(crate::engine::NO_LLM.to_string());
     }
     if plan.is_none() && engine.inner.dispatch {
         let text = dispatch_text(job, settings, now, &report.sensed);
@@ -702,7 +702,7 @@ fn deliver_report(engine: &Reflector, service: &MemoryService, text: &str, now: 
             .queue_dispatch("inner:brain_loop:report", 2, &format!("[Inner life: brain loop] Tell the user: {text}"), now)
             .map(|_| json!({ "channel": "inbox", "ok": true }))
             .unwrap_or_else(|e| json!({ "channel": "inbox", "ok": false, "error": e.to_string() })),
-        _ => crate::reflect::outbound::deliver(engine, service, &format!("brain-loop-{}", now.as_millisecond()), "report", text, now),
+        _ => crate::outbound::deliver(engine, service, &format!("brain-loop-{}", now.as_millisecond()), "report", text, now),
     };
     if let Value::Object(o) = &mut report.output {
         o.insert("delivered".into(), result);

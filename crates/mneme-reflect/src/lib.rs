@@ -1,4 +1,4 @@
-//! Reflection: the heartbeat that makes the agent better over time (sinain §4, §6, §8).
+//! mneme-reflect: the heartbeat that makes the agent better over time (sinain §4, §6, §8).
 //!
 //! One tick (`tick`) runs the seed's phases as stages of one engine (`engine::Reflector`):
 //! `setup` (history, idle, session summary), `git` (opt-in backup), `signals` (the
@@ -14,6 +14,7 @@
 //! (`playbook`, `playbook_log`), so the session-start context can read them too.
 
 pub mod actions;
+pub mod inner;
 pub mod config;
 pub mod curator;
 pub mod engine;

@@ -23,7 +23,7 @@ use mneme_workspace::inner::{self, Impatience, InnerEvent, InnerState};
 use mneme_workspace::inner_data::{self, QueueItem};
 use serde::Serialize;
 
-use crate::reflect::ReflectError;
+use crate::ReflectError;
 
 /// The actor of mneme's inner-life writes to the store.
 pub const ACTOR: &str = "mneme:inner";

@@ -102,7 +102,7 @@ impl Reflector {
     /// With the shared client (used only when it has an endpoint) and a runtime for model
     /// and outbound calls.
     pub fn new(config: ReflectionConfig, llm: Option<Arc<LlmClient>>, exec: Option<Exec>) -> Reflector {
-        crate::init_tls();
+        mneme_llm::init_tls();
         let llm = llm.filter(|l| l.enabled() && exec.is_some());
         let http = reqwest::Client::builder().timeout(config.outbound.timeout.get()).build().unwrap_or_default();
         Reflector { config, inner: Default::default(), llm, exec, http, calls: Mutex::default(), telegram_token: None }

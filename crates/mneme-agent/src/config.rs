@@ -90,7 +90,7 @@ pub struct MnemeConfig {
     /// The inner life's jobs (`mneme inner run`).
     pub inner: mneme_reflect::inner::InnerConfig,
     /// The relay's feed, sense and analysis loop (`/feed`, `/sense`, `/agent/*`).
-    pub relay: crate::relay::RelayConfig,
+    pub relay: mneme_relay::RelayConfig,
     /// membrane's wire protocol (`membrane.v1.MembraneService`) on the gRPC port.
     pub membrane: MembraneConfig,
     /// Where the memory lives: the data directory's SQLite file, or PostgreSQL.

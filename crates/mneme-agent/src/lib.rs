@@ -18,7 +18,6 @@ pub mod erasure;
 pub mod file_index;
 pub mod format;
 pub mod hooks;
-pub mod relay;
 pub mod scheduler;
 pub mod truth;
 

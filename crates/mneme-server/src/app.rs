@@ -112,7 +112,7 @@ pub struct App {
     /// The reflection heartbeat's engine (settings, model routing, outbound channel).
     pub reflector: Arc<mneme_reflect::engine::Reflector>,
     /// The relay's buffers and analysis loop (`/feed`, `/sense`, `/agent/*`).
-    pub relay: Arc<mneme_agent::relay::Relay>,
+    pub relay: Arc<mneme_relay::Relay>,
     pub metrics: Registry,
     pub passes: JobPasses,
     /// The agent's file workspace (scheduler, search index); its directory may not exist.
@@ -657,13 +657,13 @@ fn reflect_error(e: ReflectError) -> ApiError {
 /// The relay (the relay seed's routes). Screen text and transcripts are the owner's: with
 /// API keys configured, only an unrestricted principal may use them.
 impl App {
-    fn relay_owner(&self, p: &Principal) -> ApiResult<&mneme_agent::relay::Relay> {
+    fn relay_owner(&self, p: &Principal) -> ApiResult<&mneme_relay::Relay> {
         p.require_unrestricted("the relay")?;
         Ok(&self.relay)
     }
 
     /// `POST /feed`.
-    pub fn relay_feed(&self, p: &Principal, item: mneme_agent::relay::NewFeed) -> ApiResult<serde_json::Value> {
+    pub fn relay_feed(&self, p: &Principal, item: mneme_relay::NewFeed) -> ApiResult<serde_json::Value> {
         let item = self.relay_owner(p)?.feed(item, self.ops.now()).map_err(ApiError::BadRequest)?;
         Ok(serde_json::json!({ "ok": true, "id": item.id }))
     }
@@ -675,7 +675,7 @@ impl App {
     }
 
     /// `POST /sense`.
-    pub fn relay_sense(&self, p: &Principal, event: mneme_agent::relay::SenseEvent) -> ApiResult<serde_json::Value> {
+    pub fn relay_sense(&self, p: &Principal, event: mneme_relay::SenseEvent) -> ApiResult<serde_json::Value> {
         self.relay_owner(p)?.sense(event, self.ops.now()).map_err(ApiError::BadRequest)?;
         Ok(serde_json::json!({ "ok": true }))
     }
@@ -706,7 +706,7 @@ impl App {
     }
 
     /// `POST /agent/config`.
-    pub fn relay_configure(&self, p: &Principal, change: mneme_agent::relay::ConfigChange) -> ApiResult<serde_json::Value> {
+    pub fn relay_configure(&self, p: &Principal, change: mneme_relay::ConfigChange) -> ApiResult<serde_json::Value> {
         let config = self.relay_owner(p)?.configure(change).map_err(ApiError::BadRequest)?;
         Ok(serde_json::json!({ "ok": true, "config": config }))
     }

@@ -170,7 +170,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         .with_env(|var| env.get(var).cloned())
         .with_inner(config.inner.clone()),
     );
-    let relay = Arc::new(mneme_agent::relay::Relay::new(config.relay.clone(), Some(llm.clone())));
+    let relay = Arc::new(mneme_relay::Relay::new(config.relay.clone(), Some(llm.clone())));
     if let Some(warning) = relay.warning() {
         tracing::warn!("relay: {warning}");
     }
@@ -476,9 +476,9 @@ fn relay_loop(app: Arc<App>, mut rx: watch::Receiver<bool>) -> JoinHandle<()> {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {
                     let outcome = app.relay.tick(app.ops.now()).await;
-                    if let mneme_agent::relay::TickOutcome::Analysed { result } = &outcome
+                    if let mneme_relay::TickOutcome::Analysed { result } = &outcome
                         && app.relay.keeps_analyses()
-                        && result.analysis != mneme_agent::relay::NOTHING
+                        && result.analysis != mneme_relay::NOTHING
                     {
                         let text = result.analysis.clone();
                         let _ = blocking_job(&app, "relay", move |job| {

@@ -842,9 +842,9 @@ fn query_number(query: Option<&str>, name: &str, default: u64) -> ApiResult<u64>
     Ok(value)
 }
 
-handler!(relay_feed, Operation::RelayFeed, |app, p, body: mneme_agent::relay::NewFeed| app.relay_feed(p, body));
-handler!(relay_sense, Operation::RelaySense, |app, p, body: mneme_agent::relay::SenseEvent| app.relay_sense(p, body));
-handler!(relay_configure, Operation::RelayConfigure, |app, p, body: mneme_agent::relay::ConfigChange| app.relay_configure(p, body));
+handler!(relay_feed, Operation::RelayFeed, |app, p, body: mneme_relay::NewFeed| app.relay_feed(p, body));
+handler!(relay_sense, Operation::RelaySense, |app, p, body: mneme_relay::SenseEvent| app.relay_sense(p, body));
+handler!(relay_configure, Operation::RelayConfigure, |app, p, body: mneme_relay::ConfigChange| app.relay_configure(p, body));
 
 async fn relay_feed_poll(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
     let auth = authorization(&headers);

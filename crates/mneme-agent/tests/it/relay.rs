@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use mneme_agent::relay::{
+use mneme_relay::{
     Analyzer, ConfigChange, FEED_RING, NOTHING, NewFeed, RESULT_RING, RULES, Relay, RelayConfig, SENSE_RING, SenseEvent, TickOutcome,
 };
 use serde_json::{Value, json};
@@ -33,7 +33,7 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
 }
 
-fn analysed(outcome: TickOutcome) -> mneme_agent::relay::AnalysisResult {
+fn analysed(outcome: TickOutcome) -> mneme_relay::AnalysisResult {
     match outcome {
         TickOutcome::Analysed { result } => result,
         other => panic!("expected an analysis, got {other:?}"),
@@ -66,14 +66,14 @@ fn the_context_window_is_built_as_the_seed_builds_it() {
     assert_eq!(screen, [("text", "Chrome", "same text"), ("context", "IntelliJ IDEA", "")], "duplicate OCR dropped, switch kept");
     assert_eq!(w.current_app, "unknown", "the newest event has no app");
     assert_eq!(w.window_ms, 120_000);
-    let prompt = mneme_agent::relay::prompt(&w);
+    let prompt = mneme_relay::prompt(&w);
     assert!(prompt.starts_with("You are Sinain, an AI monitoring a user's screen and audio in real-time.\n\nActive app: unknown\n"));
     assert!(prompt.contains(
         "Screen activity (OCR, newest last):\n[Chrome] same text\n[IntelliJ IDEA] \n\nAudio (transcript, newest last):\nchunk 2\n"
     ));
     assert!(prompt.ends_with("- If nothing interesting, respond with just \"—\"."));
     let empty = rules_relay().context(now);
-    let prompt = mneme_agent::relay::prompt(&empty);
+    let prompt = mneme_relay::prompt(&empty);
     assert!(prompt.contains("(no screen data)") && prompt.contains("(silence)"));
 }
 

@@ -672,6 +672,6 @@ async fn malformed_bodies_and_labels_are_refused_and_the_feed_is_bounded_in_byte
     }
     let response = d.http.get(d.url("/feed?after=0")).send().await.expect("feed");
     let bytes = response.bytes().await.expect("body").len();
-    assert!(bytes <= mneme_agent::relay::RING_BYTES + 64 * 1024, "the feed answer is bounded: {bytes} bytes");
+    assert!(bytes <= mneme_relay::RING_BYTES + 64 * 1024, "the feed answer is bounded: {bytes} bytes");
     d.stop().await;
 }

@@ -1,4 +1,4 @@
-//! The relay's analysis loop (the relay seed): a feed ring (100 items: transcripts from the
+//! mneme-relay: the relay's analysis loop (the relay seed): a feed ring (100 items: transcripts from the
 //! bridge, the agent's own pushes), a sense ring (30 screen events), and a tick that
 //! builds the seed's context window over both, analyses it, keeps the result in a ring of
 //! 50, and pushes a non-trivial, non-repeated analysis back to the feed as `[🧠] …` with

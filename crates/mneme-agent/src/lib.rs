@@ -1,16 +1,18 @@
 //! mneme-agent: the engines an agent's memory runs on, free of any transport. The daemon
 //! (`mneme-server`) drives them from its timers and hook endpoints; the CLI calls them
-//! directly for work that needs no daemon (`mneme schedule`, `mneme search`).
+//! directly for work that needs no daemon (`mneme schedule`, `mneme search`). Reflection
+//! and the inner life are `mneme-reflect`, the relay `mneme-relay`, the LLM client
+//! `mneme-llm`, claim extraction `mneme-truth`.
 //!
-//! Read in this order: `config` (every setting, typed), `hooks` (the hook engine and the
-//! competence tracker), `format` (the context block), `patterns` (regex facts),
-//! `consolidate` (buffered messages → facts), `llm` (the one LLM client, with JSON
-//! extraction), `scheduler` (tasks and what each action does), `file_index` (workspace
-//! search).
+//! Read in this order: `config` (the engines' settings), `hooks` (the hook engine and the
+//! competence tracker), `format` (the context block), `truth` (claims → live facts),
+//! `consolidate` (buffered messages → facts), `erasure` (a user's request to forget),
+//! `scheduler` (tasks and what each action does), `file_index` (workspace search).
 //!
-//! Invariant: every engine reaches the store through [`mneme_service::Ops`] with a
-//! [`mneme_service::Principal`], so the engines obey the same policy as a request;
-//! the scheduler and the file index (owner-only data with no labels) take the service.
+//! Invariant: the hook engine and consolidation reach the store through
+//! [`mneme_service::Ops`] with a [`mneme_service::Principal`], so they obey the same
+//! policy as a request; the scheduler and the file index (owner-only data with no
+//! labels) take the service.
 
 pub mod config;
 pub mod consolidate;
@@ -21,7 +23,6 @@ pub mod hooks;
 pub mod scheduler;
 pub mod truth;
 
-pub use config::{ConfigError, MnemeConfig};
 
 /// After a real `forget`, the copies of the erased texts in mneme's own workspace files
 /// go too (`mneme_workspace::forget::scrub`): the report lists the files rewritten, and,

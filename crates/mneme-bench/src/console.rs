@@ -51,7 +51,7 @@ async fn site(records: usize) -> Result<Site> {
         service.supersede(&first.id, change, who, &mneme_service::Access::owner())?;
         first.id.to_string()
     };
-    let mut config = mneme_agent::MnemeConfig::default();
+    let mut config = mneme_server::MnemeConfig::default();
     config.server.grpc_addr = "127.0.0.1:0".parse()?;
     config.server.http_addr = "127.0.0.1:0".parse()?;
     config.workspace.scheduler = false;

@@ -11,7 +11,7 @@ use serde_json::json;
 /// Batched throughput on short texts and single-query latency.
 pub fn embed(
     dir: Option<&Path>,
-    config: &mneme_agent::config::MnemeConfig,
+    config: &mneme_server::config::MnemeConfig,
     file: Option<&Path>,
     texts: usize,
     batch: usize,

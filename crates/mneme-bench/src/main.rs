@@ -40,7 +40,7 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow, bail};
 use clap::Parser;
 use jiff::Timestamp;
-use mneme_agent::MnemeConfig;
+use mneme_server::MnemeConfig;
 use mneme_service::ServiceError;
 
 use crate::cli::{Cli, Command};

@@ -59,7 +59,7 @@ fn drop_database(url: &str, name: &str) -> Result<()> {
 /// Serves the retrieval-benchmark protocol on stdin/stdout until `end` or EOF, with the
 /// real retrieval pipeline: the same `MemoryService::retrieve` the daemon runs, hybrid
 /// when a model is available.
-pub fn retrieval(config: &mneme_agent::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
+pub fn retrieval(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
     let model = match mneme_embed::choose(&config.embedding, data_dir).map_err(|e| anyhow!(e))? {
         mneme_embed::Choice::Model(m) => {
             eprintln!("bench retrieval: hybrid with {} (dense share {})", m.model_id(), config.retrieval.dense_share);
@@ -71,12 +71,12 @@ pub fn retrieval(config: &mneme_agent::MnemeConfig, data_dir: &std::path::Path) 
         }
     };
     let postgres = match config.storage.backend {
-        mneme_agent::config::Backend::Postgres => {
+        mneme_server::config::Backend::Postgres => {
             let url = config.storage.database_url.clone().ok_or_else(|| anyhow!("backend = postgres needs MNEME_DATABASE_URL"))?;
             eprintln!("bench retrieval: on PostgreSQL, a database per corpus");
             Some(url)
         }
-        mneme_agent::config::Backend::Sqlite => None,
+        mneme_server::config::Backend::Sqlite => None,
     };
     let setup = Setup { config: config.service(), index: config.embedding.index, model, postgres };
     let stdin = std::io::stdin();

@@ -32,7 +32,7 @@ struct Conversation {
     _dir: tempfile::TempDir,
 }
 
-pub fn truth(config: &mneme_agent::MnemeConfig) -> Result<()> {
+pub fn truth(config: &mneme_server::MnemeConfig) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let llm = Arc::new(LlmClient::new(config.llm_settings()));
     eprintln!("bench truth: LLM consolidation {}", if llm.enabled() { "on" } else { "off (offline extraction only)" });
@@ -79,7 +79,7 @@ pub fn truth(config: &mneme_agent::MnemeConfig) -> Result<()> {
     Ok(())
 }
 
-fn open(config: &mneme_agent::MnemeConfig, llm: &Arc<LlmClient>, request: &Value) -> Result<Conversation> {
+fn open(config: &mneme_server::MnemeConfig, llm: &Arc<LlmClient>, request: &Value) -> Result<Conversation> {
     let id = request["conversation"].as_str().unwrap_or("conversation").to_string();
     let dir = tempfile::tempdir().context("creating a temporary store")?;
     let clock = Arc::new(FixedClock::new(Timestamp::UNIX_EPOCH));

@@ -19,7 +19,7 @@ use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Registry;
 use crate::op::Operation;
-use mneme_agent::config::MnemeConfig;
+use crate::config::MnemeConfig;
 use mneme_agent::consolidate::{Consolidator, CycleReport};
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_service::Ops;

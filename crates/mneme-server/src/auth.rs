@@ -13,7 +13,7 @@ use mneme_service::{Access, Principal};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, ApiResult};
-use mneme_agent::config::MnemeConfig;
+use crate::config::MnemeConfig;
 
 /// An authenticated caller: its [`Principal`] (the policy, checked in `Ops`) and its
 /// token bucket. Derefs to the principal.
@@ -59,7 +59,7 @@ impl Caller {
 }
 
 /// A configured principal's policy (its scopes parsed).
-fn policy(p: &mneme_agent::config::PrincipalConfig) -> Result<Principal, String> {
+fn policy(p: &crate::config::PrincipalConfig) -> Result<Principal, String> {
     let parse = |list: &Option<Vec<String>>| -> Result<Option<Vec<Scope>>, String> {
         list.as_ref().map(|l| l.iter().map(|s| Scope::parse(s).map_err(|e| format!("principal {:?}: {e}", p.name))).collect()).transpose()
     };

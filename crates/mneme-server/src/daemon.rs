@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use mneme_agent::config::MnemeConfig;
+use crate::config::MnemeConfig;
 use mneme_agent::consolidate::Consolidator;
 use mneme_agent::hooks::Hooks;
 use mneme_llm::LlmClient;

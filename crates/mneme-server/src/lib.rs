@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod config;
 mod codec;
 mod console;
 mod convert;
@@ -27,7 +28,7 @@ mod serve;
 
 pub use convert::{json_from_pb, pb_from_json};
 pub use daemon::{Daemon, DaemonFile, DaemonOptions, start, write_atomic};
-pub use mneme_agent::MnemeConfig;
+pub use config::{ConfigError, MnemeConfig};
 
 /// Generated gRPC types and services (`proto/mneme/v1/mneme.proto`).
 #[allow(missing_debug_implementations, clippy::all)]

@@ -33,7 +33,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use mneme_agent::config::MnemeConfig;
+use crate::config::MnemeConfig;
 
 /// The `[server]` settings the connections obey.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use mneme_service::{
 };
 use mneme_store::{SecretKey, StoreError, StoreOptions};
 
-use mneme_agent::MnemeConfig;
+use mneme_server::MnemeConfig;
 
 use crate::cli::{
     Cli, Command, ConfigCommand, HookArgs, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs, RevisionArgs,
@@ -93,7 +93,7 @@ impl Invocation {
     /// The PostgreSQL store, when `[storage] backend = "postgres"`: its URL, the password
     /// from `MNEME_DATABASE_PASSWORD` or `MNEME_DATABASE_PASSWORD_FILE`, and the timeouts.
     pub fn postgres(&self, create: bool) -> Result<Option<mneme_store::PgOptions>> {
-        if self.config.storage.backend != mneme_agent::config::Backend::Postgres {
+        if self.config.storage.backend != mneme_server::config::Backend::Postgres {
             return Ok(None);
         }
         let url = self.config.storage.database_url.clone().unwrap_or_default();
@@ -228,7 +228,7 @@ fn key_hash() -> Result<()> {
     if key.trim().len() < 16 {
         return Err(input("the key must be at least 16 characters"));
     }
-    outln!("{}", mneme_agent::config::hash_key(&key));
+    outln!("{}", mneme_server::config::hash_key(&key));
     Ok(())
 }
 
@@ -283,7 +283,7 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
         Command::Hook(args) => crate::daemon::hook(&ctx, &args),
         Command::ClaudeHook(_) => unreachable!("answered by without_store"),
         Command::Config(ConfigCommand::Show) => {
-            for name in mneme_agent::config::unknown_env(std::env::vars()) {
+            for name in mneme_server::config::unknown_env(std::env::vars()) {
                 eprintln!("warning: {name} is not a variable mneme reads (a typo?); it was ignored");
             }
             if ctx.json {
@@ -850,7 +850,7 @@ fn default_data_dir() -> Result<PathBuf> {
 
 /// PostgreSQL options for `url` with the password from `MNEME_DATABASE_PASSWORD`, else
 /// `MNEME_DATABASE_PASSWORD_FILE` (else the URL's own). Never printed.
-pub fn postgres_options(url: String, storage: &mneme_agent::config::StorageConfig, create: bool) -> Result<mneme_store::PgOptions> {
+pub fn postgres_options(url: String, storage: &mneme_server::config::StorageConfig, create: bool) -> Result<mneme_store::PgOptions> {
     let password = match (std::env::var_os("MNEME_DATABASE_PASSWORD"), std::env::var_os("MNEME_DATABASE_PASSWORD_FILE")) {
         (Some(value), _) => {
             let value = value.into_string().map_err(|_| input("MNEME_DATABASE_PASSWORD is not valid UTF-8"))?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use mneme_agent::config::LogFormat;
+use mneme_server::config::LogFormat;
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_core::{Sensitivity, SystemClock};
 use mneme_server::{DaemonFile, DaemonOptions};
@@ -96,7 +96,7 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
         ))));
     }
     init_logging(ctx)?;
-    for name in mneme_agent::config::unknown_env(std::env::vars()) {
+    for name in mneme_server::config::unknown_env(std::env::vars()) {
         tracing::warn!(variable = %name, "ignoring an MNEME_* environment variable mneme does not read (a typo?); see `mneme config show`");
     }
     mneme_agent::init_tls();

@@ -359,7 +359,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
 /// SIGKILL to both: a daemon stuck in shutdown must not outlive `down` (the store is
 /// crash-safe, so a killed daemon loses nothing it acknowledged).
 pub fn down(ctx: &Invocation, grace: &str) -> Result<()> {
-    let grace = mneme_agent::config::parse_duration(grace).map_err(|e| crate::commands::InputError(format!("--grace: {e}")))?;
+    let grace = mneme_server::config::parse_duration(grace).map_err(|e| crate::commands::InputError(format!("--grace: {e}")))?;
     let supervisor_pid = supervisor(&ctx.data_dir).map(|s| s.pid);
     let daemon_pid = DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE)).map(|d| d.pid).filter(|pid| pid_alive(*pid));
     let Some(plan) = StopPlan::new(supervisor_pid, daemon_pid, grace) else {

@@ -406,7 +406,7 @@ async fn shutdown_lets_in_flight_requests_finish() {
 /// A daemon on a store in a temporary directory whose clock moves only when told (the
 /// timer tests advance it past a sweep's horizon).
 async fn daemon_on_a_fixed_clock(
-    config: mneme_agent::MnemeConfig,
+    config: mneme_server::MnemeConfig,
 ) -> (mneme_server::Daemon, std::sync::Arc<mneme_core::FixedClock>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("dir");
     let clock = std::sync::Arc::new(mneme_core::FixedClock::new(jiff::Timestamp::now()));

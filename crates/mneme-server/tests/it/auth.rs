@@ -1,7 +1,7 @@
 //! Principals: keys, read ceilings and scopes, write policy, rate limits, and the rule
 //! that a non-loopback listener needs keys.
 
-use mneme_agent::config::PrincipalConfig;
+use mneme_server::config::PrincipalConfig;
 use mneme_core::Sensitivity;
 use mneme_server::pb;
 use serde_json::json;
@@ -17,7 +17,7 @@ const TEAM: &str = "team-a-key-0123456789abcdef";
 pub fn principal(name: &str, key: &str) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
-        key_sha256: Some(mneme_agent::config::hash_key(key)),
+        key_sha256: Some(mneme_server::config::hash_key(key)),
         key_env: None,
         key_file: None,
         read_max_sensitivity: Sensitivity::Critical,

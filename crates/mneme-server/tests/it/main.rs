@@ -4,6 +4,7 @@
 mod agent;
 mod api;
 mod auth;
+mod config;
 mod console;
 mod consolidation;
 mod embedding;
@@ -11,6 +12,7 @@ mod golden;
 mod hooks;
 mod limits;
 mod membrane;
+mod parsers;
 mod policy;
 mod protocol;
 mod truth;

@@ -377,7 +377,7 @@ fn config_show_redacts_and_check_names_the_key() {
     let mut child = m.command().args(["key", "hash"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
     child.stdin.take().expect("stdin").write_all(b"0123456789abcdef-key\n").expect("write");
     let out = child.wait_with_output().expect("out");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), mneme_agent::config::hash_key("0123456789abcdef-key"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), mneme_server::config::hash_key("0123456789abcdef-key"));
 }
 
 /// A foreign SQLite client (a shell, a backup script) that opened and closed `mneme.db`

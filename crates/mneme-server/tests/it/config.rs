@@ -1,7 +1,7 @@
 //! Configuration layering and validation.
 
-use mneme_agent::MnemeConfig;
-use mneme_agent::config::parse_duration;
+use mneme_server::MnemeConfig;
+use mneme_server::config::parse_duration;
 use std::time::Duration;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -84,8 +84,8 @@ fn durations() {
 
 #[test]
 fn a_retention_policy_reads_ages_per_type_and_refuses_unknown_types() {
-    let c = mneme_agent::MnemeConfig::from_toml("[maintenance.retention]\nepisodic = \"365d\"\nworking = \"0s\"\n", "t").expect("valid");
+    let c = mneme_server::MnemeConfig::from_toml("[maintenance.retention]\nepisodic = \"365d\"\nworking = \"0s\"\n", "t").expect("valid");
     assert_eq!(c.maintenance.retention.policy(), vec![(mneme_core::MemoryType::Episodic, std::time::Duration::from_secs(365 * 86_400))]);
-    let err = mneme_agent::MnemeConfig::from_toml("[maintenance.retention]\nepisodes = \"1d\"\n", "t").expect_err("unknown type");
+    let err = mneme_server::MnemeConfig::from_toml("[maintenance.retention]\nepisodes = \"1d\"\n", "t").expect_err("unknown type");
     assert!(err.to_string().contains("episodes"), "{err}");
 }

@@ -4,8 +4,8 @@
 //! keep its documented promises on the inputs it accepts. (The workspace's Markdown
 //! chunker has its own property test in mneme-workspace.)
 
-use mneme_agent::MnemeConfig;
-use mneme_agent::config::parse_duration;
+use mneme_server::MnemeConfig;
+use mneme_server::config::parse_duration;
 use mneme_agent::consolidate::parse_extraction;
 use mneme_agent::hooks::HookInput;
 use proptest::prelude::*;

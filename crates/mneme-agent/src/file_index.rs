@@ -3,7 +3,7 @@
 //! heading path) and indexed in the store's `workspace_chunks` FTS5 table. [`sync`] brings
 //! the index in line with the files (new and changed files re-chunked, deleted ones
 //! dropped) by comparing modification time and size; the daemon calls it on a short timer
-//! with a debounce, `mneme search` calls it before searching (`MemoryService::search_files`).
+//! with a debounce, `mneme search` calls it before searching (`Owner::search_files`).
 //!
 //! Only regular files are indexed: symlinks are not followed (a link cannot pull a file
 //! from outside the workspace into the index), hidden files and directories (`.git`,
@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mneme_service::{IndexedFile, MemoryService, NewChunk, ServiceResult};
+use mneme_service::{IndexedFile, Owner, NewChunk, ServiceResult};
 use mneme_workspace::chunk::{ChunkConfig, chunk_markdown};
 use serde::Serialize;
 
@@ -101,10 +101,10 @@ fn scan(root: &Path, skipped: &mut Vec<(String, String)>) -> Vec<DiskFile> {
 /// Brings the index in line with the files under `root`. With `debounce`, a changed file
 /// is only re-indexed once its modification time is at least that old (an editor's burst
 /// of writes is indexed once); deletions apply at once.
-pub fn sync(service: &MemoryService, root: &Path, debounce: Option<Duration>) -> ServiceResult<IndexReport> {
+pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>) -> ServiceResult<IndexReport> {
     let mut report = IndexReport::default();
     let disk = if root.is_dir() { scan(root, &mut report.skipped) } else { Vec::new() };
-    let indexed = service.indexed_files()?;
+    let indexed = owner.indexed_files()?;
     let known: std::collections::HashMap<&str, &IndexedFile> = indexed.iter().map(|f| (f.path.as_str(), f)).collect();
     let settled_before = debounce.map(|d| mtime_ms(SystemTime::now()) - d.as_millis() as i64);
     let on_disk: std::collections::HashSet<&str> = disk.iter().map(|f| f.relative.as_str()).collect();
@@ -143,9 +143,9 @@ pub fn sync(service: &MemoryService, root: &Path, debounce: Option<Duration>) ->
         report.indexed.push(file.relative.clone());
         batch.push((IndexedFile { path: file.relative.clone(), mtime_ms: file.mtime_ms, size: file.size, chunks: 0 }, chunks));
         if batch.len() == BATCH {
-            service.update_file_index(&std::mem::take(&mut batch), &[])?;
+            owner.update_file_index(&std::mem::take(&mut batch), &[])?;
         }
     }
-    service.update_file_index(&batch, &report.removed)?;
+    owner.update_file_index(&batch, &report.removed)?;
     Ok(report)
 }

@@ -639,7 +639,7 @@ impl Hooks {
         // nothing else can fail, so each is delivered exactly once.
         let mut block = block;
         if self.journal.is_some() && format == ContextFormat::Markdown && p.unrestricted() {
-            match self.ops.owner_service(p).and_then(|s| s.take_dispatches(20)) {
+            match self.ops.owner(p).and_then(|o| o.take_dispatches(20)) {
                 Ok(taken) if !taken.is_empty() => {
                     let text = taken.into_iter().map(|d| d.text).collect::<Vec<_>>().join("\n\n");
                     block = if block.trim().is_empty() {

@@ -16,7 +16,7 @@
 use mneme_reflect::engine::Reflector;
 use jiff::Timestamp;
 use mneme_core::CoreError;
-use mneme_service::{MemoryService, ServiceError, ServiceResult, TaskRow};
+use mneme_service::{Owner, ServiceError, ServiceResult, TaskRow};
 use mneme_workspace::WorkspaceSettings;
 use mneme_workspace::schedule::{self, Priority, Task, TaskAction, Trigger};
 use serde::Serialize;
@@ -86,31 +86,31 @@ fn from_row(row: &TaskRow) -> ServiceResult<Task> {
 }
 
 /// Installs the built-in tasks the first time (and never again, so a removed one stays removed).
-pub fn ensure_builtins(service: &MemoryService, now: Timestamp) -> ServiceResult<()> {
+pub fn ensure_builtins(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<()> {
     for (flag, tasks) in [
         (BUILTINS_FLAG, schedule::builtin_tasks(now)),
         (REFLECTION_FLAG, vec![schedule::reflection_task(now)]),
         (INNER_FLAG, schedule::inner_tasks(now)),
     ] {
-        if service.meta_value(flag)?.is_some() {
+        if owner.meta_value(flag)?.is_some() {
             continue;
         }
-        let existing: Vec<String> = service.task_rows()?.into_iter().map(|r| r.name).collect();
+        let existing: Vec<String> = owner.task_rows()?.into_iter().map(|r| r.name).collect();
         let rows = tasks.iter().filter(|t| !existing.contains(&t.name)).map(|t| to_row(t, true)).collect::<ServiceResult<Vec<_>>>()?;
-        service.put_task_rows(&rows, Some((flag, &now.as_millisecond().to_string())))?;
+        owner.put_task_rows(&rows, Some((flag, &now.as_millisecond().to_string())))?;
     }
     Ok(())
 }
 
 /// Every task (built-ins installed first), with whether it is built in.
-pub fn tasks(service: &MemoryService, now: Timestamp) -> ServiceResult<Vec<(Task, bool)>> {
-    ensure_builtins(service, now)?;
-    service.task_rows()?.iter().map(|row| Ok((from_row(row)?, row.builtin))).collect()
+pub fn tasks(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<Vec<(Task, bool)>> {
+    ensure_builtins(owner, now)?;
+    owner.task_rows()?.iter().map(|row| Ok((from_row(row)?, row.builtin))).collect()
 }
 
 /// The tasks as `schedule list` shows them, due status evaluated at `now`.
-pub fn list(service: &MemoryService, settings: &WorkspaceSettings, now: Timestamp) -> ServiceResult<Vec<TaskView>> {
-    Ok(tasks(service, now)?
+pub fn list(owner: &Owner<'_>, settings: &WorkspaceSettings, now: Timestamp) -> ServiceResult<Vec<TaskView>> {
+    Ok(tasks(owner, now)?
         .into_iter()
         .map(|(task, builtin)| {
             let due_at = task.due_at(&settings.timezone);
@@ -149,8 +149,8 @@ pub struct NewTask {
 }
 
 /// Adds (or with `replace`, replaces) a task. Errors name the bad field.
-pub fn add(service: &MemoryService, new: NewTask, now: Timestamp) -> ServiceResult<Task> {
-    ensure_builtins(service, now)?;
+pub fn add(owner: &Owner<'_>, new: NewTask, now: Timestamp) -> ServiceResult<Task> {
+    ensure_builtins(owner, now)?;
     let name = new.name.trim();
     if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
         return Err(invalid("name", format!("{name:?} must be 1–64 characters of letters, digits, `-`, `_` or `.`")));
@@ -173,7 +173,7 @@ pub fn add(service: &MemoryService, new: NewTask, now: Timestamp) -> ServiceResu
         (None, None) => return Err(invalid("action", "give --message TEXT or --action rotate|consolidate|context-check|reflect")),
     };
     let priority = Priority::try_from(new.priority).map_err(to_invalid("--priority"))?;
-    let existing = service.task_rows()?.into_iter().find(|r| r.name == name);
+    let existing = owner.task_rows()?.into_iter().find(|r| r.name == name);
     if existing.is_some() && !new.replace {
         return Err(ServiceError::Precondition(format!("a task named {name:?} exists; use --replace to change it")));
     }
@@ -187,20 +187,20 @@ pub fn add(service: &MemoryService, new: NewTask, now: Timestamp) -> ServiceResu
         created: now,
         last_run: None,
     };
-    service.put_task_rows(&[to_row(&task, existing.is_some_and(|r| r.builtin))?], None)?;
+    owner.put_task_rows(&[to_row(&task, existing.is_some_and(|r| r.builtin))?], None)?;
     Ok(task)
 }
 
 /// Removes a task by name (built-ins too; they are not reinstalled).
-pub fn remove(service: &MemoryService, name: &str, now: Timestamp) -> ServiceResult<()> {
-    ensure_builtins(service, now)?;
-    service.remove_task_row(name)
+pub fn remove(owner: &Owner<'_>, name: &str, now: Timestamp) -> ServiceResult<()> {
+    ensure_builtins(owner, now)?;
+    owner.remove_task_row(name)
 }
 
 /// Whether the agent counts as idle at `now`: no hook activity within `idle_after`.
-pub fn is_idle(service: &MemoryService, settings: &WorkspaceSettings, now: Timestamp) -> ServiceResult<bool> {
+pub fn is_idle(owner: &Owner<'_>, settings: &WorkspaceSettings, now: Timestamp) -> ServiceResult<bool> {
     let idle_after = jiff::SignedDuration::try_from(settings.idle_after).unwrap_or(jiff::SignedDuration::MAX);
-    Ok(match service.last_activity()? {
+    Ok(match owner.last_activity()? {
         None => true,
         Some(at) => now.duration_since(at) >= idle_after,
     })
@@ -209,7 +209,7 @@ pub fn is_idle(service: &MemoryService, settings: &WorkspaceSettings, now: Times
 /// Runs every task due at `now`, in priority order. `idle` overrides the activity check
 /// (`None` = decide from the agent's last activity).
 pub fn run_due(
-    service: &MemoryService,
+    owner: &Owner<'_>,
     settings: &WorkspaceSettings,
     reflector: &Reflector,
     now: Timestamp,
@@ -217,9 +217,9 @@ pub fn run_due(
 ) -> ServiceResult<DuePass> {
     let idle = match idle {
         Some(idle) => idle,
-        None => is_idle(service, settings, now)?,
+        None => is_idle(owner, settings, now)?,
     };
-    let (all, builtin): (Vec<Task>, Vec<bool>) = tasks(service, now)?.into_iter().unzip();
+    let (all, builtin): (Vec<Task>, Vec<bool>) = tasks(owner, now)?.into_iter().unzip();
     let waiting_for_idle = if idle {
         Vec::new()
     } else {
@@ -228,19 +228,19 @@ pub fn run_due(
     let mut ran = Vec::new();
     for task in schedule::due_tasks(&all, now, idle, &settings.timezone) {
         let is_builtin = all.iter().position(|t| t.name == task.name).is_some_and(|i| builtin[i]);
-        ran.push(run_task(service, settings, reflector, task.clone(), is_builtin, now)?);
+        ran.push(run_task(owner, settings, reflector, task.clone(), is_builtin, now)?);
     }
     Ok(DuePass { at: now, idle, ran, waiting_for_idle })
 }
 
 /// What `run_due` would run at `now`, without running anything or recording a run (each
 /// entry's detail says "would run").
-pub fn due_now(service: &MemoryService, settings: &WorkspaceSettings, now: Timestamp, idle: Option<bool>) -> ServiceResult<DuePass> {
+pub fn due_now(owner: &Owner<'_>, settings: &WorkspaceSettings, now: Timestamp, idle: Option<bool>) -> ServiceResult<DuePass> {
     let idle = match idle {
         Some(idle) => idle,
-        None => is_idle(service, settings, now)?,
+        None => is_idle(owner, settings, now)?,
     };
-    let all: Vec<Task> = tasks(service, now)?.into_iter().map(|(t, _)| t).collect();
+    let all: Vec<Task> = tasks(owner, now)?.into_iter().map(|(t, _)| t).collect();
     let waiting_for_idle = if idle {
         Vec::new()
     } else {
@@ -255,7 +255,7 @@ pub fn due_now(service: &MemoryService, settings: &WorkspaceSettings, now: Times
 
 /// Runs one task now (due or not) and records the run.
 pub fn run_task(
-    service: &MemoryService,
+    owner: &Owner<'_>,
     settings: &WorkspaceSettings,
     reflector: &Reflector,
     mut task: Task,
@@ -264,12 +264,12 @@ pub fn run_task(
 ) -> ServiceResult<RunOutcome> {
     // The row is only updated if nobody removed or replaced the task during the run.
     let read_spec = to_row(&task, builtin)?.spec;
-    let (ok, detail, dispatch) = match perform(service, settings, reflector, &task.action, now) {
+    let (ok, detail, dispatch) = match perform(owner, settings, reflector, &task.action, now) {
         Ok((detail, dispatch)) => (true, detail, dispatch),
         Err(error) => (false, error, None),
     };
     task.mark_run(now);
-    let dispatched = service.record_task_run(
+    let dispatched = owner.record_task_run(
         &to_row(&task, builtin)?,
         &read_spec,
         now,
@@ -290,7 +290,7 @@ pub fn run_task(
 
 /// Does a task's work. Returns what happened and the instruction for the agent, if any.
 fn perform(
-    service: &MemoryService,
+    owner: &Owner<'_>,
     settings: &WorkspaceSettings,
     reflector: &Reflector,
     action: &TaskAction,
@@ -298,7 +298,7 @@ fn perform(
 ) -> Result<(String, Option<String>), String> {
     match action {
         TaskAction::ReflectionTick => {
-            let report = match mneme_reflect::tick::tick(reflector, service, settings, now, &Default::default()) {
+            let report = match mneme_reflect::tick::tick(reflector, owner, settings, now, &Default::default()) {
                 Ok(report) => report,
                 // A store used without a file workspace: nothing to curate, not a failure.
                 Err(e @ mneme_reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
@@ -319,7 +319,7 @@ fn perform(
             if !reflector.inner.jobs {
                 return Ok(("skipped: [inner] jobs = false".into(), None));
             }
-            let report = match mneme_reflect::inner::run(reflector, service, settings, *job, now, &Default::default()) {
+            let report = match mneme_reflect::inner::run(reflector, owner, settings, *job, now, &Default::default()) {
                 Ok(report) => report,
                 Err(e @ mneme_reflect::ReflectError::NoWorkspace(_)) => return Ok((format!("skipped: {e}"), None)),
                 Err(e) => return Err(e.to_string()),

@@ -5,7 +5,7 @@
 //! reported without their URL.
 
 use jiff::Timestamp;
-use mneme_service::MemoryService;
+use mneme_service::Owner;
 use serde_json::{Value, json};
 
 use super::config::OutboundTarget;
@@ -40,13 +40,13 @@ async fn post(http: &reqwest::Client, url: &str, body: &Value) -> Result<(), Str
 
 /// Delivers `text` (output `output_id`); the result as the log records it:
 /// `{"channel": "inbox", "ok": true}` or with `"error"`.
-pub fn deliver(engine: &Reflector, service: &MemoryService, output_id: &str, kind: &str, text: &str, now: Timestamp) -> Value {
+pub fn deliver(engine: &Reflector, owner: &Owner<'_>, output_id: &str, kind: &str, text: &str, now: Timestamp) -> Value {
     let o = &engine.config.outbound;
     let result: Result<(), String> = match o.target {
         OutboundTarget::Inbox => {
             let text =
                 format!("[Heartbeat {kind}] {text}\n(Report how useful this was: `mneme reflect feedback {output_id} --score -1..1`.)");
-            service
+            owner
                 .queue_dispatch(&format!("reflect:{kind}:{output_id}"), INBOX_PRIORITY, &text, now)
                 .map(|_| ())
                 .map_err(|e| e.to_string())

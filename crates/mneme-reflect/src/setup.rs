@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use mneme_core::{MemoryType, Payload, Sensitivity};
-use mneme_service::{Access, MemoryService, RetrieveRequest, ServiceResult};
+use mneme_service::{Owner, RetrieveRequest, ServiceResult};
 use serde_json::json;
 
 use super::config::Stage;
@@ -31,10 +31,10 @@ pub struct History {
 impl History {
     /// The last [`HISTORY_LIMIT`] session events of the 24 hours before `now`: episodic
     /// records and conversation-log entries, oldest first.
-    pub fn gather(service: &MemoryService, now: Timestamp) -> ServiceResult<History> {
+    pub fn gather(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<History> {
         // The newest first, unranked; every sensitivity (what reaches a model is capped
         // separately, in `for_model`).
-        let recent = service.recent(
+        let recent = owner.recent(
             &RetrieveRequest {
                 types: vec![MemoryType::Episodic],
                 since: Some(now - SignedDuration::from_hours(24)),
@@ -42,7 +42,6 @@ impl History {
                 max_sensitivity: Some(Sensitivity::Critical),
                 ..Default::default()
             },
-            &Access::owner(),
         )?;
         let mut events: Vec<Event> = recent
             .into_iter()
@@ -65,9 +64,9 @@ impl History {
         // The conversation log (messages an agent logs without hooks), the same window;
         // a message already in the records is not counted twice.
         let day_ago = now - SignedDuration::from_hours(24);
-        let total = service.sync_status()?.total as i64;
+        let total = owner.sync_status()?.total as i64;
         if total > 0 {
-            for c in service.sync_fetch((total - HISTORY_LIMIT as i64 + 1).max(1), total)? {
+            for c in owner.sync_fetch((total - HISTORY_LIMIT as i64 + 1).max(1), total)? {
                 let known = events.iter().any(|e| matches!(e, Event::Message { text, .. } if *text == c.content));
                 if c.at < day_ago || c.content == "[forgotten]" || known {
                     continue;

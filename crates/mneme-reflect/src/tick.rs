@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
-use mneme_service::MemoryService;
+use mneme_service::Owner;
 use mneme_workspace::playbook::{Playbook, normalize, parse_module_stack, write_curated};
 use mneme_workspace::{WorkspaceSettings, paths, playbook_log};
 use serde::Serialize;
@@ -119,7 +119,7 @@ pub fn read_effective(settings: &WorkspaceSettings) -> String {
 /// Runs one tick at `now`.
 pub fn tick(
     engine: &Reflector,
-    service: &MemoryService,
+    owner: &Owner<'_>,
     settings: &WorkspaceSettings,
     now: Timestamp,
     options: &TickOptions,
@@ -133,8 +133,8 @@ pub fn tick(
     let mut stages = serde_json::Map::new();
 
     // ---- setup: history, idle, session summary, module stack ----
-    let history = History::gather(service, now)?;
-    let last_activity = service.last_activity()?;
+    let history = History::gather(owner, now)?;
+    let last_activity = owner.last_activity()?;
     let idle = options.idle.unwrap_or_else(|| is_idle(engine, last_activity, now));
     let summary = match &options.summary {
         Some(s) => s.clone(),
@@ -197,7 +197,7 @@ pub fn tick(
         let text = format!(
             "Spawn a subagent to: {task}. When it is done, report with `mneme reflect spawn-result {spawn_id} useful|ignored|error`."
         );
-        let queued = !options.dry_run && service.queue_dispatch(&format!("reflect:spawn:{spawn_id}"), 1, &text, now)?;
+        let queued = !options.dry_run && owner.queue_dispatch(&format!("reflect:spawn:{spawn_id}"), 1, &text, now)?;
         let mut taken =
             json!({ "kind": "sessions_spawn", "spawnId": spawn_id, "task": task, "threshold": spawn_state.threshold, "queued": queued });
         if let (Some(t), Some(e)) = (taken.as_object_mut(), extra.as_object()) {
@@ -210,7 +210,7 @@ pub fn tick(
         let delivery = if options.dry_run {
             json!({ "channel": engine.config.outbound.target, "ok": false, "error": "dry run" })
         } else {
-            outbound::deliver(engine, service, &output_id, "tip", task, now)
+            outbound::deliver(engine, owner, &output_id, "tip", task, now)
         };
         let mut taken = json!({ "kind": "telegram_tip", "outputId": output_id, "task": task, "delivery": delivery });
         if let (Some(t), Some(e)) = (taken.as_object_mut(), extra.as_object()) {
@@ -364,7 +364,7 @@ pub fn tick(
         output["delivery"] = if options.dry_run {
             json!({ "channel": engine.config.outbound.target, "ok": false, "error": "dry run" })
         } else {
-            outbound::deliver(engine, service, &output_id, "insight", &message, now)
+            outbound::deliver(engine, owner, &output_id, "insight", &message, now)
         };
     }
     let calls_after_log = engine.take_calls();
@@ -389,7 +389,7 @@ pub const STAGES: [&str; 5] = ["signals", "feedback", "mine", "curate", "insight
 /// as one JSON object with the stage's outcome under `stage`.
 pub fn run_stage(
     engine: &Reflector,
-    service: &MemoryService,
+    owner: &Owner<'_>,
     settings: &WorkspaceSettings,
     now: Timestamp,
     name: &str,
@@ -408,8 +408,8 @@ pub fn run_stage(
         v
     };
     let signals = || -> Result<_, ReflectError> {
-        let history = History::gather(service, now)?;
-        let idle = idle.unwrap_or_else(|| service.last_activity().ok().flatten().is_none_or(|at| is_idle(engine, Some(at), now)));
+        let history = History::gather(owner, now)?;
+        let idle = idle.unwrap_or_else(|| owner.last_activity().ok().flatten().is_none_or(|at| is_idle(engine, Some(at), now)));
         let (summary, _) = summarize(engine, &history);
         let recent: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(3).map(|l| l.value.clone()).collect();
         let effective = read_effective(settings);

@@ -450,12 +450,12 @@ impl App {
 
     /// The owner's service, for the workspace's engines (reflection, inner life): owner
     /// principals only, and only when the workspace exists.
-    fn owner_workspace(&self, p: &Principal) -> ApiResult<&MemoryService> {
+    fn owner_workspace<'a>(&'a self, p: &'a Principal) -> ApiResult<mneme_service::Owner<'a>> {
         p.require_unrestricted("the workspace's reflection and inner life")?;
         if !self.workspace.dir.is_dir() {
             return Err(reflect_error(ReflectError::NoWorkspace(self.workspace.dir.clone())));
         }
-        Ok(self.ops.owner_service(p)?)
+        Ok(self.ops.owner(p)?)
     }
 
     /// `POST /v1/reflect/tick`: one tick, on this blocking worker (model calls block on the
@@ -463,7 +463,7 @@ impl App {
     pub fn reflect_tick(&self, p: &Principal, options: &TickOptions) -> ApiResult<serde_json::Value> {
         let service = self.owner_workspace(p)?;
         let report =
-            mneme_reflect::tick::tick(&self.reflector, service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
+            mneme_reflect::tick::tick(&self.reflector, &service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
         Ok(serde_json::json!(report))
     }
 
@@ -532,7 +532,7 @@ impl App {
     pub fn inner_run(&self, p: &Principal, job: Job, options: &mneme_reflect::inner::JobOptions) -> ApiResult<serde_json::Value> {
         let service = self.owner_workspace(p)?;
         let report =
-            mneme_reflect::inner::run(&self.reflector, service, &self.workspace, job, self.ops.now(), options).map_err(reflect_error)?;
+            mneme_reflect::inner::run(&self.reflector, &service, &self.workspace, job, self.ops.now(), options).map_err(reflect_error)?;
         Ok(serde_json::json!(report))
     }
 

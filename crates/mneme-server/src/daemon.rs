@@ -254,7 +254,7 @@ fn agent_start(app: &App) {
     let mut queued = false;
     if let Some(text) = boot.map(|t| mneme_workspace::private::strip(&t).trim().to_string()).filter(|t| !t.is_empty()) {
         let text = format!("[BOOT.md] Start-up instructions from the workspace's BOOT.md:\n\n{text}");
-        match app.ops.owner_service(&app.internal).and_then(|s| s.queue_dispatch("boot-md", 1, &text, now)) {
+        match app.ops.owner(&app.internal).and_then(|o| o.queue_dispatch("boot-md", 1, &text, now)) {
             Ok(q) => queued = q,
             Err(e) => tracing::warn!(error = %e, "BOOT.md not queued"),
         }
@@ -391,7 +391,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                 }
                 let pass = blocking_job(&app, "scheduler", |job| {
                     mneme_agent::scheduler::run_due(
-                        job.ops.owner_service(&job.internal)?,
+                        &job.ops.owner(&job.internal)?,
                         &job.workspace,
                         &job.reflector,
                         job.ops.now(),
@@ -420,7 +420,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     return;
                 }
                 let report = blocking_job(&app, "workspace_index", move |job| {
-                    mneme_agent::file_index::sync(job.ops.owner_service(&job.internal)?, &job.workspace.dir, Some(debounce))
+                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.workspace.dir, Some(debounce))
                 });
                 if let Some(report) = report.await.filter(|r| r.changed()) {
                     tracing::info!(
@@ -451,7 +451,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                 let policy = app.config.maintenance.retention.policy();
                 let prune = app.config.maintenance.prune;
                 let report = blocking_job(&app, "decay", move |job| {
-                    let pruned = if prune { job.ops.prune(&job.internal)?.pruned.len() } else { 0 };
+                    let pruned = if prune { job.ops.prune(&job.internal, None, false)?.pruned.len() } else { 0 };
                     let erased = if policy.is_empty() { 0 } else { job.ops.apply_retention(&job.internal, &policy)? };
                     Ok((pruned, erased))
                 });
@@ -518,7 +518,7 @@ fn relay_loop(app: Arc<App>, mut rx: watch::Receiver<bool>) -> JoinHandle<()> {
 /// cannot be checked is not run (logged): running twice is the worse failure.
 async fn runs(app: &Arc<App>, job: &'static str) -> bool {
     let shared = app.clone();
-    let held = tokio::task::spawn_blocking(move || shared.ops.owner_service(&shared.internal)?.holds_job(job)).await;
+    let held = tokio::task::spawn_blocking(move || shared.ops.owner(&shared.internal)?.holds_job(job)).await;
     match held {
         Ok(Ok(held)) => {
             if !held {

@@ -201,12 +201,8 @@ impl Ops {
         self.service.metrics()
     }
 
-    /// The service itself, for an unrestricted principal only: the owner's engines (the
-    /// scheduler, the file index) work on unlabeled agent data that has no per-record
-    /// policy to check, so only a principal that may read and write everything gets them.
-    pub fn owner_service(&self, p: &Principal) -> ServiceResult<&MemoryService> {
-        p.require_unrestricted("the owner's engines (scheduler, file index)")?;
-        Ok(&self.service)
+    pub(crate) fn service(&self) -> &MemoryService {
+        &self.service
     }
 
     /// Marks the agent active now (what idle detection reads: the scheduler's require-idle
@@ -241,7 +237,6 @@ impl Ops {
         self.service.embedding_status()
     }
 
-    /// The decay sweep: prunes records whose salience fell below the threshold.
     /// Erases records for good (`MemoryService::forget`): only an unrestricted principal
     /// (the owner) may, since it reaches the conversation log and every scope. The actor
     /// is the principal's.
@@ -265,18 +260,35 @@ impl Ops {
         Ok(n)
     }
 
-    pub fn prune(&self, p: &Principal) -> ServiceResult<crate::PruneReport> {
+    /// The decay sweep: drops the payloads of records whose salience fell below
+    /// `threshold` (the configured one when `None`); `dry_run` only lists them. Store-wide,
+    /// so for an unrestricted principal only.
+    pub fn prune(&self, p: &Principal, threshold: Option<f64>, dry_run: bool) -> ServiceResult<crate::PruneReport> {
         p.require_unrestricted("the decay sweep")?;
-        self.service.prune(None, false, "mneme:maintenance")
+        self.service.prune(threshold, dry_run, &self.actor(p, None))
     }
 
-    /// A record's salience now (no policy: the caller already holds the record).
+    /// Gives every live record without one a vector from the attached model, `batch` at a
+    /// time (`force`: every record again), reporting progress. Store-wide: for an
+    /// unrestricted principal only.
+    pub fn embed_pending(
+        &self,
+        p: &Principal,
+        batch: usize,
+        force: bool,
+        progress: &mut dyn FnMut(crate::EmbedProgress),
+    ) -> ServiceResult<u64> {
+        p.require_unrestricted("re-embedding the store")?;
+        self.service.embed_pending(batch, force, progress)
+    }
+
     /// A visible record's salience curve (see `MemoryService::salience_curve`).
     pub fn salience_curve(&self, p: &Principal, id: &RecordId, days: u32) -> ServiceResult<Vec<(jiff::Timestamp, f64)>> {
         let (record, _) = self.get(p, id)?;
         Ok(self.service.salience_curve(&record, days))
     }
 
+    /// A record's salience now (no policy: the caller already holds the record).
     pub fn current_salience(&self, record: &MemoryRecord) -> f64 {
         self.service.current_salience(record)
     }

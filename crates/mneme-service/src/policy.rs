@@ -29,6 +29,11 @@ impl Principal {
         Principal::new(name, read, write_max, None)
     }
 
+    /// An unrestricted principal named `name`: the daemon's own jobs, the local CLI.
+    pub fn owner(name: &str) -> Self {
+        Principal::internal(name, Access::owner(), Sensitivity::Critical)
+    }
+
     /// Whether the principal may read and write everything (the unlabeled agent data, the
     /// conversation log and the workspace files, is only for such principals).
     pub fn unrestricted(&self) -> bool {

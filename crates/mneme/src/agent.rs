@@ -24,7 +24,8 @@ pub fn sync(ctx: &Invocation, cmd: SyncCommand) -> Result<()> {
     // Everything is checked before the store is opened.
     match cmd {
         SyncCommand::Status => {
-            let state = ctx.open(false)?.sync_status()?;
+            let door = ctx.door(false)?;
+            let state = door.ops.sync_status(&door.me)?;
             if ctx.json {
                 return print_json(&state);
             }
@@ -39,8 +40,8 @@ pub fn sync(ctx: &Invocation, cmd: SyncCommand) -> Result<()> {
             Ok(())
         }
         SyncCommand::Fetch { begin, end } => {
-            let service = ctx.open(false)?;
-            let conversations = service.sync_fetch(begin, end)?;
+            let door = ctx.door(false)?;
+            let conversations = door.ops.sync_fetch(&door.me, begin, end)?;
             if ctx.json {
                 return print_json(&conversations);
             }
@@ -54,7 +55,8 @@ pub fn sync(ctx: &Invocation, cmd: SyncCommand) -> Result<()> {
             Ok(())
         }
         SyncCommand::Checkpoint { end_id, summary } => {
-            let result = ctx.open(false)?.sync_checkpoint(end_id, &summary)?;
+            let door = ctx.door(false)?;
+            let result = door.ops.sync_checkpoint(&door.me, end_id, &summary)?;
             if ctx.json {
                 return print_json(&result);
             }
@@ -75,7 +77,8 @@ pub fn sync(ctx: &Invocation, cmd: SyncCommand) -> Result<()> {
                 }
             };
             let input = mneme_service::ConversationInput { channel, user_id: user, direction, priority: Some(priority), content, at: None };
-            let logged = ctx.open(false)?.log_conversation(input)?;
+            let door = ctx.door(false)?;
+            let logged = door.ops.log_conversation(&door.me, input)?;
             if ctx.json {
                 return print_json(&logged);
             }
@@ -90,7 +93,8 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
     match cmd {
         ScheduleCommand::List { now } => {
             let now = now_or(now.as_deref())?;
-            let tasks = scheduler::list(&ctx.open(false)?, &settings, now)?;
+            let door = ctx.door(false)?;
+            let tasks = scheduler::list(&door.owner()?, &settings, now)?;
             if ctx.json {
                 return print_json(&tasks);
             }
@@ -117,7 +121,8 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
         }
         ScheduleCommand::Add { name, cron, every, message, action, priority, require_idle, replace } => {
             let new = scheduler::NewTask { name, cron, every, message, action, priority, require_idle, replace };
-            let task = scheduler::add(&ctx.open(false)?, new, Timestamp::now())?;
+            let door = ctx.door(false)?;
+            let task = scheduler::add(&door.owner()?, new, Timestamp::now())?;
             if ctx.json {
                 return print_json(&task);
             }
@@ -125,7 +130,8 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
             Ok(())
         }
         ScheduleCommand::Remove { name } => {
-            scheduler::remove(&ctx.open(false)?, &name, Timestamp::now())?;
+            let door = ctx.door(false)?;
+            scheduler::remove(&door.owner()?, &name, Timestamp::now())?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "removed": name }));
             }
@@ -134,11 +140,12 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
         }
         ScheduleCommand::RunDue { now, idle, dry_run } => {
             let now = now_or(now.as_deref())?;
-            let service = ctx.open(false)?;
+            let door = ctx.door(false)?;
+            let owner = door.owner()?;
             let pass = if dry_run {
-                scheduler::due_now(&service, &settings, now, idle.then_some(true))?
+                scheduler::due_now(&owner, &settings, now, idle.then_some(true))?
             } else {
-                scheduler::run_due(&service, &settings, &reflector(ctx)?, now, idle.then_some(true))?
+                scheduler::run_due(&owner, &settings, &reflector(ctx)?, now, idle.then_some(true))?
             };
             if ctx.json {
                 return print_json(&pass);
@@ -163,7 +170,8 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
             Ok(())
         }
         ScheduleCommand::Runs { task, limit } => {
-            let runs = ctx.open(false)?.task_runs(task.as_deref(), limit)?;
+            let door = ctx.door(false)?;
+            let runs = door.owner()?.task_runs(task.as_deref(), limit)?;
             if ctx.json {
                 return print_json(&runs);
             }
@@ -173,8 +181,9 @@ pub fn schedule(ctx: &Invocation, cmd: ScheduleCommand) -> Result<()> {
             Ok(())
         }
         ScheduleCommand::Inbox { take } => {
-            let service = ctx.open(false)?;
-            let dispatches = if take { service.take_dispatches(100)? } else { service.pending_dispatches(100)? };
+            let door = ctx.door(false)?;
+            let owner = door.owner()?;
+            let dispatches = if take { owner.take_dispatches(100)? } else { owner.pending_dispatches(100)? };
             if ctx.json {
                 return print_json(&dispatches);
             }
@@ -220,8 +229,9 @@ fn reflect_error(e: mneme_reflect::ReflectError) -> anyhow::Error {
 
 /// `mneme reflect signals|feedback|mine|curate|insight`: one stage alone, as JSON.
 fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: Timestamp, name: &str, idle: Option<bool>) -> Result<()> {
-    let service = ctx.open(false)?;
-    let value = mneme_reflect::tick::run_stage(&reflector(ctx)?, &service, settings, now, name, idle).map_err(reflect_error)?;
+    let door = ctx.door(false)?;
+    let owner = door.owner()?;
+    let value = mneme_reflect::tick::run_stage(&reflector(ctx)?, &owner, settings, now, name, idle).map_err(reflect_error)?;
     print_json(&value)
 }
 
@@ -287,9 +297,10 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
                 Some(t) => parse_time("--now", t)?,
                 None => now,
             };
-            let service = ctx.open(false)?;
+            let door = ctx.door(false)?;
+            let owner = door.owner()?;
             let options = mneme_reflect::inner::JobOptions { force: !if_triggered, dry_run };
-            let report = mneme_reflect::inner::run(&reflector(ctx)?, &service, &settings, job, now, &options).map_err(reflect_error)?;
+            let report = mneme_reflect::inner::run(&reflector(ctx)?, &owner, &settings, job, now, &options).map_err(reflect_error)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -455,7 +466,8 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
     let now = jiff::Timestamp::now();
     match cmd {
         ReflectCommand::Tick { idle, active, summary, dry_run } => {
-            let service = ctx.open(false)?;
+            let door = ctx.door(false)?;
+            let owner = door.owner()?;
             let options = tick::TickOptions {
                 idle: if idle {
                     Some(true)
@@ -467,7 +479,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                 summary,
                 dry_run,
             };
-            let report = tick::tick(&reflector(ctx)?, &service, &settings, now, &options).map_err(reflect_error)?;
+            let report = tick::tick(&reflector(ctx)?, &owner, &settings, now, &options).map_err(reflect_error)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -599,9 +611,9 @@ pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
         return Err(input("--limit must be at least 1"));
     }
     let settings = crate::workspace::settings(ctx, args.dir.as_deref())?;
-    let service = ctx.open(false)?;
-    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&service, &settings.dir, None)?) };
-    let hits = service.search_files(&args.query, args.limit)?;
+    let door = ctx.door(false)?;
+    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&door.owner()?, &settings.dir, None)?) };
+    let hits = door.ops.search_files(&door.me, &args.query, args.limit)?;
     if ctx.json {
         return print_json(&serde_json::json!({ "workspace": settings.dir, "hits": hits, "refreshed": refreshed }));
     }

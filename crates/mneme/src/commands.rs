@@ -1,5 +1,6 @@
-//! One function per command: turn arguments into service requests, call the service,
-//! print the result.
+//! One function per command: turn arguments into requests, call the door ([`Door`]: the
+//! same `Ops` and checks a request to the daemon meets, as the local owner), print the
+//! result.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -13,7 +14,8 @@ use mneme_core::{
     SemanticPayload, Sensitivity, SystemClock, ToolOutputPayload, WorkingPayload,
 };
 use mneme_service::{
-    Access, Actor, ContestRequest, IngestOptions, MemoryService, OutcomeKind, OutcomeRequest, RetrieveRequest, Revision, ServiceError,
+    ContestRequest, IngestOptions, MemoryService, Ops, OutcomeKind, OutcomeRequest, Owner, Principal, RetrieveRequest, Revision,
+    ServiceError,
 };
 use mneme_store::{SecretKey, StoreError, StoreOptions};
 
@@ -21,7 +23,6 @@ use mneme_server::MnemeConfig;
 
 use crate::cli::{
     Cli, Command, ConfigCommand, HookArgs, IngestArgs, IngestCommand, KeyCommand, ModelCommand, OutcomeArg, RecallArgs, RevisionArgs,
-    WhoArgs,
 };
 use crate::render;
 
@@ -100,6 +101,8 @@ impl Invocation {
         Ok(Some(postgres_options(url, &self.config.storage, create)?))
     }
 
+    /// The store itself, for what works below the door: export and import of the whole
+    /// store, and opening the door.
     pub fn open(&self, create: bool) -> Result<MemoryService> {
         match self.postgres(create)? {
             Some(pg) => Ok(MemoryService::open_postgres(pg, self.store_path(), self.config.service(), Arc::new(SystemClock))?),
@@ -107,9 +110,14 @@ impl Invocation {
         }
     }
 
-    /// Opens the store with the configured embedding model attached, when there is one
-    /// (else lexical-only, and the reason).
-    pub fn open_semantic(&self) -> Result<(MemoryService, Option<String>)> {
+    /// The door over the store, as the local owner.
+    pub fn door(&self, create: bool) -> Result<Door> {
+        Ok(Door::new(self.open(create)?))
+    }
+
+    /// The door over the store with the configured embedding model attached, when there
+    /// is one (else lexical-only, and the reason).
+    pub fn door_semantic(&self) -> Result<(Door, Option<String>)> {
         let service = self.open(false)?;
         let lexical_only = match mneme_embed::choose(&self.config.embedding, &self.data_dir).map_err(|e| anyhow::anyhow!(e))? {
             mneme_embed::Choice::Model(model) => {
@@ -118,7 +126,26 @@ impl Invocation {
             }
             mneme_embed::Choice::LexicalOnly(why) => Some(why),
         };
-        Ok((service, lexical_only))
+        Ok((Door::new(service), lexical_only))
+    }
+}
+
+/// The CLI's way in: the door the daemon's requests go through (`Ops`), with the local
+/// owner's principal (`cli`, the default actor of every command), so a command and its
+/// HTTP route run the same code and the same checks.
+pub struct Door {
+    pub ops: Ops,
+    pub me: Principal,
+}
+
+impl Door {
+    fn new(service: MemoryService) -> Door {
+        Door { ops: Ops::new(Arc::new(service), false), me: Principal::owner("cli") }
+    }
+
+    /// The owner's handle (scheduler, file index, reflection, the inbox).
+    pub fn owner(&self) -> Result<Owner<'_>> {
+        Ok(self.ops.owner(&self.me)?)
     }
 }
 
@@ -273,7 +300,6 @@ pub fn action_name(matches: &clap::ArgMatches) -> String {
 }
 
 fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
-    let access = Access::owner();
     match command {
         Command::Serve(_) => crate::daemon::serve(&ctx),
         Command::Up(args) => crate::supervise::up(&ctx, &args),
@@ -299,10 +325,10 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
         Command::Model(ModelCommand::Status) => crate::model::status(&ctx.model_dir(), ctx.json),
         Command::Init => {
             std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
-            let service = ctx.open(true)?;
-            render::init(&service.metrics()?, ctx.json)
+            let door = ctx.door(true)?;
+            render::init(&door.ops.metrics(&door.me)?, ctx.json)
         }
-        Command::Demo => demo(&ctx, &access),
+        Command::Demo => demo(&ctx),
         Command::Export { output, force, postgres } => crate::dump::export(&ctx, output.as_deref(), force, &postgres),
         Command::Import { input, postgres } => crate::dump::import(&ctx, &input, &postgres),
         Command::Reindex { force, batch } => reindex(&ctx, force, batch),
@@ -317,51 +343,53 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
         )),
         Command::Search(args) => crate::agent::search(&ctx, args),
         Command::Mcp { local } => crate::daemon::mcp(&ctx, local),
-        Command::Ingest(cmd) => ingest(&ctx, cmd, &access),
-        Command::Recall(args) => recall(&ctx, args, &access),
+        Command::Ingest(cmd) => ingest(&ctx, cmd),
+        Command::Recall(args) => recall(&ctx, args),
         // Every argument is parsed and checked before the store is opened: a refused command
         // must not even open (and so possibly migrate) the store.
         Command::Show { id } => {
             let id = parse_id(&id)?;
-            let service = ctx.open(false)?;
-            let record = service.get(&id, &access)?;
-            render::record(&record, service.current_salience(&record), ctx.json)
+            let door = ctx.door(false)?;
+            let (record, salience) = door.ops.get(&door.me, &id)?;
+            render::record(&record, salience, ctx.json)
         }
         Command::History { id } => {
             let id = parse_id(&id)?;
-            render::history(&ctx.open(false)?.history(&id, &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            render::history(&door.ops.history(&door.me, &id)?, ctx.json)
         }
         Command::Supersede { id, change, who } => {
             let (id, change) = (parse_id(&id)?, RevisionInput::parse(change)?);
-            let service = ctx.open(false)?;
-            let change = change.resolve(&service, &id, &access)?;
-            render::revised("superseded", &service.supersede(&id, change, actor(who), &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            let change = change.resolve(&door, &id)?;
+            render::revised("superseded", &door.ops.supersede(&door.me, &id, change, who.actor, who.rationale)?, ctx.json)
         }
         Command::Fork { id, change, who } => {
             let (id, change) = (parse_id(&id)?, RevisionInput::parse(change)?);
-            let service = ctx.open(false)?;
-            let change = change.resolve(&service, &id, &access)?;
-            render::revised("forked", &service.fork(&id, change, actor(who), &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            let change = change.resolve(&door, &id)?;
+            render::revised("forked", &door.ops.fork(&door.me, &id, change, who.actor, who.rationale)?, ctx.json)
         }
         Command::Merge { ids, change, who } => {
             let ids = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>>>()?;
             let change = RevisionInput::parse(change)?;
-            let service = ctx.open(false)?;
-            let change = change.resolve(&service, &ids[0], &access)?;
-            render::revised("merged", &service.merge(&ids, change, actor(who), &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            let change = change.resolve(&door, &ids[0])?;
+            render::revised("merged", &door.ops.merge(&door.me, &ids, change, who.actor, who.rationale)?, ctx.json)
         }
         Command::Retract { id, who } => {
             let id = parse_id(&id)?;
-            render::status_change(&ctx.open(false)?.retract(&id, actor(who), &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            render::status_change(&door.ops.retract(&door.me, &id, who.actor, who.rationale)?, ctx.json)
         }
         Command::Forget { ids, query, subject, user, reason, yes, dry_run, actor, limit } => {
             let ids = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>>>()?;
-            let service = ctx.open(false)?;
+            let door = ctx.door(false)?;
             let mut request = mneme_service::ForgetRequest { ids, query, subject, user, dry_run: true, reason, actor, limit };
             // A query, a subject or a user is shown first; ids are exact.
             let ask = !yes && (request.query.is_some() || request.subject.is_some() || request.user.is_some());
             if dry_run || ask {
-                let plan = service.forget(&request, &access)?;
+                let plan = door.ops.forget(&door.me, request.clone())?;
                 if dry_run || plan.records.is_empty() {
                     return render::forget(&plan, ctx.json);
                 }
@@ -378,33 +406,37 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
             }
             // Read before anything is erased: a bad setting must not fail a done erasure.
             let workspace = crate::workspace::settings(&ctx, None)?;
-            let mut report = service.forget(&request, &access)?;
+            let mut report = door.ops.forget(&door.me, request)?;
             mneme_agent::forget_in_files(&mut report, &workspace);
             render::forget(&report, ctx.json)
         }
         Command::Contest { id, by, claim, who } => {
             let (id, by) = (parse_id(&id)?, by.as_deref().map(parse_id).transpose()?);
-            let record = ctx.open(false)?.contest(&id, ContestRequest { by, claim }, actor(who), &access)?;
+            let door = ctx.door(false)?;
+            let record = door.ops.contest(&door.me, &id, ContestRequest { by, claim }, who.actor, who.rationale)?;
             render::status_change(&record, ctx.json)
         }
         Command::Reinforce(a) => {
             let id = parse_id(&a.id)?;
             a.amount.map(check_amount).transpose()?;
-            let who = Actor { actor: a.actor, rationale: a.rationale };
-            render::salience(&ctx.open(false)?.reinforce(&id, a.amount, who, &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            render::salience(&door.ops.adjust(&door.me, &id, true, a.amount, a.actor, a.rationale)?, ctx.json)
         }
         Command::Penalize(a) => {
             let id = parse_id(&a.id)?;
             a.amount.map(check_amount).transpose()?;
-            let who = Actor { actor: a.actor, rationale: a.rationale };
-            render::salience(&ctx.open(false)?.penalize(&id, a.amount, who, &access)?, ctx.json)
+            let door = ctx.door(false)?;
+            render::salience(&door.ops.adjust(&door.me, &id, false, a.amount, a.actor, a.rationale)?, ctx.json)
         }
-        Command::Metrics => render::metrics(&ctx.open(false)?.metrics()?, ctx.json),
+        Command::Metrics => {
+            let door = ctx.door(false)?;
+            render::metrics(&door.ops.metrics(&door.me)?, ctx.json)
+        }
         Command::Decay { prune, yes, threshold } => {
             threshold.map(|t| check_unit("threshold", t)).transpose()?;
-            let service = ctx.open(false)?;
+            let door = ctx.door(false)?;
             if prune && !yes {
-                let plan = service.prune(threshold, true, "cli")?;
+                let plan = door.ops.prune(&door.me, threshold, true)?;
                 if plan.pruned.is_empty() {
                     return render::prune(&plan, ctx.json);
                 }
@@ -413,10 +445,10 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
                     anyhow::bail!(ServiceError::Precondition("nothing was pruned (not confirmed; pass --yes to skip the question)".into()));
                 }
             }
-            render::prune(&service.prune(threshold, !prune, "cli")?, ctx.json)
+            render::prune(&door.ops.prune(&door.me, threshold, !prune)?, ctx.json)
         }
         Command::StressWrite { count } => {
-            let service = ctx.open(false)?;
+            let door = ctx.door(false)?;
             let mut out = std::io::stdout().lock();
             for i in 0..count {
                 let event = EventPayload {
@@ -426,7 +458,7 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
                     text: format!("stress write {i}"),
                     event_time: None,
                 };
-                let record = service.ingest_event(event, IngestOptions::default())?;
+                let record = door.ops.ingest(&door.me, Payload::Event(event), IngestOptions::default())?;
                 // Printed only after COMMIT returned: every printed id is acknowledged.
                 writeln!(out, "{}", record.id)?;
                 out.flush()?;
@@ -501,7 +533,7 @@ fn input(msg: impl Into<String>) -> anyhow::Error {
 
 /// Initialises a store in a fresh directory (never the user's own store), remembers a
 /// few things, corrects one, and recalls.
-fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
+fn demo(ctx: &Invocation) -> Result<()> {
     let dir = tempfile::Builder::new().prefix("mneme-demo-").tempdir().context("cannot create a demo directory")?.keep();
     let ctx = Invocation {
         data_dir: dir,
@@ -512,7 +544,8 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
         key_file: None,
         user_sets: Vec::new(),
     };
-    let service = ctx.open(true)?;
+    let door = ctx.door(true)?;
+    let (ops, me) = (&door.ops, &door.me);
     outln!("demo store: {} (your own store is not touched)", ctx.data_dir.join(DB_FILE).display());
     let say = |text: &str| {
         let event = EventPayload {
@@ -520,9 +553,9 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
             reference: None,
             sender: Some("howard".into()),
             text: text.into(),
-            event_time: Some(service.now()),
+            event_time: Some(ops.now()),
         };
-        service.ingest_event(event, IngestOptions { actor: Some("demo".into()), ..Default::default() })
+        ops.ingest(me, Payload::Event(event), IngestOptions { actor: Some("demo".into()), ..Default::default() })
     };
     say("I moved from Berlin to Hamburg last month")?;
     say("Remember that the staging deploy needs the sg docker wrapper")?;
@@ -535,29 +568,29 @@ fn demo(ctx: &Invocation, access: &Access) -> Result<()> {
         evidence: vec![],
     };
     let options = || IngestOptions { actor: Some("demo".into()), ..Default::default() };
-    let old = service.ingest_observation(fact("Howard", "lives in", "Berlin"), options())?;
-    service.ingest_observation(fact("staging deploy", "requires", "sg docker wrapper"), options())?;
+    let old = ops.ingest(me, Payload::Semantic(fact("Howard", "lives in", "Berlin")), options())?;
+    ops.ingest(me, Payload::Semantic(fact("staging deploy", "requires", "sg docker wrapper")), options())?;
     outln!("remembered 2 events and 2 facts");
-    let who = Actor { actor: "demo".into(), rationale: "Howard said he moved to Hamburg".into() };
-    let new = service.supersede(
+    let new = ops.supersede(
+        me,
         &old.id,
         Revision { payload: Some(Payload::Semantic(fact("Howard", "lives in", "Hamburg"))), ..Default::default() },
-        who,
-        access,
+        "demo".into(),
+        "Howard said he moved to Hamburg".into(),
     )?;
     outln!("corrected: \"{}\" -> \"{}\" (the old fact is kept as a tombstone)", old.summary, new.summary);
     for query in ["where does Howard live", "docker wrapper for staging"] {
         outln!("\nrecall {query:?}:");
-        let hits = service.retrieve(&RetrieveRequest { query: query.into(), limit: 3, ..Default::default() }, access)?;
+        let hits = ops.retrieve(me, &RetrieveRequest { query: query.into(), limit: 3, ..Default::default() })?;
         render::hits(&hits, Some(&ctx.config.retrieval), false)?;
     }
     outln!("\nhistory of {}:", new.id);
-    render::history(&service.history(&new.id, access)?, false)?;
+    render::history(&ops.history(me, &new.id)?, false)?;
     outln!("\nexplore it: mneme --data-dir {} recall Hamburg --explain", ctx.data_dir.display());
     Ok(())
 }
 
-fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
+fn ingest(ctx: &Invocation, cmd: IngestCommand) -> Result<()> {
     let (payload, common) = match cmd {
         IngestCommand::Event { text, kind, sender, reference, at, common } => {
             let text = if text == "-" { read_stdin()? } else { text };
@@ -631,16 +664,18 @@ fn ingest(ctx: &Invocation, cmd: IngestCommand, access: &Access) -> Result<()> {
             };
             amount.map(check_amount).transpose()?;
             let options = ingest_options(common)?;
-            let outcome = ctx.open(false)?.ingest_outcome(request, options, access)?;
+            let door = ctx.door(false)?;
+            let outcome = door.ops.ingest_outcome(&door.me, request, options)?;
             return render::outcome(&outcome, ctx.json);
         }
     };
     let options = ingest_options(common)?;
-    let record = ctx.open(false)?.ingest(payload, options)?;
+    let door = ctx.door(false)?;
+    let record = door.ops.ingest(&door.me, payload, options)?;
     render::ingested(&record, ctx.json)
 }
 
-fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
+fn recall(ctx: &Invocation, args: RecallArgs) -> Result<()> {
     let request = RetrieveRequest {
         query: args.query,
         types: args.types.iter().map(|t| t.parse::<MemoryType>()).collect::<Result<_, _>>()?,
@@ -659,13 +694,13 @@ fn recall(ctx: &Invocation, args: RecallArgs, access: &Access) -> Result<()> {
     {
         return render::hits(&hits, args.explain.then_some(&ctx.config.retrieval), ctx.json);
     }
-    let (service, lexical_only) = ctx.open_semantic()?;
+    let (door, lexical_only) = ctx.door_semantic()?;
     if let Some(why) = lexical_only
         && args.explain
     {
         eprintln!("lexical-only retrieval: {why}");
     }
-    let hits = service.retrieve(&request, access)?;
+    let hits = door.ops.retrieve(&door.me, &request)?;
     render::hits(&hits, args.explain.then_some(&ctx.config.retrieval), ctx.json)
 }
 
@@ -684,12 +719,12 @@ fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
         }
         return crate::daemon::wait_for_embeddings(ctx, &d);
     }
-    let (service, lexical_only) = ctx.open_semantic()?;
+    let (door, lexical_only) = ctx.door_semantic()?;
     if let Some(why) = lexical_only {
         return Err(anyhow::Error::new(ServiceError::Precondition(format!("nothing to reindex with: {why}"))));
     }
     let show = !ctx.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let done = service.embed_pending(batch, force, &mut |p| {
+    let done = door.ops.embed_pending(&door.me, batch, force, &mut |p| {
         let rate = p.done as f64 / p.elapsed.as_secs_f64().max(1e-9);
         let eta = (p.total.saturating_sub(p.done)) as f64 / rate.max(1e-9);
         let line = format!("embedded {}/{} ({rate:.0}/s, {eta:.0} s left)", p.done, p.total);
@@ -702,7 +737,7 @@ fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
     if show {
         eprintln!();
     }
-    let status = service.embedding_status()?;
+    let status = door.ops.embedding_status(&door.me)?;
     if ctx.json {
         return render::print_json(&serde_json::json!({ "embedded": done, "status": status }));
     }
@@ -764,10 +799,10 @@ impl RevisionInput {
     }
 
     /// Applies fact shortcuts over the payload of `first` (the record being revised).
-    fn resolve(self, service: &MemoryService, first: &RecordId, access: &Access) -> Result<Revision> {
+    fn resolve(self, door: &Door, first: &RecordId) -> Result<Revision> {
         let mut payload = self.payload;
         if self.subject.is_some() || self.predicate.is_some() || self.object.is_some() {
-            let record = service.get(first, access)?;
+            let (record, _) = door.ops.get(&door.me, first)?;
             let Some(Payload::Semantic(mut fact)) = record.payload else {
                 bail!(input(format!("--subject/--predicate/--object apply to facts, but {} is {}", record.id, record.memory_type)));
             };
@@ -792,10 +827,6 @@ fn confirm(question: &str) -> Result<bool> {
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
-}
-
-fn actor(who: WhoArgs) -> Actor {
-    Actor { actor: who.actor, rationale: who.rationale }
 }
 
 fn parse_id(s: &str) -> Result<RecordId> {

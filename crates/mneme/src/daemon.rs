@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use mneme_server::config::LogFormat;
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_core::{Sensitivity, SystemClock};
+use mneme_server::config::LogFormat;
 use mneme_server::{DaemonFile, DaemonOptions};
 use mneme_service::{Access, Hit, Ops, Principal, RetrieveRequest, ServiceError};
 

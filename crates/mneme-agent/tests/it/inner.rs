@@ -21,7 +21,7 @@ fn force() -> JobOptions {
 }
 
 fn go(b: &Bench, engine: &Reflector, job: Job) -> JobReport {
-    run(engine, &b.service, &b.settings, job, b.now(), &force()).expect("job runs")
+    run(engine, &b.service.owner(), &b.settings, job, b.now(), &force()).expect("job runs")
 }
 
 fn file(b: &Bench, relative: &str) -> String {
@@ -229,21 +229,21 @@ fn offline_the_extensions_fall_back_and_the_brain_loop_skips() {
     assert!(state.mood(b.now()).hints.iter().any(|h| h.starts_with("reminder: renew the TLS certificate")), "{:?}", state.mood(b.now()));
 
     // Reflect: not triggered until a problem repeats; then it forms a habit.
-    let waiting = run(&engine, &b.service, &b.settings, Job::Reflect, b.now(), &JobOptions::default()).expect("run");
+    let waiting = run(&engine, &b.service.owner(), &b.settings, Job::Reflect, b.now(), &JobOptions::default()).expect("run");
     assert_eq!(waiting.status, "not_triggered");
     inner::record(&b.settings, &vec![InnerEvent::Repeat { what: "quota exceeded".into() }; 3], b.now()).expect("repeats");
-    let reflect = run(&engine, &b.service, &b.settings, Job::Reflect, b.now(), &JobOptions::default()).expect("run");
+    let reflect = run(&engine, &b.service.owner(), &b.settings, Job::Reflect, b.now(), &JobOptions::default()).expect("run");
     assert_eq!(reflect.status, "fallback", "{reflect:?}");
     assert!(file(&b, "SELF.md").contains("Recurring problem: quota exceeded (3×)"));
     let habits = inner_data::read_habits(&b.settings).expect("valid").expect("written");
     assert_eq!((habits.my_habits[0].trigger.as_str(), habits.my_habits[0].strength), ("quota exceeded", inner_data::NEW_HABIT_STRENGTH));
-    let again = run(&engine, &b.service, &b.settings, Job::Reflect, b.now(), &JobOptions::default()).expect("run");
+    let again = run(&engine, &b.service.owner(), &b.settings, Job::Reflect, b.now(), &JobOptions::default()).expect("run");
     assert_eq!(again.status, "not_triggered", "once per new problem");
 
     // Memory: the open question of yesterday's note.
     b.service.touch_activity().expect("activity");
     b.clock.advance(SignedDuration::from_mins(1));
-    let memory = run(&engine, &b.service, &b.settings, Job::Memory, b.now(), &JobOptions::default()).expect("run");
+    let memory = run(&engine, &b.service.owner(), &b.settings, Job::Memory, b.now(), &JobOptions::default()).expect("run");
     assert_eq!(memory.status, "fallback", "{memory:?}");
     assert!(file(&b, "questions.md").contains("Should we pin the node pool?"));
 
@@ -436,7 +436,7 @@ fn a_simulated_month_moves_each_emotion_and_runs_the_jobs_on_schedule() {
                 latest = b.service.supersede(&latest, change, who, &Access::owner()).expect("correction").id;
             }
         }
-        mneme_agent::scheduler::run_due(&b.service, &b.settings, &engine, b.now(), Some(true)).expect("scheduler");
+        mneme_agent::scheduler::run_due(&b.service.owner(), &b.settings, &engine, b.now(), Some(true)).expect("scheduler");
         let Some(m) = mood() else {
             b.clock.advance(SignedDuration::from_hours(1));
             continue;

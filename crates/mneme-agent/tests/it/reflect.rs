@@ -289,9 +289,9 @@ mod tick {
     use mneme_store::StoreOptions;
     use mneme_workspace::playbook_log;
 
-    fn service(dir: &std::path::Path, now: Timestamp) -> MemoryService {
+    fn service(dir: &std::path::Path, now: Timestamp) -> crate::Owned {
         let store = StoreOptions { path: dir.join("mneme.db"), key: None, create: true, decay: Default::default() };
-        MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store")
+        crate::Owned::new(MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store"))
     }
 
     fn failed_push(service: &MemoryService, n: usize) {
@@ -322,7 +322,7 @@ mod tick {
             ..Default::default()
         };
         s.log_conversation(said).expect("log");
-        let report = tick(&offline(), &s, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+        let report = tick(&offline(), &s.owner(), &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
         assert_eq!(
             report.line["sessionSummary"], "1 messages and 3 tool calls in the last 24 hours (top: git_push ×3); 3 failed.",
             "records and the conversation log"
@@ -364,7 +364,7 @@ mod tick {
         // Idle: the same signal, no action; a dry run writes nothing.
         let later = now + jiff::SignedDuration::from_mins(30);
         let idle =
-            tick(&offline(), &s, &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() }).expect("tick");
+            tick(&offline(), &s.owner(), &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() }).expect("tick");
         assert_eq!(idle.status, "DRY_RUN");
         assert_eq!(idle.line["actionTaken"]["kind"], "none");
         assert_eq!(idle.line["stages"]["mine"]["reason"], "no unmined daily files in the window");
@@ -385,7 +385,7 @@ mod tick {
             let settings = mneme_workspace::WorkspaceConfig::default().settings(dir.path().join("absent")).expect("settings");
             (dir, settings)
         };
-        assert!(matches!(tick(&offline(), &s, &missing, now, &TickOptions::default()), Err(ReflectError::NoWorkspace(_))));
+        assert!(matches!(tick(&offline(), &s.owner(), &missing, now, &TickOptions::default()), Err(ReflectError::NoWorkspace(_))));
         assert!(!missing.dir.exists());
         let held = std::fs::File::options()
             .create(true)
@@ -394,13 +394,13 @@ mod tick {
             .open(settings.dir.join(".mneme-reflect.lock"))
             .expect("lock file");
         held.lock().expect("lock");
-        let busy = tick(&offline(), &s, &settings, now, &TickOptions::default());
+        let busy = tick(&offline(), &s.owner(), &settings, now, &TickOptions::default());
         assert!(matches!(busy, Err(ReflectError::Busy(_))), "{busy:?}");
         held.unlock().expect("unlock");
         // The log directory is a file: the Step-4 line cannot be appended, so no HEARTBEAT_OK.
         std::fs::create_dir_all(settings.dir.join("memory")).expect("memory");
         std::fs::write(settings.dir.join("memory/playbook-logs"), "not a directory").expect("block");
-        let failed = tick(&offline(), &s, &settings, now, &TickOptions::default());
+        let failed = tick(&offline(), &s.owner(), &settings, now, &TickOptions::default());
         assert!(failed.is_err(), "{failed:?}");
     }
 }
@@ -422,7 +422,7 @@ mod days {
 
     struct Sim {
         clock: Arc<FixedClock>,
-        service: MemoryService,
+        service: crate::Owned,
         settings: mneme_workspace::WorkspaceSettings,
         _dirs: (tempfile::TempDir, tempfile::TempDir),
     }
@@ -433,7 +433,7 @@ mod days {
             let clock = Arc::new(FixedClock::new(start));
             let dir = tempfile::tempdir().expect("dir");
             let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
-            let service = MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store");
+            let service = crate::Owned::new(MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store"));
             let (ws, settings) = crate::reflect::workspace();
             Sim { clock, service, settings, _dirs: (dir, ws) }
         }
@@ -457,7 +457,7 @@ mod days {
         }
 
         fn tick(&self) -> Value {
-            tick(&offline(), &self.service, &self.settings, self.now(), &TickOptions { idle: Some(false), ..Default::default() })
+            tick(&offline(), &self.service.owner(), &self.settings, self.now(), &TickOptions { idle: Some(false), ..Default::default() })
                 .expect("tick")
                 .line
         }
@@ -595,8 +595,10 @@ mod next_session {
             };
             service.ingest(Payload::ToolOutput(output), IngestOptions::default()).expect("ingest");
         }
-        tick(&offline(), &service, &settings, now, &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
         let ops = Ops::new(Arc::new(service), false);
+        let owner = Principal::owner("owner");
+        tick(&offline(), &ops.owner(&owner).expect("owner"), &settings, now, &TickOptions { idle: Some(false), ..Default::default() })
+            .expect("tick");
         let hooks = Hooks::new(ops, HooksConfig::default()).with_workspace(settings);
         let owner = Principal::internal("owner", Access::owner(), mneme_core::Sensitivity::Critical);
         let input = HookInput::from_json(json!({ "ctx": { "sessionId": "next" } })).expect("input");

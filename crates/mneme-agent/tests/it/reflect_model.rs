@@ -111,7 +111,7 @@ pub(crate) struct Bench {
     url: String,
     script: Arc<Mutex<Script>>,
     pub(crate) clock: Arc<FixedClock>,
-    pub(crate) service: MemoryService,
+    pub(crate) service: crate::Owned,
     pub(crate) settings: mneme_workspace::WorkspaceSettings,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
@@ -127,7 +127,7 @@ impl Bench {
         let clock = Arc::new(FixedClock::new(Timestamp::from_second(1_800_000_000).expect("instant")));
         let dir = tempfile::tempdir().expect("dir");
         let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
-        let service = MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store");
+        let service = crate::Owned::new(MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store"));
         let (ws, settings) = crate::reflect::workspace();
         Bench { rt, url: format!("http://{addr}/v1"), script, clock, service, settings, _dirs: (dir, ws) }
     }
@@ -182,7 +182,7 @@ impl Bench {
     }
 
     fn tick(&self, engine: &Reflector, idle: bool) -> TickReport {
-        tick(engine, &self.service, &self.settings, self.now(), &TickOptions { idle: Some(idle), ..Default::default() }).expect("tick")
+        tick(engine, &self.service.owner(), &self.settings, self.now(), &TickOptions { idle: Some(idle), ..Default::default() }).expect("tick")
     }
 
     fn playbook(&self) -> String {
@@ -602,7 +602,7 @@ fn git_backup_commits_pushes_and_survives_a_failing_push() {
     // A workspace inside a project's repository: skipped, nothing committed.
     let (_outer, nested) = crate::reflect::workspace();
     git(nested.dir.parent().expect("parent"), &["init", "-q"]);
-    let report = tick(&engine, &b.service, &nested, b.now(), &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+    let report = tick(&engine, &b.service.owner(), &nested, b.now(), &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
     assert_eq!(report.line["git"]["status"], "skipped", "{}", report.line["git"]);
 }
 

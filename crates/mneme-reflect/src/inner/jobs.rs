@@ -2,7 +2,7 @@
 //! deterministic fallback, dispatch text, and the writes mneme applies for it.
 
 use jiff::Timestamp;
-use mneme_service::MemoryService;
+use mneme_service::Owner;
 use mneme_workspace::inner::{self, DRIVE, HABITS, INNER_STATE, InnerEvent, InnerState, Job};
 use mneme_workspace::inner_data::{self, Drive, Habits};
 use mneme_workspace::{WorkspaceSettings, paths};
@@ -126,7 +126,7 @@ fn answer_shape(job: Job) -> &'static str {
 
 /// Whether the job's trigger holds at `now`; `Err` says why not. Scheduled runs of
 /// reflect and memory check this every 30 minutes; the others run on their cron.
-fn triggered(job: Job, service: &MemoryService, settings: &WorkspaceSettings, state: &InnerState) -> Result<(), String> {
+fn triggered(job: Job, owner: &Owner<'_>, settings: &WorkspaceSettings, state: &InnerState) -> Result<(), String> {
     let last = inner::last_run(settings, job);
     match job {
         Job::Reflect => match (state.last_mistake, last) {
@@ -134,7 +134,7 @@ fn triggered(job: Job, service: &MemoryService, settings: &WorkspaceSettings, st
             (Some(m), Some(l)) if m <= l => Err(format!("no correction or repeated problem since the last reflection ({l})")),
             _ => Ok(()),
         },
-        Job::Memory => match (service.last_activity().ok().flatten(), last) {
+        Job::Memory => match (owner.last_activity().ok().flatten(), last) {
             (None, _) => Err("no session yet".into()),
             (Some(a), Some(l)) if a <= l => Err(format!("no session since the last run ({l})")),
             _ => Ok(()),
@@ -593,7 +593,7 @@ fn apply(job: Job, settings: &WorkspaceSettings, plan: &Plan, now: Timestamp, re
 /// apply, log.
 pub fn run(
     engine: &Reflector,
-    service: &MemoryService,
+    owner: &Owner<'_>,
     settings: &WorkspaceSettings,
     job: Job,
     now: Timestamp,
@@ -601,7 +601,7 @@ pub fn run(
 ) -> Result<JobReport, ReflectError> {
     let _lock = JobLock::acquire(settings)?;
     engine.take_calls();
-    let sensed = sense::sense(service, settings, now, options.dry_run)?;
+    let sensed = sense::sense(owner, settings, now, options.dry_run)?;
     let state = inner::read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
     let mut report = JobReport {
         job,
@@ -616,7 +616,7 @@ pub fn run(
         output: Value::Null,
     };
     if !options.force
-        && let Err(why) = triggered(job, service, settings, &state)
+        && let Err(why) = triggered(job, owner, settings, &state)
     {
         report.status = "not_triggered";
         report.reason = Some(why);
@@ -650,7 +650,7 @@ pub fn run(
     if plan.is_none() && engine.inner.dispatch {
         let text = dispatch_text(job, settings, now, &report.sensed);
         if !options.dry_run {
-            service.queue_dispatch(&format!("inner:{}", job.name()), 2, &text, now)?;
+            owner.queue_dispatch(&format!("inner:{}", job.name()), 2, &text, now)?;
         }
         report.status = "dispatched";
         report.dispatch = Some(text);
@@ -683,7 +683,7 @@ pub fn run(
         if !options.dry_run {
             apply(job, settings, p, now, &mut report)?;
             if let Some(text) = &p.report {
-                deliver_report(engine, service, text, now, &mut report);
+                deliver_report(engine, owner, text, now, &mut report);
             }
         }
     }
@@ -696,13 +696,13 @@ pub fn run(
 
 /// The brain loop's report for the user: through the reflection's outbound channel when it
 /// is a webhook or Telegram, else as an instruction for the agent to relay.
-fn deliver_report(engine: &Reflector, service: &MemoryService, text: &str, now: Timestamp, report: &mut JobReport) {
+fn deliver_report(engine: &Reflector, owner: &Owner<'_>, text: &str, now: Timestamp, report: &mut JobReport) {
     let result = match engine.config.outbound.target {
-        OutboundTarget::Inbox => service
+        OutboundTarget::Inbox => owner
             .queue_dispatch("inner:brain_loop:report", 2, &format!("[Inner life: brain loop] Tell the user: {text}"), now)
             .map(|_| json!({ "channel": "inbox", "ok": true }))
             .unwrap_or_else(|e| json!({ "channel": "inbox", "ok": false, "error": e.to_string() })),
-        _ => crate::outbound::deliver(engine, service, &format!("brain-loop-{}", now.as_millisecond()), "report", text, now),
+        _ => crate::outbound::deliver(engine, owner, &format!("brain-loop-{}", now.as_millisecond()), "report", text, now),
     };
     if let Value::Object(o) = &mut report.output {
         o.insert("delivered".into(), result);

@@ -17,7 +17,7 @@
 
 use jiff::Timestamp;
 use mneme_core::{EventPayload, Payload, RecordId, Sensitivity};
-use mneme_service::{Actor, ContestRequest, IngestOptions, MemoryService};
+use mneme_service::{ContestRequest, IngestOptions, Owner};
 use mneme_workspace::WorkspaceSettings;
 use mneme_workspace::inner::{self, Impatience, InnerEvent, InnerState};
 use mneme_workspace::inner_data::{self, QueueItem};
@@ -103,9 +103,8 @@ fn tag_line(text: &str, kind: &str, value: &str) -> String {
 }
 
 /// Applies one synapse tag to the store; returns what was linked.
-fn synapse(service: &MemoryService, source: &str, text: &str, kind: &str, target: &RecordId) -> Result<String, String> {
-    let access = mneme_service::Access::owner();
-    service.get(target, &access).map_err(|e| format!("{kind}: {target}: {e}"))?;
+fn synapse(owner: &Owner<'_>, source: &str, text: &str, kind: &str, target: &RecordId) -> Result<String, String> {
+    owner.get(target).map_err(|e| format!("{kind}: {target}: {e}"))?;
     let line = tag_line(text, kind, &target.to_string());
     let line = if line.is_empty() { format!("({kind} {target}, from {source})") } else { line };
     let payload = Payload::Event(EventPayload {
@@ -122,22 +121,21 @@ fn synapse(service: &MemoryService, source: &str, text: &str, kind: &str, target
         rationale: Some(format!("synapse tag in {source}")),
         ..IngestOptions::default()
     };
-    let note = service.ingest(payload, options).map_err(|e| format!("{kind}: {target}: {e}"))?;
-    let who = Actor { actor: ACTOR.into(), rationale: format!("{kind} tag in {source}") };
+    let note = owner.ingest(payload, options).map_err(|e| format!("{kind}: {target}: {e}"))?;
     let done = match kind {
-        "contradicts" => service
-            .contest(target, ContestRequest { by: Some(note.id.clone()), claim: Some(line) }, who, &access)
+        "contradicts" => owner
+            .contest(target, ContestRequest { by: Some(note.id.clone()), claim: Some(line) }, ACTOR.into(), format!("{kind} tag in {source}"))
             .map(|_| format!("contest {target} by {}", note.id)),
         other => {
             let link = other.replace('-', "_");
-            service.relate(&note.id, target, &link, source).map(|()| format!("{link} {} → {target}", note.id))
+            owner.relate(&note.id, target, &link, source).map(|()| format!("{link} {} → {target}", note.id))
         }
     };
     done.map_err(|e| format!("{kind}: {target}: {e}"))
 }
 
 /// Runs the sense step at `now` and applies what it found (unless `dry_run`).
-pub fn sense(service: &MemoryService, settings: &WorkspaceSettings, now: Timestamp, dry_run: bool) -> Result<Sensed, ReflectError> {
+pub fn sense(owner: &Owner<'_>, settings: &WorkspaceSettings, now: Timestamp, dry_run: bool) -> Result<Sensed, ReflectError> {
     let state = inner::read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
     let mut out = Sensed { queue: open_queue(settings), ..Sensed::default() };
     let mut consumed = Vec::new();
@@ -157,7 +155,7 @@ pub fn sense(service: &MemoryService, settings: &WorkspaceSettings, now: Timesta
                 "contradicts" | "caused-by" | "updates" => {
                     let Ok(target) = tag.value.parse::<RecordId>() else { continue };
                     if !dry_run {
-                        match synapse(service, &source, &text, &tag.kind, &target) {
+                        match synapse(owner, &source, &text, &tag.kind, &target) {
                             Ok(link) => out.links.push(link),
                             Err(e) => out.errors.push(e),
                         }
@@ -172,7 +170,7 @@ pub fn sense(service: &MemoryService, settings: &WorkspaceSettings, now: Timesta
     // Corrections and new skills in the store.
     let audit_seen = match state.audit_seen {
         Some(seen) => {
-            let events = service.audit_events_after(seen, AUDIT_BATCH)?;
+            let events = owner.audit_events_after(seen, AUDIT_BATCH)?;
             for e in &events {
                 let what = if e.summary.trim().is_empty() { e.record.to_string() } else { e.summary.chars().take(120).collect() };
                 match e.action.as_str() {
@@ -186,7 +184,7 @@ pub fn sense(service: &MemoryService, settings: &WorkspaceSettings, now: Timesta
             events.last().map_or(seen, |e| e.seq)
         }
         // The first run starts from now: history before inner life began is not news.
-        None => service.max_audit_seq()?,
+        None => owner.max_audit_seq()?,
     };
 
     if dry_run {

@@ -57,6 +57,8 @@ async fn the_daemon_runs_a_task_missed_during_downtime_once() {
     {
         let service =
             MemoryService::open(store.clone(), ServiceConfig::default(), std::sync::Arc::new(mneme_core::SystemClock)).expect("store");
+        let ops = mneme_service::Ops::new(std::sync::Arc::new(service), false);
+        let me = mneme_service::Principal::owner("test");
         let task = NewTask {
             name: "hourly-note".into(),
             cron: None,
@@ -67,13 +69,13 @@ async fn the_daemon_runs_a_task_missed_during_downtime_once() {
             require_idle: false,
             replace: false,
         };
-        scheduler::add(&service, task, hours_ago).expect("task added");
+        scheduler::add(&ops.owner(&me).expect("owner"), task, hours_ago).expect("task added");
     }
     let mut config = test_config();
     config.workspace.dir = Some(ws.path().to_path_buf());
     config.workspace.scheduler = true;
     let daemon = mneme_server::start(mneme_server::DaemonOptions::new(config, store)).await.expect("daemon starts");
-    let service = daemon.app.ops.owner_service(&daemon.app.internal).expect("owner");
+    let service = daemon.app.ops.owner(&daemon.app.internal).expect("owner");
     let runs = || service.task_runs(Some("hourly-note"), 10).expect("runs").len();
     after_passes(&daemon.app, "scheduler", "the catch-up run", async || runs() == 1).await;
     // Five missed slots, one run; and it stays one over the next pass (the next slot is an
@@ -127,7 +129,7 @@ async fn hooks_keep_the_session_journals_and_the_conversation_log() {
     let daily = std::fs::read_to_string(today).expect("daily log");
     assert!(daily.contains("Pre-compaction flush") && daily.contains("Friday deploy"), "{daily}");
 
-    let service = d.daemon.app.ops.owner_service(&d.daemon.app.internal).expect("owner");
+    let service = d.daemon.app.ops.owner(&d.daemon.app.internal).expect("owner");
     let log = service.sync_fetch(1, 10).expect("conversation log");
     let lines: Vec<(&str, &str)> = log.iter().map(|c| (c.direction.as_str(), c.content.as_str())).collect();
     assert_eq!(lines, [("in", "Deploy on Friday"), ("out", "Will do.")]);
@@ -197,7 +199,7 @@ async fn the_daemon_deploys_at_start_queues_boot_md_once_and_serves_modules() {
     config.workspace.dir = Some(ws.path().to_path_buf());
     let d = TestDaemon::with(config.clone()).await;
     assert!(ws.path().join("HEARTBEAT.md").exists() && ws.path().join("modules/module-registry.json").exists(), "deployed at start");
-    let service = d.daemon.app.ops.owner_service(&d.daemon.app.internal).expect("owner");
+    let service = d.daemon.app.ops.owner(&d.daemon.app.internal).expect("owner");
     let pending = service.pending_dispatches(10).expect("dispatches");
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert!(
@@ -208,7 +210,7 @@ async fn the_daemon_deploys_at_start_queues_boot_md_once_and_serves_modules() {
     d.stop().await;
     // A restart before delivery: still one.
     let d = TestDaemon::with(config).await;
-    let service = d.daemon.app.ops.owner_service(&d.daemon.app.internal).expect("owner");
+    let service = d.daemon.app.ops.owner(&d.daemon.app.internal).expect("owner");
     assert_eq!(service.pending_dispatches(10).expect("dispatches").len(), 1);
     let commands = std::fs::read_to_string(ws.path().join("memory/commands.log")).expect("command log");
     assert_eq!(commands.matches("\"gateway_start\"").count(), 2, "{commands}");

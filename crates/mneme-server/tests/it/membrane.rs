@@ -200,7 +200,7 @@ async fn salience_decays_from_its_anchor_however_many_sweeps_run() {
     let app = &m.d.daemon.app;
     for _ in 0..30 {
         m.clock.advance(SignedDuration::from_hours(24));
-        app.ops.prune(&app.internal).expect("sweep");
+        app.ops.prune(&app.internal, None, false).expect("sweep");
     }
     let got = record(
         &c.retrieve_by_id(req(mb::RetrieveByIdRequest { id, trust: trust("hyper", &[]) }, Some(&bearer(ADMIN))))
@@ -258,7 +258,7 @@ async fn revisions_keep_lineage_and_ignore_client_audit_and_salience() {
     let app = &m.d.daemon.app;
     for _ in 0..3 {
         m.clock.advance(SignedDuration::from_hours(2));
-        app.ops.prune(&app.internal).expect("sweep");
+        app.ops.prune(&app.internal, None, false).expect("sweep");
     }
     for (id, action) in [(&old, "revise"), (&new_id, "delete")] {
         let got = record(

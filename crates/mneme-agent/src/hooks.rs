@@ -21,9 +21,8 @@ use tokio::time::Instant;
 
 use jiff::Timestamp;
 use mneme_core::{
-    normalize_error,
     CompetencePayload, EventPayload, MemoryType, Payload, Performance, RecordId, SemanticPayload, Sensitivity, ToolOutputPayload,
-    WorkingPayload, one_line,
+    WorkingPayload, normalize_error, one_line,
 };
 use mneme_service::{Hit, IngestOptions, OutcomeKind, OutcomeRequest, RetrieveRequest, SkillUse};
 use serde::{Deserialize, Serialize};
@@ -662,7 +661,7 @@ impl Hooks {
     /// context to pick up. Only into the configured workspace (never a path from the
     /// request), and only for an unrestricted principal: the workspace is the owner's.
     fn write_context_file(&self, p: &Principal, block: &str) -> ServiceResult<()> {
-        p.require_unrestricted("the workspace's context file")?;
+        self.ops.owner(p)?;
         let Some(j) = &self.journal else {
             return Err(ServiceError::invalid("writeContextFile", "no workspace is configured for the context file"));
         };
@@ -1180,4 +1179,3 @@ pub fn summarize_messages(messages: &[CompactingMessage], max: usize, chars: usi
         .collect::<Vec<_>>()
         .join("\n")
 }
-

@@ -20,9 +20,9 @@ pub mod erasure;
 pub mod file_index;
 pub mod format;
 pub mod hooks;
+pub mod ops;
 pub mod scheduler;
 pub mod truth;
-
 
 /// After a real `forget`, the copies of the erased texts in mneme's own workspace files
 /// go too (`mneme_workspace::forget::scrub`): the report lists the files rewritten, and,

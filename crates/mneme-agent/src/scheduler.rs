@@ -13,9 +13,9 @@
 //! last run (or creation) has passed; missed slots during downtime make it due once.
 //! Require-idle tasks wait until the agent has been idle for `workspace.idle_after_secs`.
 
-use mneme_reflect::engine::Reflector;
 use jiff::Timestamp;
 use mneme_core::CoreError;
+use mneme_reflect::engine::Reflector;
 use mneme_service::{Owner, ServiceError, ServiceResult, TaskRow};
 use mneme_workspace::WorkspaceSettings;
 use mneme_workspace::schedule::{self, Priority, Task, TaskAction, Trigger};

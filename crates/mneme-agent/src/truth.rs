@@ -19,9 +19,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use jiff::Timestamp;
-use mneme_truth::{self as truth, Claim, Op, SlotDef, SlotKind};
 use mneme_core::{MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, Status};
 use mneme_service::{IngestOptions, Ops, Principal, RetrieveRequest, Revision, ServiceResult};
+use mneme_truth::{self as truth, Claim, Op, SlotDef, SlotKind};
 use serde::Serialize;
 
 pub const ACTOR: &str = "mneme:truth";

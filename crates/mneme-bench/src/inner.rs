@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use jiff::{SignedDuration, Timestamp};
-use mneme_reflect::inner::{InnerConfig, JobOptions};
+use mneme_core::FixedClock;
 use mneme_reflect::config::ReflectionConfig;
 use mneme_reflect::engine::Reflector;
-use mneme_core::FixedClock;
+use mneme_reflect::inner::{InnerConfig, JobOptions};
 use mneme_service::{MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 use mneme_workspace::inner::{self, InnerEvent, Job};
@@ -68,7 +68,12 @@ fn setup(days: i64, now: Timestamp) -> Result<Setup> {
     std::fs::write(ws.join("questions.md"), paragraph(&mut text, 2_000))?;
     std::fs::write(ws.join("QUEUE.md"), (0..30).map(|i| format!("- [ ] item {i} (added {today})\n")).collect::<String>())?;
     inner::record(&settings, &[InnerEvent::UserMessage, InnerEvent::Repeat { what: "quota".into() }], now)?;
-    Ok(Setup { service: mneme_service::Ops::new(Arc::new(service), false), owner: mneme_service::Principal::owner("bench"), settings, _dir: dir })
+    Ok(Setup {
+        service: mneme_service::Ops::new(Arc::new(service), false),
+        owner: mneme_service::Principal::owner("bench"),
+        settings,
+        _dir: dir,
+    })
 }
 
 fn time_context(s: &Setup, now: Timestamp, level: u8, n: usize) -> Result<(Vec<f64>, usize)> {
@@ -88,8 +93,14 @@ fn time_job(s: &Setup, now: Timestamp, n: usize) -> Result<Vec<f64>> {
     for i in 0..n {
         let at = now + SignedDuration::from_secs(i as i64);
         let started = Instant::now();
-        let report =
-            mneme_reflect::inner::run(&engine, &s.service.owner(&s.owner)?, &s.settings, Job::Chronicle, at, &JobOptions { force: true, dry_run: false })?;
+        let report = mneme_reflect::inner::run(
+            &engine,
+            &s.service.owner(&s.owner)?,
+            &s.settings,
+            Job::Chronicle,
+            at,
+            &JobOptions { force: true, dry_run: false },
+        )?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(report.status == "fallback", "chronicle: {}", report.status);
     }

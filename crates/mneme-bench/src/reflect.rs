@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use jiff::{SignedDuration, Timestamp};
+use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_reflect::config::ReflectionConfig;
 use mneme_reflect::engine::Reflector;
 use mneme_reflect::tick::{TickOptions, tick};
-use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 use serde_json::json;
@@ -67,7 +67,8 @@ fn setup(records: usize, log_days: i64, start: Timestamp) -> Result<Setup> {
     if log_days > 0 {
         let engine = Reflector::offline(ReflectionConfig::default());
         let first = start - SignedDuration::from_hours(24 * log_days);
-        let sample = tick(&engine, &ops.owner(&me)?, &settings, first, &TickOptions { idle: Some(false), dry_run: true, ..Default::default() })?;
+        let sample =
+            tick(&engine, &ops.owner(&me)?, &settings, first, &TickOptions { idle: Some(false), dry_run: true, ..Default::default() })?;
         for slot in 0..(log_days * 48) {
             let at = first + SignedDuration::from_mins(30 * slot);
             let mut line = sample.line.clone();
@@ -89,7 +90,8 @@ fn run(s: &Setup, ticks: usize) -> Result<Vec<f64>> {
     for _ in 0..ticks {
         let now = mneme_core::Clock::now(&*s.clock);
         let started = Instant::now();
-        let report = tick(&engine, &s.service.owner(&s.owner)?, &s.settings, now, &TickOptions { idle: Some(false), ..Default::default() })?;
+        let report =
+            tick(&engine, &s.service.owner(&s.owner)?, &s.settings, now, &TickOptions { idle: Some(false), ..Default::default() })?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(report.status == "HEARTBEAT_OK", "tick: {}", report.status);
         s.clock.advance(SignedDuration::from_mins(30));

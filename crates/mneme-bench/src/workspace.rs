@@ -81,14 +81,17 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
 
     // The hooks' store work: a conversation log with a few hundred entries.
     for i in 0..300 {
-        ops.log_conversation(&me, ConversationInput {
-            channel: "bench".into(),
-            user_id: Some("owner".into()),
-            direction: "in".into(),
-            priority: None,
-            content: format!("message {i}: {}", text.sentence()),
-            at: None,
-        })?;
+        ops.log_conversation(
+            &me,
+            ConversationInput {
+                channel: "bench".into(),
+                user_id: Some("owner".into()),
+                direction: "in".into(),
+                priority: None,
+                content: format!("message {i}: {}", text.sentence()),
+                at: None,
+            },
+        )?;
     }
     drop(ops);
     let process = |args: &[&str]| -> Result<(f64, f64)> {

@@ -827,21 +827,6 @@ pub struct AuditEntry {
     pub details: serde_json::Value,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A typo (`sendr`) used to be dropped silently, losing the sender.
-    #[test]
-    fn payloads_refuse_unknown_fields_naming_them() {
-        let err = serde_json::from_str::<EventPayload>(r#"{"event_kind":"m","text":"x","sendr":"d"}"#).expect_err("refused");
-        assert!(err.to_string().contains("sendr"), "{err}");
-        let err = serde_json::from_str::<Payload>(r#"{"kind":"semantic","subject":"a","predicate":"b","object":"c","valid_form":"x"}"#)
-            .expect_err("refused");
-        assert!(err.to_string().contains("valid_form"), "{err}");
-    }
-}
-
 /// Groups similar errors: paths, long hex ids, timestamps and port numbers are replaced by
 /// placeholders, then the text is normalised like every failure mode.
 pub fn normalize_error(error: &str) -> String {
@@ -858,4 +843,19 @@ pub fn normalize_error(error: &str) -> String {
         s = re.replace_all(&s, *with).into_owned();
     }
     normalize_failure_mode(&s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A typo (`sendr`) used to be dropped silently, losing the sender.
+    #[test]
+    fn payloads_refuse_unknown_fields_naming_them() {
+        let err = serde_json::from_str::<EventPayload>(r#"{"event_kind":"m","text":"x","sendr":"d"}"#).expect_err("refused");
+        assert!(err.to_string().contains("sendr"), "{err}");
+        let err = serde_json::from_str::<Payload>(r#"{"kind":"semantic","subject":"a","predicate":"b","object":"c","valid_form":"x"}"#)
+            .expect_err("refused");
+        assert!(err.to_string().contains("valid_form"), "{err}");
+    }
 }

@@ -14,13 +14,13 @@
 //! (`playbook`, `playbook_log`), so the session-start context can read them too.
 
 pub mod actions;
-pub mod inner;
 pub mod config;
 pub mod curator;
 pub mod engine;
 pub mod extract;
 pub mod feedback;
 pub mod git;
+pub mod inner;
 pub mod insight;
 pub mod miner;
 pub mod outbound;

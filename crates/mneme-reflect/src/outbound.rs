@@ -46,10 +46,7 @@ pub fn deliver(engine: &Reflector, owner: &Owner<'_>, output_id: &str, kind: &st
         OutboundTarget::Inbox => {
             let text =
                 format!("[Heartbeat {kind}] {text}\n(Report how useful this was: `mneme reflect feedback {output_id} --score -1..1`.)");
-            owner
-                .queue_dispatch(&format!("reflect:{kind}:{output_id}"), INBOX_PRIORITY, &text, now)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            owner.queue_dispatch(&format!("reflect:{kind}:{output_id}"), INBOX_PRIORITY, &text, now).map(|_| ()).map_err(|e| e.to_string())
         }
         OutboundTarget::Webhook => {
             let url = o.webhook_url.clone().unwrap_or_default();

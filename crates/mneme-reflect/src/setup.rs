@@ -34,15 +34,13 @@ impl History {
     pub fn gather(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<History> {
         // The newest first, unranked; every sensitivity (what reaches a model is capped
         // separately, in `for_model`).
-        let recent = owner.recent(
-            &RetrieveRequest {
-                types: vec![MemoryType::Episodic],
-                since: Some(now - SignedDuration::from_hours(24)),
-                limit: HISTORY_LIMIT,
-                max_sensitivity: Some(Sensitivity::Critical),
-                ..Default::default()
-            },
-        )?;
+        let recent = owner.recent(&RetrieveRequest {
+            types: vec![MemoryType::Episodic],
+            since: Some(now - SignedDuration::from_hours(24)),
+            limit: HISTORY_LIMIT,
+            max_sensitivity: Some(Sensitivity::Critical),
+            ..Default::default()
+        })?;
         let mut events: Vec<Event> = recent
             .into_iter()
             .filter_map(|r| match r.payload? {
@@ -53,11 +51,9 @@ impl History {
                     text: e.text,
                     sensitivity: r.sensitivity,
                 }),
-                Payload::ToolOutput(t) => Some(Event::Tool {
-                    at: r.created_at,
-                    failure_mode: t.error.as_deref().map(mneme_core::normalize_error),
-                    tool: t.tool,
-                }),
+                Payload::ToolOutput(t) => {
+                    Some(Event::Tool { at: r.created_at, failure_mode: t.error.as_deref().map(mneme_core::normalize_error), tool: t.tool })
+                }
                 _ => None,
             })
             .collect();

@@ -1,25 +1,23 @@
 //! `App`: the daemon's shared state, and the one path every request takes — authenticate,
 //! rate-limit, run the operation on a blocking thread, record metrics.
 
-use mneme_workspace::inner::Job;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
-use mneme_reflect::ReflectError;
-use mneme_reflect::tick::TickOptions;
 use mneme_core::{MemoryRecord, Payload};
+use mneme_reflect::ReflectError;
 use mneme_service::{IngestOptions, MemoryService, ServiceError, ServiceResult};
 use serde::Serialize;
 
 use mneme_service::Principal;
 
 use crate::auth::{Auth, Caller};
+use crate::config::MnemeConfig;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Registry;
 use crate::op::Operation;
-use crate::config::MnemeConfig;
 use mneme_agent::consolidate::{Consolidator, CycleReport};
 use mneme_agent::hooks::{HookInput, HookName, HookOutcome, Hooks};
 use mneme_service::Ops;
@@ -109,14 +107,11 @@ pub struct App {
     pub auth: Auth,
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
-    /// The reflection heartbeat's engine (settings, model routing, outbound channel).
-    pub reflector: Arc<mneme_reflect::engine::Reflector>,
-    /// The relay's buffers and analysis loop (`/feed`, `/sense`, `/agent/*`).
-    pub relay: Arc<mneme_relay::Relay>,
+    /// The door for the workspace's engines (reflection, inner life, modules, the relay),
+    /// with the reflection engine, the relay and the workspace settings they share.
+    pub agent: mneme_agent::ops::AgentOps,
     pub metrics: Registry,
     pub passes: JobPasses,
-    /// The agent's file workspace (scheduler, search index); its directory may not exist.
-    pub workspace: mneme_workspace::WorkspaceSettings,
     pub config: MnemeConfig,
     /// `server.body_read_timeout`, parsed once (every HTTP request with a body waits on it).
     pub body_read_timeout: std::time::Duration,
@@ -371,7 +366,7 @@ impl App {
             ("mneme_store_bytes", "Size of the store file.", m.file_bytes as f64),
         ];
         // The heartbeat's figures, from its log (when the workspace exists).
-        if let Ok(r) = mneme_reflect::status::status(&self.reflector, &self.workspace, self.ops.now())
+        if let Ok(r) = mneme_reflect::status::status(self.agent.reflector(), self.agent.workspace(), self.ops.now())
             && r.last_tick.is_some()
         {
             let outcomes = |status: &str| r.stage_outcomes.values().map(|c| c.get(status).copied().unwrap_or(0)).sum::<u32>() as f64;
@@ -399,7 +394,7 @@ impl App {
             ]);
         }
         // The relay's buffers and analysis loop.
-        let relay = self.relay.health();
+        let relay = self.agent.relay_engine().health();
         let n = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
         gauges.extend([
             ("mneme_relay_enabled", "1 when the relay's analysis loop runs.", f64::from(u8::from(relay["agent"]["enabled"] == true))),
@@ -415,9 +410,9 @@ impl App {
         ]);
         // The inner life's state (when it exists) and its jobs.
         let now = self.ops.now();
-        if let Ok(Some(state)) = mneme_workspace::inner::read_state(&self.workspace) {
+        if let Ok(Some(state)) = mneme_workspace::inner::read_state(self.agent.workspace()) {
             let m = state.mood(now);
-            let log = mneme_workspace::inner::job_log(&self.workspace);
+            let log = mneme_workspace::inner::job_log(self.agent.workspace());
             let day_ago = now - jiff::SignedDuration::from_hours(24);
             let recent =
                 |l: &&serde_json::Value| l["ts"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()).is_some_and(|t| t >= day_ago);
@@ -446,160 +441,6 @@ impl App {
             ]);
         }
         Ok(self.metrics.render(&records, &gauges))
-    }
-
-    /// The owner's service, for the workspace's engines (reflection, inner life): owner
-    /// principals only, and only when the workspace exists.
-    fn owner_workspace<'a>(&'a self, p: &'a Principal) -> ApiResult<mneme_service::Owner<'a>> {
-        p.require_unrestricted("the workspace's reflection and inner life")?;
-        if !self.workspace.dir.is_dir() {
-            return Err(reflect_error(ReflectError::NoWorkspace(self.workspace.dir.clone())));
-        }
-        Ok(self.ops.owner(p)?)
-    }
-
-    /// `POST /v1/reflect/tick`: one tick, on this blocking worker (model calls block on the
-    /// daemon's runtime).
-    pub fn reflect_tick(&self, p: &Principal, options: &TickOptions) -> ApiResult<serde_json::Value> {
-        let service = self.owner_workspace(p)?;
-        let report =
-            mneme_reflect::tick::tick(&self.reflector, &service, &self.workspace, self.ops.now(), options).map_err(reflect_error)?;
-        Ok(serde_json::json!(report))
-    }
-
-    pub fn reflect_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let status = mneme_reflect::status::status(&self.reflector, &self.workspace, self.ops.now()).map_err(reflect_error)?;
-        Ok(serde_json::json!(status))
-    }
-
-    /// `GET /v1/reflect/playbook`: the base playbook and the effective one (null when
-    /// not generated yet).
-    pub fn reflect_playbook(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let read = |relative: &str| {
-            mneme_workspace::paths::resolve(&self.workspace.dir, relative).ok().and_then(|path| std::fs::read_to_string(path).ok())
-        };
-        Ok(serde_json::json!({
-            "base": read(mneme_workspace::paths::PLAYBOOK),
-            "effective": read(mneme_workspace::paths::EFFECTIVE_PLAYBOOK),
-        }))
-    }
-
-    pub fn reflect_feedback(&self, p: &Principal, f: &mneme_reflect::report::Feedback) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let (line, _) = mneme_reflect::report::feedback(&self.workspace, self.ops.now(), f)
-            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
-        Ok(serde_json::json!({ "recorded": line }))
-    }
-
-    pub fn reflect_spawn_result(&self, p: &Principal, spawn_id: &str, outcome: &str, note: Option<&str>) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let (line, _) = mneme_reflect::report::spawn_result(&self.workspace, self.ops.now(), spawn_id, outcome, note)
-            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
-        Ok(serde_json::json!({ "recorded": line }))
-    }
-}
-
-impl App {
-    /// `GET /v1/inner/status`: the state and the current mood (values and hints).
-    pub fn inner_status(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let state = mneme_workspace::inner::read_state(&self.workspace).map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
-        let mood = state.as_ref().map(|s| s.mood(self.ops.now()));
-        Ok(serde_json::json!({ "state": state, "mood": mood }))
-    }
-
-    /// `GET /v1/inner/context?level=N`.
-    pub fn inner_context(&self, p: &Principal, level: u8) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let text = mneme_workspace::inner::context(&self.workspace, self.ops.now(), level)
-            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
-        Ok(serde_json::json!({ "level": level, "context": text }))
-    }
-
-    /// `POST /v1/inner/event`.
-    pub fn inner_event(&self, p: &Principal, event: &mneme_workspace::inner::InnerEvent) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let now = self.ops.now();
-        let state = mneme_workspace::inner::record(&self.workspace, std::slice::from_ref(event), now)
-            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
-        Ok(serde_json::json!({ "mood": state.mood(now), "state": state }))
-    }
-
-    /// `POST /v1/inner/run`: one job, on this blocking worker (model calls block on the
-    /// daemon's runtime).
-    pub fn inner_run(&self, p: &Principal, job: Job, options: &mneme_reflect::inner::JobOptions) -> ApiResult<serde_json::Value> {
-        let service = self.owner_workspace(p)?;
-        let report =
-            mneme_reflect::inner::run(&self.reflector, &service, &self.workspace, job, self.ops.now(), options).map_err(reflect_error)?;
-        Ok(serde_json::json!(report))
-    }
-
-    /// The workspace for module and sync operations: the owner's, and it must exist.
-    fn owner_files(&self, p: &Principal) -> ApiResult<&mneme_workspace::WorkspaceSettings> {
-        self.owner_workspace(p)?;
-        Ok(&self.workspace)
-    }
-
-    /// `GET /v1/modules`: registered and unregistered modules and the active stack.
-    pub fn module_list(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        let list = mneme_workspace::modules::list(self.owner_files(p)?).map_err(workspace_error)?;
-        Ok(serde_json::json!(list))
-    }
-
-    /// `GET /v1/modules/{id}`.
-    pub fn module_info(&self, p: &Principal, id: &str) -> ApiResult<serde_json::Value> {
-        let info = mneme_workspace::modules::info(self.owner_files(p)?, id).map_err(workspace_error)?;
-        Ok(serde_json::json!(info))
-    }
-
-    /// `POST /v1/modules/{id}`: activate (optionally at a priority), suspend, disable, or
-    /// set the priority.
-    pub fn module_change(&self, p: &Principal, id: &str, action: &str, priority: Option<i64>) -> ApiResult<serde_json::Value> {
-        use mneme_workspace::modules;
-        let ws = self.owner_files(p)?;
-        let change = match (action, priority) {
-            ("activate", priority) => modules::activate(ws, id, priority, self.ops.now()),
-            ("suspend", None) => modules::suspend(ws, id),
-            ("disable", None) => modules::disable(ws, id),
-            ("priority", Some(n)) => modules::set_priority(ws, id, n),
-            ("priority", None) => return Err(ApiError::BadRequest("action \"priority\" needs \"priority\"".into())),
-            ("suspend" | "disable", Some(_)) => {
-                return Err(ApiError::BadRequest(format!("action {action:?} takes no \"priority\"")));
-            }
-            (other, _) => {
-                return Err(ApiError::BadRequest(format!("action {other:?}: must be activate, suspend, disable or priority")));
-            }
-        }
-        .map_err(workspace_error)?;
-        Ok(serde_json::json!(change))
-    }
-
-    /// `POST /v1/modules/{id}/extract`: a module from the playbook and recent logs, on
-    /// this blocking worker (a model call blocks on the daemon's runtime).
-    pub fn module_extract(&self, p: &Principal, request: &mneme_reflect::extract::ExtractRequest) -> ApiResult<serde_json::Value> {
-        use mneme_reflect::extract::{self, ExtractError};
-        let ws = self.owner_files(p)?;
-        let extracted = extract::extract(&self.reflector, ws, request, self.ops.now()).map_err(|e| match e {
-            ExtractError::Invalid(msg) => ApiError::BadRequest(msg),
-            ExtractError::Workspace(w) => workspace_error(w),
-        })?;
-        Ok(serde_json::json!(extracted))
-    }
-
-    /// `POST /v1/workspace/sync`: the sync engine's report.
-    pub fn workspace_sync(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        let report = mneme_workspace::deploy::sync(self.owner_files(p)?, self.ops.now()).map_err(workspace_error)?;
-        Ok(serde_json::json!(report))
-    }
-
-    /// `POST /v1/inner/write`: a file written for a job, refused outside the job's files.
-    pub fn inner_write(&self, p: &Principal, job: Job, path: &str, content: &str, append: bool) -> ApiResult<serde_json::Value> {
-        self.owner_workspace(p)?;
-        let written = mneme_workspace::inner::write_for(&self.workspace, job, path, content, append, self.ops.now())
-            .map_err(|e| reflect_error(ReflectError::Workspace(e)))?;
-        Ok(serde_json::json!({ "job": job, "path": written, "append": append }))
     }
 }
 
@@ -654,68 +495,19 @@ fn reflect_error(e: ReflectError) -> ApiError {
     }
 }
 
-/// The relay (the relay seed's routes). Screen text and transcripts are the owner's: with
-/// API keys configured, only an unrestricted principal may use them.
-impl App {
-    fn relay_owner(&self, p: &Principal) -> ApiResult<&mneme_relay::Relay> {
-        p.require_unrestricted("the relay")?;
-        Ok(&self.relay)
+impl From<mneme_agent::ops::AgentError> for ApiError {
+    fn from(e: mneme_agent::ops::AgentError) -> Self {
+        use mneme_agent::ops::AgentError;
+        match e {
+            AgentError::Service(e) => ApiError::Service(e),
+            AgentError::Reflect(e) => reflect_error(e),
+            AgentError::Workspace(e) => workspace_error(e),
+            AgentError::Invalid(msg) => ApiError::BadRequest(msg),
+        }
     }
+}
 
-    /// `POST /feed`.
-    pub fn relay_feed(&self, p: &Principal, item: mneme_relay::NewFeed) -> ApiResult<serde_json::Value> {
-        let item = self.relay_owner(p)?.feed(item, self.ops.now()).map_err(ApiError::BadRequest)?;
-        Ok(serde_json::json!({ "ok": true, "id": item.id }))
-    }
-
-    /// `GET /feed?after=ID`.
-    pub fn relay_feed_poll(&self, p: &Principal, after: u64) -> ApiResult<serde_json::Value> {
-        let items = self.relay_owner(p)?.feed_after(after);
-        Ok(serde_json::json!({ "ok": true, "messages": items }))
-    }
-
-    /// `POST /sense`.
-    pub fn relay_sense(&self, p: &Principal, event: mneme_relay::SenseEvent) -> ApiResult<serde_json::Value> {
-        self.relay_owner(p)?.sense(event, self.ops.now()).map_err(ApiError::BadRequest)?;
-        Ok(serde_json::json!({ "ok": true }))
-    }
-
-    /// `GET /health`.
-    pub fn relay_health(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        Ok(self.relay_owner(p)?.health())
-    }
-
-    /// `GET /agent/last`.
-    pub fn relay_last(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        Ok(serde_json::json!({ "ok": true, "result": self.relay_owner(p)?.last() }))
-    }
-
-    /// `GET /agent/history?limit=N`.
-    pub fn relay_history(&self, p: &Principal, limit: usize) -> ApiResult<serde_json::Value> {
-        Ok(serde_json::json!({ "ok": true, "results": self.relay_owner(p)?.history(limit) }))
-    }
-
-    /// `GET /agent/context`.
-    pub fn relay_context(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        Ok(serde_json::json!({ "ok": true, "context": self.relay_owner(p)?.context(self.ops.now()) }))
-    }
-
-    /// `GET /agent/config`.
-    pub fn relay_config(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        Ok(serde_json::json!({ "ok": true, "config": self.relay_owner(p)?.runtime_config() }))
-    }
-
-    /// `POST /agent/config`.
-    pub fn relay_configure(&self, p: &Principal, change: mneme_relay::ConfigChange) -> ApiResult<serde_json::Value> {
-        let config = self.relay_owner(p)?.configure(change).map_err(ApiError::BadRequest)?;
-        Ok(serde_json::json!({ "ok": true, "config": config }))
-    }
-
-    /// `POST /agent/tick`: one tick now (on this blocking worker; a model call blocks on
-    /// the daemon's runtime).
-    pub fn relay_tick(&self, p: &Principal) -> ApiResult<serde_json::Value> {
-        let relay = self.relay_owner(p)?;
-        let outcome = tokio::runtime::Handle::current().block_on(relay.tick(self.ops.now()));
-        Ok(serde_json::json!({ "ok": true, "tick": outcome }))
-    }
+/// A workspace engine's typed answer as the JSON the transports send.
+pub fn answer<T: serde::Serialize>(result: mneme_agent::ops::AgentResult<T>) -> ApiResult<serde_json::Value> {
+    serde_json::to_value(result?).map_err(|e| ApiError::Unavailable(format!("answer not serialisable: {e}")))
 }

@@ -12,8 +12,8 @@ use mneme_core::{Scope, Sensitivity};
 use mneme_service::{Access, Principal};
 use sha2::{Digest, Sha256};
 
-use crate::error::{ApiError, ApiResult};
 use crate::config::MnemeConfig;
+use crate::error::{ApiError, ApiResult};
 
 /// An authenticated caller: its [`Principal`] (the policy, checked in `Ops`) and its
 /// token bucket. Derefs to the principal.

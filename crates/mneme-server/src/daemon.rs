@@ -177,17 +177,15 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let consolidator = Arc::new(Consolidator::new(ops.clone(), internal.clone(), &config.consolidation, llm));
     let app = Arc::new(App {
         hooks: Hooks::new(ops.clone(), config.hooks.clone()).with_workspace(workspace.clone()),
-        ops,
         ingestor,
         embedder: std::sync::Mutex::new(embedder),
         read_gate: tokio::sync::Semaphore::new(readers.max(1)),
         auth,
         consolidator,
-        reflector,
-        relay,
+        agent: mneme_agent::ops::AgentOps::new(ops.clone(), reflector, relay, workspace),
+        ops,
         metrics: Registry::default(),
         passes: Default::default(),
-        workspace,
         body_read_timeout: config.server.body_read_timeout.get(),
         internal,
         config,
@@ -239,7 +237,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
 ///   dispatch for the agent's next hook (not again while an earlier one is undelivered);
 /// - `gateway_start` goes in the command log.
 fn agent_start(app: &App) {
-    let ws = &app.workspace;
+    let ws = app.agent.workspace();
     if !ws.dir.join(mneme_workspace::paths::MEMORY_DIR).is_dir() {
         return;
     }
@@ -378,7 +376,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             }
         }));
     }
-    if app.workspace.scheduler {
+    if app.agent.workspace().scheduler {
         // The first pass runs right away: tasks whose slots passed while the daemon was
         // down run once now (the due rule never replays missed slots).
         let app = app.clone();
@@ -392,8 +390,8 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                 let pass = blocking_job(&app, "scheduler", |job| {
                     mneme_agent::scheduler::run_due(
                         &job.ops.owner(&job.internal)?,
-                        &job.workspace,
-                        &job.reflector,
+                        job.agent.workspace(),
+                        job.agent.reflector(),
                         job.ops.now(),
                         None,
                     )
@@ -406,10 +404,10 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
             }
         }));
     }
-    if app.workspace.index {
+    if app.agent.workspace().index {
         // Poll modification times (cheap: one stat per file) at half the debounce; a
         // changed file is re-indexed once it has been quiet for the debounce.
-        let debounce = app.workspace.reindex_debounce;
+        let debounce = app.agent.workspace().reindex_debounce;
         let tick = (debounce / 2).clamp(Duration::from_millis(100), Duration::from_secs(5));
         let app = app.clone();
         jobs.push(every_until_from(Duration::from_millis(100), tick, rx.clone(), move || {
@@ -420,7 +418,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     return;
                 }
                 let report = blocking_job(&app, "workspace_index", move |job| {
-                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.workspace.dir, Some(debounce))
+                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.agent.workspace().dir, Some(debounce))
                 });
                 if let Some(report) = report.await.filter(|r| r.changed()) {
                     tracing::info!(
@@ -472,12 +470,12 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
 fn relay_loop(app: Arc<App>, mut rx: watch::Receiver<bool>) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            let wait = app.relay.next_wait();
+            let wait = app.agent.relay_engine().next_wait();
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {
-                    let outcome = app.relay.tick(app.ops.now()).await;
+                    let outcome = app.agent.relay_engine().tick(app.ops.now()).await;
                     if let mneme_relay::TickOutcome::Analysed { result } = &outcome
-                        && app.relay.keeps_analyses()
+                        && app.agent.relay_engine().keeps_analyses()
                         && result.analysis != mneme_relay::NOTHING
                     {
                         let text = result.analysis.clone();
@@ -501,7 +499,7 @@ fn relay_loop(app: Arc<App>, mut rx: watch::Receiver<bool>) -> JoinHandle<()> {
                     }
                     app.passes.done("relay");
                 }
-                _ = app.relay.changed.notified() => {}
+                _ = app.agent.relay_engine().changed.notified() => {}
                 changed = rx.changed() => {
                     if changed.is_err() || *rx.borrow() {
                         break;

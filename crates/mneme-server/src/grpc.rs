@@ -182,7 +182,7 @@ impl pb::memory_server::Memory for GrpcApi {
                 limit: m.limit.unwrap_or(0) as usize,
             };
             let mut r = app.ops.forget(p, request)?;
-            mneme_agent::forget_in_files(&mut r, &app.workspace);
+            mneme_agent::forget_in_files(&mut r, app.agent.workspace());
             Ok(pb::ForgetResponse {
                 dry_run: r.dry_run,
                 records: r
@@ -243,7 +243,7 @@ impl pb::memory_server::Memory for GrpcApi {
                 summary: (!m.summary.is_empty()).then_some(m.summary),
                 dry_run: m.dry_run,
             };
-            let value = app.reflect_tick(p, &options)?;
+            let value = crate::app::answer(app.agent.reflect_tick(p, &options))?;
             Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
         })
         .await
@@ -251,7 +251,7 @@ impl pb::memory_server::Memory for GrpcApi {
 
     async fn inner_status(&self, request: Request<pb::InnerStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::InnerStatus, request, |app, p, _m| {
-            Ok(pb::ReflectReply { status: "ok".into(), json: app.inner_status(p)?.to_string() })
+            Ok(pb::ReflectReply { status: "ok".into(), json: crate::app::answer(app.agent.inner_status(p))?.to_string() })
         })
         .await
     }
@@ -260,7 +260,7 @@ impl pb::memory_server::Memory for GrpcApi {
         self.run(Operation::InnerContext, request, |app, p, m| {
             let level =
                 u8::try_from(m.level.max(1)).map_err(|_| ApiError::BadRequest(format!("level {}: must be 1, 2, 3 or 4", m.level)))?;
-            Ok(pb::ReflectReply { status: "ok".into(), json: app.inner_context(p, level)?.to_string() })
+            Ok(pb::ReflectReply { status: "ok".into(), json: crate::app::answer(app.agent.inner_context(p, level))?.to_string() })
         })
         .await
     }
@@ -276,7 +276,7 @@ impl pb::memory_server::Memory for GrpcApi {
             }
             let event: mneme_workspace::inner::InnerEvent =
                 serde_json::from_value(event).map_err(|e| ApiError::BadRequest(format!("invalid event: {e}")))?;
-            Ok(pb::ReflectReply { status: "recorded".into(), json: app.inner_event(p, &event)?.to_string() })
+            Ok(pb::ReflectReply { status: "recorded".into(), json: crate::app::answer(app.agent.inner_event(p, &event))?.to_string() })
         })
         .await
     }
@@ -284,7 +284,11 @@ impl pb::memory_server::Memory for GrpcApi {
     async fn inner_run(&self, request: Request<pb::InnerRunRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::InnerRun, request, |app, p, m| {
             let job = m.job.parse().map_err(|e: mneme_workspace::WorkspaceError| ApiError::BadRequest(e.to_string()))?;
-            let value = app.inner_run(p, job, &mneme_reflect::inner::JobOptions { force: !m.if_triggered, dry_run: m.dry_run })?;
+            let value = crate::app::answer(app.agent.inner_run(
+                p,
+                job,
+                &mneme_reflect::inner::JobOptions { force: !m.if_triggered, dry_run: m.dry_run },
+            ))?;
             Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
         })
         .await
@@ -293,28 +297,32 @@ impl pb::memory_server::Memory for GrpcApi {
     async fn inner_write(&self, request: Request<pb::InnerWriteRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::InnerWrite, request, |app, p, m| {
             let job = m.job.parse().map_err(|e: mneme_workspace::WorkspaceError| ApiError::BadRequest(e.to_string()))?;
-            Ok(pb::ReflectReply { status: "written".into(), json: app.inner_write(p, job, &m.path, &m.content, m.append)?.to_string() })
+            Ok(pb::ReflectReply {
+                status: "written".into(),
+                json: crate::app::answer(app.agent.inner_write(p, job, &m.path, &m.content, m.append))?.to_string(),
+            })
         })
         .await
     }
 
     async fn module_list(&self, request: Request<pb::ModuleListRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ModuleList, request, |app, p, _m| {
-            Ok(pb::ReflectReply { status: "ok".into(), json: app.module_list(p)?.to_string() })
+            Ok(pb::ReflectReply { status: "ok".into(), json: crate::app::answer(app.agent.module_list(p))?.to_string() })
         })
         .await
     }
 
     async fn module_info(&self, request: Request<pb::ModuleInfoRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ModuleInfo, request, |app, p, m| {
-            Ok(pb::ReflectReply { status: "ok".into(), json: app.module_info(p, &m.id)?.to_string() })
+            Ok(pb::ReflectReply { status: "ok".into(), json: crate::app::answer(app.agent.module_info(p, &m.id))?.to_string() })
         })
         .await
     }
 
     async fn module_change(&self, request: Request<pb::ModuleChangeRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ModuleChange, request, |app, p, m| {
-            let value = app.module_change(p, &m.id, &m.action, m.priority)?;
+            let action = mneme_agent::ops::ModuleAction::parse(&m.action, m.priority)?;
+            let value = crate::app::answer(app.agent.module_change(p, &m.id, action))?;
             Ok(pb::ReflectReply { status: value["action"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
         })
         .await
@@ -332,7 +340,7 @@ impl pb::memory_server::Memory for GrpcApi {
                 days: (m.days > 0).then_some(m.days),
                 dry_run: m.dry_run,
             };
-            let value = app.module_extract(p, &request)?;
+            let value = crate::app::answer(app.agent.module_extract(p, &request))?;
             Ok(pb::ReflectReply { status: value["status"].as_str().unwrap_or_default().to_string(), json: value.to_string() })
         })
         .await
@@ -340,14 +348,14 @@ impl pb::memory_server::Memory for GrpcApi {
 
     async fn workspace_sync(&self, request: Request<pb::WorkspaceSyncRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::WorkspaceSync, request, |app, p, _m| {
-            Ok(pb::ReflectReply { status: "ok".into(), json: app.workspace_sync(p)?.to_string() })
+            Ok(pb::ReflectReply { status: "ok".into(), json: crate::app::answer(app.agent.workspace_sync(p))?.to_string() })
         })
         .await
     }
 
     async fn reflect_status(&self, request: Request<pb::ReflectStatusRequest>) -> Result<Response<pb::ReflectReply>, Status> {
         self.run(Operation::ReflectStatus, request, |app, p, _m| {
-            Ok(pb::ReflectReply { status: "ok".into(), json: app.reflect_status(p)?.to_string() })
+            Ok(pb::ReflectReply { status: "ok".into(), json: crate::app::answer(app.agent.reflect_status(p))?.to_string() })
         })
         .await
     }
@@ -361,7 +369,10 @@ impl pb::memory_server::Memory for GrpcApi {
                 re_escalated: m.re_escalated,
                 dwell_ms: m.dwell_ms,
             };
-            Ok(pb::ReflectReply { status: "recorded".into(), json: app.reflect_feedback(p, &report)?.to_string() })
+            Ok(pb::ReflectReply {
+                status: "recorded".into(),
+                json: crate::app::answer(app.agent.reflect_feedback(p, &report))?.to_string(),
+            })
         })
         .await
     }
@@ -371,7 +382,7 @@ impl pb::memory_server::Memory for GrpcApi {
             let note = (!m.note.is_empty()).then_some(m.note.as_str());
             Ok(pb::ReflectReply {
                 status: "recorded".into(),
-                json: app.reflect_spawn_result(p, &m.spawn_id, &m.outcome, note)?.to_string(),
+                json: crate::app::answer(app.agent.reflect_spawn_result(p, &m.spawn_id, &m.outcome, note))?.to_string(),
             })
         })
         .await

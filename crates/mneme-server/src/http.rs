@@ -394,7 +394,7 @@ async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpRes
     let auth = authorization(&headers);
     // Authenticate (and count) like any call, then run the async cycle.
     // It writes facts into any scope, so only for an unrestricted principal.
-    app.call("http", Operation::Consolidate, auth.as_deref(), |_, p| Ok(p.require_unrestricted("consolidation")?)).await?;
+    app.call("http", Operation::Consolidate, auth.as_deref(), |app, p| Ok(app.agent.may_consolidate(p)?)).await?;
     let report = app.consolidate().await;
     Ok(axum::Json(json!(report)))
 }
@@ -484,16 +484,20 @@ struct ReflectTickBody {
 }
 
 handler!(reflect_tick, Operation::ReflectTick, |app, p, body: ReflectTickBody| {
-    app.reflect_tick(p, &mneme_reflect::tick::TickOptions { idle: body.idle, summary: body.summary, dry_run: body.dry_run })
+    crate::app::answer(
+        app.agent.reflect_tick(p, &mneme_reflect::tick::TickOptions { idle: body.idle, summary: body.summary, dry_run: body.dry_run }),
+    )
 });
 
 async fn reflect_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::ReflectStatus, auth.as_deref(), |app, p| app.reflect_status(p)).await?))
+    Ok(axum::Json(
+        app.call("http", Operation::ReflectStatus, auth.as_deref(), |app, p| crate::app::answer(app.agent.reflect_status(p))).await?,
+    ))
 }
 
 handler!(reflect_feedback, Operation::ReflectFeedback, |app, p, body: mneme_reflect::report::Feedback| {
-    app.reflect_feedback(p, &body)
+    crate::app::answer(app.agent.reflect_feedback(p, &body))
 });
 
 /// `POST /v1/reflect/spawn-result`.
@@ -507,12 +511,12 @@ struct SpawnResultBody {
 }
 
 handler!(reflect_spawn_result, Operation::ReflectSpawnResult, |app, p, body: SpawnResultBody| {
-    app.reflect_spawn_result(p, &body.spawn_id, &body.outcome, body.note.as_deref())
+    crate::app::answer(app.agent.reflect_spawn_result(p, &body.spawn_id, &body.outcome, body.note.as_deref()))
 });
 
 async fn inner_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::InnerStatus, auth.as_deref(), |app, p| app.inner_status(p)).await?))
+    Ok(axum::Json(app.call("http", Operation::InnerStatus, auth.as_deref(), |app, p| crate::app::answer(app.agent.inner_status(p))).await?))
 }
 
 /// `GET /v1/inner/context?level=N` (1 by default).
@@ -529,13 +533,15 @@ async fn inner_context(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery
                     _ => return Err(ApiError::BadRequest(format!("unknown query parameter {pair:?} (only level)"))),
                 }
             }
-            app.inner_context(p, level)
+            crate::app::answer(app.agent.inner_context(p, level))
         })
         .await?;
     Ok(axum::Json(value))
 }
 
-handler!(inner_event, Operation::InnerEvent, |app, p, body: mneme_workspace::inner::InnerEvent| app.inner_event(p, &body));
+handler!(inner_event, Operation::InnerEvent, |app, p, body: mneme_workspace::inner::InnerEvent| crate::app::answer(
+    app.agent.inner_event(p, &body)
+));
 
 /// `POST /v1/inner/run`.
 #[derive(Debug, Deserialize)]
@@ -550,19 +556,25 @@ struct InnerRunBody {
 }
 
 handler!(inner_run, Operation::InnerRun, |app, p, body: InnerRunBody| {
-    app.inner_run(p, body.job, &mneme_reflect::inner::JobOptions { force: !body.if_triggered, dry_run: body.dry_run })
+    crate::app::answer(app.agent.inner_run(
+        p,
+        body.job,
+        &mneme_reflect::inner::JobOptions { force: !body.if_triggered, dry_run: body.dry_run },
+    ))
 });
 
 // ---- knowledge modules and the sync engine --------------------------------------------
 
 async fn module_list(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::ModuleList, auth.as_deref(), |app, p| app.module_list(p)).await?))
+    Ok(axum::Json(app.call("http", Operation::ModuleList, auth.as_deref(), |app, p| crate::app::answer(app.agent.module_list(p))).await?))
 }
 
 async fn module_info(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::ModuleInfo, auth.as_deref(), move |app, p| app.module_info(p, &id)).await?))
+    Ok(axum::Json(
+        app.call("http", Operation::ModuleInfo, auth.as_deref(), move |app, p| crate::app::answer(app.agent.module_info(p, &id))).await?,
+    ))
 }
 
 /// `POST /v1/modules/{id}`: `{"action": "activate"|"suspend"|"disable"|"priority", "priority": N}`.
@@ -579,7 +591,8 @@ async fn module_change(State(app): State<Arc<App>>, headers: HeaderMap, Path(id)
     let value = app
         .call("http", Operation::ModuleChange, auth.as_deref(), move |app, p| {
             let body: ModuleChangeBody = parse(&raw)?;
-            app.module_change(p, &id, &body.action, body.priority)
+            let action = mneme_agent::ops::ModuleAction::parse(&body.action, body.priority)?;
+            crate::app::answer(app.agent.module_change(p, &id, action))
         })
         .await?;
     Ok(axum::Json(value))
@@ -619,7 +632,7 @@ async fn module_extract(State(app): State<Arc<App>>, headers: HeaderMap, Path(id
                 days: b.days,
                 dry_run: b.dry_run,
             };
-            app.module_extract(p, &request)
+            crate::app::answer(app.agent.module_extract(p, &request))
         })
         .await?;
     Ok(axum::Json(value))
@@ -627,7 +640,9 @@ async fn module_extract(State(app): State<Arc<App>>, headers: HeaderMap, Path(id
 
 async fn workspace_sync(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::WorkspaceSync, auth.as_deref(), |app, p| app.workspace_sync(p)).await?))
+    Ok(axum::Json(
+        app.call("http", Operation::WorkspaceSync, auth.as_deref(), |app, p| crate::app::answer(app.agent.workspace_sync(p))).await?,
+    ))
 }
 
 /// `POST /v1/inner/write`.
@@ -641,13 +656,13 @@ struct InnerWriteBody {
     append: bool,
 }
 
-handler!(inner_write, Operation::InnerWrite, |app, p, body: InnerWriteBody| app.inner_write(
+handler!(inner_write, Operation::InnerWrite, |app, p, body: InnerWriteBody| crate::app::answer(app.agent.inner_write(
     p,
     body.job,
     &body.path,
     &body.content,
     body.append
-));
+)));
 
 /// `POST /v1/forget`: what to erase (ids, a query, a subject), why, and whether to only plan.
 #[derive(Debug, Deserialize)]
@@ -688,7 +703,7 @@ handler!(forget, Operation::Forget, |app, p, body: ForgetBody| {
         limit: body.limit.unwrap_or(0),
     };
     let mut report = app.ops.forget(p, request)?;
-    mneme_agent::forget_in_files(&mut report, &app.workspace);
+    mneme_agent::forget_in_files(&mut report, app.agent.workspace());
     Ok(json!(report))
 });
 
@@ -842,15 +857,17 @@ fn query_number(query: Option<&str>, name: &str, default: u64) -> ApiResult<u64>
     Ok(value)
 }
 
-handler!(relay_feed, Operation::RelayFeed, |app, p, body: mneme_relay::NewFeed| app.relay_feed(p, body));
-handler!(relay_sense, Operation::RelaySense, |app, p, body: mneme_relay::SenseEvent| app.relay_sense(p, body));
-handler!(relay_configure, Operation::RelayConfigure, |app, p, body: mneme_relay::ConfigChange| app.relay_configure(p, body));
+handler!(relay_feed, Operation::RelayFeed, |app, p, body: mneme_relay::NewFeed| crate::app::answer(app.agent.relay_feed(p, body)));
+handler!(relay_sense, Operation::RelaySense, |app, p, body: mneme_relay::SenseEvent| crate::app::answer(app.agent.relay_sense(p, body)));
+handler!(relay_configure, Operation::RelayConfigure, |app, p, body: mneme_relay::ConfigChange| crate::app::answer(
+    app.agent.relay_configure(p, body)
+));
 
 async fn relay_feed_poll(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
         .call("http", Operation::RelayFeedPoll, auth.as_deref(), move |app, p| {
-            app.relay_feed_poll(p, query_number(query.as_deref(), "after", 0)?)
+            crate::app::answer(app.agent.relay_feed_poll(p, query_number(query.as_deref(), "after", 0)?))
         })
         .await?;
     Ok(axum::Json(value))
@@ -861,7 +878,7 @@ async fn relay_history(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery
     let value = app
         .call("http", Operation::RelayHistory, auth.as_deref(), move |app, p| {
             let limit = query_number(query.as_deref(), "limit", 10)?;
-            app.relay_history(p, usize::try_from(limit).unwrap_or(usize::MAX))
+            crate::app::answer(app.agent.relay_history(p, usize::try_from(limit).unwrap_or(usize::MAX)))
         })
         .await?;
     Ok(axum::Json(value))
@@ -871,7 +888,7 @@ macro_rules! relay_get {
     ($name:ident, $op:expr, $method:ident) => {
         async fn $name(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
             let auth = authorization(&headers);
-            Ok(axum::Json(app.call("http", $op, auth.as_deref(), |app, p| app.$method(p)).await?))
+            Ok(axum::Json(app.call("http", $op, auth.as_deref(), |app, p| crate::app::answer(app.agent.$method(p))).await?))
         }
     };
 }
@@ -884,5 +901,5 @@ relay_get!(relay_config, Operation::RelayConfig, relay_config);
 
 async fn relay_tick(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::RelayTick, auth.as_deref(), |app, p| app.relay_tick(p)).await?))
+    Ok(axum::Json(app.call("http", Operation::RelayTick, auth.as_deref(), |app, p| crate::app::answer(app.agent.relay_tick(p))).await?))
 }

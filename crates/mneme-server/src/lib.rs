@@ -10,8 +10,8 @@
 
 pub mod app;
 pub mod auth;
-pub mod config;
 mod codec;
+pub mod config;
 mod console;
 mod convert;
 pub mod daemon;
@@ -26,9 +26,9 @@ pub mod op;
 pub mod openapi;
 mod serve;
 
+pub use config::{ConfigError, MnemeConfig};
 pub use convert::{json_from_pb, pb_from_json};
 pub use daemon::{Daemon, DaemonFile, DaemonOptions, start, write_atomic};
-pub use config::{ConfigError, MnemeConfig};
 
 /// Generated gRPC types and services (`proto/mneme/v1/mneme.proto`).
 #[allow(missing_debug_implementations, clippy::all)]

@@ -19,8 +19,8 @@
 //! Pure: no I/O; deterministic.
 
 mod extract;
-pub mod patterns;
 pub mod lexicon;
+pub mod patterns;
 
 pub use extract::{Claim, Op, extract, question_slots};
 pub use lexicon::{SLOTS, SlotDef, SlotKind, slot};

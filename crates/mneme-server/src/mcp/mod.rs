@@ -269,7 +269,7 @@ impl ServerHandler for MnemeMcp {
 pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-    let workspace = Some(app.workspace.dir.clone());
+    let workspace = Some(app.agent.workspace().dir.clone());
     let door = Door::Router { router: api, authorization: None };
     // `Host` and `Origin` are checked for every route on the port, /mcp included, by the
     // daemon's browser guard (`crate::guard`, with `[server] allowed_hosts`), so the SDK's

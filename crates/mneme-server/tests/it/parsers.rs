@@ -4,10 +4,10 @@
 //! keep its documented promises on the inputs it accepts. (The workspace's Markdown
 //! chunker has its own property test in mneme-workspace.)
 
-use mneme_server::MnemeConfig;
-use mneme_server::config::parse_duration;
 use mneme_agent::consolidate::parse_extraction;
 use mneme_agent::hooks::HookInput;
+use mneme_server::MnemeConfig;
+use mneme_server::config::parse_duration;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -661,7 +661,7 @@ impl Hooks {
     /// context to pick up. Only into the configured workspace (never a path from the
     /// request), and only for an unrestricted principal: the workspace is the owner's.
     fn write_context_file(&self, p: &Principal, block: &str) -> ServiceResult<()> {
-        self.ops.owner(p)?;
+        self.ops.owner_for(p, "the workspace's context file")?;
         let Some(j) = &self.journal else {
             return Err(ServiceError::invalid("writeContextFile", "no workspace is configured for the context file"));
         };

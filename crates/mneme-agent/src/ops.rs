@@ -32,6 +32,18 @@ pub enum AgentError {
     Invalid(String),
 }
 
+impl AgentError {
+    /// Its class on every surface (one table: `mneme_core::ErrorKind::mapping`).
+    pub fn kind(&self) -> mneme_core::ErrorKind {
+        match self {
+            AgentError::Service(e) => e.kind(),
+            AgentError::Reflect(e) => e.kind(),
+            AgentError::Workspace(e) => e.kind(),
+            AgentError::Invalid(_) => mneme_core::ErrorKind::InvalidArgument,
+        }
+    }
+}
+
 /// What these operations answer.
 pub type AgentResult<T> = Result<T, AgentError>;
 
@@ -151,7 +163,7 @@ impl AgentOps {
     /// The owner's handle, and the workspace, which must exist: the heartbeat and the
     /// inner life never create one.
     fn owner<'a>(&'a self, p: &'a Principal) -> AgentResult<Owner<'a>> {
-        let owner = self.ops.owner(p)?;
+        let owner = self.ops.owner_for(p, "the workspace's reflection and inner life")?;
         if !self.workspace.dir.is_dir() {
             return Err(ReflectError::NoWorkspace(self.workspace.dir.clone()).into());
         }
@@ -289,7 +301,7 @@ impl AgentOps {
     // ---- the relay (the relay seed's routes): screen text and transcripts are the owner's --
 
     fn relay_owner(&self, p: &Principal) -> AgentResult<&mneme_relay::Relay> {
-        self.ops.owner(p)?;
+        self.ops.owner_for(p, "the relay")?;
         Ok(&self.relay)
     }
 
@@ -352,7 +364,7 @@ impl AgentOps {
     /// Consolidation may run for this principal (the owner's: it reads every buffered
     /// message).
     pub fn may_consolidate(&self, p: &Principal) -> AgentResult<()> {
-        self.ops.owner(p)?;
+        self.ops.owner_for(p, "consolidation")?;
         Ok(())
     }
 }

@@ -24,7 +24,7 @@ pub mod validate;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use decay::{DecayConfig, SalienceState};
 pub use duration::{Span, parse_duration};
-pub use error::{CoreError, CoreResult};
+pub use error::{CoreError, CoreResult, ErrorKind};
 pub use record::*;
 pub use scoring::RankWeights;
 pub use validate::Limits;

@@ -49,3 +49,14 @@ pub enum ReflectError {
     #[error(transparent)]
     Service(#[from] mneme_service::ServiceError),
 }
+
+impl ReflectError {
+    /// Its class on every surface: a lock held or no workspace is a failed precondition.
+    pub fn kind(&self) -> mneme_core::ErrorKind {
+        match self {
+            ReflectError::Busy(_) | ReflectError::JobBusy(_) | ReflectError::NoWorkspace(_) => mneme_core::ErrorKind::FailedPrecondition,
+            ReflectError::Workspace(e) => e.kind(),
+            ReflectError::Service(e) => e.kind(),
+        }
+    }
+}

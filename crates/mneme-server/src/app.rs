@@ -8,7 +8,7 @@ use std::time::Instant;
 use jiff::Timestamp;
 use mneme_core::{MemoryRecord, Payload};
 use mneme_reflect::ReflectError;
-use mneme_service::{IngestOptions, MemoryService, ServiceError, ServiceResult};
+use mneme_service::{IngestOptions, MemoryService, ServiceResult};
 use serde::Serialize;
 
 use mneme_service::Principal;
@@ -444,30 +444,32 @@ impl App {
     }
 }
 
-/// A workspace file error as the API reports it: bad input 400, unknown 404, refused in
-/// its state 409, anything else (the disk) 503.
-fn workspace_error(e: mneme_workspace::WorkspaceError) -> ApiError {
-    use mneme_workspace::WorkspaceError;
-    match e {
-        WorkspaceError::Invalid(msg) => ApiError::BadRequest(msg),
-        WorkspaceError::NotFound(msg) => ApiError::Service(ServiceError::NoSuch(msg)),
-        WorkspaceError::Refused(msg) => ApiError::Service(ServiceError::Precondition(msg)),
-        // The caller's path: outside the workspace, through a symlink, a name too long.
-        WorkspaceError::PathRefused { path, reason } => ApiError::BadRequest(format!("path {} refused: {reason}", file_name(&path))),
-        WorkspaceError::Io { action, path, source } if source.kind() == std::io::ErrorKind::InvalidFilename => {
-            ApiError::BadRequest(format!("{action} {}: the file name is invalid or too long ({source})", file_name(&path)))
+impl From<mneme_agent::ops::AgentError> for ApiError {
+    /// The class comes from the error itself (`AgentError::kind`, the one table); the
+    /// words are the API's, without the server's paths.
+    fn from(e: mneme_agent::ops::AgentError) -> Self {
+        use mneme_agent::ops::AgentError;
+        let kind = e.kind();
+        match e {
+            AgentError::Service(e) | AgentError::Reflect(ReflectError::Service(e)) => ApiError::Service(e),
+            AgentError::Reflect(ReflectError::Workspace(w)) | AgentError::Workspace(w) => {
+                ApiError::Engine { kind, message: workspace_message(w) }
+            }
+            AgentError::Reflect(e) => ApiError::Engine { kind, message: reflect_message(&e) },
+            AgentError::Invalid(message) => ApiError::Engine { kind, message },
         }
-        other => reflect_error(ReflectError::Workspace(other)),
     }
 }
 
-/// A workspace error that is the caller's (a bad value or path), not the disk's.
-fn callers_error(e: &mneme_workspace::WorkspaceError) -> bool {
+/// A workspace file error in the API's words: the caller's path by its file name only.
+fn workspace_message(e: mneme_workspace::WorkspaceError) -> String {
     use mneme_workspace::WorkspaceError;
     match e {
-        WorkspaceError::Invalid(_) | WorkspaceError::PathRefused { .. } => true,
-        WorkspaceError::Io { source, .. } => source.kind() == std::io::ErrorKind::InvalidFilename,
-        _ => false,
+        WorkspaceError::PathRefused { path, reason } => format!("path {} refused: {reason}", file_name(&path)),
+        WorkspaceError::Io { action, path, source } if source.kind() == std::io::ErrorKind::InvalidFilename => {
+            format!("{action} {}: the file name is invalid or too long ({source})", file_name(&path))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -476,34 +478,13 @@ fn file_name(path: &std::path::Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
 }
 
-/// A heartbeat error as the API reports it: a tick already running or no workspace is a
-/// failed precondition, bad input a bad request, anything else the server's fault.
-fn reflect_error(e: ReflectError) -> ApiError {
+/// A heartbeat refusal in the API's words (what to do instead of a lock file's path).
+fn reflect_message(e: &ReflectError) -> String {
     match e {
-        ReflectError::Busy(_) => ApiError::Service(ServiceError::Precondition(
-            "another reflection tick is running on this workspace; try again when it is done".into(),
-        )),
-        ReflectError::JobBusy(_) => ApiError::Service(ServiceError::Precondition(
-            "another inner-life job is running on this workspace; try again when it is done".into(),
-        )),
-        ReflectError::NoWorkspace(_) => ApiError::Service(ServiceError::Precondition(
-            "the daemon has no workspace (run `mneme workspace init`); the heartbeat never creates one".into(),
-        )),
-        ReflectError::Workspace(w) if callers_error(&w) => workspace_error(w),
-        ReflectError::Workspace(other) => ApiError::Unavailable(other.to_string()),
-        ReflectError::Service(e) => ApiError::Service(e),
-    }
-}
-
-impl From<mneme_agent::ops::AgentError> for ApiError {
-    fn from(e: mneme_agent::ops::AgentError) -> Self {
-        use mneme_agent::ops::AgentError;
-        match e {
-            AgentError::Service(e) => ApiError::Service(e),
-            AgentError::Reflect(e) => reflect_error(e),
-            AgentError::Workspace(e) => workspace_error(e),
-            AgentError::Invalid(msg) => ApiError::BadRequest(msg),
-        }
+        ReflectError::Busy(_) => "another reflection tick is running on this workspace; try again when it is done".into(),
+        ReflectError::JobBusy(_) => "another inner-life job is running on this workspace; try again when it is done".into(),
+        ReflectError::NoWorkspace(_) => "the daemon has no workspace (run `mneme workspace init`); the heartbeat never creates one".into(),
+        other => other.to_string(),
     }
 }
 

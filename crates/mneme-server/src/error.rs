@@ -37,6 +37,10 @@ pub enum ApiError {
     /// The daemon is shutting down or a worker died.
     #[error("{}", without_paths(.0))]
     Unavailable(String),
+    /// A workspace engine's failure (reflection, inner life, modules, the relay), with
+    /// the class it gave itself.
+    #[error("{}", without_paths(message))]
+    Engine { kind: ErrorKind, message: String },
 }
 
 impl ApiError {
@@ -52,6 +56,7 @@ impl ApiError {
             ApiError::TooLarge { .. } => ErrorKind::TooLarge,
             ApiError::BodyTimeout { .. } => ErrorKind::Timeout,
             ApiError::Unavailable(_) => ErrorKind::Unavailable,
+            ApiError::Engine { kind, .. } => *kind,
         }
     }
 

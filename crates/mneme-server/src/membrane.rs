@@ -455,12 +455,6 @@ fn trust(t: Option<&mb::TrustContext>) -> ApiResult<(Sensitivity, Option<Vec<Sco
     Ok((ceiling, scopes))
 }
 
-/// Whether `record` is within a request's trust (its ceiling and scopes; global records are
-/// in every scope).
-fn within(record: &MemoryRecord, ceiling: Sensitivity, scopes: &Option<Vec<Scope>>) -> bool {
-    record.sensitivity <= ceiling && scopes.as_ref().is_none_or(|s| record.scope.is_global() || s.contains(&record.scope))
-}
-
 type Reply<T> = Result<Response<T>, Status>;
 
 impl MembraneApi {
@@ -625,11 +619,9 @@ impl mb::membrane_service_server::MembraneService for MembraneApi {
     async fn retrieve_by_id(&self, request: Request<mb::RetrieveByIdRequest>) -> Reply<mb::MemoryRecordResponse> {
         self.run(Operation::RetrieveById, request, |app, p, m| {
             let (ceiling, scopes) = trust(m.trust.as_ref())?;
-            let (record, _) = app.ops.get(p, &record_id(&m.id)?)?;
             // Outside the request's trust: as hidden as outside the key's (NOT_FOUND).
-            if !within(&record, ceiling, &scopes) {
-                return Err(not_found());
-            }
+            let within = p.reading_within(ceiling, scopes.as_deref());
+            let (record, _) = app.ops.get(&within, &record_id(&m.id)?)?;
             Ok(mb::MemoryRecordResponse { record: bytes(&record_json(app, p, &record)) })
         })
         .await

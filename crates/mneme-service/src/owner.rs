@@ -25,7 +25,12 @@ impl Ops {
     /// The owner's handle: for a principal that may read and write everything only, since
     /// the agent data behind it has no sensitivity labels or scopes to check.
     pub fn owner<'a>(&'a self, p: &'a Principal) -> ServiceResult<Owner<'a>> {
-        p.require_unrestricted("the owner's engines (scheduler, file index, reflection, inner life)")?;
+        self.owner_for(p, "the owner's engines (scheduler, file index, reflection, inner life)")
+    }
+
+    /// [`Ops::owner`] for `what` (named in the refusal: "the relay", "consolidation").
+    pub fn owner_for<'a>(&'a self, p: &'a Principal, what: &str) -> ServiceResult<Owner<'a>> {
+        p.require_unrestricted(what)?;
         Ok(Owner { ops: self, principal: p })
     }
 }

@@ -34,6 +34,12 @@ impl Principal {
         Principal::internal(name, Access::owner(), Sensitivity::Critical)
     }
 
+    /// The same principal reading through a request's narrower trust (its ceiling and
+    /// scopes); writes are unchanged.
+    pub fn reading_within(&self, ceiling: Sensitivity, scopes: Option<&[Scope]>) -> Principal {
+        Principal { read: self.read.narrowed(ceiling, scopes), ..self.clone() }
+    }
+
     /// Whether the principal may read and write everything (the unlabeled agent data, the
     /// conversation log and the workspace files, is only for such principals).
     pub fn unrestricted(&self) -> bool {

@@ -26,6 +26,18 @@ impl Access {
         record.sensitivity <= self.max_sensitivity && self.covers_scope(&record.scope)
     }
 
+    /// This access narrowed by a request's own ceiling and scopes (membrane's trust
+    /// context): the lower ceiling, and only scopes both allow. It never widens.
+    pub fn narrowed(&self, ceiling: Sensitivity, scopes: Option<&[Scope]>) -> Access {
+        let scopes = match (&self.scopes, scopes) {
+            (None, None) => None,
+            (Some(mine), None) => Some(mine.clone()),
+            (None, Some(asked)) => Some(asked.to_vec()),
+            (Some(mine), Some(asked)) => Some(asked.iter().filter(|s| mine.contains(s)).cloned().collect()),
+        };
+        Access { max_sensitivity: self.max_sensitivity.min(ceiling), scopes }
+    }
+
     /// Whether records in `scope` are within reach (global ones always are).
     pub fn covers_scope(&self, scope: &Scope) -> bool {
         match &self.scopes {

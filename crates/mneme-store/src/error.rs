@@ -59,6 +59,39 @@ pub enum StoreError {
     Sqlite { path: PathBuf, source: rusqlite::Error },
 }
 
+impl StoreError {
+    /// Its class on every surface: a held lock is worth retrying, a bad dump is bad input,
+    /// a store that already holds data is the wrong state, the rest is the store's.
+    pub fn kind(&self) -> mneme_core::ErrorKind {
+        use mneme_core::ErrorKind;
+        match self {
+            StoreError::Busy { .. } => ErrorKind::Busy,
+            StoreError::RecordNotFound(_) => ErrorKind::NotFound,
+            StoreError::Dump { .. } => ErrorKind::InvalidArgument,
+            StoreError::NotEmpty { .. } => ErrorKind::FailedPrecondition,
+            StoreError::Missing { .. }
+            | StoreError::NotADatabaseOrEncrypted { .. }
+            | StoreError::WrongKey { .. }
+            | StoreError::KeyRejected { .. }
+            | StoreError::NotEncrypted { .. }
+            | StoreError::NotMneme { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::Truncated { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::Io { .. }
+            | StoreError::Decode { .. }
+            | StoreError::DumpWrite { .. }
+            | StoreError::Unsupported { .. }
+            | StoreError::Postgres { .. }
+            | StoreError::Unreachable { .. }
+            | StoreError::PgNotMneme { .. }
+            | StoreError::PgTooNew { .. }
+            | StoreError::PgMissing { .. }
+            | StoreError::Sqlite { .. } => ErrorKind::Storage,
+        }
+    }
+}
+
 /// Attaches the database path to rusqlite errors and classifies the ones callers act on.
 pub(crate) trait SqlContext<T> {
     fn ctx(self, path: &Path) -> StoreResult<T>;

@@ -67,6 +67,25 @@ pub enum WorkspaceError {
     },
 }
 
+impl WorkspaceError {
+    /// Its class on every surface: the caller's value or path, a missing or refused thing,
+    /// or the disk (worth retrying).
+    pub fn kind(&self) -> mneme_core::ErrorKind {
+        use mneme_core::ErrorKind;
+        match self {
+            WorkspaceError::Config { .. } => ErrorKind::Config,
+            WorkspaceError::PathRefused { .. }
+            | WorkspaceError::Invalid(_)
+            | WorkspaceError::Schedule { .. }
+            | WorkspaceError::Time { .. } => ErrorKind::InvalidArgument,
+            WorkspaceError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidFilename => ErrorKind::InvalidArgument,
+            WorkspaceError::Io { .. } | WorkspaceError::Json { .. } => ErrorKind::Unavailable,
+            WorkspaceError::NotFound(_) => ErrorKind::NotFound,
+            WorkspaceError::Refused(_) => ErrorKind::FailedPrecondition,
+        }
+    }
+}
+
 /// Why a path was refused by `paths::resolve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathRefusal {

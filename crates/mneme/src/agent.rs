@@ -205,33 +205,11 @@ fn reflector(ctx: &Invocation) -> Result<mneme_reflect::engine::Reflector> {
         .with_inner(ctx.config.inner.clone()))
 }
 
-/// A workspace file error from bad input: exit 2 with the message.
-fn invalid(e: mneme_workspace::WorkspaceError) -> anyhow::Error {
-    match e {
-        mneme_workspace::WorkspaceError::Invalid(msg) => input(msg),
-        other => other.into(),
-    }
-}
-
-fn reflect_error(e: mneme_reflect::ReflectError) -> anyhow::Error {
-    use mneme_reflect::ReflectError;
-    match e {
-        ReflectError::Busy(path) => anyhow::Error::new(mneme_service::ServiceError::Precondition(format!(
-            "another reflection tick is running on this workspace (lock {})",
-            path.display()
-        ))),
-        e @ ReflectError::JobBusy(_) => anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())),
-        e @ ReflectError::NoWorkspace(_) => anyhow::Error::new(mneme_service::ServiceError::Precondition(e.to_string())),
-        ReflectError::Workspace(w) => invalid(w),
-        e => e.into(),
-    }
-}
-
 /// `mneme reflect signals|feedback|mine|curate|insight`: one stage alone, as JSON.
 fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: Timestamp, name: &str, idle: Option<bool>) -> Result<()> {
     let door = ctx.door(false)?;
     let owner = door.owner()?;
-    let value = mneme_reflect::tick::run_stage(&reflector(ctx)?, &owner, settings, now, name, idle).map_err(reflect_error)?;
+    let value = mneme_reflect::tick::run_stage(&reflector(ctx)?, &owner, settings, now, name, idle)?;
     print_json(&value)
 }
 
@@ -242,7 +220,7 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
     let now = jiff::Timestamp::now();
     match cmd {
         InnerCommand::Status => {
-            let state = inner::read_state(&settings).map_err(invalid)?;
+            let state = inner::read_state(&settings)?;
             let mood = state.as_ref().map(|s| s.mood(now));
             if ctx.json {
                 return print_json(&serde_json::json!({ "state": state, "mood": mood }));
@@ -254,7 +232,7 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
             Ok(())
         }
         InnerCommand::Context { level } => {
-            let text = inner::context(&settings, now, level).map_err(invalid)?;
+            let text = inner::context(&settings, now, level)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "level": level, "context": text }));
             }
@@ -284,7 +262,7 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
                     settings.dir.display()
                 ))));
             }
-            let state = inner::record(&settings, &[event], now).map_err(invalid)?;
+            let state = inner::record(&settings, &[event], now)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "state": state, "mood": state.mood(now) }));
             }
@@ -292,7 +270,7 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
             Ok(())
         }
         InnerCommand::Run { job, dry_run, if_triggered, now: at } => {
-            let job: inner::Job = job.parse().map_err(invalid)?;
+            let job: inner::Job = job.parse()?;
             let now = match at.as_deref() {
                 Some(t) => parse_time("--now", t)?,
                 None => now,
@@ -300,7 +278,7 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
             let door = ctx.door(false)?;
             let owner = door.owner()?;
             let options = mneme_reflect::inner::JobOptions { force: !if_triggered, dry_run };
-            let report = mneme_reflect::inner::run(&reflector(ctx)?, &owner, &settings, job, now, &options).map_err(reflect_error)?;
+            let report = mneme_reflect::inner::run(&reflector(ctx)?, &owner, &settings, job, now, &options)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -317,10 +295,10 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
             Ok(())
         }
         InnerCommand::Write { job, path, append } => {
-            let job: inner::Job = job.parse().map_err(invalid)?;
+            let job: inner::Job = job.parse()?;
             let mut text = String::new();
             std::io::stdin().read_to_string(&mut text).map_err(|e| anyhow::anyhow!("cannot read stdin: {e}"))?;
-            let written = inner::write_for(&settings, job, &path, &text, append, now).map_err(invalid)?;
+            let written = inner::write_for(&settings, job, &path, &text, append, now)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "job": job, "path": written, "append": append }));
             }
@@ -346,7 +324,7 @@ pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
     };
     match cmd {
         ModuleCommand::List => {
-            let list = modules::list(&settings).map_err(invalid)?;
+            let list = modules::list(&settings)?;
             if ctx.json {
                 return print_json(&list);
             }
@@ -376,12 +354,12 @@ pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
             }
             Ok(())
         }
-        ModuleCommand::Activate { id, priority } => changed(modules::activate(&settings, &id, priority, now).map_err(invalid)?),
-        ModuleCommand::Suspend { id } => changed(modules::suspend(&settings, &id).map_err(invalid)?),
-        ModuleCommand::Disable { id } => changed(modules::disable(&settings, &id).map_err(invalid)?),
-        ModuleCommand::Priority { id, priority } => changed(modules::set_priority(&settings, &id, priority).map_err(invalid)?),
+        ModuleCommand::Activate { id, priority } => changed(modules::activate(&settings, &id, priority, now)?),
+        ModuleCommand::Suspend { id } => changed(modules::suspend(&settings, &id)?),
+        ModuleCommand::Disable { id } => changed(modules::disable(&settings, &id)?),
+        ModuleCommand::Priority { id, priority } => changed(modules::set_priority(&settings, &id, priority)?),
         ModuleCommand::Stack => {
-            let stack = modules::list(&settings).map_err(invalid)?.stack;
+            let stack = modules::list(&settings)?.stack;
             if ctx.json {
                 return print_json(&stack);
             }
@@ -394,7 +372,7 @@ pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
             Ok(())
         }
         ModuleCommand::Info { id } => {
-            let info = modules::info(&settings, &id).map_err(invalid)?;
+            let info = modules::info(&settings, &id)?;
             if ctx.json {
                 return print_json(&info);
             }
@@ -426,7 +404,7 @@ pub fn module(ctx: &Invocation, cmd: ModuleCommand) -> Result<()> {
             let request = ExtractRequest { id, domain, name, keywords, file_patterns, priority, days: Some(days), dry_run };
             let extracted = extract::extract(&reflector(ctx)?, &settings, &request, now).map_err(|e| match e {
                 ExtractError::Invalid(msg) => input(msg),
-                ExtractError::Workspace(w) => invalid(w),
+                ExtractError::Workspace(w) => anyhow::Error::new(w),
             })?;
             if ctx.json {
                 return print_json(&extracted);
@@ -479,7 +457,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                 summary,
                 dry_run,
             };
-            let report = tick::tick(&reflector(ctx)?, &owner, &settings, now, &options).map_err(reflect_error)?;
+            let report = tick::tick(&reflector(ctx)?, &owner, &settings, now, &options)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -538,7 +516,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                 re_escalated: re_escalated.then_some(true),
                 dwell_ms,
             };
-            let (line, path) = mneme_reflect::report::feedback(&settings, now, &report).map_err(invalid)?;
+            let (line, path) = mneme_reflect::report::feedback(&settings, now, &report)?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "recorded": line, "log": path }));
             }
@@ -546,8 +524,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
             Ok(())
         }
         ReflectCommand::SpawnResult { spawn_id, outcome, note } => {
-            let (line, path) =
-                mneme_reflect::report::spawn_result(&settings, now, &spawn_id, &outcome, note.as_deref()).map_err(invalid)?;
+            let (line, path) = mneme_reflect::report::spawn_result(&settings, now, &spawn_id, &outcome, note.as_deref())?;
             if ctx.json {
                 return print_json(&serde_json::json!({ "recorded": line, "log": path }));
             }

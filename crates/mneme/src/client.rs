@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result};
 use mneme_agent::hooks::{HookName, HookOutcome};
 use mneme_core::RecordId;
 use mneme_server::DaemonFile;
-use mneme_service::{ErrorKind, Hit, RetrieveRequest};
+use mneme_service::{Hit, RetrieveRequest};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -126,12 +126,6 @@ impl std::fmt::Display for RemoteError {
 }
 
 impl std::error::Error for RemoteError {}
-
-impl RemoteError {
-    pub fn exit_code(&self) -> u8 {
-        ErrorKind::from_code(&self.code).map_or(1, ErrorKind::exit_code)
-    }
-}
 
 impl DaemonClient {
     /// A client of the daemon at `http_addr`; `api_key` is sent as a bearer token.

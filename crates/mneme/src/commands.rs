@@ -14,7 +14,7 @@ use mneme_core::{
     SemanticPayload, Sensitivity, SystemClock, ToolOutputPayload, WorkingPayload,
 };
 use mneme_service::{
-    ContestRequest, IngestOptions, MemoryService, Ops, OutcomeKind, OutcomeRequest, Owner, Principal, RetrieveRequest, Revision,
+    ContestRequest, ErrorKind, IngestOptions, MemoryService, Ops, OutcomeKind, OutcomeRequest, Owner, Principal, RetrieveRequest, Revision,
     ServiceError,
 };
 use mneme_store::{SecretKey, StoreError, StoreOptions};
@@ -468,38 +468,47 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
     }
 }
 
-/// Exit status by error class: 2 invalid input, 3 not found, 4 precondition, 5 busy,
-/// (or a dependency such as the embedding model unavailable), 6 store or configuration
-/// problem (a daemon that cannot start included), 1 anything else.
+/// Exit status by error class, from the one table (`ErrorKind::mapping`): every error type
+/// classifies itself with `kind()`. 1 is left for what no error type classifies (an I/O
+/// error of the terminal, say).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
+    error_kind(err).map_or(1, ErrorKind::exit_code)
+}
+
+/// The class of a command's failure, whichever layer raised it.
+pub fn error_kind(err: &anyhow::Error) -> Option<ErrorKind> {
     if let Some(e) = err.downcast_ref::<ServiceError>() {
-        return e.kind().exit_code();
+        return Some(e.kind());
     }
-    if err.downcast_ref::<CoreError>().is_some() || err.downcast_ref::<InputError>().is_some() {
-        return 2;
-    }
-    if let Some(e) = err.downcast_ref::<mneme_workspace::WorkspaceError>() {
-        return match e {
-            mneme_workspace::WorkspaceError::Io { .. } => 6,
-            mneme_workspace::WorkspaceError::NotFound(_) => 3,
-            mneme_workspace::WorkspaceError::Refused(_) => 4,
-            _ => 2,
-        };
-    }
-    if err.downcast_ref::<crate::daemon::NotRunning>().is_some() {
-        return 3;
-    }
-    if let Some(e) = err.downcast_ref::<crate::client::RemoteError>() {
-        return e.exit_code();
+    if let Some(e) = err.downcast_ref::<CoreError>() {
+        return Some(e.kind());
     }
     if let Some(e) = err.downcast_ref::<StoreError>() {
-        return if matches!(e, StoreError::Busy { .. }) { 5 } else { 6 };
+        return Some(e.kind());
+    }
+    if let Some(e) = err.downcast_ref::<mneme_workspace::WorkspaceError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = err.downcast_ref::<mneme_reflect::ReflectError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = err.downcast_ref::<mneme_agent::ops::AgentError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = err.downcast_ref::<crate::client::RemoteError>() {
+        return ErrorKind::from_code(&e.code);
+    }
+    if err.downcast_ref::<InputError>().is_some() {
+        return Some(ErrorKind::InvalidArgument);
+    }
+    if err.downcast_ref::<crate::daemon::NotRunning>().is_some() {
+        return Some(ErrorKind::NotFound);
     }
     // The daemon could not start: its store, key, configuration or addresses were refused.
     if err.downcast_ref::<ServeError>().is_some() {
-        return 6;
+        return Some(ErrorKind::Config);
     }
-    1
+    None
 }
 
 /// Bad command-line input that clap could not catch.

@@ -85,8 +85,46 @@ fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
 
+/// Why the daemon did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The API keys or principals were refused (a key variable unset, a public address
+    /// without keys).
+    #[error("{0}")]
+    Keys(String),
+    /// An address could not be bound.
+    #[error("cannot listen on {addr} ({listener}): {source}")]
+    Listen {
+        addr: SocketAddr,
+        listener: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The workspace settings or the daemon file were refused.
+    #[error(transparent)]
+    Workspace(#[from] mneme_workspace::WorkspaceError),
+    /// The store could not be opened (missing, wrong key, too new, busy, unreachable).
+    #[error(transparent)]
+    Store(#[from] mneme_service::ServiceError),
+    /// A part of the daemon itself failed to start (a worker, gRPC reflection).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl StartError {
+    /// Its class on every surface (`mneme serve` exits with its code).
+    pub fn kind(&self) -> mneme_core::ErrorKind {
+        match self {
+            StartError::Keys(_) | StartError::Listen { .. } => mneme_core::ErrorKind::Config,
+            StartError::Workspace(e) => e.kind(),
+            StartError::Store(e) => e.kind(),
+            StartError::Internal(_) => mneme_core::ErrorKind::Unavailable,
+        }
+    }
+}
+
 /// Starts the daemon; returns once both listeners are bound and the store is open.
-pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
+pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
     let DaemonOptions { config, store, postgres, daemon_file, clock, env } = options;
     let fd_limit = crate::serve::raise_fd_limit();
     match fd_limit {
@@ -105,11 +143,13 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     }
     let grpc_want = config.server.grpc_addr;
     let http_want = config.server.http_addr;
-    let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want), &|name| env.get(name).cloned())?;
-    let grpc_listener = TcpListener::bind(grpc_want).await.map_err(|e| format!("cannot listen on {grpc_want} (gRPC): {e}"))?;
-    let http_listener = TcpListener::bind(http_want).await.map_err(|e| format!("cannot listen on {http_want} (HTTP): {e}"))?;
-    let grpc_addr = grpc_listener.local_addr().map_err(|e| e.to_string())?;
-    let http_addr = http_listener.local_addr().map_err(|e| e.to_string())?;
+    let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want), &|name| env.get(name).cloned())
+        .map_err(StartError::Keys)?;
+    let listen = |addr, listener| move |source| StartError::Listen { addr, listener, source };
+    let grpc_listener = TcpListener::bind(grpc_want).await.map_err(listen(grpc_want, "gRPC"))?;
+    let http_listener = TcpListener::bind(http_want).await.map_err(listen(http_want, "HTTP"))?;
+    let grpc_addr = grpc_listener.local_addr().map_err(listen(grpc_want, "gRPC"))?;
+    let http_addr = http_listener.local_addr().map_err(listen(http_want, "HTTP"))?;
 
     let service_config = config.service();
     let readers = config.server.read_connections;
@@ -117,7 +157,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
     let workspace = {
         let from_env = env.get("MNEME_WORKSPACE").map(std::ffi::OsStr::new);
         let dir = mneme_workspace::config::resolve_dir(None, from_env, &config.workspace, &data_dir);
-        config.workspace.settings(dir).map_err(|e| e.to_string())?
+        config.workspace.settings(dir)?
     };
     // Leftovers of writers killed mid-write (an hour old: no live writer's).
     for path in mneme_workspace::atomic::sweep_stale_temp_files(&workspace.dir, Duration::from_secs(3600)) {
@@ -130,9 +170,8 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
         let mut service = match postgres {
             Some(pg) => MemoryService::open_postgres(pg, store.path.clone(), service_config, clock_for_service),
             None => MemoryService::open(store, service_config, clock_for_service),
-        }
-        .map_err(|e| e.to_string())?;
-        service.add_readers(readers).map_err(|e| e.to_string())?;
+        }?;
+        service.add_readers(readers)?;
         // No model (or a broken one) never stops the daemon: retrieval is lexical-only.
         match mneme_embed::choose(&embedding.embedding, &model_home) {
             Ok(mneme_embed::Choice::Model(model)) => {
@@ -145,10 +184,10 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             Ok(mneme_embed::Choice::LexicalOnly(why)) => tracing::info!("retrieval is lexical-only: {why}"),
             Err(e) => tracing::warn!(error = %e, "the embedding model cannot be loaded; retrieval is lexical-only"),
         }
-        Ok::<_, String>(service)
+        Ok::<_, StartError>(service)
     })
     .await
-    .map_err(|e| e.to_string())??;
+    .map_err(|e| StartError::Internal(format!("the store's opener failed: {e}")))??;
     let service = Arc::new(service);
     let watch = (service.embedding_model().is_none() && config.embedding.provider == mneme_embed::EmbeddingProvider::Local)
         .then(|| model_watch(config.embedding.clone(), data_dir.clone()));
@@ -202,8 +241,8 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
             started_at: app.started_at,
             version: env!("CARGO_PKG_VERSION").into(),
         };
-        let text = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
-        write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let text = serde_json::to_string_pretty(&file).map_err(|e| StartError::Internal(e.to_string()))?;
+        mneme_workspace::atomic::write_atomic(path, text.as_bytes())?;
     }
 
     // Agent start (sinain §2.6, §3.2): the agent's files deployed, BOOT.md queued.
@@ -214,7 +253,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, String> {
 
     let (shutdown, rx) = watch::channel(false);
     let gate = Gate::new(ConnectionLimits::from_config(&app.config));
-    let grpc = grpc_server(app.clone(), grpc_listener, gate.clone(), rx.clone()).await?;
+    let grpc = grpc_server(app.clone(), grpc_listener, gate.clone(), rx.clone()).await.map_err(StartError::Internal)?;
     let http = tokio::spawn(crate::serve::serve(
         "http",
         Protocol::Http1,
@@ -660,14 +699,4 @@ impl Daemon {
         self.shutdown();
         self.wait().await;
     }
-}
-
-/// Writes via a temporary file in the same directory, fsync, rename.
-pub fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map(drop).map_err(|e| e.error)
 }

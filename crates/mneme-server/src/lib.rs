@@ -28,7 +28,7 @@ mod serve;
 
 pub use config::{ConfigError, MnemeConfig};
 pub use convert::{json_from_pb, pb_from_json};
-pub use daemon::{Daemon, DaemonFile, DaemonOptions, start, write_atomic};
+pub use daemon::{Daemon, DaemonFile, DaemonOptions, StartError, start};
 
 /// Generated gRPC types and services (`proto/mneme/v1/mneme.proto`).
 #[allow(missing_debug_implementations, clippy::all)]

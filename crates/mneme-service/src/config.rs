@@ -24,8 +24,6 @@
 //! max_payload_bytes = 262144
 //! ```
 
-use std::path::Path;
-
 use mneme_core::{DecayConfig, Limits, RankWeights, Sensitivity};
 use serde::{Deserialize, Serialize};
 
@@ -66,15 +64,6 @@ impl ServiceConfig {
             other => other,
         })?;
         Ok(config)
-    }
-
-    /// Loads `path` if it exists, else the defaults.
-    pub fn load(path: &Path) -> ServiceResult<Self> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::from_toml(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(ServiceError::Config(format!("{}: {e}", path.display()))),
-        }
     }
 
     pub fn validate(&self) -> ServiceResult<()> {

@@ -110,7 +110,7 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
             clock: Arc::new(SystemClock),
             env: std::env::vars().collect(),
         };
-        let daemon = mneme_server::start(options).await.map_err(|e| anyhow::Error::new(crate::commands::ServeError(e)))?;
+        let daemon = mneme_server::start(options).await?;
         let stop = daemon.shutdown_handle();
         tokio::spawn(async move {
             termination().await;
@@ -161,7 +161,7 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
             clock: Arc::new(SystemClock),
             env: std::env::vars().collect(),
         };
-        let daemon = mneme_server::start(options).await.map_err(|e| anyhow::Error::new(crate::commands::ServeError(e)))?;
+        let daemon = mneme_server::start(options).await?;
         let app = daemon.app().clone();
         let authorization = key.and_then(|k| axum_header(&format!("Bearer {k}")));
         let door = Door::Router { router: mneme_server::mcp::api_router(app.clone()), authorization };
@@ -218,7 +218,7 @@ pub fn status(ctx: &Invocation) -> Result<()> {
 /// `mneme hook NAME`: the event JSON on stdin; the outcome JSON on stdout. Never fails the
 /// caller: problems are in the outcome's `error` (and on stderr), the exit status is 0.
 pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
-    let Some(name) = HookName::ALL.into_iter().find(|h| h.as_str() == args.name) else {
+    let Some(name) = HookName::parse(&args.name) else {
         let known: Vec<&str> = HookName::ALL.iter().map(|h| h.as_str()).collect();
         return Err(crate::commands::input_error(format!("unknown hook {:?}; hooks: {}", args.name, known.join(", "))));
     };

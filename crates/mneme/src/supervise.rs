@@ -327,7 +327,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
             }
             let mut child = command.stdin(Stdio::null()).spawn().context("cannot start mneme serve")?;
             let file = SupervisorFile { pid: std::process::id(), child_pid: child.id(), restarts: budget.used() };
-            mneme_server::daemon::write_atomic(&path, &serde_json::to_string(&file)?)?;
+            mneme_workspace::atomic::write_atomic(&path, serde_json::to_string(&file)?.as_bytes())?;
             tokio::select! {
                 status = child.wait() => {
                     let status = status?;

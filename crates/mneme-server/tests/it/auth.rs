@@ -198,6 +198,8 @@ async fn non_loopback_without_keys_refuses_to_start() {
     let mut config = test_config();
     config.server.http_addr = "0.0.0.0:0".parse().expect("address");
     let err = TestDaemon::try_with(config).await.expect_err("refused");
+    assert_eq!(err.kind(), mneme_core::ErrorKind::Config, "{err}");
+    let err = err.to_string();
     assert!(err.contains("non-loopback") && err.contains("principals"), "{err}");
     // With a key it starts.
     let mut config = test_config();
@@ -226,6 +228,6 @@ async fn keys_can_come_from_files() {
     p.key_sha256 = None;
     p.key_file = Some(dir.path().join("short"));
     config.principals = vec![p];
-    let err = TestDaemon::try_with(config).await.expect_err("refused");
+    let err = TestDaemon::try_with(config).await.expect_err("refused").to_string();
     assert!(err.contains("\"short\"") && err.contains("16 characters"), "{err}");
 }

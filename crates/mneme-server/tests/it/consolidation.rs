@@ -522,13 +522,8 @@ async fn the_relay_runs_the_seeds_flow_on_the_daemon() {
     let transcript = "[PERIODIC] (normal)\nContext (1 entries):\n[1s ago, openrouter] So the key insight with Laplace transforms is...";
     let (status, fed) = d.post("/feed", json!({ "text": transcript, "priority": "normal" })).await;
     assert_eq!((status, fed["id"].as_u64()), (200, Some(1)));
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while d.get("/agent/last").await.1["result"].is_null() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await
-    .expect("the loop analysed within 10 s");
+    crate::after_passes(&d.daemon.app, "relay", "the loop's first analysis", async || !d.get("/agent/last").await.1["result"].is_null())
+        .await;
     let (_, last) = d.get("/agent/last").await;
     assert_eq!(last["result"]["analysis"], answer);
     assert_eq!(last["result"]["context"], json!({ "currentApp": "VS Code", "audioCount": 1, "screenCount": 1 }));

@@ -58,7 +58,7 @@ impl TestDaemon {
         Self::try_with(config).await.expect("daemon starts")
     }
 
-    pub async fn try_with(config: MnemeConfig) -> Result<Self, String> {
+    pub async fn try_with(config: MnemeConfig) -> Result<Self, mneme_server::StartError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: config.decay };
         let daemon = mneme_server::start(DaemonOptions::new(config, store)).await?;

@@ -1,77 +1,28 @@
-//! Atomic writes under SIGKILL: a child process rewrites one file in a loop and is killed at
-//! varying moments; the file must always hold one whole generation, never a torn mix.
+//! Atomic writes under SIGKILL: a child process (`mneme-crash-writer`) rewrites one file
+//! in a loop and is killed at varying moments; the file must always hold one whole
+//! generation, never a torn mix.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mneme_workspace::atomic::{append_line, write_atomic};
 
-/// Set in the child's environment to the file it must keep rewriting.
-const CHILD_ENV: &str = "MNEME_WORKSPACE_ATOMIC_CHILD";
-const BODY_BYTES: usize = 4 * 1024 * 1024;
+#[path = "../common/generations.rs"]
+mod generations;
 
-/// The two bodies, for even and odd generations: consecutive generations differ in every
-/// byte, so any mix of two is detected. Built once, so the child spends its time writing.
-fn bodies() -> &'static [Vec<u8>; 2] {
-    static BODIES: std::sync::OnceLock<[Vec<u8>; 2]> = std::sync::OnceLock::new();
-    BODIES.get_or_init(|| {
-        let body = |parity: usize| (0..BODY_BYTES).map(|index| ((parity + index) % 251) as u8).collect();
-        [body(0), body(1)]
-    })
-}
-
-/// Generation `n`'s content: a header naming it and the body of its parity.
-fn content(generation: u64) -> Vec<u8> {
-    let mut bytes = format!("generation {generation}\n").into_bytes();
-    bytes.extend_from_slice(&bodies()[(generation % 2) as usize]);
-    bytes
-}
-
-/// The generation the file holds, or a description of how it is torn.
-fn generation_of(bytes: &[u8]) -> Result<u64, String> {
-    let newline = bytes.iter().position(|&b| b == b'\n').ok_or("no header line")?;
-    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not UTF-8")?;
-    let generation: u64 =
-        header.strip_prefix("generation ").and_then(|n| n.parse().ok()).ok_or_else(|| format!("bad header {header:?}"))?;
-    if bytes == content(generation).as_slice() {
-        Ok(generation)
-    } else {
-        Err(format!("generation {generation} has {} bytes or a torn body", bytes.len()))
-    }
-}
-
-/// Not a test of its own: the entry point of the child process that `kill_during_writes`
-/// spawns (this test binary, filtered to this function). Without the variable it returns.
-#[test]
-fn crash_child_entry() {
-    let Some(path) = std::env::var_os(CHILD_ENV) else { return };
-    let path = PathBuf::from(path);
-    for generation in 1.. {
-        write_atomic(&path, &content(generation)).expect("child write");
-        if generation == 1 {
-            std::fs::write(ready_marker(&path), b"").expect("child ready marker");
-        }
-    }
-}
-
-/// The file the child creates once its first write is complete.
-fn ready_marker(path: &Path) -> PathBuf {
-    path.with_extension("ready")
-}
+use generations::{content, generation_of, ready_marker};
 
 #[test]
 fn a_file_killed_mid_write_holds_old_or_new_content_never_torn() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("state.md");
     write_atomic(&path, &content(0)).expect("initial content");
-    let exe = std::env::current_exe().expect("test binary path");
     let mut generations_seen = Vec::new();
     for round in 0..8u64 {
         let _ = std::fs::remove_file(ready_marker(&path));
-        let mut child = Command::new(&exe)
-            .args(["--exact", "atomic::crash_child_entry", "--test-threads", "1", "--quiet"])
-            .env(CHILD_ENV, &path)
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mneme-crash-writer"))
+            .arg(&path)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -3,7 +3,9 @@
 //! the relay: every operation takes the caller's [`Principal`], gets the owner's handle
 //! from `Ops::owner` (the one policy check: these work on the owner's files and
 //! buffers, which carry no sensitivity labels or scopes) and returns a typed answer. The
-//! daemon's transports and the CLI call these; neither checks policy itself.
+//! daemon's transports call these and check no policy themselves; so do the CLI's
+//! `reflect tick` and `inner run` (its file-only commands, as the local owner, call the
+//! workspace functions directly, without opening the store).
 
 use std::sync::Arc;
 

@@ -1,12 +1,14 @@
-//! `mneme sync`, `mneme schedule` and `mneme search`: the conversation log and its
-//! checkpoints, the scheduler, and search over the workspace files. They work on the store
-//! directly (SQLite in WAL mode lets them run next to a daemon); the logic is in
-//! `mneme_service` (log, checkpoints) and `mneme_server::{scheduler, file_index}`.
+//! `mneme sync`, `schedule`, `search`, `reflect`, `inner` and `module`: the conversation log
+//! and its checkpoints, the scheduler, search over the workspace files, reflection, the
+//! inner life and knowledge modules. They open the store through the CLI's door (SQLite in
+//! WAL mode lets them run next to a daemon); the logic is in `mneme_service` (log,
+//! checkpoints), `mneme_agent::{scheduler, file_index, ops}` and `mneme_reflect`.
 
 use std::io::Read as _;
 
 use anyhow::Result;
 use jiff::Timestamp;
+use mneme_agent::ops::AgentOps;
 use mneme_agent::{file_index, scheduler};
 
 use crate::cli::{InnerCommand, ModuleCommand, ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
@@ -205,6 +207,14 @@ fn reflector(ctx: &Invocation) -> Result<mneme_reflect::engine::Reflector> {
         .with_inner(ctx.config.inner.clone()))
 }
 
+/// The workspace engines' door for this process, over the CLI's door: the same
+/// operations (and checks) as the daemon's `/v1/reflect/tick` and `/v1/inner/run`. No relay
+/// loop runs in the CLI.
+fn agent_ops(ctx: &Invocation, door: &crate::commands::Door, settings: &mneme_workspace::WorkspaceSettings) -> Result<AgentOps> {
+    let relay = std::sync::Arc::new(mneme_relay::Relay::new(ctx.config.relay.clone(), None));
+    Ok(AgentOps::new(door.ops.clone(), std::sync::Arc::new(reflector(ctx)?), relay, settings.clone()))
+}
+
 /// `mneme reflect signals|feedback|mine|curate|insight`: one stage alone, as JSON.
 fn stage(ctx: &Invocation, settings: &mneme_workspace::WorkspaceSettings, now: Timestamp, name: &str, idle: Option<bool>) -> Result<()> {
     let door = ctx.door(false)?;
@@ -275,10 +285,10 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
                 Some(t) => parse_time("--now", t)?,
                 None => now,
             };
-            let door = ctx.door(false)?;
-            let owner = door.owner()?;
+            // `--now`: the whole run, store included, happens as of that time.
+            let door = ctx.door_at(at.is_some().then_some(now))?;
             let options = mneme_reflect::inner::JobOptions { force: !if_triggered, dry_run };
-            let report = mneme_reflect::inner::run(&reflector(ctx)?, &owner, &settings, job, now, &options)?;
+            let report = agent_ops(ctx, &door, &settings)?.inner_run(&door.me, job, &options)?;
             if ctx.json {
                 return print_json(&report);
             }
@@ -445,7 +455,6 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
     match cmd {
         ReflectCommand::Tick { idle, active, summary, dry_run } => {
             let door = ctx.door(false)?;
-            let owner = door.owner()?;
             let options = tick::TickOptions {
                 idle: if idle {
                     Some(true)
@@ -457,7 +466,7 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
                 summary,
                 dry_run,
             };
-            let report = tick::tick(&reflector(ctx)?, &owner, &settings, now, &options)?;
+            let report = agent_ops(ctx, &door, &settings)?.reflect_tick(&door.me, &options)?;
             if ctx.json {
                 return print_json(&report);
             }

@@ -104,9 +104,22 @@ impl Invocation {
     /// The store itself, for what works below the door: export and import of the whole
     /// store, and opening the door.
     pub fn open(&self, create: bool) -> Result<MemoryService> {
+        self.open_with_clock(create, Arc::new(SystemClock))
+    }
+
+    fn open_with_clock(&self, create: bool, clock: Arc<dyn mneme_core::Clock>) -> Result<MemoryService> {
         match self.postgres(create)? {
-            Some(pg) => Ok(MemoryService::open_postgres(pg, self.store_path(), self.config.service(), Arc::new(SystemClock))?),
-            None => Ok(MemoryService::open(self.store_options(create), self.config.service(), Arc::new(SystemClock))?),
+            Some(pg) => Ok(MemoryService::open_postgres(pg, self.store_path(), self.config.service(), clock)?),
+            None => Ok(MemoryService::open(self.store_options(create), self.config.service(), clock)?),
+        }
+    }
+
+    /// The door over the existing store, its clock fixed at `now` when one is given (a
+    /// command's `--now`: everything it does happens as of then).
+    pub fn door_at(&self, now: Option<Timestamp>) -> Result<Door> {
+        match now {
+            Some(at) => Ok(Door::new(self.open_with_clock(false, Arc::new(mneme_core::FixedClock::new(at)))?)),
+            None => self.door(false),
         }
     }
 
@@ -493,6 +506,9 @@ pub fn error_kind(err: &anyhow::Error) -> Option<ErrorKind> {
         return Some(e.kind());
     }
     if let Some(e) = err.downcast_ref::<mneme_agent::ops::AgentError>() {
+        return Some(e.kind());
+    }
+    if let Some(e) = err.downcast_ref::<mneme_server::StartError>() {
         return Some(e.kind());
     }
     if let Some(e) = err.downcast_ref::<crate::client::RemoteError>() {

@@ -384,6 +384,7 @@ async fn policy_daemon() -> TestDaemon {
         .expect("playbook");
     let mut config = test_config();
     config.workspace.dir = Some(ws.keep());
+    config.membrane.enabled = true;
     let mut reader = principal("reader", READER);
     reader.read_max_sensitivity = Sensitivity::Low;
     reader.read_scopes = Some(vec!["team-a".into()]);
@@ -441,6 +442,122 @@ async fn every_operation_on_grpc_obeys_the_policy_table() {
     }
     assert!(failures.is_empty(), "{} of {served} cases:\n{}", failures.len(), failures.join("\n"));
     assert_eq!(served, Operation::ALL.iter().filter(|op| op.grpc().is_some()).count() * EVERYONE.len());
+    d.stop().await;
+}
+
+/// The `membrane.v1` call for `op`, with trust that narrows nothing; `None` when
+/// membrane's protocol has no such operation.
+async fn call_membrane(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Option<Result<(), tonic::Status>> {
+    use Operation::*;
+    use mneme_server::membrane_pb as mb;
+    use mneme_server::membrane_pb::membrane_service_client::MembraneServiceClient;
+    let mut c = MembraneServiceClient::new(d.channel().await);
+    let (id, two) = (t.one.to_string(), t.two.to_string());
+    let trust = || Some(mb::TrustContext { max_sensitivity: "hyper".into(), ..Default::default() });
+    let fact = |object: &str| {
+        serde_json::to_vec(&json!({ "type": "semantic", "payload": { "kind": "semantic", "subject": "the gateway", "predicate": "runs on", "object": object } }))
+            .expect("json")
+    };
+    let (actor, rationale) = ("policy-test".to_string(), "the policy table".to_string());
+    let result = match op {
+        IngestEvent => ok(c
+            .ingest_event(authorized(
+                mb::IngestEventRequest {
+                    source: "policy".into(),
+                    event_kind: "message".into(),
+                    r#ref: "policy-1".into(),
+                    summary: "policy table event".into(),
+                    ..Default::default()
+                },
+                who,
+            ))
+            .await),
+        IngestToolOutput => ok(c
+            .ingest_tool_output(authorized(
+                mb::IngestToolOutputRequest { source: "policy".into(), tool_name: "ls".into(), ..Default::default() },
+                who,
+            ))
+            .await),
+        IngestObservation => ok(c
+            .ingest_observation(authorized(
+                mb::IngestObservationRequest {
+                    source: "policy".into(),
+                    subject: "policy".into(),
+                    predicate: "is".into(),
+                    object: b"\"tested\"".to_vec(),
+                    ..Default::default()
+                },
+                who,
+            ))
+            .await),
+        IngestOutcome => ok(c
+            .ingest_outcome(authorized(
+                mb::IngestOutcomeRequest {
+                    source: "policy".into(),
+                    target_record_id: id,
+                    outcome_status: "success".into(),
+                    ..Default::default()
+                },
+                who,
+            ))
+            .await),
+        IngestWorkingState => ok(c
+            .ingest_working_state(authorized(
+                mb::IngestWorkingStateRequest {
+                    source: "policy".into(),
+                    thread_id: "t".into(),
+                    state: "executing".into(),
+                    ..Default::default()
+                },
+                who,
+            ))
+            .await),
+        Retrieve => ok(c
+            .retrieve(authorized(mb::RetrieveRequest { task_descriptor: "gateway".into(), trust: trust(), ..Default::default() }, who))
+            .await),
+        RetrieveById => ok(c.retrieve_by_id(authorized(mb::RetrieveByIdRequest { id, trust: trust() }, who)).await),
+        Supersede => {
+            ok(c.supersede(authorized(mb::SupersedeRequest { old_id: id, new_record: fact("port 9090"), actor, rationale }, who)).await)
+        }
+        Fork => ok(c.fork(authorized(mb::ForkRequest { source_id: id, forked_record: fact("port 9091"), actor, rationale }, who)).await),
+        Retract => ok(c.retract(authorized(mb::RetractRequest { id, actor, rationale }, who)).await),
+        Merge => {
+            ok(c.merge(authorized(mb::MergeRequest { ids: vec![id, two], merged_record: fact("port 8082"), actor, rationale }, who)).await)
+        }
+        Contest => ok(c.contest(authorized(mb::ContestRequest { id, contesting_ref: two, actor, rationale }, who)).await),
+        Reinforce => ok(c.reinforce(authorized(mb::ReinforceRequest { id, actor, rationale }, who)).await),
+        Penalize => ok(c.penalize(authorized(mb::PenalizeRequest { id, amount: 0.1, actor, rationale }, who)).await),
+        GetMetrics => ok(c.get_metrics(authorized(mb::GetMetricsRequest {}, who)).await),
+        Status | Prometheus | SalienceCurve | History | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles
+        | Forget | Consolidate | Hook | ReflectTick | ReflectStatus | ReflectPlaybook | ReflectFeedback | ReflectSpawnResult
+        | InnerStatus | InnerContext | InnerEvent | InnerRun | InnerWrite | ModuleList | ModuleInfo | ModuleChange | ModuleExtract
+        | WorkspaceSync | RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig
+        | RelayConfigure | RelayTick => return None,
+    };
+    Some(result)
+}
+
+/// Every operation membrane's protocol has, on `membrane.v1`: the same door, the same
+/// outcomes as HTTP and gRPC (a request's trust context can only narrow them).
+#[tokio::test]
+async fn every_operation_on_membrane_obeys_the_policy_table() {
+    let d = policy_daemon().await;
+    let mut failures = Vec::new();
+    let mut served = 0;
+    for op in Operation::ALL {
+        for who in EVERYONE {
+            let t = targets(&d);
+            let Some(result) = call_membrane(&d, op, &t, who).await else { continue };
+            served += 1;
+            let want = grpc_code(expected(op, who));
+            let got = result.err().map_or(Code::Ok, |s| s.code());
+            if got != want {
+                failures.push(format!("membrane {} as {who:?}: {got:?}, expected {want:?}", op.name()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {served} cases:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(served, 15 * EVERYONE.len(), "membrane.v1 has 15 operations");
     d.stop().await;
 }
 

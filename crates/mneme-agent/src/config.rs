@@ -10,11 +10,19 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HooksConfig {
+    /// Remember each user and assistant message as an episodic record (and add it to the
+    /// conversation log and the consolidation buffer); off: messages are not kept.
     pub capture_messages: bool,
+    /// Remember each tool call's result and outcome, which the competence tracker counts;
+    /// off: tool calls are not kept and no competence records are made.
     pub capture_tool_calls: bool,
+    /// Before the runtime compacts a conversation, keep a working-memory snapshot of the
+    /// messages being compacted.
     pub capture_working_state: bool,
     /// Sensitivity of captured messages and facts (direct-message channels: at least medium).
     pub default_sensitivity: Sensitivity,
+    /// Take facts from each user message with the built-in patterns as it arrives, without
+    /// an LLM (the assistant's messages are never mined).
     pub regex_extraction: bool,
     pub session_start: SessionStartConfig,
     pub competence: CompetenceConfig,
@@ -44,6 +52,7 @@ pub enum UserScopes {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AutoRecallConfig {
+    /// Inject the memories relevant to each prompt; off: nothing is injected.
     pub enabled: bool,
     /// The most memories injected per prompt. Default 3.
     pub limit: usize,
@@ -83,13 +92,24 @@ pub enum ContextFormat {
     Json,
 }
 
+/// `[hooks.session_start]`: the context block the session-start hook injects: the user's
+/// live facts first, then the memories the task and salience choose.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionStartConfig {
+    /// Inject memories at session start; off: the hook returns an empty block.
     pub enabled: bool,
+    /// The most memories chosen for the block (task-relevant ones first, then the most
+    /// salient), between 1 and `limits.max_limit`. The user's live facts come on top.
     pub max_records: usize,
+    /// Memories whose current salience (0 to 1) is below this are not chosen; the user's
+    /// live facts are shown whatever their salience.
     pub min_salience: f64,
+    /// The memory types the block draws on; the user's live facts are shown only when
+    /// `semantic` is listed.
     pub memory_types: Vec<MemoryType>,
+    /// The block's format when the request names none. Only the Markdown block carries the
+    /// curated memory, the playbook and queued instructions.
     pub format: ContextFormat,
     /// The most characters the block's facts take (the user's first). Default 4000.
     pub max_chars: usize,
@@ -116,15 +136,23 @@ impl Default for SessionStartConfig {
     }
 }
 
+/// `[hooks.competence]`: the competence tracker, which keeps one record per tool
+/// (`skill:<tool>`) with its calls' successes and failures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CompetenceConfig {
+    /// Keep a competence record per tool, made once the tool has `min_occurrences` calls and
+    /// updated with each call's outcome. Needs `hooks.capture_tool_calls`.
     pub enabled: bool,
     /// Calls of a tool before it gets a competence record.
     pub min_occurrences: u64,
+    /// Raise the salience of the tool's competence record after each successful call.
     pub reinforce_on_success: bool,
+    /// Lower the salience of the tool's competence record after each failed call.
     pub penalize_on_failure: bool,
+    /// Salience a successful call adds to the record (0 to 1).
     pub reinforce_amount: f64,
+    /// Salience a failed call takes from the record (0 to 1).
     pub penalty_amount: f64,
 }
 
@@ -141,10 +169,16 @@ impl Default for CompetenceConfig {
     }
 }
 
+/// `[consolidation]`: turning the buffered conversation into durable facts, with the regex
+/// patterns always and with an LLM when `llm_endpoint` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsolidationConfig {
+    /// Buffer captured messages and consolidate them in cycles; off: nothing is buffered
+    /// and no cycle runs.
     pub enabled: bool,
+    /// Time between consolidation cycles (`30m`); an agent-end or gateway-stop hook and the
+    /// daemon's shutdown also run one.
     pub interval: Span,
     /// Messages per cycle; the buffer holds at most twice this many (oldest dropped).
     pub batch_size: usize,
@@ -153,9 +187,15 @@ pub struct ConsolidationConfig {
     /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`); unset: regex only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_endpoint: Option<String>,
+    /// The model asked for facts (`MNEME_LLM_MODEL`), and the shared LLM client's default
+    /// model for every engine that names no other.
     pub llm_model: String,
+    /// Bearer token sent to `llm_endpoint` (`MNEME_LLM_API_KEY`); unset or empty: none.
+    /// `mneme config show` never prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_api_key: Option<String>,
+    /// How long one LLM request may take, for every engine (a reflection stage may set its
+    /// own); a request that runs over counts as a failure and starts the backoff.
     pub llm_timeout: Span,
     /// First LLM backoff after a failure; doubles per failure, capped at 10×.
     pub llm_backoff: Span,
@@ -180,11 +220,15 @@ impl Default for ConsolidationConfig {
     }
 }
 
+/// `[maintenance]`: the periodic sweep that prunes faded records and applies the retention
+/// policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MaintenanceConfig {
     /// How often the decay/prune sweep runs; "0s" turns it off.
     pub decay_interval: Span,
+    /// At each sweep, drop the payload of unpinned records whose salience fell below
+    /// `decay.prune_threshold` (the record, its links and audit stay).
     pub prune: bool,
     /// `[maintenance.retention]`: erase records of a type older than an age (`episodic =
     /// "365d"`), as `mneme forget` does, at each sweep. Unset types are kept forever.
@@ -201,10 +245,16 @@ impl Default for MaintenanceConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetentionConfig {
+    /// Erase episodic records older than this (up to `365d`), counted from their event time
+    /// (else from when they were stored); unset or 0: keep them.
     pub episodic: Option<Span>,
+    /// Erase semantic records (facts) older than this (up to `365d`); unset or 0: keep them.
     pub semantic: Option<Span>,
+    /// Erase competence records older than this (up to `365d`); unset or 0: keep them.
     pub competence: Option<Span>,
+    /// Erase working-memory records older than this (up to `365d`); unset or 0: keep them.
     pub working: Option<Span>,
+    /// Erase plan-graph records older than this (up to `365d`); unset or 0: keep them.
     pub plan_graph: Option<Span>,
 }
 

@@ -9,10 +9,10 @@
 //! `consolidate` (buffered messages → facts), `erasure` (a user's request to forget),
 //! `scheduler` (tasks and what each action does), `file_index` (workspace search).
 //!
-//! Invariant: the hook engine and consolidation reach the store through
-//! [`mneme_service::Ops`] with a [`mneme_service::Principal`], so they obey the same
-//! policy as a request; the scheduler and the file index (owner-only data with no
-//! labels) take the service.
+//! Invariant: every engine reaches the store through [`mneme_service::Ops`] with a
+//! [`mneme_service::Principal`], so it obeys the same policy as a request; the scheduler,
+//! the file index and reflection (owner-only data with no labels) take the narrow
+//! [`mneme_service::Owner`] handle that only an unrestricted principal gets.
 
 pub mod config;
 pub mod consolidate;

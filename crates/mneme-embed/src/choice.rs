@@ -25,11 +25,16 @@ pub enum EmbeddingProvider {
     None,
 }
 
+/// `[embedding]`: where the vectors for dense retrieval come from, and the vector index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EmbeddingConfig {
+    /// Where vectors come from (`MNEME_EMBEDDING_PROVIDER`): the in-process model, an
+    /// OpenAI-compatible endpoint, or none (lexical retrieval only).
     pub provider: EmbeddingProvider,
-    /// The local model's directory; default `<data dir>/models/all-MiniLM-L6-v2`.
+    /// The local model's directory. Unset, the CLI uses the machine-wide cache (`MNEME_MODEL_CACHE`, else
+    /// `$XDG_CACHE_HOME/mneme/models`, else `~/.cache/mneme/models`) when the model is there, else
+    /// `<data dir>/models/all-MiniLM-L6-v2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_dir: Option<PathBuf>,
     /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`), for provider "openai".
@@ -37,10 +42,13 @@ pub struct EmbeddingConfig {
     pub endpoint: Option<String>,
     /// The provider's model name (provider "openai").
     pub model: String,
+    /// Bearer token sent to the endpoint (provider "openai"; `MNEME_EMBEDDING_API_KEY`);
+    /// unset: none. `mneme config show` never prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
     /// Dimension the provider's model returns (provider "openai"; checked on every answer).
     pub dimension: usize,
+    /// How long one request to the endpoint may take (provider "openai").
     pub timeout: Span,
     /// Records per embedding batch in the background pipeline. Default 128: the model
     /// sorts a batch by length and pads only within groups of similar length, so larger

@@ -25,6 +25,8 @@ pub const REDACTED: &str = "<redacted>";
 pub struct Route {
     /// OpenAI-compatible base URL (`http://127.0.0.1:11434/v1`).
     pub endpoint: String,
+    /// Bearer token sent to this endpoint; unset or empty: none. `mneme config show` never
+    /// prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
 }
@@ -496,6 +498,8 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
+    /// Model name → endpoint, for models served elsewhere than the default endpoint; a
+    /// model not listed goes to `consolidation.llm_endpoint`.
     pub routes: BTreeMap<String, Route>,
 }
 

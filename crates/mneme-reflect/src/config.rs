@@ -62,7 +62,9 @@ impl Stage {
 pub struct StageConfig {
     /// `fast`, `smart`, or a literal model name.
     pub model: String,
+    /// The most tokens the stage's answer may have (the request's `max_tokens`), 1 to 100000.
     pub max_tokens: u32,
+    /// How long the stage's LLM request may take; unset: `consolidation.llm_timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Span>,
 }
@@ -125,7 +127,10 @@ impl StagesConfig {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelsConfig {
+    /// The model of stages whose `model` is `fast` (most of them by default); a model
+    /// served elsewhere than the default endpoint needs an `[llm.routes]` entry.
     pub fast: String,
+    /// The model of stages whose `model` is `smart` (by default the insight synthesizer).
     pub smart: String,
 }
 
@@ -133,9 +138,14 @@ pub struct ModelsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GitConfig {
+    /// At each heartbeat tick, commit every change in the workspace (`auto: heartbeat
+    /// <time>`) when the workspace is the top level of its own git repository.
     pub backup: bool,
+    /// After committing, push to `remote` and `branch` (needs `backup = true`).
     pub push: bool,
+    /// The git remote pushed to.
     pub remote: String,
+    /// The remote branch pushed to (`git push REMOTE HEAD:BRANCH`).
     pub branch: String,
 }
 
@@ -158,14 +168,21 @@ pub enum OutboundTarget {
     Telegram,
 }
 
+/// `[reflection.outbound]`: where the heartbeat delivers its tips and insights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutboundConfig {
+    /// Where tips and insights go: the agent's inbox (delivered at its next hook), a JSON
+    /// POST to `webhook_url`, or Telegram's `sendMessage`.
     pub target: OutboundTarget,
+    /// The URL target "webhook" POSTs each tip and insight to, as JSON (`outputId`, `kind`,
+    /// `text`, `ts`); required for that target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_url: Option<String>,
     /// The Bot API's base URL (a test points it at a loopback server).
     pub telegram_api: String,
+    /// The chat target "telegram" sends to (`chat_id` of `sendMessage`); required for that
+    /// target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telegram_chat_id: Option<String>,
     /// The environment variable holding the bot token.
@@ -174,6 +191,7 @@ pub struct OutboundConfig {
     /// A file holding the bot token (first line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telegram_token_file: Option<std::path::PathBuf>,
+    /// How long one webhook or Telegram request may take.
     pub timeout: Span,
 }
 
@@ -191,6 +209,8 @@ impl Default for OutboundConfig {
     }
 }
 
+/// `[reflection]`: the reflection heartbeat (`mneme reflect`): idle detection, the spawn
+/// threshold, mining, and the model, answer size and timeout of each stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReflectionConfig {

@@ -56,6 +56,8 @@ pub struct RelayConfig {
     pub routes: bool,
     /// Start the analysis loop (`AGENT_ENABLED`).
     pub enabled: bool,
+    /// Which analyzer the loop runs: `auto` asks the model when an LLM endpoint is
+    /// configured and uses the rules otherwise; `llm` without an endpoint starts disabled.
     pub analyzer: Analyzer,
     /// `AGENT_INTERVAL_MS`.
     pub interval: Span,
@@ -73,6 +75,7 @@ pub struct RelayConfig {
     pub log_verbose: bool,
     /// USD per million prompt / completion tokens, for `estimatedCost` (0 for a local model).
     pub price_in_per_mtok: f64,
+    /// USD per million completion tokens, for `estimatedCost` (0 for a local model).
     pub price_out_per_mtok: f64,
     /// Keep each analysis as an episodic record at `high` sensitivity (off: memory only).
     pub keep_analyses: bool,

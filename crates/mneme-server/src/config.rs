@@ -67,6 +67,10 @@ pub fn unknown_env(env: impl IntoIterator<Item = (String, String)>) -> Vec<Strin
 /// Shown instead of a secret by `mneme config show`.
 pub const REDACTED: &str = "<redacted>";
 
+/// Every setting of mneme, engine and daemon, in one TOML document. Layers, each
+/// overriding the one before: built-in defaults → the TOML file → `MNEME_*` environment
+/// variables → `--set section.key=value` flags. The result is validated once, and every
+/// error names the key (`server.http_addr: invalid socket address ...`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MnemeConfig {
@@ -102,6 +106,7 @@ pub struct MnemeConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
+    /// The storage engine: SQLite in the data directory, or PostgreSQL at `database_url`.
     pub backend: Backend,
     /// `postgres://user@host:port/database` (`MNEME_DATABASE_URL`). The password comes
     /// from `MNEME_DATABASE_PASSWORD` or `MNEME_DATABASE_PASSWORD_FILE`, or the URL;
@@ -184,11 +189,19 @@ pub enum LogFormat {
     Json,
 }
 
+/// `[server]`: the daemon's listeners, logging, limits and timeouts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
+    /// Address and port of the gRPC API (`mneme.v1`, and `membrane.v1` when `[membrane]` is
+    /// on); `MNEME_GRPC_ADDR` sets it. Port 0 takes any free port. A non-loopback address
+    /// needs `[[principals]]`.
     pub grpc_addr: SocketAddr,
+    /// Address and port of the HTTP API, the console, `/mcp` and the relay routes;
+    /// `MNEME_HTTP_ADDR` sets it. Port 0 takes any free port. A non-loopback address needs
+    /// `[[principals]]`.
     pub http_addr: SocketAddr,
+    /// Log lines as plain text for people, or as one JSON object per line for a collector.
     pub log_format: LogFormat,
     /// A tracing filter: `info`, `debug`, `mneme_server=debug,info`.
     pub log_level: String,
@@ -251,6 +264,8 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
+    /// The principal's name, unique among `[[principals]]`: what it writes is attributed to
+    /// it (an actor the client gives is prefixed with `name/`), and its errors name it.
     pub name: String,
     /// Hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,11 +276,13 @@ pub struct PrincipalConfig {
     /// File holding the key (surrounding whitespace ignored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
+    /// The most sensitive records it may read, whatever a request asks for. Default `medium`.
     #[serde(default = "medium")]
     pub read_max_sensitivity: Sensitivity,
     /// Scopes it may read besides global records; absent: all. `""` is the global scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_scopes: Option<Vec<String>>,
+    /// The most sensitive records it may create or change. Default `medium`.
     #[serde(default = "medium")]
     pub write_max_sensitivity: Sensitivity,
     /// Scopes it may write; absent: all. Restricted writers write global records only if

@@ -1,12 +1,15 @@
-//! mneme-service: the transport-free memory API. The CLI, and later the HTTP, gRPC and
-//! MCP front ends, all call [`MemoryService`]; none of them touches the store directly.
+//! mneme-service: the transport-free memory API. Every front end (HTTP, gRPC, MCP,
+//! membrane, the CLI) and every engine comes in through [`Ops`], the one door, with a
+//! [`Principal`]; the owner's engines get the narrow [`Owner`] handle from `Ops::owner`.
+//! [`MemoryService`] underneath is the engine; none of them touches the store directly.
 //!
 //! Read [`MemoryService`]'s methods in order: ingest, revise, retrieve (in
-//! `retrieve.rs`), read, maintain. Each public operation is exactly one store
-//! transaction and writes at least one audit entry per record it changes.
+//! `retrieve.rs`), read, maintain. Each write operation is one store transaction (the
+//! retention sweep one per memory type; forget scrubs the indexes after its commit) and
+//! writes at least one audit entry per record it changes; reads are deferred transactions.
 //!
-//! Invariant: access control happens here. A record the caller's [`Access`] does not
-//! cover is reported as not found, never returned, never revised.
+//! Invariant: access control happens here, in SQL. A record the caller's [`Access`] does
+//! not cover is reported as not found, never returned, never revised.
 
 mod agent;
 mod config;

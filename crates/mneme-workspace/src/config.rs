@@ -73,8 +73,12 @@ pub struct WorkspaceConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetConfig {
+    /// Size budget of `identity.md`, in bytes (at least 1): the workspace status and
+    /// consolidation reports flag the file when it is larger; nothing is cut.
     pub identity: u64,
+    /// Size budget of `state.md`, in bytes (at least 1), flagged the same way.
     pub state: u64,
+    /// Size budget of `references.md`, in bytes (at least 1), flagged the same way.
     pub references: u64,
     /// The effective playbook's patterns injected at session start.
     pub playbook: u64,

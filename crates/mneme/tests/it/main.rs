@@ -6,6 +6,7 @@
 mod agent;
 mod bad_input;
 mod daemon;
+mod docs;
 mod dump;
 mod durability;
 mod flows;
@@ -13,6 +14,7 @@ mod forget;
 mod mcp;
 mod membrane;
 mod on_postgres;
+mod policy;
 mod tidy;
 mod workspace;
 

@@ -380,6 +380,7 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
     let reflection_v1 = reflection().build_v1().map_err(|e| e.to_string())?;
     let reflection_v1alpha = reflection().build_v1alpha().map_err(|e| e.to_string())?;
     let membrane = crate::membrane::MembraneApi { app: app.clone() };
+    let guard = axum::middleware::from_fn_with_state(app.clone(), crate::grpc::authenticate_first);
     let api = GrpcApi { app };
     let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);
     let hooks = pb::hooks_server::HooksServer::new(api).max_decoding_message_size(limit);
@@ -394,7 +395,7 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
             crate::membrane_pb::membrane_service_server::MembraneServiceServer::new(membrane).max_decoding_message_size(limit),
         );
     }
-    let routes = routes.prepare();
+    let routes = routes.prepare().into_axum_router().layer(guard);
     Ok(tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, routes, gate, rx)))
 }
 

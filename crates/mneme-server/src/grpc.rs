@@ -25,6 +25,43 @@ fn authorization<T>(r: &Request<T>) -> Option<String> {
     r.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(String::from)
 }
 
+/// Authenticates every call of mneme's and membrane's services from its `authorization`
+/// metadata before tonic decodes the message, so an unauthenticated caller never has a
+/// body parsed. The handler authenticates again (for the principal, the rate limit and the
+/// metrics); health checks and reflection stay open, as before. A refusal is counted
+/// under the method's name, as the handler would have counted it.
+pub async fn authenticate_first(
+    axum::extract::State(app): axum::extract::State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let start = std::time::Instant::now();
+    let path = request.uri().path().to_string();
+    let service = path.trim_start_matches('/').split('/').next().unwrap_or_default();
+    let membrane = service == crate::membrane::SERVICE;
+    if !membrane && !service.starts_with("mneme.v1.") {
+        return next.run(request).await;
+    }
+    let value = request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    // membrane's clients send a bare key, as membraned accepts it.
+    let header = value.map(|v| match v.starts_with("Bearer ") || v.starts_with("bearer ") || !membrane {
+        true => v.to_string(),
+        false => format!("Bearer {v}"),
+    });
+    match app.auth.authenticate(header.as_deref()) {
+        Ok(_) => next.run(request).await,
+        Err(e) => {
+            let refused: ApiResult<()> = Err(e);
+            let method = path.rsplit('/').next().unwrap_or_default();
+            app.record(if membrane { "membrane" } else { "grpc" }, method, &refused, start);
+            match refused {
+                Err(e) => Status::from(e).into_http::<axum::body::Body>(),
+                Ok(()) => next.run(request).await,
+            }
+        }
+    }
+}
+
 impl GrpcApi {
     async fn run<Req, Resp, F>(&self, operation: Operation, request: Request<Req>, op: F) -> Result<Response<Resp>, Status>
     where

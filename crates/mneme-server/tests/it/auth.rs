@@ -231,3 +231,61 @@ async fn keys_can_come_from_files() {
     let err = TestDaemon::try_with(config).await.expect_err("refused").to_string();
     assert!(err.contains("\"short\"") && err.contains("16 characters"), "{err}");
 }
+
+/// A gRPC call is authenticated before tonic decodes its message: without a valid key, a
+/// message over `server.max_request_bytes` is refused as unauthenticated (it never gets
+/// parsed), and only with a valid key is it refused for its size; on `mneme.v1` and on
+/// `membrane.v1` (whose clients send a bare key). Health checks stay open.
+#[tokio::test]
+async fn grpc_authenticates_a_call_before_it_decodes_the_message() {
+    use mneme_server::membrane_pb as mb;
+    let mut config = test_config();
+    config.server.max_request_bytes = 4096;
+    config.membrane.enabled = true;
+    config.principals = vec![principal("admin", ADMIN)];
+    let d = TestDaemon::with(config).await;
+    let big = "x".repeat(10_000);
+    let event = |authorization: Option<String>| {
+        let mut r = tonic::Request::new(pb::IngestEventRequest {
+            options: None,
+            event: Some(pb::EventPayload { event_kind: "message".into(), text: big.clone(), ..Default::default() }),
+        });
+        if let Some(a) = authorization {
+            r.metadata_mut().insert("authorization", MetadataValue::try_from(a).expect("header"));
+        }
+        r
+    };
+    let mut m = d.memory().await;
+    for (authorization, want) in [
+        (None, Code::Unauthenticated),
+        (Some("Bearer wrong-key-0123456789abcdef".to_string()), Code::Unauthenticated),
+        (Some(format!("Bearer {ADMIN}")), Code::OutOfRange),
+    ] {
+        let e = m.ingest_event(event(authorization.clone())).await.expect_err("refused");
+        assert_eq!(e.code(), want, "mneme.v1 with {authorization:?}: {e:?}");
+    }
+    let mut c = mb::membrane_service_client::MembraneServiceClient::new(d.channel().await);
+    let membrane_event = |authorization: Option<&str>| {
+        let mut r = tonic::Request::new(mb::IngestEventRequest {
+            source: "test".into(),
+            event_kind: "message".into(),
+            r#ref: "r".into(),
+            summary: big.clone(),
+            ..Default::default()
+        });
+        if let Some(a) = authorization {
+            r.metadata_mut().insert("authorization", MetadataValue::try_from(a).expect("header"));
+        }
+        r
+    };
+    for (authorization, want) in
+        [(None, Code::Unauthenticated), (Some("wrong-key-0123456789abcdef"), Code::Unauthenticated), (Some(ADMIN), Code::OutOfRange)]
+    {
+        let e = c.ingest_event(membrane_event(authorization)).await.expect_err("refused");
+        assert_eq!(e.code(), want, "membrane.v1 with {authorization:?}: {e:?}");
+    }
+    let mut health = tonic_health::pb::health_client::HealthClient::new(d.channel().await);
+    let serving = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.expect("health is open");
+    assert_eq!(serving.into_inner().status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+    d.stop().await;
+}

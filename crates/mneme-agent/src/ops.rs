@@ -91,6 +91,19 @@ pub struct Written {
     pub append: bool,
 }
 
+/// The workspace's Markdown files.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceFiles {
+    pub files: Vec<String>,
+}
+
+/// One workspace file's text.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceFile {
+    pub path: String,
+    pub text: String,
+}
+
 /// What `module_change` does to a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModuleAction {
@@ -298,6 +311,46 @@ impl AgentOps {
     pub fn workspace_sync(&self, p: &Principal) -> AgentResult<mneme_workspace::deploy::SyncReport> {
         self.owner(p)?;
         Ok(mneme_workspace::deploy::sync(&self.workspace, self.ops.now())?)
+    }
+
+    /// The workspace's Markdown files (paths relative to its root, sorted; hidden names
+    /// skipped): what MCP offers as resources. No workspace: none.
+    pub fn workspace_files(&self, p: &Principal) -> AgentResult<WorkspaceFiles> {
+        self.ops.owner_for(p, "the workspace's files")?;
+        let root = &self.workspace.dir;
+        let mut files = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') {
+                    continue;
+                }
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.ends_with(".md")
+                    && let Ok(relative) = path.strip_prefix(root)
+                {
+                    files.push(relative.to_string_lossy().into_owned());
+                }
+            }
+        }
+        files.sort();
+        Ok(WorkspaceFiles { files })
+    }
+
+    /// One of those files: only a path the listing offers (never one a caller made up, such
+    /// as `../x`), resolved inside the workspace.
+    pub fn workspace_file(&self, p: &Principal, path: &str) -> AgentResult<WorkspaceFile> {
+        if !self.workspace_files(p)?.files.iter().any(|f| f == path) {
+            return Err(WorkspaceError::NotFound(format!("no workspace file {path:?} (see /v1/workspace/files)")).into());
+        }
+        let resolved = mneme_workspace::paths::resolve(&self.workspace.dir, path)?;
+        let text =
+            std::fs::read_to_string(&resolved).map_err(|source| WorkspaceError::Io { action: "cannot read", path: resolved, source })?;
+        Ok(WorkspaceFile { path: path.to_string(), text })
     }
 
     // ---- the relay (the relay seed's routes): screen text and transcripts are the owner's --

@@ -314,6 +314,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/modules/{id}", get(module_info).post(module_change))
         .route("/v1/modules/{id}/extract", post(module_extract))
         .route("/v1/workspace/sync", post(workspace_sync))
+        .route("/v1/workspace/files", get(workspace_files))
+        .route("/v1/workspace/file", get(workspace_file))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
@@ -643,6 +645,32 @@ async fn workspace_sync(State(app): State<Arc<App>>, headers: HeaderMap) -> Http
     Ok(axum::Json(
         app.call("http", Operation::WorkspaceSync, auth.as_deref(), |app, p| crate::app::answer(app.agent.workspace_sync(p))).await?,
     ))
+}
+
+async fn workspace_files(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
+    let auth = authorization(&headers);
+    Ok(axum::Json(
+        app.call("http", Operation::WorkspaceFiles, auth.as_deref(), |app, p| crate::app::answer(app.agent.workspace_files(p))).await?,
+    ))
+}
+
+/// `GET /v1/workspace/file?path=REL`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceFileQuery {
+    path: String,
+}
+
+async fn workspace_file(State(app): State<Arc<App>>, headers: HeaderMap, uri: axum::http::Uri) -> HttpResult {
+    let auth = authorization(&headers);
+    let value = app
+        .call("http", Operation::WorkspaceFile, auth.as_deref(), move |app, p| {
+            let query = axum::extract::Query::<WorkspaceFileQuery>::try_from_uri(&uri)
+                .map_err(|e| ApiError::BadRequest(format!("{} (expected ?path=RELATIVE_PATH)", e.body_text())))?;
+            crate::app::answer(app.agent.workspace_file(p, &query.path))
+        })
+        .await?;
+    Ok(axum::Json(value))
 }
 
 /// `POST /v1/inner/write`.

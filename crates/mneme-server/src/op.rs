@@ -49,6 +49,8 @@ pub enum Operation {
     ModuleChange,
     ModuleExtract,
     WorkspaceSync,
+    WorkspaceFiles,
+    WorkspaceFile,
     RelayFeed,
     RelayFeedPoll,
     RelaySense,
@@ -64,7 +66,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 52] = [
+    pub const ALL: [Operation; 54] = [
         Operation::IngestEvent,
         Operation::IngestToolOutput,
         Operation::IngestObservation,
@@ -105,6 +107,8 @@ impl Operation {
         Operation::ModuleChange,
         Operation::ModuleExtract,
         Operation::WorkspaceSync,
+        Operation::WorkspaceFiles,
+        Operation::WorkspaceFile,
         Operation::RelayFeed,
         Operation::RelayFeedPoll,
         Operation::RelaySense,
@@ -162,6 +166,8 @@ impl Operation {
             Operation::ModuleChange => "ModuleChange",
             Operation::ModuleExtract => "ModuleExtract",
             Operation::WorkspaceSync => "WorkspaceSync",
+            Operation::WorkspaceFiles => "WorkspaceFiles",
+            Operation::WorkspaceFile => "WorkspaceFile",
             Operation::RelayFeed => "RelayFeed",
             Operation::RelayFeedPoll => "RelayFeedPoll",
             Operation::RelaySense => "RelaySense",
@@ -198,6 +204,8 @@ impl Operation {
                 | Operation::InnerContext
                 | Operation::ModuleList
                 | Operation::ModuleInfo
+                | Operation::WorkspaceFiles
+                | Operation::WorkspaceFile
         )
     }
 
@@ -244,6 +252,8 @@ impl Operation {
             Operation::ModuleChange => ("POST", "/v1/modules/{id}"),
             Operation::ModuleExtract => ("POST", "/v1/modules/{id}/extract"),
             Operation::WorkspaceSync => ("POST", "/v1/workspace/sync"),
+            Operation::WorkspaceFiles => ("GET", "/v1/workspace/files"),
+            Operation::WorkspaceFile => ("GET", "/v1/workspace/file"),
             Operation::RelayFeed => ("POST", "/feed"),
             Operation::RelayFeedPoll => ("GET", "/feed"),
             Operation::RelaySense => ("POST", "/sense"),
@@ -271,6 +281,8 @@ impl Operation {
             | Operation::SyncFetch
             | Operation::SyncCheckpoint
             | Operation::SearchFiles
+            | Operation::WorkspaceFiles
+            | Operation::WorkspaceFile
             | Operation::RelayFeed
             | Operation::RelayFeedPoll
             | Operation::RelaySense

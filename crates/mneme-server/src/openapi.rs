@@ -443,6 +443,27 @@ pub fn document() -> Value {
         ),
     );
     add(
+        "/v1/workspace/files",
+        "get",
+        op(
+            "WorkspaceFiles",
+            "The workspace's Markdown files (paths relative to its root): what MCP offers as resources. Owner only.",
+            None,
+            "WorkspaceFiles",
+            false,
+        ),
+    );
+    add(
+        "/v1/workspace/file",
+        "get",
+        json!({
+            "operationId": "WorkspaceFile",
+            "summary": "One workspace Markdown file's text; only a path the listing offers. Owner only.",
+            "parameters": [{ "name": "path", "in": "query", "required": true, "schema": { "type": "string", "minLength": 1 } }],
+            "responses": ok("WorkspaceFile"),
+        }),
+    );
+    add(
         "/v1/hooks/{name}",
         "post",
         json!({
@@ -865,6 +886,14 @@ pub fn document() -> Value {
                 "established": { "type": "integer" }, "emerging": { "type": "integer" }, "vocabulary": { "type": "integer" },
                 "stage": { "type": "object", "description": "ok (the model) or fallback with the reason" }, "read": { "type": "object" }, "activate": string()
             }
+        },
+        "WorkspaceFiles": {
+            "type": "object", "required": ["files"], "additionalProperties": false,
+            "properties": { "files": strings() }
+        },
+        "WorkspaceFile": {
+            "type": "object", "required": ["path", "text"], "additionalProperties": false,
+            "properties": { "path": string(), "text": string() }
         },
         "WorkspaceSyncReport": {
             "type": "object", "required": ["files", "effective", "directories"],

@@ -140,14 +140,8 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
     let result = rt.block_on(async {
         if let Some(d) = running {
             tracing::info!(pid = d.pid, http = %d.http_addr, "MCP over stdio, forwarding to the running daemon");
-            let workspace = mneme_workspace::config::resolve_dir(
-                None,
-                std::env::var_os("MNEME_WORKSPACE").as_deref(),
-                &ctx.config.workspace,
-                &ctx.data_dir,
-            );
             let remote = RemoteBackend { base: format!("http://{}", d.http_addr), key, client: reqwest::Client::new() };
-            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote), Some(workspace))).await.map_err(|e| anyhow!(e));
+            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote))).await.map_err(|e| anyhow!(e));
         }
         std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
         let mut config = ctx.config.clone();
@@ -165,7 +159,7 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
         let app = daemon.app().clone();
         let authorization = key.and_then(|k| axum_header(&format!("Bearer {k}")));
         let door = Door::Router { router: mneme_server::mcp::api_router(app.clone()), authorization };
-        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door, Some(app.agent.workspace().dir.clone()))).await;
+        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door)).await;
         daemon.stop().await;
         served.map_err(|e| anyhow!(e))
     });

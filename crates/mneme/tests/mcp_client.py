@@ -68,6 +68,15 @@ async def scenario(session):
     resource = await session.read_resource(f"mneme://records/{new_id}")
     out["resource"] = resource.contents[0].text
     out["resources"] = [str(r.uri) for r in (await session.list_resources()).resources]
+    files = [u for u in out["resources"] if u.startswith("mneme://workspace/")]
+    if files:
+        target = next((u for u in files if u.endswith("/notes.md")), files[0])
+        out["file_text"] = (await session.read_resource(target)).contents[0].text
+    try:
+        await session.read_resource("mneme://workspace/../config.toml")
+        out["escape"] = "read"
+    except Exception as e:  # the SDK raises the server's error
+        out["escape"] = f"refused: {e}"
     prompts = (await session.list_prompts()).prompts
     out["prompts"] = [p.name for p in prompts]
     prompt = await session.get_prompt("memory-sync", {"max_conversations": "7"})

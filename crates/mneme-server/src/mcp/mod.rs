@@ -10,7 +10,6 @@
 pub mod backend;
 pub mod tools;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -40,12 +39,11 @@ pub enum Door {
     Remote(RemoteBackend),
 }
 
-/// The MCP server: tools over a [`Door`], the workspace's memory files as resources.
+/// The MCP server: tools over a [`Door`], and as resources the records and the daemon's
+/// workspace files (`/v1/workspace/files`, owner only), both through the same door.
 #[derive(Debug, Clone)]
 pub struct MnemeMcp {
     door: Door,
-    /// The workspace whose Markdown files are resources (owner only).
-    workspace: Option<PathBuf>,
 }
 
 const INSTRUCTIONS: &str = "mneme is this agent's long-term memory. At the start of a conversation call \
@@ -56,8 +54,8 @@ remember turns out wrong, call correct with a rationale: history keeps the old v
 someone asks for their data to be erased.";
 
 impl MnemeMcp {
-    pub fn new(door: Door, workspace: Option<PathBuf>) -> Self {
-        MnemeMcp { door, workspace }
+    pub fn new(door: Door) -> Self {
+        MnemeMcp { door }
     }
 
     /// The backend for one request: over HTTP, the request's own `Authorization` header.
@@ -72,32 +70,14 @@ impl MnemeMcp {
         }
     }
 
-    /// The workspace's Markdown files (relative paths), for an owner; the owner check is
-    /// the conversation log's (an owner-only route), so the policy stays in one place.
+    /// The workspace's Markdown files (relative paths): the daemon's `/v1/workspace/files`
+    /// (owner only), so the daemon's workspace and its policy, whoever serves MCP.
     async fn workspace_files(&self, backend: &dyn Backend) -> Result<Vec<String>, McpError> {
-        let Some(dir) = &self.workspace else { return Ok(Vec::new()) };
-        backend.send("GET", "/v1/sync/status".into(), None).await.map_err(|e| McpError::invalid_request(e.0, None))?;
-        let mut out = Vec::new();
-        let mut stack = vec![dir.clone()];
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else { continue };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') {
-                    continue;
-                }
-                if path.is_dir() {
-                    stack.push(path);
-                } else if name.ends_with(".md")
-                    && let Ok(rel) = path.strip_prefix(dir)
-                {
-                    out.push(rel.to_string_lossy().into_owned());
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
+        let listing = backend.send("GET", "/v1/workspace/files".into(), None).await.map_err(|e| McpError::invalid_request(e.0, None))?;
+        Ok(listing["files"]
+            .as_array()
+            .map(|files| files.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+            .unwrap_or_default())
     }
 }
 
@@ -240,12 +220,15 @@ impl ServerHandler for MnemeMcp {
             };
         }
         if let Some(rel) = uri.strip_prefix(FILE_PREFIX) {
-            let files = self.workspace_files(backend.as_ref()).await?;
-            // Only a file the listing offers: never a path the client made up (`../`).
-            if let (Some(dir), true) = (&self.workspace, files.iter().any(|f| f == rel)) {
-                let text = std::fs::read_to_string(dir.join(rel)).map_err(|e| McpError::internal_error(format!("{rel}: {e}"), None))?;
-                return Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type("text/markdown")]).into());
-            }
+            // The route refuses a path its listing does not offer (`../`, a made-up name).
+            let query = format!("/v1/workspace/file?path={}", percent_encoded(rel));
+            return match backend.send("GET", query, None).await {
+                Ok(file) => {
+                    let text = file["text"].as_str().unwrap_or_default().to_string();
+                    Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type("text/markdown")]).into())
+                }
+                Err(e) => Err(McpError::resource_not_found(e.0, Some(json!({ "uri": request.uri })))),
+            };
         }
         Err(McpError::resource_not_found(format!("no resource {uri}"), Some(json!({ "uri": request.uri }))))
     }
@@ -269,13 +252,12 @@ impl ServerHandler for MnemeMcp {
 pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-    let workspace = Some(app.agent.workspace().dir.clone());
     let door = Door::Router { router: api, authorization: None };
     // `Host` and `Origin` are checked for every route on the port, /mcp included, by the
     // daemon's browser guard (`crate::guard`, with `[server] allowed_hosts`), so the SDK's
     // own narrower list would only refuse names the configuration allows.
     let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
-    let server = MnemeMcp::new(door, workspace);
+    let server = MnemeMcp::new(door);
     let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config);
     let auth_app = app.clone();
     Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
@@ -370,4 +352,16 @@ pub async fn serve_stdio(server: MnemeMcp) -> Result<(), String> {
     let _ = relay.await;
     let _ = writer.await;
     done.map(|_| ())
+}
+
+/// `text` as a URL query value: unreserved characters as they are, everything else as %XX.
+fn percent_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(byte as char),
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
 }

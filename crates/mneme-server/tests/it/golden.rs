@@ -182,6 +182,8 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
     g.post("ModuleChange", "/v1/modules/k8s", json!({ "action": "activate", "priority": 70 })).await;
     g.get("ModuleInfo", "/v1/modules/k8s").await;
     g.get("ModuleList", "/v1/modules").await;
+    g.get("WorkspaceFiles", "/v1/workspace/files").await;
+    g.get("WorkspaceFile", "/v1/workspace/file?path=memory/2026-11-22.md").await;
 
     // ---- the relay (rules analyzer: no model in this daemon) ---------------------------
     // Each request here is a minute after the last: a ten-minute window holds them all.

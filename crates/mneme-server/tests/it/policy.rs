@@ -83,6 +83,8 @@ fn expected(op: Operation, who: Who) -> u16 {
             | ModuleChange
             | ModuleExtract
             | WorkspaceSync
+            | WorkspaceFiles
+            | WorkspaceFile
             | RelayFeed
             | RelayFeedPoll
             | RelaySense
@@ -157,6 +159,7 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
     let module = if op == ModuleExtract { "policy-extract" } else { "base-behaviors" };
     let path = if op.name().starts_with("Module") { template.replace("{id}", module) } else { template.replace("{id}", &id) };
     let path = path.replace("{name}", "message_received");
+    let path = if op == WorkspaceFile { format!("{path}?path=memory/sinain-playbook.md") } else { path };
     let body = match op {
         IngestEvent => json!({ "event": { "event_kind": "message", "text": "policy table event" } }),
         IngestToolOutput => json!({ "output": { "tool": "ls", "args": { "path": "." }, "result": "ok" } }),
@@ -173,7 +176,7 @@ fn http_request(op: Operation, t: &Targets) -> (&'static str, String, Value) {
         InnerStatus | InnerContext => Value::Null,
         InnerEvent => json!({ "kind": "user_message" }),
         InnerRun => json!({ "job": "chronicle" }),
-        ModuleList | ModuleInfo | WorkspaceSync => Value::Null,
+        ModuleList | ModuleInfo | WorkspaceSync | WorkspaceFiles | WorkspaceFile => Value::Null,
         ModuleChange => json!({ "action": "activate" }),
         ModuleExtract => json!({ "domain": "the policy table", "dryRun": true }),
         RelayFeed => json!({ "text": "[PERIODIC] policy table" }),
@@ -366,7 +369,7 @@ async fn call_grpc(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> Opti
             ok(h.message_received(authorized(event, who)).await)
         }
         Status | Prometheus | Consolidate | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles | SalienceCurve
-        | ReflectPlaybook => {
+        | ReflectPlaybook | WorkspaceFiles | WorkspaceFile => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure
@@ -531,8 +534,8 @@ async fn call_membrane(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> 
         Status | Prometheus | SalienceCurve | History | LogConversation | SyncStatus | SyncFetch | SyncCheckpoint | SearchFiles
         | Forget | Consolidate | Hook | ReflectTick | ReflectStatus | ReflectPlaybook | ReflectFeedback | ReflectSpawnResult
         | InnerStatus | InnerContext | InnerEvent | InnerRun | InnerWrite | ModuleList | ModuleInfo | ModuleChange | ModuleExtract
-        | WorkspaceSync | RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig
-        | RelayConfigure | RelayTick => return None,
+        | WorkspaceSync | WorkspaceFiles | WorkspaceFile | RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast
+        | RelayHistory | RelayContext | RelayConfig | RelayConfigure | RelayTick => return None,
     };
     Some(result)
 }
@@ -610,7 +613,7 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         ModuleExtract => ("modules", json!({ "op": "extract", "id": "policy-extract", "domain": "the policy table", "dry_run": true })),
         WorkspaceSync => ("modules", json!({ "op": "sync" })),
         IngestToolOutput | IngestOutcome | IngestWorkingState | Fork | Merge | GetMetrics | Status | Prometheus | Consolidate
-        | SalienceCurve | ReflectPlaybook => {
+        | SalienceCurve | ReflectPlaybook | WorkspaceFiles | WorkspaceFile => {
             return None;
         }
         RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast | RelayHistory | RelayContext | RelayConfig | RelayConfigure

@@ -76,6 +76,8 @@ fn check_scenario(out: &Value) {
     assert!(context.contains("dana lives in Hamburg") && !context.contains("Berlin"), "{context}");
     assert_eq!(out["templates"], json!(["mneme://records/{id}"]));
     assert!(out["resource"].as_str().is_some_and(|r| r.contains("Hamburg")), "{}", out["resource"]);
+    // A path the listing does not offer is refused by the route, never read.
+    assert!(out["escape"].as_str().is_some_and(|e| e.starts_with("refused")), "{}", out["escape"]);
     assert_eq!(out["prompts"], json!(["memory-sync", "reflect-on-session"]));
     assert!(out["prompt_text"].as_str().is_some_and(|t| t.contains("at most 7 conversations")));
     assert_eq!(out["forget_dry_run"]["structured"]["dry_run"], true, "{}", out["forget_dry_run"]);
@@ -85,9 +87,14 @@ fn check_scenario(out: &Value) {
 #[test]
 fn the_python_sdk_uses_mneme_over_stdio_with_the_engine_in_process() {
     let m = Mneme::new();
+    // A workspace file, offered as a resource and read through /v1/workspace/file.
+    std::fs::create_dir_all(m.dir.path().join("workspace/memory")).expect("workspace");
+    std::fs::write(m.dir.path().join("workspace/memory/notes.md"), "# Notes\n\nDana prefers tea.\n").expect("notes");
     let data = m.dir.path().to_str().expect("utf-8").to_string();
     let out = client(&m, &["stdio", env!("CARGO_BIN_EXE_mneme"), &data]);
     check_scenario(&out);
+    assert!(out["resources"].as_array().is_some_and(|r| r.contains(&json!("mneme://workspace/memory/notes.md"))), "{}", out["resources"]);
+    assert_eq!(out["file_text"], "# Notes\n\nDana prefers tea.\n");
     // The engine stopped with the session: no daemon is left announced.
     assert!(!m.dir.path().join("daemon.json").exists());
     // What the session wrote is in the store.

@@ -78,8 +78,8 @@ fn command(op: Operation, one: &str, two: &str) -> Option<(Vec<String>, Option<&
         ModuleChange => &["module", "activate", "base-behaviors"],
         ModuleExtract => &["module", "extract", "policy-extract", "--domain", "policy tables", "--dry-run"],
         WorkspaceSync => &["workspace", "sync"],
-        // The playbook is a file the CLI user reads directly (memory/sinain-playbook.md).
-        ReflectPlaybook => return None,
+        // The playbook and the workspace's files are files the CLI user reads directly.
+        ReflectPlaybook | WorkspaceFiles | WorkspaceFile => return None,
         // Only a running daemon holds these: its own status and metrics, the consolidation
         // buffer, the salience curve of its API, and the relay's in-memory rings.
         Status | Prometheus | SalienceCurve | Consolidate | RelayFeed | RelayFeedPoll | RelaySense | RelayHealth | RelayLast

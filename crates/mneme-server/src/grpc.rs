@@ -42,22 +42,14 @@ pub async fn authenticate_first(
     if !membrane && !service.starts_with("mneme.v1.") {
         return next.run(request).await;
     }
-    let value = request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
-    // membrane's clients send a bare key, as membraned accepts it.
-    let header = value.map(|v| match v.starts_with("Bearer ") || v.starts_with("bearer ") || !membrane {
-        true => v.to_string(),
-        false => format!("Bearer {v}"),
-    });
+    let value = request.headers().get("authorization").and_then(|v| v.to_str().ok());
+    let header = if membrane { value.and_then(crate::membrane::bearer) } else { value.map(str::to_string) };
     match app.auth.authenticate(header.as_deref()) {
         Ok(_) => next.run(request).await,
         Err(e) => {
-            let refused: ApiResult<()> = Err(e);
             let method = path.rsplit('/').next().unwrap_or_default();
-            app.record(if membrane { "membrane" } else { "grpc" }, method, &refused, start);
-            match refused {
-                Err(e) => Status::from(e).into_http::<axum::body::Body>(),
-                Ok(()) => next.run(request).await,
-            }
+            app.metrics.request(if membrane { "membrane" } else { "grpc" }, method, e.code(), e.is_server_fault(), start.elapsed());
+            Status::from(e).into_http::<axum::body::Body>()
         }
     }
 }

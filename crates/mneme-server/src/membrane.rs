@@ -56,11 +56,17 @@ const DEFAULT_RATIONALE: &str = "(no rationale given over membrane.v1)";
 /// The `authorization` value as mneme reads it: `Bearer KEY`, or a bare `KEY` (what the
 /// OpenClaw plugin sends) taken as one.
 fn authorization<T>(r: &Request<T>) -> Option<String> {
-    let value = r.metadata().get("authorization")?.to_str().ok()?.trim().to_string();
+    bearer(r.metadata().get("authorization")?.to_str().ok()?)
+}
+
+/// An `authorization` value as a bearer header: membrane's clients send a bare key, as
+/// membraned accepts it. Empty: none.
+pub(crate) fn bearer(value: &str) -> Option<String> {
+    let value = value.trim();
     if value.is_empty() {
         return None;
     }
-    Some(if value.starts_with("Bearer ") || value.starts_with("bearer ") { value } else { format!("Bearer {value}") })
+    Some(if value.starts_with("Bearer ") || value.starts_with("bearer ") { value.to_string() } else { format!("Bearer {value}") })
 }
 
 fn invalid(why: impl Into<String>) -> ApiError {

@@ -117,10 +117,11 @@ impl Invocation {
     /// The door over the existing store, its clock fixed at `now` when one is given (a
     /// command's `--now`: everything it does happens as of then).
     pub fn door_at(&self, now: Option<Timestamp>) -> Result<Door> {
-        match now {
-            Some(at) => Ok(Door::new(self.open_with_clock(false, Arc::new(mneme_core::FixedClock::new(at)))?)),
-            None => self.door(false),
-        }
+        let clock: Arc<dyn mneme_core::Clock> = match now {
+            Some(at) => Arc::new(mneme_core::FixedClock::new(at)),
+            None => Arc::new(SystemClock),
+        };
+        Ok(Door::new(self.open_with_clock(false, clock)?))
     }
 
     /// The door over the store, as the local owner.

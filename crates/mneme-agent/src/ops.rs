@@ -345,7 +345,10 @@ impl AgentOps {
     /// as `../x`), resolved inside the workspace.
     pub fn workspace_file(&self, p: &Principal, path: &str) -> AgentResult<WorkspaceFile> {
         if !self.workspace_files(p)?.files.iter().any(|f| f == path) {
-            return Err(WorkspaceError::NotFound(format!("no workspace file {path:?} (see /v1/workspace/files)")).into());
+            return Err(WorkspaceError::NotFound(format!(
+                "no workspace file {path:?}: only the Markdown files the listing offers can be read"
+            ))
+            .into());
         }
         let resolved = mneme_workspace::paths::resolve(&self.workspace.dir, path)?;
         let text =

@@ -323,7 +323,7 @@ impl Hooks {
             return;
         }
         let events = match name {
-            HookName::MessageReceived => vec![mneme_workspace::inner::InnerEvent::UserMessage],
+            HookName::MessageReceived => vec![mneme_workspace::inner::InnerEvent::UserMessage {}],
             HookName::AfterToolCall => input
                 .event
                 .error

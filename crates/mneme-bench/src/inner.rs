@@ -67,7 +67,7 @@ fn setup(days: i64, now: Timestamp) -> Result<Setup> {
     std::fs::write(ws.join(inner::HABITS), habits.to_string())?;
     std::fs::write(ws.join("questions.md"), paragraph(&mut text, 2_000))?;
     std::fs::write(ws.join("QUEUE.md"), (0..30).map(|i| format!("- [ ] item {i} (added {today})\n")).collect::<String>())?;
-    inner::record(&settings, &[InnerEvent::UserMessage, InnerEvent::Repeat { what: "quota".into() }], now)?;
+    inner::record(&settings, &[InnerEvent::UserMessage {}, InnerEvent::Repeat { what: "quota".into() }], now)?;
     Ok(Setup {
         service: mneme_service::Ops::new(Arc::new(service), false),
         owner: mneme_service::Principal::owner("bench"),

@@ -18,8 +18,9 @@ pub struct Limits {
     pub max_payload_bytes: usize,
     /// Tags per record. Default 32.
     pub max_tags: usize,
-    /// One tag, in bytes. Default 64.
-    pub max_tag_bytes: usize,
+    /// One tag, in characters (as JSON Schema's `maxLength` counts). Default 64.
+    #[serde(alias = "max_tag_bytes")]
+    pub max_tag_chars: usize,
     /// Actor names, in bytes. Default 256.
     pub max_actor_bytes: usize,
     /// Rationales, in bytes. Default 4 KiB.
@@ -36,7 +37,7 @@ impl Default for Limits {
             max_summary_bytes: 1024,
             max_payload_bytes: 256 * 1024,
             max_tags: 32,
-            max_tag_bytes: 64,
+            max_tag_chars: 64,
             max_actor_bytes: 256,
             max_rationale_bytes: 4096,
             max_query_bytes: 4096,
@@ -71,7 +72,10 @@ impl Limits {
             return Err(CoreError::TooLarge { field: "tags (count)", actual: tags.len(), limit: self.max_tags });
         }
         for tag in tags {
-            self.check_len("tag", tag, self.max_tag_bytes)?;
+            let chars = tag.chars().count();
+            if chars > self.max_tag_chars {
+                return Err(CoreError::invalid("tag", format!("{tag:?} has {chars} characters, limit {}", self.max_tag_chars)));
+            }
             if tag.is_empty() || tag.chars().any(|c| c.is_control() || c.is_whitespace()) {
                 return Err(CoreError::invalid("tag", format!("{tag:?} (tags are non-empty and contain no whitespace)")));
             }

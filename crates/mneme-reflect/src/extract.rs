@@ -28,6 +28,8 @@ use super::engine::{Reflector, StageOutcome, strings, text};
 pub const EXTRACTED_RANGE: [i64; 2] = [50, 100];
 /// Days of logs read by default.
 pub const DEFAULT_DAYS: u32 = 7;
+/// The longest look-back: ten years of daily logs.
+pub const MAX_DAYS: u32 = 3650;
 /// Most characters of playbook and logs sent to the model.
 const MODEL_INPUT_CHARS: usize = 12_000;
 /// Most items per section.
@@ -396,6 +398,9 @@ pub fn extract(engine: &Reflector, settings: &WorkspaceSettings, req: &ExtractRe
         return Err(ExtractError::Invalid(format!("--domain {:?} has no words to match on; pass --keyword", req.domain)));
     }
     let days = req.days.unwrap_or(DEFAULT_DAYS).max(1);
+    if days > MAX_DAYS {
+        return Err(ExtractError::Invalid(format!("--days {days}: at most {MAX_DAYS} (ten years of logs)")));
+    }
     let (playbook, logs) = gather(settings, now, days)?;
     let mut name =
         req.name.clone().unwrap_or_else(|| if req.domain.chars().count() <= 60 { title_case(&req.domain) } else { title_case(&req.id) });

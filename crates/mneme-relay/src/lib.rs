@@ -191,7 +191,7 @@ pub struct SenseEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocr: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Value>,
+    pub meta: Option<serde_json::Map<String, Value>>,
     #[serde(default)]
     pub received_at: i64,
 }
@@ -620,7 +620,9 @@ fn feed_bytes(item: &FeedItem) -> usize {
 }
 
 fn sense_bytes(event: &SenseEvent) -> usize {
-    event.kind.len() + event.ocr.as_ref().map_or(0, String::len) + event.meta.as_ref().map_or(0, |m| m.to_string().len())
+    event.kind.len()
+        + event.ocr.as_ref().map_or(0, String::len)
+        + event.meta.as_ref().map_or(0, |m| serde_json::to_string(m).map_or(0, |t| t.len()))
 }
 
 /// The seed's `buildContextWindow`.

@@ -114,6 +114,28 @@ fn id(s: &str) -> ApiResult<RecordId> {
 
 // ---- request bodies ----------------------------------------------------------------
 
+/// An optional field that, when given, must be a value: `null` is refused (serde would read
+/// it as absent) where the schema has no `null` to offer, as for a `$ref`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// A body's nested object (`options`, `event`, `change`, ...) as an object only: serde
+/// would also read a struct from a JSON array of its fields in order.
+fn object<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
+    struct Only<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Only<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    deserializer.deserialize_map(Only(std::marker::PhantomData))
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct OptionsBody {
@@ -147,39 +169,43 @@ impl From<OptionsBody> for IngestOptions {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EventBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     options: OptionsBody,
+    #[serde(deserialize_with = "object")]
     event: EventPayload,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToolOutputBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     options: OptionsBody,
+    #[serde(deserialize_with = "object")]
     output: ToolOutputPayload,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ObservationBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     options: OptionsBody,
+    #[serde(deserialize_with = "object")]
     fact: SemanticPayload,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WorkingBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     options: OptionsBody,
+    #[serde(deserialize_with = "object")]
     state: WorkingPayload,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OutcomeBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     options: OptionsBody,
     target_id: RecordId,
     outcome: OutcomeKind,
@@ -196,6 +222,7 @@ struct OutcomeBody {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct ChangeBody {
+    #[serde(deserialize_with = "present")]
     payload: Option<Payload>,
     summary: Option<String>,
     tags: Option<Vec<String>>,
@@ -212,6 +239,7 @@ impl From<ChangeBody> for Revision {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct ReviseBody {
+    #[serde(deserialize_with = "object")]
     change: ChangeBody,
     actor: String,
     rationale: String,
@@ -221,6 +249,7 @@ struct ReviseBody {
 #[serde(default, deny_unknown_fields)]
 struct MergeBody {
     ids: Vec<RecordId>,
+    #[serde(deserialize_with = "object")]
     change: ChangeBody,
     actor: String,
     rationale: String,
@@ -906,6 +935,9 @@ async fn relay_history(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery
     let value = app
         .call("http", Operation::RelayHistory, auth.as_deref(), move |app, p| {
             let limit = query_number(query.as_deref(), "limit", 10)?;
+            if !(1..=50).contains(&limit) {
+                return Err(ApiError::BadRequest(format!("limit {limit}: must be within 1..=50")));
+            }
             crate::app::answer(app.agent.relay_history(p, usize::try_from(limit).unwrap_or(usize::MAX)))
         })
         .await?;

@@ -8,6 +8,9 @@
 //! Read in this order: `daemon` (start and shutdown), `app` (the request path), `op`
 //! (the operations), then the transports (`grpc`, `http`).
 
+// The OpenAPI document's `json!` literals nest deeper than serde_json's default allows.
+#![recursion_limit = "256"]
+
 pub mod app;
 pub mod auth;
 mod codec;

@@ -49,14 +49,75 @@ fn text() -> Value {
     json!({ "type": "string", "pattern": "\\S" })
 }
 
-/// Tags: at most 32, each 1 to 64 characters without whitespace (README "Limits").
+/// A text of at most `max` bytes (a byte limit: ASCII text reaches it at `max` characters).
+fn text_within(max: usize) -> Value {
+    json!({ "type": "string", "pattern": "\\S", "maxLength": max })
+}
+
+/// Control characters (Unicode Cc, what Rust's `char::is_control` matches).
+const CONTROL: &str = "\\x00-\\x1f\\x7f-\\x9f";
+
+/// A label (an event kind, a tool's name, a thread, a channel, a user): not blank, no
+/// control characters.
+fn label() -> Value {
+    json!({ "type": "string", "pattern": format!("^[^{CONTROL}]*[^\\s{CONTROL}][^{CONTROL}]*$") })
+}
+
+/// Tags: at most 32, each 1 to 64 characters without whitespace or control characters (docs "Limits").
 fn tags() -> Value {
-    json!({ "type": "array", "maxItems": 32, "items": { "type": "string", "pattern": "^\\S+$", "maxLength": 64 } })
+    json!({ "type": "array", "maxItems": 32, "items": { "type": "string", "pattern": format!("^[^\\s{CONTROL}]+$"), "maxLength": 64 } })
+}
+
+/// A rationale: at most 4 KiB.
+fn rationale() -> Value {
+    json!({ "type": "string", "maxLength": 4096 })
+}
+
+/// A name (a channel, a user): a label of at most 256 bytes.
+fn name() -> Value {
+    let mut schema = label();
+    schema["maxLength"] = json!(256);
+    schema
+}
+
+/// A payload variant: `schema` with its `kind` tag.
+fn tagged(kind: &str, schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    schema["properties"]["kind"] = enumeration(&[kind]);
+    schema["required"].as_array_mut().expect("a payload schema lists its required fields").push(json!("kind"));
+    schema
+}
+
+/// A body is optional where its schema requires no field: an empty body reads as `{}`.
+fn optional_bodies(paths: &mut serde_json::Map<String, Value>, schemas: &Value) {
+    for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|p| p.values_mut()) {
+        let Some(body) = operation.get_mut("requestBody") else { continue };
+        let name = body["content"]["application/json"]["schema"]["$ref"].as_str().and_then(|r| r.rsplit('/').next()).unwrap_or_default();
+        let schema = &schemas[name];
+        if schema.get("required").is_none() && schema.get("oneOf").is_none() && schema.get("allOf").is_none() {
+            body["required"] = json!(false);
+        }
+    }
+}
+
+/// An optional field: serde reads `null` as absent, and so does the schema (an enum lists
+/// `null` among its values, as OpenAPI 3.0.3 asks).
+fn nullable(mut schema: Value) -> Value {
+    schema["nullable"] = json!(true);
+    if let Some(values) = schema.get_mut("enum").and_then(Value::as_array_mut) {
+        values.push(Value::Null);
+    }
+    schema
+}
+
+/// Who acts (an audit entry's actor): at most 256 bytes; blank or absent is the caller.
+fn actor() -> Value {
+    json!({ "type": "string", "maxLength": 256, "description": "Blank or absent: the caller." })
 }
 
 /// A scope key: no whitespace, at most 128 bytes; empty is global.
 fn scope() -> Value {
-    json!({ "type": "string", "pattern": "^\\S*$", "maxLength": 128 })
+    json!({ "type": "string", "pattern": format!("^[^\\s{CONTROL}]*$"), "maxLength": 128 })
 }
 
 fn id() -> Value {
@@ -73,9 +134,14 @@ fn amount() -> Value {
     json!({ "type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 1, "default": 0.1 })
 }
 
-/// A count: a non-negative integer.
+/// A count: a non-negative integer (a u64).
 fn count() -> Value {
-    json!({ "type": "integer", "minimum": 0 })
+    json!({ "type": "integer", "minimum": 0, "maximum": u64::MAX })
+}
+
+/// A signed 64-bit integer (an id, a time in milliseconds, a priority).
+fn int64() -> Value {
+    json!({ "type": "integer", "minimum": i64::MIN, "maximum": i64::MAX })
 }
 
 /// Counts by name (records by type or status).
@@ -351,7 +417,7 @@ pub fn document() -> Value {
         json!({
             "operationId": "RelayFeedPoll",
             "summary": "Feed items after an id, oldest first (HUD polling).",
-            "parameters": [{ "name": "after", "in": "query", "required": false, "schema": { "type": "integer", "minimum": 0 } }],
+            "parameters": [{ "name": "after", "in": "query", "required": false, "schema": count() }],
             "responses": ok("RelayFeed"),
         }),
     );
@@ -478,22 +544,29 @@ pub fn document() -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "summary": text(), "sensitivity": sensitivity, "scope": scope(), "tags": tags(),
-            "confidence": unit(), "salience": unit(),
-            "pinned": { "type": "boolean" }, "actor": text(), "rationale": string()
+            "summary": nullable(text_within(1024)), "sensitivity": nullable(sensitivity.clone()), "scope": nullable(scope()), "tags": tags(),
+            "confidence": nullable(unit()), "salience": nullable(unit()),
+            "pinned": { "type": "boolean" }, "actor": nullable(actor()), "rationale": nullable(rationale())
         }
     });
     let ingest = |field: &str, schema: &str| json!({ "type": "object", "additionalProperties": false, "required": [field], "properties": { "options": reference("IngestOptions"), field: reference(schema) } });
-    let who = json!({ "actor": text(), "rationale": { "type": "string", "description": "Required: why history changes." } });
+    let who = json!({ "actor": actor(), "rationale": { "type": "string", "pattern": "\\S", "maxLength": 4096, "description": "Required: why history changes." } });
     let with_who = |mut extra: serde_json::Map<String, Value>| {
         for (k, v) in who.as_object().expect("object") {
             extra.insert(k.clone(), v.clone());
         }
         json!({ "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": extra })
     };
+    // A contest names the contesting record or the conflicting claim.
+    let mut contest = with_who(serde_json::Map::from_iter([("by".to_string(), nullable(id())), ("claim".to_string(), nullable(string()))]));
+    contest["anyOf"] =
+        json!([{ "required": ["by"], "properties": { "by": id() } }, { "required": ["claim"], "properties": { "claim": text() } }]);
     let change = json!({
         "type": "object", "additionalProperties": false,
-        "properties": { "payload": reference("Payload"), "summary": text(), "tags": tags(), "sensitivity": sensitivity, "confidence": unit() }
+        "properties": {
+            "payload": reference("Payload"), "summary": nullable(text_within(1024)), "tags": nullable(tags()),
+            "sensitivity": nullable(sensitivity.clone()), "confidence": nullable(unit())
+        }
     });
     let time = json!({ "type": "string", "format": "date-time" });
     let nullable_time = json!({ "type": "string", "format": "date-time", "nullable": true });
@@ -607,22 +680,21 @@ pub fn document() -> Value {
         "IngestOptions": options,
         "EventPayload": {
             "type": "object", "additionalProperties": false, "required": ["event_kind", "text"],
-            "properties": { "event_kind": text(), "ref": string(), "sender": string(), "text": text(), "event_time": time }
+            "properties": { "event_kind": label(), "ref": nullable(string()), "sender": nullable(string()), "text": text(), "event_time": nullable(time.clone()) }
         },
         "ToolOutputPayload": {
             "type": "object", "additionalProperties": false, "required": ["tool"],
-            "properties": { "tool": text(), "args": {}, "result": {}, "error": string(), "duration_ms": { "type": "integer", "minimum": 0 } }
+            "properties": { "tool": label(), "args": {}, "result": {}, "error": nullable(string()), "duration_ms": nullable(count()) }
         },
         "SemanticPayload": {
             "type": "object", "additionalProperties": false, "required": ["subject", "predicate", "object"],
             "description": "valid_from must not be after valid_to.",
-            "properties": { "subject": text(), "predicate": text(), "object": text(), "valid_from": time, "valid_to": time, "evidence": strings() }
+            "properties": { "subject": text(), "predicate": text(), "object": text(), "valid_from": nullable(time.clone()), "valid_to": nullable(time.clone()), "evidence": strings() }
         },
         "WorkingPayload": {
             "type": "object", "additionalProperties": false, "required": ["thread_id", "state"],
-            "properties": { "thread_id": text(), "state": text(), "next_actions": strings(), "open_questions": strings(), "summary": string() }
+            "properties": { "thread_id": label(), "state": text(), "next_actions": strings(), "open_questions": strings(), "summary": string() }
         },
-        "Payload": { "type": "object", "required": ["kind"], "description": "A payload tagged by `kind`: event, tool_output, semantic, competence, working or plan_graph, with that payload's fields (no others).", "properties": { "kind": enumeration(&["event", "tool_output", "semantic", "competence", "working", "plan_graph"]) } },
         "IngestEventRequest": ingest("event", "EventPayload"),
         "IngestToolOutputRequest": ingest("output", "ToolOutputPayload"),
         "IngestObservationRequest": ingest("fact", "SemanticPayload"),
@@ -631,15 +703,15 @@ pub fn document() -> Value {
             "type": "object", "additionalProperties": false, "required": ["target_id", "outcome"],
             "properties": {
                 "options": reference("IngestOptions"), "target_id": id(), "outcome": enumeration(&["success", "failure"]),
-                "duration_ms": { "type": "integer", "minimum": 0 }, "failure_mode": string(), "note": string(), "amount": amount()
+                "duration_ms": nullable(count()), "failure_mode": nullable(string()), "note": nullable(string()), "amount": nullable(amount())
             }
         },
         "RetrieveRequest": {
             "type": "object", "additionalProperties": false,
             "properties": {
-                "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": unit(),
-                "max_sensitivity": sensitivity, "scopes": { "type": "array", "items": scope() }, "tags": tags(),
-                "since": time, "until": time,
+                "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": nullable(unit()),
+                "max_sensitivity": nullable(sensitivity.clone()), "scopes": nullable(json!({ "type": "array", "items": scope() })), "tags": tags(),
+                "since": nullable(time.clone()), "until": nullable(time.clone()),
                 "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 10 }, "include_tombstones": { "type": "boolean" },
                 "own_scopes": { "type": "boolean", "description": "Without scopes: only the caller's own memories (global ones for the owner, a narrowed key's own scopes), not every end user's." }
             }
@@ -673,20 +745,20 @@ pub fn document() -> Value {
             "type": "object", "required": ["hits"],
             "properties": { "hits": { "type": "array", "items": { "type": "object", "required": ["record", "current_salience", "score"], "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" }, "score": { "type": "object" } } } } }
         },
-        "ReviseRequest": { "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": { "change": change, "actor": text(), "rationale": string() } },
+        "ReviseRequest": { "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": { "change": change, "actor": actor(), "rationale": who["rationale"] } },
         "MergeRequest": {
             "type": "object", "additionalProperties": false, "required": ["ids", "rationale"],
-            "properties": { "ids": { "type": "array", "items": id(), "minItems": 2 }, "change": change, "actor": text(), "rationale": string() }
+            "properties": { "ids": { "type": "array", "items": id(), "minItems": 2 }, "change": change, "actor": actor(), "rationale": who["rationale"] }
         },
         "WhoRequest": with_who(serde_json::Map::new()),
-        "ContestRequest": with_who(serde_json::Map::from_iter([("by".to_string(), id()), ("claim".to_string(), string())])),
-        "AdjustRequest": { "type": "object", "additionalProperties": false, "properties": { "amount": amount(), "actor": text(), "rationale": string() } },
+        "ContestRequest": contest,
+        "AdjustRequest": { "type": "object", "additionalProperties": false, "properties": { "amount": nullable(amount()), "actor": actor(), "rationale": rationale() } },
         "SalienceChange": { "type": "object", "required": ["id", "before", "after"], "properties": { "id": string(), "before": { "type": "number" }, "after": { "type": "number" } } },
         "ConversationRequest": {
             "type": "object", "additionalProperties": false, "required": ["channel", "content"],
             "properties": {
-                "channel": text(), "user_id": text(), "direction": { "type": "string", "enum": ["in", "out"], "default": "in" },
-                "priority": { "type": "integer", "minimum": 1, "maximum": 3, "default": 3 }, "content": text(), "at": time
+                "channel": name(), "user_id": nullable(name()), "direction": { "type": "string", "enum": ["in", "out"], "default": "in" },
+                "priority": nullable(json!({ "type": "integer", "minimum": 1, "maximum": 3, "default": 3 })), "content": text(), "at": nullable(time.clone())
             }
         },
         "Conversation": {
@@ -699,21 +771,19 @@ pub fn document() -> Value {
         "Conversations": { "type": "array", "items": reference("Conversation") },
         "SyncFetchRequest": {
             "type": "object", "additionalProperties": false, "required": ["begin", "end"],
-            "description": "end must not be before begin.",
-            "properties": { "begin": { "type": "integer", "minimum": 1 }, "end": { "type": "integer", "minimum": 1 } }
+            "description": "An end before begin is an empty range.",
+            "properties": { "begin": { "type": "integer", "minimum": 1, "maximum": i64::MAX }, "end": int64() }
         },
         "SyncCheckpointRequest": {
             "type": "object", "additionalProperties": false, "required": ["end_id", "summary"],
-            "properties": { "end_id": { "type": "integer", "minimum": 0 }, "summary": text() }
+            "properties": { "end_id": { "type": "integer", "minimum": 0, "maximum": i64::MAX }, "summary": text() }
         },
         "SearchFilesRequest": {
             "type": "object", "additionalProperties": false, "required": ["query"],
-            "properties": { "query": { "type": "string", "pattern": "[^\\W_]", "description": "at least one letter or digit" }, "limit": { "type": "integer", "minimum": 1, "default": 10 } }
+            "properties": { "query": { "type": "string", "pattern": "[^\\W_]", "description": "at least one letter or digit" }, "limit": { "type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 10 } }
         },
         "HookRequest": {
-            "type": "object",
-            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId, userId (the end user: memory per user).",
-            "properties": { "event": { "type": "object" }, "ctx": { "type": "object" } }
+            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId, userId (the end user: memory per user). Any body is accepted: a hook never fails its caller, so a body that is not a JSON object is answered 200 with the problem in `error`."
         },
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), answers) {
@@ -724,7 +794,7 @@ pub fn document() -> Value {
         "HookOutcome": { "type": "object", "properties": { "hook": string(), "context": { "description": "The block: Markdown text, or with \"format\": \"json\" an object (facts, and memories by type)", "oneOf": [{ "type": "string" }, { "type": "object" }] }, "record_ids": strings(), "error": string(), "result": { "description": "tool_result_persist: the result with <private> blocks removed" }, "files": strings() } },
         "ReflectTickRequest": {
             "type": "object", "additionalProperties": false,
-            "properties": { "idle": { "type": "boolean", "description": "Unset: decided from hook activity" }, "summary": string(), "dryRun": { "type": "boolean", "default": false } }
+            "properties": { "idle": { "type": "boolean", "nullable": true, "description": "Unset: decided from hook activity" }, "summary": nullable(string()), "dryRun": { "type": "boolean", "default": false } }
         },
         "ReflectTick": {
             "type": "object",
@@ -732,17 +802,21 @@ pub fn document() -> Value {
                 "status": enumeration(&["HEARTBEAT_OK", "DRY_RUN"]), "tickId": string(),
                 "line": { "type": "object", "description": "The Step-4 heartbeat log line" },
                 "output": { "type": "object", "description": "The Step-5 output line (insight or skip)" },
-                "log": string(), "llm": { "type": "object" }, "archived": strings()
+                "log": nullable(string()), "llm": { "type": "object" }, "archived": strings()
             }
         },
         "ReflectResult": { "type": "object", "description": "The status, or the log line recorded (`recorded`)" },
         "InnerResult": { "type": "object", "description": "The state and mood, or the context of a level" },
         "InnerEventRequest": {
-            "type": "object", "required": ["kind"],
-            "properties": {
-                "kind": enumeration(&["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"]),
-                "what": string(), "topic": string(), "since": { "type": "string", "format": "date-time" }
-            }
+            "description": "Tagged by `kind`; each kind takes only its own fields.",
+            "oneOf": [
+                { "type": "object", "additionalProperties": false, "required": ["kind"], "properties": { "kind": enumeration(&["user_message"]) } },
+                { "type": "object", "additionalProperties": false, "required": ["kind", "what"],
+                  "properties": { "kind": enumeration(&["mistake", "novelty", "repeat", "resolved"]), "what": string() } },
+                { "type": "object", "additionalProperties": false, "required": ["kind", "topic"], "properties": { "kind": enumeration(&["spark"]), "topic": string() } },
+                { "type": "object", "additionalProperties": false, "required": ["kind", "what", "since"],
+                  "properties": { "kind": enumeration(&["pending"]), "what": string(), "since": { "type": "string", "format": "date-time" } } }
+            ]
         },
         "ReflectPlaybook": {
             "type": "object", "required": ["base", "effective"],
@@ -758,7 +832,7 @@ pub fn document() -> Value {
         "RelayAck": { "type": "object", "required": ["ok"], "properties": { "ok": { "type": "boolean" }, "id": { "type": "integer" } } },
         "RelayFeedRequest": {
             "type": "object", "additionalProperties": false, "required": ["text"],
-            "properties": { "text": text(), "priority": enumeration(&["low", "normal", "high", "urgent"]), "source": string() }
+            "properties": { "text": text(), "priority": nullable(enumeration(&["low", "normal", "high", "urgent"])), "source": nullable(string()) }
         },
         "RelayFeed": {
             "type": "object", "required": ["ok", "messages"],
@@ -766,7 +840,7 @@ pub fn document() -> Value {
         },
         "RelaySenseRequest": {
             "type": "object", "required": ["type"],
-            "properties": { "type": text(), "ts": { "type": "integer" }, "ocr": string(), "meta": { "type": "object", "properties": { "app": string(), "ssim": { "type": "number" } } } }
+            "properties": { "type": enumeration(&["text", "context", "image"]), "ts": int64(), "ocr": nullable(string()), "meta": nullable(json!({ "type": "object", "description": "Read: app (the foreground app's name) and ssim (similarity to the last frame); other keys are kept." })) }
         },
         "RelayHealth": {
             "type": "object", "required": ["ok", "messages", "senseEvents", "agent"],
@@ -788,8 +862,9 @@ pub fn document() -> Value {
         "RelayConfigRequest": {
             "type": "object", "additionalProperties": false,
             "properties": {
-                "enabled": { "type": "boolean" }, "intervalMs": { "type": "integer", "minimum": 100 }, "model": string(),
-                "maxAge": { "type": "integer", "minimum": 1000 }, "pushToFeed": { "type": "boolean" }, "temperature": { "type": "number", "minimum": 0, "maximum": 2 }
+                "enabled": nullable(json!({ "type": "boolean" })), "intervalMs": nullable(json!({ "type": "integer", "minimum": 100, "maximum": 86_400_000 })),
+                "model": nullable(text()), "maxAge": nullable(json!({ "type": "integer", "minimum": 1000, "maximum": 86_400_000 })),
+                "pushToFeed": nullable(json!({ "type": "boolean" })), "temperature": nullable(json!({ "type": "number", "minimum": 0, "maximum": 2 }))
             }
         },
         "RelayConfigResult": {
@@ -814,22 +889,35 @@ pub fn document() -> Value {
         "ReflectFeedbackRequest": {
             "type": "object", "additionalProperties": false, "required": ["score"],
             "properties": {
-                "outputId": string(), "score": { "type": "number", "minimum": -1, "maximum": 1 },
-                "errorCleared": { "type": "boolean" }, "reEscalated": { "type": "boolean" }, "dwellMs": { "type": "integer", "minimum": 0 }
+                "outputId": nullable(text()), "score": { "type": "number", "minimum": -1, "maximum": 1 },
+                "errorCleared": nullable(json!({ "type": "boolean" })), "reEscalated": nullable(json!({ "type": "boolean" })), "dwellMs": nullable(count())
             }
         },
         "ReflectSpawnResultRequest": {
             "type": "object", "additionalProperties": false, "required": ["spawnId", "outcome"],
-            "properties": { "spawnId": string(), "outcome": enumeration(&["useful", "ignored", "error"]), "note": string() }
+            "properties": { "spawnId": text(), "outcome": enumeration(&["useful", "ignored", "error"]), "note": nullable(string()) }
         },
         "ForgetRequest": {
             "type": "object", "additionalProperties": false,
             "description": "At least one of ids, query, subject, user; several are an intersection. A query takes every record whose own text holds all its words. A real run needs a reason.",
             "properties": {
-                "ids": strings(), "query": string(), "subject": string(), "user": string(), "reason": string(),
-                "dry_run": { "type": "boolean", "default": false }, "actor": string(),
-                "limit": { "type": "integer", "minimum": 0, "description": "Refuse (erasing nothing) when more records match; 0 or absent: no limit." }
-            }
+                "ids": { "type": "array", "items": id() }, "query": nullable(string()), "subject": nullable(string()),
+                "user": nullable(json!({ "type": "string", "pattern": "^\\s*$|[\\w.@]", "description": "An end user's id: letters, digits, . _ @ and -" })),
+                "reason": string(), "dry_run": { "type": "boolean", "default": false }, "actor": nullable(string()),
+                "limit": nullable(json!({ "type": "integer", "minimum": 0, "maximum": u64::MAX, "description": "Refuse (erasing nothing) when more records match; 0 or absent: no limit." }))
+            },
+            "allOf": [
+                { "anyOf": [
+                    { "required": ["ids"], "properties": { "ids": { "minItems": 1 } } },
+                    { "required": ["query"], "properties": { "query": text() } },
+                    { "required": ["subject"], "properties": { "subject": text() } },
+                    { "required": ["user"], "properties": { "user": { "type": "string", "pattern": "[\\w.@]" } } }
+                ] },
+                { "anyOf": [
+                    { "required": ["dry_run"], "properties": { "dry_run": { "enum": [true] } } },
+                    { "required": ["reason"], "properties": { "reason": text() } }
+                ] }
+            ]
         },
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), forget) {
@@ -860,8 +948,14 @@ pub fn document() -> Value {
             "properties": { "manifest": { "type": "object", "nullable": true }, "entry": { "type": "object", "nullable": true }, "path": string() }
         },
         "ModuleChangeRequest": {
-            "type": "object", "additionalProperties": false, "required": ["action"],
-            "properties": { "action": enumeration(&["activate", "suspend", "disable", "priority"]), "priority": { "type": "integer" } }
+            "description": "activate takes an optional priority, priority a required one, suspend and disable none.",
+            "oneOf": [
+                { "type": "object", "additionalProperties": false, "required": ["action"],
+                  "properties": { "action": enumeration(&["activate"]), "priority": nullable(int64()) } },
+                { "type": "object", "additionalProperties": false, "required": ["action", "priority"],
+                  "properties": { "action": enumeration(&["priority"]), "priority": int64() } },
+                { "type": "object", "additionalProperties": false, "required": ["action"], "properties": { "action": enumeration(&["suspend", "disable"]) } }
+            ]
         },
         "ModuleChange": {
             "type": "object", "required": ["id", "action", "status", "priority", "stack", "effectiveChanged"],
@@ -874,8 +968,8 @@ pub fn document() -> Value {
         "ModuleExtractRequest": {
             "type": "object", "additionalProperties": false, "required": ["domain"],
             "properties": {
-                "domain": text(), "name": string(), "keywords": strings(), "filePatterns": strings(),
-                "priority": { "type": "integer", "minimum": 50, "maximum": 100 }, "days": { "type": "integer", "minimum": 1 },
+                "domain": text(), "name": nullable(string()), "keywords": strings(), "filePatterns": strings(),
+                "priority": nullable(json!({ "type": "integer", "minimum": 50, "maximum": 100 })), "days": nullable(json!({ "type": "integer", "minimum": 1, "maximum": mneme_reflect::extract::MAX_DAYS })),
                 "dryRun": { "type": "boolean", "default": false }
             }
         },
@@ -909,6 +1003,47 @@ pub fn document() -> Value {
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), modules) {
         all.extend(typed);
     }
+    let payloads = json!({
+        "CompetencePayload": {
+            "type": "object", "additionalProperties": false, "required": ["skill"],
+            "properties": {
+                "skill": text(), "triggers": strings(), "steps": strings(),
+                "performance": {
+                    "type": "object", "required": ["success_count", "failure_count", "success_rate"],
+                    "properties": {
+                        "success_count": count(), "failure_count": count(), "success_rate": unit(),
+                        "failure_modes": counts(), "avg_duration_ms": nullable(json!({ "type": "number" })), "timed_count": count()
+                    }
+                }
+            }
+        },
+        "PlanGraphPayload": {
+            "type": "object", "additionalProperties": false, "required": ["intent"],
+            "properties": {
+                "intent": text(),
+                "nodes": { "type": "array", "items": { "type": "object", "additionalProperties": false, "required": ["id", "label"],
+                    "properties": { "id": string(), "label": string(), "status": nullable(string()) } } },
+                "edges": { "type": "array", "items": { "type": "object", "additionalProperties": false, "required": ["from", "to"],
+                    "properties": { "from": string(), "to": string(), "kind": nullable(string()) } } }
+            }
+        }
+    });
+    if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), payloads) {
+        all.extend(typed);
+    }
+    let variants: Vec<Value> = [
+        ("event", "EventPayload"),
+        ("tool_output", "ToolOutputPayload"),
+        ("semantic", "SemanticPayload"),
+        ("competence", "CompetencePayload"),
+        ("working", "WorkingPayload"),
+        ("plan_graph", "PlanGraphPayload"),
+    ]
+    .iter()
+    .map(|(kind, name)| tagged(kind, &schemas[name]))
+    .collect();
+    schemas["Payload"] = json!({ "description": "A payload tagged by `kind`, with that payload's fields (no others).", "oneOf": variants });
+    optional_bodies(&mut paths, &schemas);
     json!({
         "openapi": "3.0.3",
         "info": {

@@ -138,7 +138,7 @@ impl InnerState {
     /// Applies one event at `now`.
     pub fn apply(&mut self, event: &InnerEvent, now: Timestamp) {
         match event {
-            InnerEvent::UserMessage => self.connection.bump(CONNECTION_DRIFT, 0.2, now),
+            InnerEvent::UserMessage {} => self.connection.bump(CONNECTION_DRIFT, 0.2, now),
             InnerEvent::Mistake { .. } => {
                 self.confidence.bump(CONFIDENCE_DRIFT, -0.1, now);
                 self.last_mistake = Some(now);
@@ -204,8 +204,9 @@ impl InnerState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum InnerEvent {
-    /// The user wrote (a `message_received` hook).
-    UserMessage,
+    /// The user wrote (a `message_received` hook). A struct variant, so that the enum's
+    /// `deny_unknown_fields` refuses stray fields here too.
+    UserMessage {},
     /// The agent got something wrong (a correction of its fact, an explicit report).
     Mistake { what: String },
     /// A spark for curiosity (a `seeking-spark` tag).

@@ -42,6 +42,11 @@ pub fn sync(ctx: &Invocation, cmd: SyncCommand) -> Result<()> {
             Ok(())
         }
         SyncCommand::Fetch { begin, end } => {
+            // The service reads an end before begin as an empty range; typed at a prompt it
+            // is a slip.
+            if end < begin {
+                return Err(mneme_service::ServiceError::invalid("--end", format!("{end} is before --begin {begin}")).into());
+            }
             let door = ctx.door(false)?;
             let conversations = door.ops.sync_fetch(&door.me, begin, end)?;
             if ctx.json {
@@ -252,7 +257,7 @@ pub fn inner(ctx: &Invocation, cmd: InnerCommand) -> Result<()> {
         InnerCommand::Event { kind, what, since } => {
             let what = || what.clone().filter(|w| !w.trim().is_empty()).ok_or_else(|| input(format!("{kind} needs --what")));
             let event = match kind.as_str() {
-                "user-message" => InnerEvent::UserMessage,
+                "user-message" => InnerEvent::UserMessage {},
                 "mistake" => InnerEvent::Mistake { what: what()? },
                 "spark" => InnerEvent::Spark { topic: what()? },
                 "novelty" => InnerEvent::Novelty { what: what()? },

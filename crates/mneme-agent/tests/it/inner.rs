@@ -423,7 +423,7 @@ fn a_simulated_month_moves_each_emotion_and_runs_the_jobs_on_schedule() {
     for hour in 0..(30 * 24) {
         let day = hour / 24;
         if day < 7 && hour % 24 == 10 {
-            inner::record(&b.settings, &[InnerEvent::UserMessage], b.now()).expect("message");
+            inner::record(&b.settings, &[InnerEvent::UserMessage {}], b.now()).expect("message");
             b.service.touch_activity().expect("activity");
         }
         if (10..13).contains(&day) && hour % 24 == 15 {

@@ -166,6 +166,10 @@ fn without_a_usable_answer_extraction_falls_back_and_refusals_write_nothing() {
     let mut high = request("high");
     high.priority = Some(200);
     assert!(extract(&offline, &b.settings, &high, b.now()).expect_err("range").to_string().contains("[50, 100]"));
+    // A look-back past what a date can hold is refused, not a panic (schemathesis found it).
+    let mut far = request("far");
+    far.days = Some(u32::MAX);
+    assert!(extract(&offline, &b.settings, &far, b.now()).expect_err("days").to_string().contains("at most 3650"));
     assert_eq!(read(&b.settings, "modules/module-registry.json"), before, "the registry is as it was");
     assert!(!b.settings.dir.join("modules/gardening").exists() && !b.settings.dir.join("modules/high").exists());
 }

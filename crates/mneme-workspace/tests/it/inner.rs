@@ -23,7 +23,7 @@ fn workspace() -> (tempfile::TempDir, mneme_workspace::WorkspaceSettings) {
 
 fn event() -> impl Strategy<Value = InnerEvent> {
     prop_oneof![
-        Just(InnerEvent::UserMessage),
+        Just(InnerEvent::UserMessage {}),
         Just(InnerEvent::Mistake { what: "m".into() }),
         Just(InnerEvent::Spark { topic: "s".into() }),
         Just(InnerEvent::Novelty { what: "n".into() }),
@@ -76,7 +76,7 @@ fn hints_appear_when_the_rates_say() {
     // boredom: more than 7 days since the last novelty.
     assert!(!has(7 * 24 + 23, "experiment") && has(8 * 24, "experiment"));
     let mut s = InnerState::fresh(t0());
-    s.apply(&InnerEvent::UserMessage, hours(25));
+    s.apply(&InnerEvent::UserMessage {}, hours(25));
     assert!(s.mood(hours(25)).hints.iter().all(|h| !h.starts_with("reach out")), "a message lifts connection");
     assert!((s.mood(hours(25)).connection - (0.5 - 0.05 * 25.0 / 6.0 + 0.2)).abs() < 1e-9);
     // confidence 0.7 + 0.02/6 h = 0.787 at 26 h; four mistakes take it to 0.387.
@@ -108,7 +108,7 @@ fn hints_appear_when_the_rates_say() {
 fn the_state_file_is_validated_and_never_overwritten_when_bad() {
     let (_dir, settings) = workspace();
     assert_eq!(inner::read_state(&settings).expect("read"), None);
-    let state = inner::record(&settings, &[InnerEvent::UserMessage], t0()).expect("record");
+    let state = inner::record(&settings, &[InnerEvent::UserMessage {}], t0()).expect("record");
     assert!((state.connection.value - 0.7).abs() < 1e-9);
     assert_eq!(inner::read_state(&settings).expect("read"), Some(state));
     let path = settings.dir.join(inner::INNER_STATE);
@@ -120,7 +120,7 @@ fn the_state_file_is_validated_and_never_overwritten_when_bad() {
         (good.replace("\"curiosity\"", "\"curiositty\""), "memory/inner-state.json: format"),
     ] {
         std::fs::write(&path, &bad).expect("write");
-        let err = inner::record(&settings, &[InnerEvent::UserMessage], t0()).expect_err("refused").to_string();
+        let err = inner::record(&settings, &[InnerEvent::UserMessage {}], t0()).expect_err("refused").to_string();
         assert!(err.contains(names), "{err}");
         assert_eq!(std::fs::read_to_string(&path).expect("file"), bad, "the bad file is kept as it was");
     }
@@ -129,7 +129,7 @@ fn the_state_file_is_validated_and_never_overwritten_when_bad() {
         let s = mneme_workspace::WorkspaceConfig::default().settings(dir.path().join("absent")).expect("settings");
         (dir, s)
     };
-    assert!(inner::record(&missing, &[InnerEvent::UserMessage], t0()).is_err());
+    assert!(inner::record(&missing, &[InnerEvent::UserMessage {}], t0()).is_err());
     assert!(!missing.dir.exists(), "no workspace is created");
 }
 
@@ -197,7 +197,7 @@ fn a_job_writes_only_its_own_files() {
     use mneme_workspace::inner::{JOB_LOG, Job, job_write};
     let (_dir, settings) = workspace();
     let root = settings.dir.clone();
-    inner::record(&settings, &[InnerEvent::UserMessage], t0()).expect("state");
+    inner::record(&settings, &[InnerEvent::UserMessage {}], t0()).expect("state");
     let state_before = std::fs::read_to_string(root.join(inner::INNER_STATE)).expect("state");
     let err = job_write(&settings, Job::Evolve, inner::INNER_STATE, "{}", t0()).expect_err("refused").to_string();
     assert!(err.contains("the evolve job may not write memory/inner-state.json (it writes QUEUE.md only)"), "{err}");

@@ -56,7 +56,7 @@ fn sync_counts_fetches_and_checkpoints_and_a_crashed_sync_refetches_the_same_ran
     // Refused checkpoints change nothing.
     assert!(m.fails(&["sync", "checkpoint", "32", "--summary", "too far"], 4).contains("the log ends at 31"));
     assert!(m.fails(&["sync", "checkpoint", "31", "--summary", "  "], 2).contains("summary"));
-    assert!(m.fails(&["sync", "fetch", "--begin", "9", "--end", "3"], 2).contains("before begin"));
+    assert!(m.fails(&["sync", "fetch", "--begin", "9", "--end", "3"], 2).contains("before --begin"));
     assert_eq!(m.json(&["sync", "status"])["last_checkpoint"], serde_json::Value::Null);
 
     let done = m.json(&["sync", "checkpoint", "31", "--summary", "Ada's preferences recorded"]);

@@ -707,6 +707,12 @@ impl Hooks {
         if let Some(agent) = &ctx.agent_id {
             tags.push(format!("agent:{}", tag_value(agent)));
         }
+        // A user message that only asks ("what editor does sam use") states no fact and is
+        // kept, tagged, out of what recall offers as memories.
+        let question = role == "user" && mneme_truth::is_question(content);
+        if question {
+            tags.push(mneme_core::QUESTION_TAG.to_string());
+        }
         let event = EventPayload {
             event_kind: format!("{role}_message"),
             reference: Some(ctx.session()),
@@ -745,7 +751,7 @@ impl Hooks {
             }
         }
         // Facts come from the user's words only: the assistant's suggestions are not facts.
-        if self.config.regex_extraction && role == "user" {
+        if self.config.regex_extraction && role == "user" && !question {
             let claims = mneme_truth::extract(content);
             if claims.is_empty() {
                 for t in general_facts(content) {

@@ -82,7 +82,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Truth => {
             let data_dir = data_dir(&cli)?;
-            crate::truth::truth(&config(&cli, &data_dir)?)
+            crate::truth::truth(&config(&cli, &data_dir)?, &data_dir)
         }
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),

@@ -4,7 +4,10 @@
 //! stored and the user's facts extracted and reconciled), `end_session` and `flush` run a
 //! consolidation cycle (the LLM when `[consolidation]` names an endpoint), `ask` is the
 //! service's `retrieve` and `context` is the `session_start` hook's block. Each
-//! conversation gets a fresh temporary store whose clock follows the turns' times.
+//! conversation gets a fresh temporary store whose clock follows the turns' times. The
+//! configuration is a user's: hybrid retrieval when the embedding model is installed (or
+//! named by `MNEME_MODEL_DIR`), lexical-only otherwise (`MNEME_EMBEDDING_PROVIDER=none`);
+//! stderr says which.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use crate::parse_time;
 
 struct Conversation {
     id: String,
+    service: Arc<MemoryService>,
     ops: Ops,
     hooks: Hooks,
     consolidator: Arc<Consolidator>,
@@ -32,10 +36,20 @@ struct Conversation {
     _dir: tempfile::TempDir,
 }
 
-pub fn truth(config: &mneme_server::MnemeConfig) -> Result<()> {
+pub fn truth(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let llm = Arc::new(LlmClient::new(config.llm_settings()));
     eprintln!("bench truth: LLM consolidation {}", if llm.enabled() { "on" } else { "off (offline extraction only)" });
+    let model = match mneme_embed::choose(&config.embedding, data_dir).map_err(|e| anyhow!(e))? {
+        mneme_embed::Choice::Model(m) => {
+            eprintln!("bench truth: hybrid retrieval with {}", m.model_id());
+            Some(m)
+        }
+        mneme_embed::Choice::LexicalOnly(why) => {
+            eprintln!("bench truth: lexical-only retrieval ({why})");
+            None
+        }
+    };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -57,7 +71,7 @@ pub fn truth(config: &mneme_server::MnemeConfig) -> Result<()> {
         let op = request["op"].as_str().unwrap_or("");
         let result = match op {
             "hello" => Ok(json!({ "ok": true, "name": format!("mneme {}", env!("CARGO_PKG_VERSION")) })),
-            "reset" => open(config, &llm, &request).map(|c| {
+            "reset" => open(config, &llm, model.as_ref(), &request).map(|c| {
                 current = Some(c);
                 json!({ "ok": true })
             }),
@@ -79,17 +93,25 @@ pub fn truth(config: &mneme_server::MnemeConfig) -> Result<()> {
     Ok(())
 }
 
-fn open(config: &mneme_server::MnemeConfig, llm: &Arc<LlmClient>, request: &Value) -> Result<Conversation> {
+fn open(
+    config: &mneme_server::MnemeConfig,
+    llm: &Arc<LlmClient>,
+    model: Option<&Arc<dyn mneme_embed::Embedder>>,
+    request: &Value,
+) -> Result<Conversation> {
     let id = request["conversation"].as_str().unwrap_or("conversation").to_string();
     let dir = tempfile::tempdir().context("creating a temporary store")?;
     let clock = Arc::new(FixedClock::new(Timestamp::UNIX_EPOCH));
     let options = StoreOptions { path: dir.path().join("truth.db"), key: None, create: true, decay: config.decay };
-    let service = MemoryService::open(options, config.service(), clock.clone())?;
-    let ops = Ops::new(Arc::new(service), false);
+    let service = Arc::new(MemoryService::open(options, config.service(), clock.clone())?);
+    if let Some(m) = model {
+        service.enable_embeddings(m.clone(), config.embedding.index)?;
+    }
+    let ops = Ops::new(service.clone(), false);
     let principal = Arc::new(Principal::internal("bench", Access::owner(), Sensitivity::Critical));
     let hooks = Hooks::new(ops.clone(), config.hooks.clone());
     let consolidator = Arc::new(Consolidator::new(ops.clone(), principal.clone(), &config.consolidation, llm.clone()));
-    Ok(Conversation { id, ops, hooks, consolidator, clock, principal, _dir: dir })
+    Ok(Conversation { id, service, ops, hooks, consolidator, clock, principal, _dir: dir })
 }
 
 fn at(request: &Value) -> Result<Timestamp> {
@@ -132,6 +154,8 @@ async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
         }
         "ask" => {
             c.clock.set(at(request)?);
+            // What the daemon's backfill does between writes: every record has its vector.
+            c.service.embed_pending(64, false, &mut |_| {})?;
             let k = request["k"].as_u64().unwrap_or(10).clamp(1, 100) as usize;
             let retrieve = RetrieveRequest {
                 query: request["question"].as_str().unwrap_or("").to_string(),
@@ -158,6 +182,7 @@ async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
         }
         "context" => {
             c.clock.set(at(request)?);
+            c.service.embed_pending(64, false, &mut |_| {})?;
             let mut buffer = Vec::new();
             let outcome = c.hooks.handle(
                 &c.principal,

@@ -200,7 +200,8 @@ mod tests {
     #[test]
     fn text_never_becomes_syntax() {
         // Punctuation splits words, so no quote, colon or operator survives.
-        assert_eq!(tsvector(&[("it's a:1 'b' | !c \\ d", Weight::A)]), "'1':4A 'b':5A 'c':6A 'd':7A 's':2A");
+        // ("s" of "it's" and a lone "d" are contraction tails: stopwords, like "'ll" and "'ve".)
+        assert_eq!(tsvector(&[("it's a:1 'b' | !c \\ d", Weight::A)]), "'1':4A 'b':5A 'c':6A");
         let mut out = String::new();
         quote(&mut out, "o'k\\");
         assert_eq!(out, r"'o''k\\'");

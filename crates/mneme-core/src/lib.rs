@@ -28,3 +28,8 @@ pub use error::{CoreError, CoreResult, ErrorKind};
 pub use record::*;
 pub use scoring::RankWeights;
 pub use validate::Limits;
+
+/// The tag of a user message that only asks (`mneme_truth::is_question`): it stays in the
+/// log and the store, but default recall, auto-recall and the session-start block do not
+/// offer the user's own questions as memories. A recall that names this tag finds them.
+pub const QUESTION_TAG: &str = "kind:question";

@@ -35,6 +35,7 @@ const STOPWORDS: &[&str] = &[
     "by",
     "can",
     "could",
+    "d",
     "did",
     "do",
     "does",
@@ -68,6 +69,8 @@ const STOPWORDS: &[&str] = &[
     "its",
     "itself",
     "just",
+    "ll",
+    "m",
     "me",
     "more",
     "most",
@@ -90,12 +93,15 @@ const STOPWORDS: &[&str] = &[
     "out",
     "over",
     "own",
+    "re",
+    "s",
     "same",
     "she",
     "should",
     "so",
     "some",
     "such",
+    "t",
     "than",
     "that",
     "the",
@@ -115,6 +121,7 @@ const STOPWORDS: &[&str] = &[
     "under",
     "until",
     "up",
+    "ve",
     "very",
     "was",
     "we",
@@ -187,6 +194,13 @@ pub fn fts5_phrase(token: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_possessive_is_its_word_not_a_contraction() {
+        // "dog's" searched "s" too, which matched every "that's" and "it's".
+        assert_eq!(query_tokens("my dog's name"), ["dog", "name"]);
+        assert_eq!(query_tokens("we'll see, I've been, they're here"), ["see"]);
+    }
 
     #[test]
     fn operators_and_quotes_become_plain_tokens() {

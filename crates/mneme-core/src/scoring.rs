@@ -76,6 +76,13 @@ pub struct RankWeights {
     pub mmr_lambda: f64,
     /// Hits scoring below this are dropped. Default 0.
     pub min_score: f64,
+    /// "Nothing relevant": a candidate that shares no word with the query and is not a fact
+    /// of the slot it asks about is kept only when the model's cosine similarity to the
+    /// query reaches this. An absolute bar, unlike the normalised relevance (whose best
+    /// candidate is always 1): all-MiniLM-L6-v2 puts unrelated texts below about 0.16 and
+    /// loose paraphrases from about 0.21 (BENCHMARKS.md, "Nothing relevant"). Default 0.2;
+    /// 0 keeps every nearest neighbour.
+    pub min_cosine: f64,
     /// Added to the score of a live fact whose slot the query asks about ("where does
     /// the user live?" → the `lives in` fact; `mneme_truth`). Default 1; 0 turns
     /// it off.
@@ -104,6 +111,7 @@ impl Default for RankWeights {
             evergreen: TypeSet::of(&[MemoryType::Semantic, MemoryType::Competence]),
             mmr_lambda: 1.0,
             min_score: 0.0,
+            min_cosine: 0.2,
             slot_boost: 1.0,
             present_boost: 0.1,
         }
@@ -152,6 +160,9 @@ impl RankWeights {
             if !(v.is_finite() && (0.0..=10.0).contains(&v)) {
                 return Err(CoreError::invalid(key, format!("{v} (must be a number between 0 and 10)")));
             }
+        }
+        if !(0.0..=1.0).contains(&self.min_cosine) {
+            return Err(CoreError::invalid("retrieval.min_cosine", format!("{} (must be between 0 and 1)", self.min_cosine)));
         }
         if !self.min_score.is_finite() {
             return Err(CoreError::invalid("retrieval.min_score", format!("{} (must be a finite number)", self.min_score)));

@@ -38,26 +38,32 @@ impl MemoryService {
         let now = self.now();
         let min_salience = request.min_salience.unwrap_or(0.0);
         let tokens = query_tokens(&request.query);
+        // The user's own questions are not memories unless asked for by their tag: rank
+        // twice the limit, so that dropping them still leaves `limit` answers.
+        let hide_questions = !request.tags.iter().any(|t| t == mneme_core::QUESTION_TAG);
+        let want = if hide_questions { request.limit.saturating_mul(2).min(self.config.limits.max_limit) } else { request.limit };
         // Embed before taking a connection: the model takes milliseconds.
         let query_vector = if request.query.trim().is_empty() { None } else { self.query_vector(&request.query) };
         self.reader()?.read(|tx| {
             let mut scored = if tokens.is_empty() && query_vector.is_none() {
-                self.by_salience_and_recency(tx, &filter, request.limit, min_salience, now)?
+                self.by_salience_and_recency(tx, &filter, want, min_salience, now)?
             } else {
                 let query = Query { text: &request.query, tokens: &tokens, vector: query_vector.as_deref() };
-                self.hybrid(tx, &query, &filter, request.limit, min_salience, now)?
+                self.hybrid(tx, &query, &filter, (request.limit, want), min_salience, now)?
             };
             let floor = self.config.retrieval.min_score;
             scored.retain(|(_, s)| s.score >= floor);
             let seqs: Vec<i64> = scored.iter().map(|(c, _)| c.seq).collect();
             let records = tx.get_many(&seqs)?;
-            Ok::<_, ServiceError>(
-                records
-                    .into_iter()
-                    .zip(scored)
-                    .map(|(record, (_, score))| Hit { record, current_salience: score.salience, score })
-                    .collect(),
-            )
+            let mut hits: Vec<Hit> = records
+                .into_iter()
+                .zip(scored)
+                .map(|(record, (_, score))| Hit { record, current_salience: score.salience, score })
+                .filter(|h| !hide_questions || !h.record.tags.iter().any(|t| t == mneme_core::QUESTION_TAG))
+                .collect();
+            self.yield_to_newer_statements(tx, &mut hits, &filter)?;
+            hits.truncate(request.limit);
+            Ok::<_, ServiceError>(hits)
         })
     }
 
@@ -97,6 +103,56 @@ impl MemoryService {
         Ok(out)
     }
 
+    /// Fail safe: a fact ranked first for the slot a query asks about yields to a newer
+    /// statement that names its value. Extraction may have missed a change ("we migrated
+    /// our servers to Rackspace because UpCloud kept going down" after "hosted on
+    /// UpCloud"): the newer words, with their date, come before the older fact. When the
+    /// fact still holds the statement names its value too, so nothing true moves down.
+    /// Questions, the assistant's words and the fact's own evidence do not count.
+    fn yield_to_newer_statements(&self, tx: &ReadTx<'_>, hits: &mut Vec<Hit>, filter: &RecordFilter) -> ServiceResult<()> {
+        let facts: Vec<(usize, String, jiff::Timestamp)> = hits
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.score.slot.is_some())
+            .filter_map(|(i, h)| match &h.record.payload {
+                Some(mneme_core::Payload::Semantic(f)) => Some((i, f.object.clone(), f.valid_from.unwrap_or(h.record.created_at))),
+                _ => None,
+            })
+            .collect();
+        let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
+        let columns = (0.0, 0.0);
+        // Highest position first, so earlier indices stay valid as hits move.
+        for (at, value, since) in facts.into_iter().rev() {
+            let Some(expr) = mneme_core::query::fts5_expression(&value) else { continue };
+            let candidates = tx.lexical_candidates(&expr, &events, 50, columns)?;
+            let seqs: Vec<i64> = candidates.iter().map(|c| c.seq).collect();
+            let evidence: Vec<String> = match &hits[at].record.payload {
+                Some(mneme_core::Payload::Semantic(f)) => f.evidence.clone(),
+                _ => Vec::new(),
+            };
+            let newer = tx
+                .get_many(&seqs)?
+                .into_iter()
+                .filter(|r| {
+                    let said = match &r.payload {
+                        Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
+                        _ => return false,
+                    };
+                    said > since
+                        && !evidence.contains(&r.id.to_string())
+                        && !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
+                        && names(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default(), &value)
+                })
+                .max_by_key(|r| r.created_at);
+            let Some(record) = newer else { continue };
+            let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
+            hits.retain(|h| h.record.id != record.id);
+            let at = hits.iter().position(|h| h.record.id == fact).unwrap_or(hits.len());
+            hits.insert(at, Hit { current_salience: score.salience, record, score });
+        }
+        Ok(())
+    }
+
     fn effective_filter(&self, request: &RetrieveRequest, access: &Access) -> RecordFilter {
         let asked = request.max_sensitivity.unwrap_or(self.config.access.default_max_sensitivity);
         let scopes = match (&access.scopes, &request.scopes) {
@@ -120,12 +176,14 @@ impl MemoryService {
         }
     }
 
+    /// `limit` sizes the pools and the neighbour pass; `keep ≥ limit` is how many ranked
+    /// answers leave (the caller drops some).
     fn hybrid(
         &self,
         tx: &ReadTx<'_>,
         query: &Query<'_>,
         filter: &RecordFilter,
-        limit: usize,
+        (limit, keep): (usize, usize),
         min_salience: f64,
         now: jiff::Timestamp,
     ) -> ServiceResult<Vec<(Candidate, ScoreParts)>> {
@@ -169,6 +227,11 @@ impl MemoryService {
                 }
             }
         }
+        // Nothing relevant is nothing: a nearest neighbour that shares no word with the
+        // query and is not a fact it asks about must be close in meaning on its own.
+        candidates.retain(|seq, (c, cosine)| {
+            c.bm25.is_some() || slot_seqs.contains_key(seq) || cosine.is_none_or(|cos| cos >= weights.min_cosine)
+        });
         let seqs: Vec<i64> = candidates.keys().copied().collect();
         let named = if weights.speaker_boost > 0.0 { named_senders(tx, &seqs, query.text)? } else { HashSet::new() };
         let mut parts: HashMap<i64, (Candidate, Relevance)> = candidates
@@ -179,10 +242,12 @@ impl MemoryService {
                     Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
                     _ => 0.0,
                 };
+                // A record without a vector yet (written, not yet reached by the backfill)
+                // ranks by its words alone: its dense part is its lexical part, never 0.
                 let dense = dense_range.map(|(lo, hi)| match cosine {
                     Some(cos) if hi > lo => ((cos - lo) / (hi - lo)).clamp(0.0, 1.0),
                     Some(_) => 1.0,
-                    None => 0.0,
+                    None => lexical,
                 });
                 // The speaker boost needs a match of its own: a record whose text barely
                 // matches (a frequent word, lexical 1e-6) does not ride into the top on
@@ -217,10 +282,10 @@ impl MemoryService {
         let mut scored: Vec<(Candidate, ScoreParts)> =
             parts.into_values().filter_map(|(c, relevance)| self.score(c, Some(relevance), min_salience, now)).collect();
         if weights.mmr_lambda < 1.0 && self.semantic.get().is_some() {
-            sort_and_cut(&mut scored, limit.saturating_mul(3));
-            scored = self.mmr(scored, limit, weights.mmr_lambda);
+            sort_and_cut(&mut scored, limit.saturating_mul(3).max(keep));
+            scored = self.mmr(scored, keep, weights.mmr_lambda);
         } else {
-            sort_and_cut(&mut scored, limit);
+            sort_and_cut(&mut scored, keep);
         }
         Ok(scored)
     }
@@ -463,4 +528,14 @@ fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {
     // Ties go to the newer record (higher sequence number), so order is deterministic.
     scored.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(b.0.seq.cmp(&a.0.seq)));
     scored.truncate(limit);
+}
+
+/// Whether `text` names `value` as whole words, ignoring case.
+fn names(text: &str, value: &str) -> bool {
+    let (text, value) = (text.to_lowercase(), value.to_lowercase());
+    !value.is_empty()
+        && text.match_indices(value.as_str()).any(|(i, _)| {
+            text[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+                && text[i + value.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+        })
 }

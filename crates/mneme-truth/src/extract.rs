@@ -568,6 +568,7 @@ pub fn extract(text: &str) -> Vec<Claim> {
             continue;
         }
         let mut first = true;
+        let mut sentence_start = true;
         // A correction is one statement however it punctuates ("Scratch what I said, X was
         // wrong, it's Y").
         let whole = [sentence.trim().to_string()];
@@ -592,7 +593,9 @@ pub fn extract(text: &str) -> Vec<Claim> {
                 || toks.windows(2).any(|w| w[0].lower == "any" && w[1].lower == "time");
             let rather = toks.iter().any(|t| t.lower == "rather");
             let hypothetical = toks.iter().any(|t| is_word(t, HYPOTHETICAL) && !((habit || rather) && is_word(t, &["could", "would"])));
-            if hypothetical || is_question(&toks) {
+            let question = asks(&toks, sentence_start, lang);
+            sentence_start = false;
+            if hypothetical || question {
                 continue;
             }
             clauses.push(Clause { text: clause.trim().to_string(), toks });
@@ -606,11 +609,39 @@ struct Clause {
     toks: Vec<Tok>,
 }
 
-fn is_question(toks: &[Tok]) -> bool {
-    let lead = toks.iter().find(|t| !is_word(t, &["so", "and", "but", "oh", "also", "und"]));
-    // "Is X …", "Should I …": an inverted verb or a question word first. "Do" is
-    // also an imperative-free statement opener in no common phrasing.
-    lead.is_some_and(|t| is_word(t, INTERROGATIVE) && t.cap)
+/// A clause that asks: an inverted verb or a question word first ("Is X …", "Should I
+/// …", "what editor does sam use"). At the start of a sentence the word's case does not
+/// matter (chat is often all lower case); inside one only a capitalised word counts, so
+/// "…, which was hard" stays a statement. English "was" is a verb, not German "was".
+fn asks(toks: &[Tok], sentence_start: bool, lang: Lang) -> bool {
+    let lead = toks.iter().find(|t| !is_word(t, &["so", "and", "but", "oh", "also", "und", "hey", "hi", "ok", "okay"]));
+    lead.is_some_and(|t| is_word(t, INTERROGATIVE) && (t.cap && !t.lowered || sentence_start) && !(lang == Lang::En && t.lower == "was"))
+}
+
+/// Words that say nothing by themselves: greetings, thanks, assent.
+const COURTESY: &[&str] = &[
+    "hi", "hello", "hey", "thanks", "thank", "you", "thx", "ty", "ok", "okay", "cool", "great", "nice", "sure", "yes", "no", "yeah",
+    "hallo", "danke", "super", "gut", "ja", "nein", "morning", "good", "so", "well", "hmm", "oh",
+];
+
+/// Whether a message only asks: every sentence is a question (a `?`, or a question word
+/// or inverted verb first). Such a message states no fact, and is not recalled as a
+/// memory of what the user knows.
+pub fn is_question(text: &str) -> bool {
+    let text = text.replace(['\u{2019}', '\u{2018}'], "'");
+    let lang = language(&text);
+    let stem = stemmer(lang);
+    // Courtesy around a question ("Thanks! Any tips?") does not make it a statement.
+    let sentences: Vec<&str> = sentences(&text)
+        .into_iter()
+        .filter(|s| !tokenize(s, &stem).iter().filter(|t| t.text.chars().any(char::is_alphanumeric)).all(|t| is_word(t, COURTESY)))
+        .collect();
+    !sentences.is_empty()
+        && sentences.iter().all(|sentence| {
+            // Every clause asks: "which reminds me, I use Helix now" states something.
+            sentence.contains('?')
+                || split_clauses(sentence).iter().map(|c| tokenize(c, &stem)).filter(|t| !t.is_empty()).all(|t| asks(&t, true, lang))
+        })
 }
 
 fn language(text: &str) -> Lang {

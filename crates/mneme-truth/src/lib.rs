@@ -22,7 +22,7 @@ mod extract;
 pub mod lexicon;
 pub mod patterns;
 
-pub use extract::{Claim, Op, extract, question_slots};
+pub use extract::{Claim, Op, extract, is_question, question_slots};
 pub use lexicon::{SLOTS, SlotDef, SlotKind, slot};
 
 /// A value as compared between statements: lower case, inner whitespace collapsed,

@@ -160,3 +160,22 @@ fn changes_negations_and_corrections() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+#[test]
+fn a_message_that_only_asks_is_a_question() {
+    for q in [
+        "what editor does sam use",
+        "Where does Sam live now?",
+        "ok so which db should we pick",
+        "Wo wohnt Anna jetzt",
+        "Thanks! Any tips for Lisbon?",
+    ] {
+        assert!(truth::is_question(q), "{q:?} asks");
+        assert!(truth::extract(q).is_empty(), "{q:?} states no fact: {:?}", claims(q));
+    }
+    for s in
+        ["my editor is zed", "I moved to Munich. Where should I eat?", "was in Hamburg last week", "which reminds me, I use Helix now", ""]
+    {
+        assert!(!truth::is_question(s), "{s:?} does not only ask");
+    }
+}

@@ -45,6 +45,10 @@ async fn a_model_installed_while_the_daemon_runs_is_attached_and_embeds_without_
     // No word in common with the glacier record: only the dense side can find it.
     let (_, hits) = d.post("/v1/retrieve", json!({ "query": "mountain walk in the Alps", "limit": 1 })).await;
     assert!(hits["hits"][0]["record"].to_string().contains("glacier"), "{hits}");
+    // Nothing relevant is nothing: a query no record shares a word or a meaning with
+    // answers empty (the nearest neighbours' cosines are below `retrieval.min_cosine`).
+    let (_, none) = d.post("/v1/retrieve", json!({ "query": "zebra quantum xylophone", "limit": 5 })).await;
+    assert_eq!(none["hits"], json!([]), "{none}");
 
     // New records are embedded by the running pipeline too.
     d.post("/v1/ingest/event", event_body("Bought fresh coffee beans")).await;

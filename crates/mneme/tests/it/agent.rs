@@ -97,6 +97,49 @@ fn claude_code_hooks_remember_the_user_and_inject_what_is_true_now() {
     assert!(!off.contains("Relevant memories"), "{off}");
 }
 
+/// A question is not knowledge: asked in lower case without a `?`, it does not overwrite
+/// the fact it asks about, and later prompts are not offered the user's own earlier
+/// questions as "relevant memories" (they stay in the store, found by their tag).
+#[test]
+fn questions_neither_become_facts_nor_come_back_as_memories() {
+    let m = workspace();
+    hook(&m, "prompt-submit", r#"{"prompt":"my editor is zed"}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"what editor does sam use"}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"where does sam live now?"}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"Where do I keep the editor config?"}"#);
+    let facts = m.json(&["recall", "editor", "--type", "semantic"]);
+    let objects: Vec<&str> = facts.as_array().expect("hits").iter().filter_map(|h| h["record"]["payload"]["object"].as_str()).collect();
+    assert_eq!(objects, ["zed"], "{facts}");
+    let recalled = hook(&m, "prompt-submit", r#"{"prompt":"which editor do I use, and where does sam live?"}"#);
+    assert!(recalled.contains("zed"), "{recalled}");
+    assert!(!recalled.contains("what editor does sam use") && !recalled.contains("where does sam live now"), "{recalled}");
+    let default = m.json(&["recall", "sam"]);
+    let questions = default.as_array().expect("hits").iter().filter(|h| h["record"]["tags"].to_string().contains("kind:question")).count();
+    assert_eq!(questions, 0, "default recall offers no questions: {default}");
+    let tagged = m.json(&["recall", "sam", "--tag", "kind:question"]);
+    let texts: Vec<&str> = tagged.as_array().expect("hits").iter().filter_map(|h| h["record"]["payload"]["text"].as_str()).collect();
+    assert!(
+        texts.contains(&"what editor does sam use") && texts.contains(&"where does sam live now?"),
+        "the questions are kept: {texts:?}"
+    );
+}
+
+/// Fail safe: when extraction misses a change, the fact it made earlier does not come
+/// first; the newer statement that names the fact's value does, with its date.
+#[test]
+fn a_fact_yields_to_a_newer_statement_that_names_its_value() {
+    let m = workspace();
+    hook(&m, "prompt-submit", r#"{"prompt":"Our project is hosted on UpCloud."}"#);
+    let before = m.json(&["recall", "Which hosting company runs the project's servers?"]);
+    assert!(before[0]["record"]["payload"]["object"] == "UpCloud", "the fact answers first: {before}");
+    hook(&m, "prompt-submit", r#"{"prompt":"Hi again! We shifted everything over to Rackspace because UpCloud kept going down."}"#);
+    let after = m.json(&["recall", "Which hosting company runs the project's servers?"]);
+    let first = after[0]["record"]["payload"].to_string();
+    assert!(first.contains("Rackspace"), "the newer statement comes first: {after}");
+    let fact = after.as_array().expect("hits").iter().position(|h| h["record"]["payload"]["object"] == "UpCloud");
+    assert!(fact.is_some_and(|i| i > 0), "the older fact is still shown, after it: {after}");
+}
+
 #[test]
 fn prompt_submit_logs_the_prompt_and_delivers_each_dispatch_once() {
     let m = workspace();

@@ -234,6 +234,9 @@ pub struct LiveFact {
     pub value: String,
     pub since: Option<Timestamp>,
     pub about_user: bool,
+    /// A newer statement that names the value (when and what was said): the fact may be
+    /// outdated, and the block says so rather than stating it as current.
+    pub newer: Option<(Timestamp, String)>,
 }
 
 /// The live facts `p` may read (every semantic record the extractor or consolidation
@@ -261,17 +264,32 @@ pub fn live_facts(
         .filter_map(|h| {
             let f = fact_of(&h.record)?.clone();
             let slot = h.record.tags.iter().find_map(|t| t.strip_prefix("slot:")).map(str::to_string);
-            Some(LiveFact {
+            let about_user = h.record.tags.iter().any(|t| t == ABOUT_USER);
+            let single = slot.as_deref().and_then(truth::slot).is_some_and(|d| d.kind == SlotKind::Single);
+            // Only the user's single-valued facts: one value, and a newer word about it.
+            let newer = if about_user && single {
+                match ops.newer_statement(p, &h.record) {
+                    Ok(found) => found.and_then(|r| match r.payload {
+                        Some(mneme_core::Payload::Event(e)) => Some((e.event_time.unwrap_or(r.created_at), e.text)),
+                        _ => None,
+                    }),
+                    Err(e) => return Some(Err(e)),
+                }
+            } else {
+                None
+            };
+            Some(Ok(LiveFact {
                 id: h.record.id.clone(),
-                about_user: h.record.tags.iter().any(|t| t == ABOUT_USER),
+                about_user,
                 since: f.valid_from.or(Some(h.record.created_at)),
                 subject: f.subject,
                 slot,
                 predicate: f.predicate,
                 value: f.object,
-            })
+                newer,
+            }))
         })
-        .collect();
+        .collect::<ServiceResult<_>>()?;
     let order = |f: &LiveFact| f.slot.as_deref().and_then(|s| truth::SLOTS.iter().position(|d| d.id == s)).unwrap_or(usize::MAX);
     facts.sort_by(|a, b| {
         b.about_user
@@ -323,8 +341,21 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
         let mut section = heading;
         // Multi-valued slots on one line: "hobbies: climbing, pottery".
         let mut lines: Vec<(String, Vec<String>, Option<Timestamp>)> = Vec::new();
+        let mut doubts: Vec<String> = Vec::new();
         for f in list {
             let label = f.slot.as_deref().and_then(truth::slot).map_or(f.predicate.clone(), |d| d.label.to_string());
+            // Fail safe: not stated as current when a newer statement names it.
+            if let Some((at, said)) = &f.newer {
+                let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
+                let said: String = said.chars().take(200).collect();
+                doubts.push(format!(
+                    "- {label}: {}{since}, possibly outdated: on {} they said \"{}\"\n",
+                    f.value,
+                    at.strftime("%Y-%m-%d"),
+                    said.trim()
+                ));
+                continue;
+            }
             match lines.iter_mut().find(|(l, _, _)| *l == label) {
                 Some((_, values, since)) => {
                     values.push(f.value.clone());
@@ -336,6 +367,9 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
         for (label, values, since) in lines {
             let date = since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
             section.push_str(&format!("- {label}: {}{date}\n", values.join(", ")));
+        }
+        for doubt in doubts {
+            section.push_str(&doubt);
         }
         if out.len() + section.len() > budget {
             break;

@@ -94,6 +94,12 @@ impl Ops {
         self.service.retrieve(request, &p.read)
     }
 
+    /// The newest statement `p` may read, said after the fact `fact` and naming its value:
+    /// the sign that the fact may be outdated (see `MemoryService::newer_statement`).
+    pub fn newer_statement(&self, p: &Principal, fact: &MemoryRecord) -> ServiceResult<Option<MemoryRecord>> {
+        self.service.newer_statement(fact, &p.read)
+    }
+
     pub fn get(&self, p: &Principal, id: &RecordId) -> ServiceResult<(MemoryRecord, f64)> {
         let record = self.service.get(id, &p.read)?;
         let salience = self.service.current_salience(&record);

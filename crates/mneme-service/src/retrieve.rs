@@ -119,38 +119,31 @@ impl MemoryService {
                 _ => None,
             })
             .collect();
-        let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
-        let columns = (0.0, 0.0);
         // Highest position first, so earlier indices stay valid as hits move.
         for (at, value, since) in facts.into_iter().rev() {
-            let Some(expr) = mneme_core::query::fts5_expression(&value) else { continue };
-            let candidates = tx.lexical_candidates(&expr, &events, 50, columns)?;
-            let seqs: Vec<i64> = candidates.iter().map(|c| c.seq).collect();
             let evidence: Vec<String> = match &hits[at].record.payload {
                 Some(mneme_core::Payload::Semantic(f)) => f.evidence.clone(),
                 _ => Vec::new(),
             };
-            let newer = tx
-                .get_many(&seqs)?
-                .into_iter()
-                .filter(|r| {
-                    let said = match &r.payload {
-                        Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
-                        _ => return false,
-                    };
-                    said > since
-                        && !evidence.contains(&r.id.to_string())
-                        && !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
-                        && names(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default(), &value)
-                })
-                .max_by_key(|r| r.created_at);
-            let Some(record) = newer else { continue };
+            let Some(record) = newer_statement(tx, &value, since, &evidence, filter)? else { continue };
             let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
             hits.retain(|h| h.record.id != record.id);
             let at = hits.iter().position(|h| h.record.id == fact).unwrap_or(hits.len());
             hits.insert(at, Hit { current_salience: score.salience, record, score });
         }
         Ok(())
+    }
+
+    /// The newest statement after `fact` that names its value (see
+    /// `yield_to_newer_statements`), among the records `access` may read: what a context
+    /// block shows beside a fact that may be outdated. `None` for a record that is not a
+    /// fact.
+    pub fn newer_statement(&self, fact: &mneme_core::MemoryRecord, access: &Access) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
+        let Some(mneme_core::Payload::Semantic(f)) = &fact.payload else { return Ok(None) };
+        let filter =
+            self.effective_filter(&RetrieveRequest { max_sensitivity: Some(access.max_sensitivity), ..RetrieveRequest::default() }, access);
+        let since = f.valid_from.unwrap_or(fact.created_at);
+        self.reader()?.read(|tx| newer_statement(tx, &f.object, since, &f.evidence, &filter))
     }
 
     fn effective_filter(&self, request: &RetrieveRequest, access: &Access) -> RecordFilter {
@@ -538,4 +531,32 @@ fn names(text: &str, value: &str) -> bool {
             text[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
                 && text[i + value.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
         })
+}
+
+/// The newest user statement after `since` whose own text names `value` (not a question,
+/// not the assistant's words, not one of the fact's `evidence`).
+fn newer_statement(
+    tx: &ReadTx<'_>,
+    value: &str,
+    since: jiff::Timestamp,
+    evidence: &[String],
+    filter: &RecordFilter,
+) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
+    let Some(expr) = mneme_core::query::fts5_expression(value) else { return Ok(None) };
+    let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
+    let seqs: Vec<i64> = tx.lexical_candidates(&expr, &events, 50, (0.0, 0.0))?.iter().map(|c| c.seq).collect();
+    Ok(tx
+        .get_many(&seqs)?
+        .into_iter()
+        .filter(|r| {
+            let said = match &r.payload {
+                Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
+                _ => return false,
+            };
+            said > since
+                && !evidence.contains(&r.id.to_string())
+                && !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
+                && names(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default(), value)
+        })
+        .max_by_key(|r| r.created_at))
 }

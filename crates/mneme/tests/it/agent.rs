@@ -138,6 +138,10 @@ fn a_fact_yields_to_a_newer_statement_that_names_its_value() {
     assert!(first.contains("Rackspace"), "the newer statement comes first: {after}");
     let fact = after.as_array().expect("hits").iter().position(|h| h["record"]["payload"]["object"] == "UpCloud");
     assert!(fact.is_some_and(|i| i > 0), "the older fact is still shown, after it: {after}");
+    // The session-start block does not state it as current either: it shows the newer words.
+    let start = hook(&m, "session-start", r#"{"session_id":"s2"}"#);
+    assert!(start.contains("UpCloud (since ") && start.contains(", possibly outdated: on "), "{start}");
+    assert!(start.contains("they said \"Hi again! We shifted everything over to Rackspace"), "{start}");
 }
 
 #[test]

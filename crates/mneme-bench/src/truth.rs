@@ -150,6 +150,9 @@ async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
                 c.clock.set(time);
             }
             let report = c.consolidator.run_cycle().await;
+            // The daemon's backfill, between sessions: asks then find every vector ready
+            // (and their latency is recall's, not the embedding backlog's).
+            c.service.embed_pending(64, false, &mut |_| {})?;
             Ok(json!({ "ok": true, "errors": report.errors.len() }))
         }
         "ask" => {

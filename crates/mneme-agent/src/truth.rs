@@ -414,11 +414,5 @@ pub fn stale_values(
 /// Does `text` mention one of `values` as whole words?
 pub fn mentions_any(text: &str, values: &HashSet<String>) -> bool {
     let lower = text.to_lowercase();
-    values.iter().any(|v| {
-        lower.match_indices(v.as_str()).any(|(i, _)| {
-            let before = lower[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
-            let after = lower[i + v.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric());
-            before && after
-        })
-    })
+    values.iter().any(|v| mneme_core::query::contains_word(&lower, v))
 }

@@ -157,8 +157,6 @@ async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
         }
         "ask" => {
             c.clock.set(at(request)?);
-            // What the daemon's backfill does between writes: every record has its vector.
-            c.service.embed_pending(64, false, &mut |_| {})?;
             let k = request["k"].as_u64().unwrap_or(10).clamp(1, 100) as usize;
             let retrieve = RetrieveRequest {
                 query: request["question"].as_str().unwrap_or("").to_string(),
@@ -185,7 +183,6 @@ async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
         }
         "context" => {
             c.clock.set(at(request)?);
-            c.service.embed_pending(64, false, &mut |_| {})?;
             let mut buffer = Vec::new();
             let outcome = c.hooks.handle(
                 &c.principal,

@@ -170,6 +170,16 @@ pub fn query_tokens(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether `text` holds `word` as whole words (no letter or digit right before or after
+/// it), compared as given: lower-case both for a case-insensitive check.
+pub fn contains_word(text: &str, word: &str) -> bool {
+    !word.is_empty()
+        && text.match_indices(word).any(|(i, _)| {
+            text[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+                && text[i + word.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+        })
+}
+
 /// An FTS5 MATCH expression (`"tok1" OR "tok2" ...`) for `text`, or `None` when the text
 /// has no searchable token.
 pub fn fts5_expression(text: &str) -> Option<String> {

@@ -2,6 +2,7 @@
 //! next to `http.rs`; the integration tests check that every route in the router is here
 //! and that the document validates.
 
+use mneme_core::Limits;
 use serde_json::{Value, json};
 
 fn body(schema: &str) -> Value {
@@ -65,12 +66,18 @@ fn label() -> Value {
 
 /// Tags: at most 32, each 1 to 64 characters without whitespace or control characters (docs "Limits").
 fn tags() -> Value {
-    json!({ "type": "array", "maxItems": 32, "items": { "type": "string", "pattern": format!("^[^\\s{CONTROL}]+$"), "maxLength": 64 } })
+    let limits = Limits::default();
+    json!({ "type": "array", "maxItems": limits.max_tags, "items": { "type": "string", "pattern": format!("^[^\\s{CONTROL}]+$"), "maxLength": limits.max_tag_chars } })
 }
 
 /// A rationale: at most 4 KiB.
 fn rationale() -> Value {
-    json!({ "type": "string", "maxLength": 4096 })
+    json!({ "type": "string", "maxLength": Limits::default().max_rationale_bytes })
+}
+
+/// A summary: not blank, at most 1 KiB.
+fn summary() -> Value {
+    text_within(Limits::default().max_summary_bytes)
 }
 
 /// A name (a channel, a user): a label of at most 256 bytes.
@@ -112,7 +119,7 @@ fn nullable(mut schema: Value) -> Value {
 
 /// Who acts (an audit entry's actor): at most 256 bytes; blank or absent is the caller.
 fn actor() -> Value {
-    json!({ "type": "string", "maxLength": 256, "description": "Blank or absent: the caller." })
+    json!({ "type": "string", "maxLength": Limits::default().max_actor_bytes, "description": "Blank or absent: the caller." })
 }
 
 /// A scope key: no whitespace, at most 128 bytes; empty is global.
@@ -544,13 +551,13 @@ pub fn document() -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "summary": nullable(text_within(1024)), "sensitivity": nullable(sensitivity.clone()), "scope": nullable(scope()), "tags": tags(),
+            "summary": nullable(summary()), "sensitivity": nullable(sensitivity.clone()), "scope": nullable(scope()), "tags": tags(),
             "confidence": nullable(unit()), "salience": nullable(unit()),
             "pinned": { "type": "boolean" }, "actor": nullable(actor()), "rationale": nullable(rationale())
         }
     });
     let ingest = |field: &str, schema: &str| json!({ "type": "object", "additionalProperties": false, "required": [field], "properties": { "options": reference("IngestOptions"), field: reference(schema) } });
-    let who = json!({ "actor": actor(), "rationale": { "type": "string", "pattern": "\\S", "maxLength": 4096, "description": "Required: why history changes." } });
+    let who = json!({ "actor": actor(), "rationale": { "type": "string", "pattern": "\\S", "maxLength": Limits::default().max_rationale_bytes, "description": "Required: why history changes." } });
     let with_who = |mut extra: serde_json::Map<String, Value>| {
         for (k, v) in who.as_object().expect("object") {
             extra.insert(k.clone(), v.clone());
@@ -564,7 +571,7 @@ pub fn document() -> Value {
     let change = json!({
         "type": "object", "additionalProperties": false,
         "properties": {
-            "payload": reference("Payload"), "summary": nullable(text_within(1024)), "tags": nullable(tags()),
+            "payload": reference("Payload"), "summary": nullable(summary()), "tags": nullable(tags()),
             "sensitivity": nullable(sensitivity.clone()), "confidence": nullable(unit())
         }
     });
@@ -712,7 +719,7 @@ pub fn document() -> Value {
                 "query": string(), "types": { "type": "array", "items": memory_type }, "min_salience": nullable(unit()),
                 "max_sensitivity": nullable(sensitivity.clone()), "scopes": nullable(json!({ "type": "array", "items": scope() })), "tags": tags(),
                 "since": nullable(time.clone()), "until": nullable(time.clone()),
-                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 10 }, "include_tombstones": { "type": "boolean" },
+                "limit": { "type": "integer", "minimum": 1, "maximum": Limits::default().max_limit, "default": 10 }, "include_tombstones": { "type": "boolean" },
                 "own_scopes": { "type": "boolean", "description": "Without scopes: only the caller's own memories (global ones for the owner, a narrowed key's own scopes), not every end user's." }
             }
         },

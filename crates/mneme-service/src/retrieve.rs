@@ -110,22 +110,10 @@ impl MemoryService {
     /// fact still holds the statement names its value too, so nothing true moves down.
     /// Questions, the assistant's words and the fact's own evidence do not count.
     fn yield_to_newer_statements(&self, tx: &ReadTx<'_>, hits: &mut Vec<Hit>, filter: &RecordFilter) -> ServiceResult<()> {
-        let facts: Vec<(usize, String, jiff::Timestamp)> = hits
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.score.slot.is_some())
-            .filter_map(|(i, h)| match &h.record.payload {
-                Some(mneme_core::Payload::Semantic(f)) => Some((i, f.object.clone(), f.valid_from.unwrap_or(h.record.created_at))),
-                _ => None,
-            })
-            .collect();
+        let boosted: Vec<usize> = hits.iter().enumerate().filter(|(_, h)| h.score.slot.is_some()).map(|(i, _)| i).collect();
         // Highest position first, so earlier indices stay valid as hits move.
-        for (at, value, since) in facts.into_iter().rev() {
-            let evidence: Vec<String> = match &hits[at].record.payload {
-                Some(mneme_core::Payload::Semantic(f)) => f.evidence.clone(),
-                _ => Vec::new(),
-            };
-            let Some(record) = newer_statement(tx, &value, since, &evidence, filter)? else { continue };
+        for at in boosted.into_iter().rev() {
+            let Some(record) = newer_statement(tx, &hits[at].record, filter)? else { continue };
             let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
             hits.retain(|h| h.record.id != record.id);
             let at = hits.iter().position(|h| h.record.id == fact).unwrap_or(hits.len());
@@ -139,11 +127,9 @@ impl MemoryService {
     /// block shows beside a fact that may be outdated. `None` for a record that is not a
     /// fact.
     pub fn newer_statement(&self, fact: &mneme_core::MemoryRecord, access: &Access) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
-        let Some(mneme_core::Payload::Semantic(f)) = &fact.payload else { return Ok(None) };
         let filter =
             self.effective_filter(&RetrieveRequest { max_sensitivity: Some(access.max_sensitivity), ..RetrieveRequest::default() }, access);
-        let since = f.valid_from.unwrap_or(fact.created_at);
-        self.reader()?.read(|tx| newer_statement(tx, &f.object, since, &f.evidence, &filter))
+        self.reader()?.read(|tx| newer_statement(tx, fact, &filter))
     }
 
     fn effective_filter(&self, request: &RetrieveRequest, access: &Access) -> RecordFilter {
@@ -523,26 +509,18 @@ fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {
     scored.truncate(limit);
 }
 
-/// Whether `text` names `value` as whole words, ignoring case.
-fn names(text: &str, value: &str) -> bool {
-    let (text, value) = (text.to_lowercase(), value.to_lowercase());
-    !value.is_empty()
-        && text.match_indices(value.as_str()).any(|(i, _)| {
-            text[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
-                && text[i + value.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
-        })
-}
-
-/// The newest user statement after `since` whose own text names `value` (not a question,
-/// not the assistant's words, not one of the fact's `evidence`).
+/// The newest user statement said after the fact `fact` (its `valid_from`, else when it
+/// was written) whose own text names the fact's value as whole words, ignoring case (not
+/// a question, not the assistant's words, not one of the fact's `evidence`). `None` for a
+/// record that is not a fact.
 fn newer_statement(
     tx: &ReadTx<'_>,
-    value: &str,
-    since: jiff::Timestamp,
-    evidence: &[String],
+    fact: &mneme_core::MemoryRecord,
     filter: &RecordFilter,
 ) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
-    let Some(expr) = mneme_core::query::fts5_expression(value) else { return Ok(None) };
+    let Some(mneme_core::Payload::Semantic(f)) = &fact.payload else { return Ok(None) };
+    let (since, value) = (f.valid_from.unwrap_or(fact.created_at), f.object.to_lowercase());
+    let Some(expr) = mneme_core::query::fts5_expression(&value) else { return Ok(None) };
     let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
     let seqs: Vec<i64> = tx.lexical_candidates(&expr, &events, 50, (0.0, 0.0))?.iter().map(|c| c.seq).collect();
     Ok(tx
@@ -554,9 +532,9 @@ fn newer_statement(
                 _ => return false,
             };
             said > since
-                && !evidence.contains(&r.id.to_string())
+                && !f.evidence.contains(&r.id.to_string())
                 && !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
-                && names(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default(), value)
+                && mneme_core::query::contains_word(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default().to_lowercase(), &value)
         })
         .max_by_key(|r| r.created_at))
 }

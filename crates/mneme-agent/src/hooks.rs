@@ -602,7 +602,11 @@ impl Hooks {
         drop(state);
         let block = match format {
             ContextFormat::Markdown => {
-                let facts = crate::truth::facts_markdown(&shown, cfg.max_chars);
+                let mut facts = crate::truth::facts_markdown(&shown, cfg.max_chars);
+                let unread = crate::truth::unread_markdown(&self.ops, p, &user_facts)?;
+                if !unread.is_empty() && facts.len() + unread.len() <= cfg.max_chars {
+                    facts.push_str(&unread);
+                }
                 let others: Vec<Hit> = hits.iter().filter(|h| h.record.memory_type != MemoryType::Semantic).cloned().collect();
                 let rest = format::markdown(&others);
                 match (facts.is_empty(), rest.is_empty()) {

@@ -383,6 +383,24 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
     out
 }
 
+/// For each slot no live fact about the user states, the newest statement of theirs the
+/// topic layer puts there (with the embedding model), quoted with its date: extraction
+/// read no fact from it, so the block shows the words, not a value it cannot vouch for.
+pub fn unread_markdown(ops: &Ops, p: &Principal, user_facts: &[LiveFact]) -> ServiceResult<String> {
+    let mut out = String::new();
+    for def in truth::SLOTS {
+        if user_facts.iter().any(|f| f.slot.as_deref() == Some(def.id)) {
+            continue;
+        }
+        let Some(r) = ops.topic_statement(p, def.id)? else { continue };
+        let Some(mneme_core::Payload::Event(e)) = &r.payload else { continue };
+        let said: String = e.text.chars().take(200).collect();
+        let at = e.event_time.unwrap_or(r.created_at).strftime("%Y-%m-%d");
+        out.push_str(&format!("- {}: not recorded as a fact; on {at} they said \"{}\"\n", def.label, said.trim()));
+    }
+    Ok(if out.is_empty() { out } else { format!("### In the user's words\n{out}") })
+}
+
 /// Values the user once stated and has since changed or withdrawn (superseded or
 /// retracted facts about the user), normalised: a message carrying one is stale.
 pub fn stale_values(

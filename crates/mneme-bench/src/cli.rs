@@ -135,6 +135,34 @@ pub enum Command {
         #[arg(long, default_value_t = mneme_core::RankWeights::default().max_term_matches)]
         cap: usize,
     },
+    /// The topic layer (`mneme_truth::topics`): `train` fits it to a labelled set and
+    /// writes the weights; `eval` reports accuracy, precision and recall on a labelled set.
+    Topics {
+        /// `train` or `eval`.
+        #[arg(value_parser = ["train", "eval"])]
+        action: String,
+        /// Labelled JSON Lines: {"text": ..., "slot": "<slot>" | null, "family": ...}.
+        #[arg(long)]
+        data: PathBuf,
+        /// Where `train` writes the layer [default: crates/mneme-truth/data/topics.json].
+        #[arg(long, default_value = "crates/mneme-truth/data/topics.json")]
+        out: PathBuf,
+        /// The layer `eval` reads [default: the compiled-in one].
+        #[arg(long)]
+        layer: Option<PathBuf>,
+        /// Probability below which `eval` counts a slot answer as `none`.
+        #[arg(long, default_value_t = 0.5)]
+        threshold: f32,
+        /// `eval` prints up to this many rows it got wrong.
+        #[arg(long, default_value_t = 0)]
+        show_errors: usize,
+        /// Training epochs (full batch).
+        #[arg(long, default_value_t = 400)]
+        epochs: usize,
+        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
     /// Embedding throughput (batched short texts) and single-query latency.
     Embed {
         /// Texts to embed.

@@ -30,6 +30,7 @@ mod reflect;
 mod retrieval;
 mod store;
 mod synth;
+mod topics;
 mod truth;
 mod vectors;
 mod workspace;
@@ -92,6 +93,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dump { records, postgres } => crate::store::dump(*records, postgres.as_deref(), json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
+        Command::Topics { action, data, out, layer, threshold, show_errors, epochs, model_dir } => {
+            let config = config(&cli, &data_dir(&cli)?)?;
+            let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
+            match action.as_str() {
+                "train" => crate::topics::train(&dir, data, out, *epochs, json),
+                _ => crate::topics::eval(&dir, data, layer.as_deref(), *threshold, *show_errors, json),
+            }
+        }
         Command::Embed { texts, batch, model_dir, file } => {
             crate::embed::embed(model_dir.as_deref(), &config(&cli, &data_dir(&cli)?)?, file.as_deref(), *texts, *batch, json)
         }

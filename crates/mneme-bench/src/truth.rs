@@ -176,7 +176,7 @@ async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
                         Some(Payload::Event(e)) => (r.summary.clone(), e.event_time.unwrap_or(r.created_at)),
                         _ => (r.summary.clone(), r.created_at),
                     };
-                    json!({ "text": text, "time": time.to_string(), "score": h.score.score })
+                    json!({ "text": text, "time": time.to_string(), "score": h.score.score, "parts": h.score })
                 })
                 .collect();
             Ok(json!({ "hits": hits }))

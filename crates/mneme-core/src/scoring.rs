@@ -87,6 +87,13 @@ pub struct RankWeights {
     /// the user live?" → the `lives in` fact; `mneme_truth`). Default 1; 0 turns
     /// it off.
     pub slot_boost: f64,
+    /// The topic layer (`mneme_truth::topics`, needs the embedding model) reads which
+    /// slot a sentence is about by meaning; its answers count when their probability
+    /// reaches this. A query about a slot then gets that slot's facts, and a fact yields
+    /// to a newer statement on its topic that extraction did not turn into a fact
+    /// ("been in portland about 6 yrs now" after "I live in Austin"). Default 0.5 (on
+    /// held-out phrasing 97 % of its answers were right, BENCHMARKS.md); 1 turns it off.
+    pub topic_min_p: f64,
     /// For a question about the present (no past-tense words), the newer of equally
     /// relevant records wins: `present_boost · relevance · newness`, newness being the
     /// record's rank by time among the candidates (newest 1, oldest 0). Default 0.1.
@@ -113,6 +120,7 @@ impl Default for RankWeights {
             min_score: 0.0,
             min_cosine: 0.2,
             slot_boost: 1.0,
+            topic_min_p: 0.3,
             present_boost: 0.1,
         }
     }
@@ -160,6 +168,9 @@ impl RankWeights {
             if !(v.is_finite() && (0.0..=10.0).contains(&v)) {
                 return Err(CoreError::invalid(key, format!("{v} (must be a number between 0 and 10)")));
             }
+        }
+        if !(0.0..=1.0).contains(&self.topic_min_p) {
+            return Err(CoreError::invalid("retrieval.topic_min_p", format!("{} (must be between 0 and 1)", self.topic_min_p)));
         }
         if !(0.0..=1.0).contains(&self.min_cosine) {
             return Err(CoreError::invalid("retrieval.min_cosine", format!("{} (must be between 0 and 1)", self.min_cosine)));

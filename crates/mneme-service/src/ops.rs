@@ -100,6 +100,12 @@ impl Ops {
         self.service.newer_statement(fact, &p.read)
     }
 
+    /// The newest statement `p` may read that the topic layer puts in `slot` (see
+    /// `MemoryService::topic_statement`).
+    pub fn topic_statement(&self, p: &Principal, slot: &str) -> ServiceResult<Option<MemoryRecord>> {
+        self.service.topic_statement(slot, &p.read)
+    }
+
     pub fn get(&self, p: &Principal, id: &RecordId) -> ServiceResult<(MemoryRecord, f64)> {
         let record = self.service.get(id, &p.read)?;
         let salience = self.service.current_salience(&record);

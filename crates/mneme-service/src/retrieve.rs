@@ -44,11 +44,12 @@ impl MemoryService {
         let want = if hide_questions { request.limit.saturating_mul(2).min(self.config.limits.max_limit) } else { request.limit };
         // Embed before taking a connection: the model takes milliseconds.
         let query_vector = if request.query.trim().is_empty() { None } else { self.query_vector(&request.query) };
+        let slots = self.asked_slots(&request.query, query_vector.as_deref());
         self.reader()?.read(|tx| {
             let mut scored = if tokens.is_empty() && query_vector.is_none() {
                 self.by_salience_and_recency(tx, &filter, want, min_salience, now)?
             } else {
-                let query = Query { text: &request.query, tokens: &tokens, vector: query_vector.as_deref() };
+                let query = Query { text: &request.query, tokens: &tokens, vector: query_vector.as_deref(), slots: &slots };
                 self.hybrid(tx, &query, &filter, (request.limit, want), min_salience, now)?
             };
             let floor = self.config.retrieval.min_score;
@@ -61,6 +62,12 @@ impl MemoryService {
                 .map(|(record, (_, score))| Hit { record, current_salience: score.salience, score })
                 .filter(|h| !hide_questions || !h.record.tags.iter().any(|t| t == mneme_core::QUESTION_TAG))
                 .collect();
+            if !slots.is_empty() {
+                // A question about the user's facts: the assistant's words are not
+                // evidence of them ("Postgres would also work"), so they come after the
+                // user's own words and the facts (stable: their order is kept).
+                hits.sort_by_key(|h| h.record.tags.iter().any(|t| t == "role:assistant"));
+            }
             self.yield_to_newer_statements(tx, &mut hits, &filter)?;
             hits.truncate(request.limit);
             Ok::<_, ServiceError>(hits)
@@ -82,25 +89,85 @@ impl MemoryService {
 
     /// The request's filters, narrowed to what `access` allows.
     /// Live facts (`slot:<id>` tags, written by the conversation extractor) of the
-    /// slots `query` asks about (`mneme_truth::question_slots`), within `filter`,
-    /// with their boost: the full `slot_boost` for facts about the user (`about:user`),
-    /// half for facts about others.
-    fn slot_candidates(&self, tx: &ReadTx<'_>, query: &str, filter: &RecordFilter, n: usize) -> ServiceResult<HashMap<i64, f64>> {
+    /// slots `query` asks about (`mneme_truth::question_slots`, and the topic layer's
+    /// answer for the query's vector), within `filter`, with their boost: the full
+    /// `slot_boost` for facts about the user (`about:user`), half for facts about others.
+    /// With the topic layer, the user's own statements about those slots join too
+    /// (`topic_statements`): a statement the extractor read no fact from still answers.
+    fn slot_candidates(&self, tx: &ReadTx<'_>, query: &Query<'_>, filter: &RecordFilter, n: usize) -> ServiceResult<HashMap<i64, f64>> {
         let mut out = HashMap::new();
-        if self.config.retrieval.slot_boost <= 0.0 || !(filter.types.is_empty() || filter.types.contains(&MemoryType::Semantic)) {
+        let boost = self.config.retrieval.slot_boost;
+        if boost <= 0.0 {
             return Ok(out);
         }
-        for slot in mneme_truth::question_slots(query) {
+        for &slot in query.slots {
+            if filter.types.is_empty() || filter.types.contains(&MemoryType::Episodic) {
+                out.extend(self.topic_statements(tx, slot, filter)?);
+            }
+            if !(filter.types.is_empty() || filter.types.contains(&MemoryType::Semantic)) {
+                continue;
+            }
             let mut f = filter.clone();
             f.types = vec![MemoryType::Semantic];
             f.tags.push(format!("slot:{slot}"));
-            let boost = self.config.retrieval.slot_boost;
             // Facts about others ("the user's sister lives in Rome") get half the boost.
             out.extend(tx.salience_candidates(MemoryType::Semantic, &f, n)?.into_iter().map(|c| (c.seq, boost / 2.0)));
             f.tags.push("about:user".into());
             out.extend(tx.salience_candidates(MemoryType::Semantic, &f, n)?.into_iter().map(|c| (c.seq, boost)));
         }
         Ok(out)
+    }
+
+    /// The user's statements (events, not questions, not the assistant's words) that the
+    /// topic layer puts in `slot`, found by searching the index with the slot's weight
+    /// vector, with a boost below a fact's: `TOPIC_SHARE` of `slot_boost` for the newest,
+    /// down to half of that for the oldest, so the newest words on a topic come first
+    /// when no fact answers and a live fact still outranks what it was read from.
+    fn topic_statements(&self, tx: &ReadTx<'_>, slot: &str, filter: &RecordFilter) -> ServiceResult<Vec<(i64, f64)>> {
+        let min = self.config.retrieval.topic_min_p as f32;
+        let Some(layer) = self.topic_layer().filter(|_| min < 1.0) else { return Ok(Vec::new()) };
+        let Some(w) = layer.classes.iter().position(|c| c == slot).map(|i| &layer.weights[i]) else { return Ok(Vec::new()) };
+        let norm = w.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        let direction: Vec<f32> = w.iter().map(|x| x / norm).collect();
+        let near: Vec<i64> = self.nearest(tx, &direction, TOPIC_POOL)?.into_iter().map(|(seq, _)| seq).collect();
+        let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
+        let seqs: Vec<i64> = tx.candidates_by_seq(&near, &events)?.into_iter().map(|c| c.seq).collect();
+        let on_topic: Vec<i64> = seqs
+            .iter()
+            .zip(self.topics_of(&seqs))
+            .filter(|(_, t)| t.is_some_and(|(s, p)| s == Some(slot) && p >= min))
+            .map(|(seq, _)| *seq)
+            .collect();
+        let mut said: Vec<(jiff::Timestamp, i64)> = Vec::new();
+        for (r, &seq) in tx.get_many(&on_topic)?.iter().zip(&on_topic) {
+            if is_statement(r) && !read_as_other(tx, r, slot)? {
+                said.push((r.created_at, seq));
+            }
+        }
+        said.sort();
+        let top = self.config.retrieval.slot_boost * TOPIC_SHARE;
+        let n = said.len().saturating_sub(1).max(1) as f64;
+        Ok(said.into_iter().enumerate().map(|(rank, (_, seq))| (seq, top * (0.5 + 0.5 * rank as f64 / n))).collect())
+    }
+
+    /// The slots a query asks about: by its words (`mneme_truth::question_slots`) and by
+    /// the topic layer's reading of its vector.
+    fn asked_slots(&self, query: &str, vector: Option<&[f32]>) -> Vec<&'static str> {
+        let mut slots = mneme_truth::question_slots(query);
+        if let Some(slot) = vector.and_then(|v| self.topic(v)).filter(|s| !slots.contains(s)) {
+            slots.push(slot);
+        }
+        slots
+    }
+
+    /// The slot a unit vector is about by the topic layer, when its probability reaches
+    /// `retrieval.topic_min_p` (below 1).
+    fn topic(&self, v: &[f32]) -> Option<&'static str> {
+        let min = self.config.retrieval.topic_min_p as f32;
+        if min >= 1.0 {
+            return None;
+        }
+        self.topic_layer()?.classify(v).filter(|t| t.p >= min).and_then(|t| t.slot)
     }
 
     /// Fail safe: a fact ranked first for the slot a query asks about yields to a newer
@@ -113,7 +180,7 @@ impl MemoryService {
         let boosted: Vec<usize> = hits.iter().enumerate().filter(|(_, h)| h.score.slot.is_some()).map(|(i, _)| i).collect();
         // Highest position first, so earlier indices stay valid as hits move.
         for at in boosted.into_iter().rev() {
-            let Some(record) = newer_statement(tx, &hits[at].record, filter)? else { continue };
+            let Some(record) = self.newer_statement_in(tx, &hits[at].record, filter)? else { continue };
             let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
             hits.retain(|h| h.record.id != record.id);
             let at = hits.iter().position(|h| h.record.id == fact).unwrap_or(hits.len());
@@ -122,14 +189,93 @@ impl MemoryService {
         Ok(())
     }
 
-    /// The newest statement after `fact` that names its value (see
+    /// The newest statement after `fact` that names its value or, for a single-valued
+    /// fact about the user, is about its slot by the topic layer (see
     /// `yield_to_newer_statements`), among the records `access` may read: what a context
     /// block shows beside a fact that may be outdated. `None` for a record that is not a
     /// fact.
     pub fn newer_statement(&self, fact: &mneme_core::MemoryRecord, access: &Access) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
         let filter =
             self.effective_filter(&RetrieveRequest { max_sensitivity: Some(access.max_sensitivity), ..RetrieveRequest::default() }, access);
-        self.reader()?.read(|tx| newer_statement(tx, fact, &filter))
+        self.reader()?.read(|tx| self.newer_statement_in(tx, fact, &filter))
+    }
+
+    fn newer_statement_in(
+        &self,
+        tx: &ReadTx<'_>,
+        fact: &mneme_core::MemoryRecord,
+        filter: &RecordFilter,
+    ) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
+        let named = newer_statement(tx, fact, filter)?;
+        let on_topic = self.newer_on_topic(tx, fact, filter)?;
+        Ok(match (named, on_topic) {
+            (Some(a), Some(b)) => Some(if b.created_at > a.created_at { b } else { a }),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// The newest user statement after a single-valued fact about the user that the topic
+    /// layer puts in the fact's slot: a change the extractor did not read ("been in
+    /// portland about 6 yrs now" after "I live in Austin"). Looks at the newest
+    /// `TOPIC_WINDOW` events after the fact.
+    fn newer_on_topic(
+        &self,
+        tx: &ReadTx<'_>,
+        fact: &mneme_core::MemoryRecord,
+        filter: &RecordFilter,
+    ) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
+        let Some(mneme_core::Payload::Semantic(f)) = &fact.payload else { return Ok(None) };
+        let min = self.config.retrieval.topic_min_p as f32;
+        let slot = fact.tags.iter().find_map(|t| t.strip_prefix("slot:"));
+        let single = slot.and_then(mneme_truth::slot).is_some_and(|d| d.kind == mneme_truth::SlotKind::Single);
+        if min >= 1.0 || !single || !fact.tags.iter().any(|t| t == "about:user") || self.topic_layer().is_none() {
+            return Ok(None);
+        }
+        let since = f.valid_from.unwrap_or(fact.created_at);
+        let events =
+            RecordFilter { types: vec![MemoryType::Episodic], since: Some(filter.since.map_or(since, |s| s.max(since))), ..filter.clone() };
+        let seqs: Vec<i64> = tx.newest_candidates(&events, TOPIC_WINDOW)?.iter().map(|c| c.seq).collect();
+        let on_topic: Vec<i64> = seqs
+            .iter()
+            .zip(self.topics_of(&seqs))
+            .filter(|(_, t)| t.is_some_and(|(s, p)| s == slot && p >= min))
+            .map(|(seq, _)| *seq)
+            .collect();
+        let mut newest: Option<mneme_core::MemoryRecord> = None;
+        for r in tx.get_many(&on_topic)? {
+            let said = match &r.payload {
+                Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
+                _ => continue,
+            };
+            if said > since
+                && !f.evidence.contains(&r.id.to_string())
+                && is_statement(&r)
+                && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
+                && !read_as_other(tx, &r, slot.unwrap_or_default())?
+            {
+                newest = Some(r);
+            }
+        }
+        Ok(newest)
+    }
+
+    /// The newest statement of the user's that the topic layer puts in `slot`, among the
+    /// records `access` may read, if extraction read no fact from it: what a context block
+    /// quotes for a slot no fact states.
+    /// `None` without the model (or the layer), or when nothing was said about it.
+    pub fn topic_statement(&self, slot: &str, access: &Access) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
+        if self.topic_layer().is_none() {
+            return Ok(None);
+        }
+        let filter =
+            self.effective_filter(&RetrieveRequest { max_sensitivity: Some(access.max_sensitivity), ..RetrieveRequest::default() }, access);
+        self.reader()?.read(|tx| {
+            let newest = self.topic_statements(tx, slot, &filter)?.into_iter().max_by(|a, b| a.1.total_cmp(&b.1));
+            let Some((seq, _)) = newest else { return Ok::<_, ServiceError>(None) };
+            let Some(r) = tx.get_many(&[seq])?.into_iter().next() else { return Ok(None) };
+            // "Not recorded as a fact" must be true: extraction read nothing from it.
+            Ok(if tx.derived_from(&r.id)?.is_empty() { Some(r) } else { None })
+        })
     }
 
     fn effective_filter(&self, request: &RetrieveRequest, access: &Access) -> RecordFilter {
@@ -180,7 +326,7 @@ impl MemoryService {
         }
         // Live facts of the slots the query asks about join the candidates however few
         // words they share with it ("where does the user live?" → "Ana lives in Porto").
-        let slot_seqs = self.slot_candidates(tx, query.text, filter, pool)?;
+        let slot_seqs = self.slot_candidates(tx, query, filter, pool)?;
         for c in tx.candidates_by_seq(&slot_seqs.keys().copied().collect::<Vec<_>>(), filter)? {
             candidates.entry(c.seq).or_insert((c, None));
         }
@@ -448,6 +594,8 @@ struct Query<'a> {
     tokens: &'a [String],
     /// The query's embedding, when a model is attached.
     vector: Option<&'a [f32]>,
+    /// The slots it asks about (`asked_slots`).
+    slots: &'a [&'static str],
 }
 
 /// The fused relevance a record needs for the speaker boost to apply.
@@ -502,6 +650,31 @@ fn named_senders(tx: &ReadTx<'_>, seqs: &[i64], query: &str) -> ServiceResult<Ha
         .map(|(seq, _)| seq)
         .collect())
 }
+
+/// Events a fact may yield to: not the assistant's words, not a question.
+fn is_statement(r: &mneme_core::MemoryRecord) -> bool {
+    !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
+}
+
+/// Did extraction read `statement` as something other than the user's `slot`: a fact of
+/// another slot, or about someone else ("my sister moved to Denver")? Then the topic
+/// layer's reading does not stand against the extractor's.
+fn read_as_other(tx: &ReadTx<'_>, statement: &mneme_core::MemoryRecord, slot: &str) -> ServiceResult<bool> {
+    Ok(tx.derived_from(&statement.id)?.iter().any(|fact| {
+        let same_slot = fact.tags.iter().any(|t| t.strip_prefix("slot:") == Some(slot));
+        !(same_slot && fact.tags.iter().any(|t| t == "about:user"))
+    }))
+}
+
+/// How many of the newest events after a fact the topic layer reads for a change.
+const TOPIC_WINDOW: usize = 64;
+
+/// How many records nearest a slot's weight vector the topic layer reads for statements
+/// about the slot.
+const TOPIC_POOL: usize = 64;
+
+/// A statement's topic boost, as a share of a fact's `slot_boost`.
+const TOPIC_SHARE: f64 = 0.5;
 
 fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {
     // Ties go to the newer record (higher sequence number), so order is deterministic.

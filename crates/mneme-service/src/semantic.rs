@@ -315,6 +315,32 @@ impl MemoryService {
         }
     }
 
+    /// The topic layer trained on the attached encoder (`mneme_truth::topics`), if any.
+    pub(crate) fn topic_layer(&self) -> Option<&'static mneme_truth::topics::TopicModel> {
+        self.semantic.get().and_then(|s| mneme_truth::topics::TopicModel::builtin(s.embedder.model_id()))
+    }
+
+    /// The slot each of `seqs` is about by the topic layer, with its probability (`None`
+    /// where a record has no vector or there is no layer; a `None` slot is the `none`
+    /// class). From the index's quantised vectors: each class's logit is its weight
+    /// vector's norm times its cosine to the record, plus its bias.
+    pub(crate) fn topics_of(&self, seqs: &[i64]) -> Vec<Option<(Option<&'static str>, f32)>> {
+        let (Some(s), Some(layer)) = (self.semantic.get(), self.topic_layer()) else { return vec![None; seqs.len()] };
+        let index = s.index.read().unwrap_or_else(|p| p.into_inner());
+        let mut logits: Vec<Option<Vec<f32>>> = vec![Some(Vec::with_capacity(layer.classes.len())); seqs.len()];
+        for (w, b) in layer.weights.iter().zip(&layer.bias) {
+            let norm = w.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+            let unit: Vec<f32> = w.iter().map(|x| x / norm).collect();
+            for (l, cos) in logits.iter_mut().zip(index.similarities_to(&unit, seqs)) {
+                match (l.as_mut(), cos) {
+                    (Some(l), Some(cos)) => l.push(norm * cos + b),
+                    _ => *l = None,
+                }
+            }
+        }
+        logits.into_iter().map(|l| l.and_then(|l| layer.topic_of_logits(&l)).map(|t| (t.slot, t.p))).collect()
+    }
+
     /// Cosine between two indexed records (for MMR), if both have vectors.
     pub(crate) fn similarity(&self, a: i64, b: i64) -> Option<f32> {
         self.semantic.get().and_then(|s| s.index.read().unwrap_or_else(|p| p.into_inner()).similarity(a, b))

@@ -21,6 +21,7 @@
 mod extract;
 pub mod lexicon;
 pub mod patterns;
+pub mod topics;
 
 pub use extract::{Claim, Op, extract, is_question, question_slots};
 pub use lexicon::{SLOTS, SlotDef, SlotKind, slot};

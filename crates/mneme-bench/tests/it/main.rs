@@ -62,3 +62,26 @@ fn a_bench_that_runs_mneme_names_the_build_command_when_mneme_is_missing() {
         assert!(stderr.contains("cargo build --release -p mneme"), "{stderr}");
     }
 }
+
+#[test]
+fn topics_names_the_line_of_a_bad_label_before_loading_any_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("labelled.jsonl");
+    std::fs::write(&data, "{\"text\":\"I live in Graz\",\"slot\":\"city\"}\n{\"text\":\"hi\",\"slot\":\"weather\"}\n").expect("write");
+    let missing = dir.path().join("no-model");
+    for action in ["train", "eval"] {
+        let out = bench(dir.path())
+            .args(["topics", action, "--data"])
+            .arg(&data)
+            .arg("--model-dir")
+            .arg(&missing)
+            .arg("--out")
+            .arg(dir.path().join("layer.json"))
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{action}: {stderr}");
+        assert!(stderr.contains("labelled.jsonl:2: unknown slot \"weather\""), "{action}: {stderr}");
+    }
+    assert!(!dir.path().join("layer.json").exists(), "nothing written");
+}

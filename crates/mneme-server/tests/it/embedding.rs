@@ -67,3 +67,42 @@ fn test_model() -> std::path::PathBuf {
         },
     )
 }
+
+/// The topic layer (`mneme_truth::topics`) reads a change the extractor's cues miss:
+/// after "I live in Austin", "been in portland about 6 yrs now" names no cue and not the
+/// old value, but it is about where the user lives. Recall puts those newer words first
+/// and the context block shows the fact as possibly outdated; a newer sentence about
+/// someone else's city moves nothing; a statement about a slot no fact states is quoted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
+    let mut config = test_config();
+    config.embedding.model_dir = Some(test_model());
+    let d = TestDaemon::with(config).await;
+    let say = |text: &str, at: &str| json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } });
+    let ask = json!({ "query": "Where does the user live these days?", "limit": 3 });
+    for (text, at) in [("I live in Austin.", "2026-01-10T09:00:00Z"), ("My sister just moved to Denver.", "2026-02-10T09:00:00Z")] {
+        let (status, body) = d.post("/v1/hooks/message_received", say(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Two messages and the two facts read from them.
+    let before = embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(4)).await;
+    let (_, hits) = d.post("/v1/retrieve", ask.clone()).await;
+    assert_eq!(hits["hits"][0]["record"]["payload"]["object"], "Austin", "another person's city moves nothing: {hits}");
+
+    for (text, at) in [("been in portland about 6 yrs now", "2026-03-10T09:00:00Z"), ("vegetarian since March", "2026-03-12T09:00:00Z")] {
+        let (status, body) = d.post("/v1/hooks/message_received", say(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let embedded = before["embedded"].as_u64().expect("a count");
+    embedding_status_until(&d, "the new messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(embedded + 2)).await;
+    let (_, hits) = d.post("/v1/retrieve", ask).await;
+    assert!(hits["hits"][0]["record"].to_string().contains("been in portland"), "the newer words first: {hits}");
+    assert_eq!(hits["hits"][1]["record"]["payload"]["object"], "Austin", "the fact after them: {hits}");
+    let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "next" } })).await;
+    let block = start.to_string();
+    assert!(block.contains("Austin (since ") && block.contains("possibly outdated") && block.contains("been in portland"), "{start}");
+    // A slot no fact states: the words, dated, not a value extraction cannot vouch for.
+    assert!(block.contains("### In the user's words"), "{start}");
+    assert!(block.contains(r#"diet: not recorded as a fact; on 2026-03-12 they said \"vegetarian since March\""#), "{start}");
+    d.stop().await;
+}

@@ -118,8 +118,8 @@ impl MemoryService {
         Ok(out)
     }
 
-    /// The user's statements (events, not questions, not the assistant's words) that the
-    /// topic layer puts in `slot`, found by searching the index with the slot's weight
+    /// The user's statements (events of the user's messages, `role:user`, not questions)
+    /// that the topic layer puts in `slot`, found by searching the index with the slot's weight
     /// vector, with a boost below a fact's: `TOPIC_SHARE` of `slot_boost` for the newest,
     /// down to half of that for the oldest, so the newest words on a topic come first
     /// when no fact answers and a live fact still outranks what it was read from.
@@ -140,7 +140,7 @@ impl MemoryService {
             .collect();
         let mut said: Vec<(jiff::Timestamp, i64)> = Vec::new();
         for (r, &seq) in tx.get_many(&on_topic)?.iter().zip(&on_topic) {
-            if is_statement(r) && !read_as_other(tx, r, slot)? {
+            if is_users(r) && !read_as_other(tx, r, slot)? {
                 said.push((r.created_at, seq));
             }
         }
@@ -214,7 +214,7 @@ impl MemoryService {
         })
     }
 
-    /// The newest user statement after a single-valued fact about the user that the topic
+    /// The newest statement of the user's (`role:user`) after a single-valued fact about the user that the topic
     /// layer puts in the fact's slot: a change the extractor did not read ("been in
     /// portland about 6 yrs now" after "I live in Austin"). Looks at the newest
     /// `TOPIC_WINDOW` events after the fact.
@@ -249,7 +249,7 @@ impl MemoryService {
             };
             if said > since
                 && !f.evidence.contains(&r.id.to_string())
-                && is_statement(&r)
+                && is_users(&r)
                 && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
                 && !read_as_other(tx, &r, slot.unwrap_or_default())?
             {
@@ -654,6 +654,12 @@ fn named_senders(tx: &ReadTx<'_>, seqs: &[i64], query: &str) -> ServiceResult<Ha
 /// Events a fact may yield to: not the assistant's words, not a question.
 fn is_statement(r: &mneme_core::MemoryRecord) -> bool {
     !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
+}
+
+/// A statement in the user's own message (tagged `role:user` by the hooks, the path
+/// facts are read from), not a question: what the topic layer may read as the user's.
+fn is_users(r: &mneme_core::MemoryRecord) -> bool {
+    is_statement(r) && r.tags.iter().any(|t| t == "role:user")
 }
 
 /// Did extraction read `statement` as something other than the user's `slot`: a fact of

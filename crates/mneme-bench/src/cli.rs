@@ -141,7 +141,7 @@ pub enum Command {
         /// `train` or `eval`.
         #[arg(value_parser = ["train", "eval"])]
         action: String,
-        /// Labelled JSON Lines: {"text": ..., "slot": "<slot>" | null, "family": ...}.
+        /// Labelled JSON Lines, one `{"text": …, "slot": SLOT or null, "family": …}` per line.
         #[arg(long)]
         data: PathBuf,
         /// Where `train` writes the layer [default: crates/mneme-truth/data/topics.json].

@@ -126,9 +126,7 @@ impl MemoryService {
     fn topic_statements(&self, tx: &ReadTx<'_>, slot: &str, filter: &RecordFilter) -> ServiceResult<Vec<(i64, f64)>> {
         let min = self.config.retrieval.topic_min_p as f32;
         let Some(layer) = self.topic_layer().filter(|_| min < 1.0) else { return Ok(Vec::new()) };
-        let Some(w) = layer.classes.iter().position(|c| c == slot).map(|i| &layer.weights[i]) else { return Ok(Vec::new()) };
-        let norm = w.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
-        let direction: Vec<f32> = w.iter().map(|x| x / norm).collect();
+        let Some((direction, _)) = layer.classes.iter().position(|c| c == slot).map(|i| layer.direction(i)) else { return Ok(Vec::new()) };
         let near: Vec<i64> = self.nearest(tx, &direction, TOPIC_POOL)?.into_iter().map(|(seq, _)| seq).collect();
         let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
         let seqs: Vec<i64> = tx.candidates_by_seq(&near, &events)?.into_iter().map(|c| c.seq).collect();

@@ -328,9 +328,8 @@ impl MemoryService {
         let (Some(s), Some(layer)) = (self.semantic.get(), self.topic_layer()) else { return vec![None; seqs.len()] };
         let index = s.index.read().unwrap_or_else(|p| p.into_inner());
         let mut logits: Vec<Option<Vec<f32>>> = vec![Some(Vec::with_capacity(layer.classes.len())); seqs.len()];
-        for (w, b) in layer.weights.iter().zip(&layer.bias) {
-            let norm = w.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
-            let unit: Vec<f32> = w.iter().map(|x| x / norm).collect();
+        for (i, b) in layer.bias.iter().enumerate() {
+            let (unit, norm) = layer.direction(i);
             for (l, cos) in logits.iter_mut().zip(index.similarities_to(&unit, seqs)) {
                 match (l.as_mut(), cos) {
                     (Some(l), Some(cos)) => l.push(norm * cos + b),

@@ -70,6 +70,14 @@ impl TopicModel {
         softmax(&logits)
     }
 
+    /// Class `i`'s weight vector as a unit direction and its norm: its logit for a unit
+    /// vector `v` is `norm · cos(direction, v) + bias` (how a vector index scores it).
+    pub fn direction(&self, i: usize) -> (Vec<f32>, f32) {
+        let w = &self.weights[i];
+        let norm = w.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        (w.iter().map(|x| x / norm).collect(), norm)
+    }
+
     /// The most likely class of a unit sentence vector.
     pub fn classify(&self, v: &[f32]) -> Option<Topic<'_>> {
         self.best(&self.probabilities(v))

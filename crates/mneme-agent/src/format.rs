@@ -46,6 +46,9 @@ fn line(hit: &Hit) -> String {
     if r.status == Status::Contested {
         text.push_str(" (contested)");
     }
+    if let Some(o) = &hit.outdated {
+        text.push_str(&format!(" ({})", o.describe()));
+    }
     format!("- [{:.2}] {text}", hit.current_salience)
 }
 
@@ -77,14 +80,18 @@ pub fn json(hits: &[Hit]) -> String {
         let items: Vec<_> = list
             .into_iter()
             .map(|h| {
-                json!({
+                let mut item = json!({
                     "id": h.record.id,
                     "salience": h.current_salience,
                     "summary": h.record.summary,
                     "status": h.record.status,
                     "content": h.record.payload,
                     "updatedAt": h.record.updated_at,
-                })
+                });
+                if let Some(o) = &h.outdated {
+                    item["outdated"] = json!(o);
+                }
+                item
             })
             .collect();
         map.insert(t.as_str().to_string(), items);

@@ -466,7 +466,10 @@ impl Hooks {
             .filter(|h| !h.record.tags.iter().any(|t| t == "role:assistant"))
             .filter(|h| !matches!(&h.record.payload, Some(Payload::Event(e)) if e.text.trim() == prompt.trim()))
             .take(cfg.limit)
-            .map(|h| format!("- {}", crate::truth::dated_line(&h.record)))
+            .map(|h| match &h.outdated {
+                Some(o) => format!("- {} ({})", crate::truth::dated_line(&h.record), o.describe()),
+                None => format!("- {}", crate::truth::dated_line(&h.record)),
+            })
             .collect();
         Ok((!lines.is_empty()).then(|| format!("## Relevant memories\n\n{}\n", lines.join("\n"))))
     }

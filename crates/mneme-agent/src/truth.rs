@@ -237,6 +237,9 @@ pub struct LiveFact {
     /// A newer statement that names the value (when and what was said): the fact may be
     /// outdated, and the block says so rather than stating it as current.
     pub newer: Option<(Timestamp, String)>,
+    /// Stated before a fact it rests on changed (a manager after a change of employer):
+    /// the block says so rather than stating it as current.
+    pub outdated: Option<mneme_service::Outdated>,
 }
 
 /// The live facts `p` may read (every semantic record the extractor or consolidation
@@ -279,6 +282,7 @@ pub fn live_facts(
                 None
             };
             Some(Ok(LiveFact {
+                outdated: h.outdated.clone(),
                 id: h.record.id.clone(),
                 about_user,
                 since: f.valid_from.or(Some(h.record.created_at)),
@@ -354,6 +358,11 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
                     at.strftime("%Y-%m-%d"),
                     said.trim()
                 ));
+                continue;
+            }
+            if let Some(o) = &f.outdated {
+                let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
+                doubts.push(format!("- {label}: {}{since}, {}\n", f.value, o.describe()));
                 continue;
             }
             match lines.iter_mut().find(|(l, _, _)| *l == label) {

@@ -91,9 +91,16 @@ pub struct RankWeights {
     /// slot a sentence is about by meaning; its answers count when their probability
     /// reaches this. A query about a slot then gets that slot's facts, and a fact yields
     /// to a newer statement on its topic that extraction did not turn into a fact
-    /// ("been in portland about 6 yrs now" after "I live in Austin"). Default 0.5 (on
-    /// held-out phrasing 97 % of its answers were right, BENCHMARKS.md); 1 turns it off.
+    /// ("been in portland about 6 yrs now" after "I live in Austin"). Default 0.3 (chosen
+    /// on family C; on held-out phrasing 87 % of its answers were right, BENCHMARKS.md);
+    /// 1 turns it off.
     pub topic_min_p: f64,
+    /// The resting layer (`TopicModel::resting`, needs the embedding model) reads which
+    /// fact's value a statement silently rests on ("the gym is a 5 minute walk from my
+    /// flat" rests on where the user lives). A statement said before that fact changed
+    /// comes back marked possibly outdated when the reading's probability reaches this.
+    /// Default 0.3 (chosen on `bench/dependents/dev.jsonl`, BENCHMARKS.md); 1 turns it off.
+    pub resting_min_p: f64,
     /// For a question about the present (no past-tense words), the newer of equally
     /// relevant records wins: `present_boost · relevance · newness`, newness being the
     /// record's rank by time among the candidates (newest 1, oldest 0). Default 0.1.
@@ -121,6 +128,7 @@ impl Default for RankWeights {
             min_cosine: 0.2,
             slot_boost: 1.0,
             topic_min_p: 0.3,
+            resting_min_p: 0.3,
             present_boost: 0.1,
         }
     }
@@ -171,6 +179,9 @@ impl RankWeights {
         }
         if !(0.0..=1.0).contains(&self.topic_min_p) {
             return Err(CoreError::invalid("retrieval.topic_min_p", format!("{} (must be between 0 and 1)", self.topic_min_p)));
+        }
+        if !(0.0..=1.0).contains(&self.resting_min_p) {
+            return Err(CoreError::invalid("retrieval.resting_min_p", format!("{} (must be between 0 and 1)", self.resting_min_p)));
         }
         if !(0.0..=1.0).contains(&self.min_cosine) {
             return Err(CoreError::invalid("retrieval.min_cosine", format!("{} (must be between 0 and 1)", self.min_cosine)));

@@ -328,6 +328,19 @@ pub fn hit(h: &Hit) -> pb::Hit {
             slot: h.score.slot,
             present: h.score.present,
         }),
+        outdated: h.outdated.as_ref().map(|o| pb::Outdated {
+            slot: o.slot.clone(),
+            old: o.old.clone(),
+            new: o.new.clone().unwrap_or_default(),
+            since: ts(o.since),
+            fact_id: o.fact.to_string(),
+            statement_id: o.statement.as_ref().map(ToString::to_string).unwrap_or_default(),
+            by: match o.by {
+                mneme_service::RestsBy::NamesOld => "names_old",
+                mneme_service::RestsBy::Topic => "topic",
+            }
+            .into(),
+        }),
     }
 }
 

@@ -750,7 +750,14 @@ pub fn document() -> Value {
         "RecordResponse": { "type": "object", "required": ["record", "current_salience"], "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" } } },
         "RetrieveResponse": {
             "type": "object", "required": ["hits"],
-            "properties": { "hits": { "type": "array", "items": { "type": "object", "required": ["record", "current_salience", "score"], "properties": { "record": reference("MemoryRecord"), "current_salience": { "type": "number" }, "score": { "type": "object" } } } } }
+            "properties": { "hits": { "type": "array", "items": { "type": "object", "required": ["record", "current_salience", "score"], "properties": {
+                "record": reference("MemoryRecord"), "current_salience": { "type": "number" }, "score": { "type": "object" },
+                "outdated": {
+                    "description": "Present when the record was said before a fact about the user changed and rests on the old value: it may no longer hold.",
+                    "type": "object", "required": ["slot", "old", "new", "since", "fact", "by"],
+                    "properties": { "slot": string(), "old": string(), "new": nullable(string()), "since": time.clone(), "fact": string(), "statement": string(), "by": enumeration(&["names_old", "topic"]) }
+                }
+            } } } }
         },
         "ReviseRequest": { "type": "object", "additionalProperties": false, "required": ["rationale"], "properties": { "change": change, "actor": actor(), "rationale": who["rationale"] } },
         "MergeRequest": {

@@ -13,6 +13,7 @@
 
 mod agent;
 mod config;
+mod depends;
 mod error;
 mod forget;
 mod ivf;

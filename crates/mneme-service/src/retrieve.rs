@@ -59,7 +59,7 @@ impl MemoryService {
             let mut hits: Vec<Hit> = records
                 .into_iter()
                 .zip(scored)
-                .map(|(record, (_, score))| Hit { record, current_salience: score.salience, score })
+                .map(|(record, (_, score))| Hit { record, current_salience: score.salience, score, outdated: None })
                 .filter(|h| !hide_questions || !h.record.tags.iter().any(|t| t == mneme_core::QUESTION_TAG))
                 .collect();
             if !slots.is_empty() {
@@ -70,6 +70,7 @@ impl MemoryService {
             }
             self.yield_to_newer_statements(tx, &mut hits, &filter)?;
             hits.truncate(request.limit);
+            self.mark_outdated(tx, &mut hits, &filter)?;
             Ok::<_, ServiceError>(hits)
         })
     }
@@ -182,7 +183,7 @@ impl MemoryService {
             let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
             hits.retain(|h| h.record.id != record.id);
             let at = hits.iter().position(|h| h.record.id == fact).unwrap_or(hits.len());
-            hits.insert(at, Hit { current_salience: score.salience, record, score });
+            hits.insert(at, Hit { current_salience: score.salience, record, score, outdated: None });
         }
         Ok(())
     }
@@ -216,7 +217,7 @@ impl MemoryService {
     /// layer puts in the fact's slot: a change the extractor did not read ("been in
     /// portland about 6 yrs now" after "I live in Austin"). Looks at the newest
     /// `TOPIC_WINDOW` events after the fact.
-    fn newer_on_topic(
+    pub(crate) fn newer_on_topic(
         &self,
         tx: &ReadTx<'_>,
         fact: &mneme_core::MemoryRecord,

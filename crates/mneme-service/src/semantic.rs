@@ -325,7 +325,22 @@ impl MemoryService {
     /// class). From the index's quantised vectors: each class's logit is its weight
     /// vector's norm times its cosine to the record, plus its bias.
     pub(crate) fn topics_of(&self, seqs: &[i64]) -> Vec<Option<(Option<&'static str>, f32)>> {
-        let (Some(s), Some(layer)) = (self.semantic.get(), self.topic_layer()) else { return vec![None; seqs.len()] };
+        self.classes_of(self.topic_layer(), seqs)
+    }
+
+    /// The slot whose value each of `seqs` silently rests on, by the second layer
+    /// (`TopicModel::resting`), as `topics_of` reads the topic layer.
+    pub(crate) fn resting_of(&self, seqs: &[i64]) -> Vec<Option<(Option<&'static str>, f32)>> {
+        let layer = self.semantic.get().and_then(|s| mneme_truth::topics::TopicModel::resting(s.embedder.model_id()));
+        self.classes_of(layer, seqs)
+    }
+
+    fn classes_of(
+        &self,
+        layer: Option<&'static mneme_truth::topics::TopicModel>,
+        seqs: &[i64],
+    ) -> Vec<Option<(Option<&'static str>, f32)>> {
+        let (Some(s), Some(layer)) = (self.semantic.get(), layer) else { return vec![None; seqs.len()] };
         let index = s.index.read().unwrap_or_else(|p| p.into_inner());
         let mut logits: Vec<Option<Vec<f32>>> = vec![Some(Vec::with_capacity(layer.classes.len())); seqs.len()];
         for (i, b) in layer.bias.iter().enumerate() {

@@ -181,6 +181,59 @@ pub struct Hit {
     pub record: MemoryRecord,
     pub current_salience: f64,
     pub score: ScoreParts,
+    /// Said before a fact about the user changed, and resting on the old value: the
+    /// record may no longer hold (`None` when no change touches it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outdated: Option<Outdated>,
+}
+
+/// Why a record may no longer hold: it was written before a fact about the user changed
+/// and rests on the value the fact had then ("my commute across Lisbon takes 20 minutes"
+/// after a move from Lisbon to Munich).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outdated {
+    /// The slot of the fact that changed (`city`).
+    pub slot: String,
+    /// The value it had when the record was written.
+    pub old: String,
+    /// The value it has now; `None` when it was withdrawn without a replacement.
+    pub new: Option<String>,
+    /// When the old value stopped holding.
+    pub since: Timestamp,
+    /// The fact that holds now (or, when withdrawn, the withdrawn fact; when a newer
+    /// statement puts it in doubt, the fact in doubt).
+    pub fact: RecordId,
+    /// The newer statement that puts the fact in doubt when extraction read no new value
+    /// from it ("been in portland about 6 yrs now" after "I live in Austin").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement: Option<RecordId>,
+    /// How the record rests on the old value.
+    pub by: RestsBy,
+}
+
+/// How a record rests on a value that changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestsBy {
+    /// Its words name the old value.
+    NamesOld,
+    /// It is about the changed slot, or a slot that comes with it (`mneme_truth::resting_on`):
+    /// a fact of that slot, or a statement the topic layer puts there.
+    Topic,
+}
+
+impl Outdated {
+    /// One line for people, without the old value (a context block never states it):
+    /// "possibly outdated: said before lives in changed to Munich on 2026-02-01".
+    pub fn describe(&self) -> String {
+        let label = mneme_truth::slot(&self.slot).map_or(self.slot.as_str(), |d| d.label);
+        let day = self.since.strftime("%Y-%m-%d");
+        match (&self.new, &self.statement) {
+            (Some(new), _) => format!("possibly outdated: said before {label} changed to {new} on {day}"),
+            (None, Some(_)) => format!("possibly outdated: said before newer words about {label} on {day}"),
+            (None, None) => format!("possibly outdated: said before a {label} value was withdrawn on {day}"),
+        }
+    }
 }
 
 /// A record in someone else's history.

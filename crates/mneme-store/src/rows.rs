@@ -142,6 +142,17 @@ impl<'a> ReadTx<'a> {
             .ok_or_else(|| StoreError::RecordNotFound(id.clone()))
     }
 
+    /// The sequence numbers of `ids` (those that exist), in no order.
+    pub fn seqs_of(&self, ids: &[&RecordId]) -> StoreResult<std::collections::HashMap<RecordId, i64>> {
+        let mut out = std::collections::HashMap::new();
+        for id in ids {
+            if let Some(seq) = self.exec.row("SELECT seq FROM records WHERE id = ?1", &[&id.as_str()], |r| r.i64(0))? {
+                out.insert((*id).clone(), seq);
+            }
+        }
+        Ok(out)
+    }
+
     /// Records that name `id` among their lineage parents (its successors, forks, merges).
     pub fn children(&self, id: &RecordId) -> StoreResult<Vec<MemoryRecord>> {
         let seq = self.seq_of(id)?;

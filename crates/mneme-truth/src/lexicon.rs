@@ -948,6 +948,23 @@ pub fn slot(id: &str) -> Option<&'static SlotDef> {
     SLOTS.iter().find(|s| s.id == id)
 }
 
+/// The slots whose earlier facts and statements may rest on `changed`'s value, so that a
+/// change of `changed` puts them in doubt: a single-valued slot itself ("I've lived here
+/// six years" once they move), and the slots that come with it (a manager and a job title
+/// come with an employer, a favourite food with a diet). A multi-valued slot gains and
+/// loses values one at a time, so its other values do not rest on the one that went:
+/// only words naming that value do (`mneme-service`'s dependents check).
+pub fn resting_on(changed: &str) -> &'static [&'static str] {
+    match changed {
+        "employer" => &["employer", "manager", "job_title"],
+        "diet" => &["diet", "food"],
+        _ => match slot(changed) {
+            Some(d) if d.kind == SlotKind::Single => std::slice::from_ref(&d.id),
+            _ => &[],
+        },
+    }
+}
+
 /// Words that end a single-valued slot's value on its negative side: "no longer", "left".
 pub const NEGATIONS: &[&str] = &[
     "no longer",

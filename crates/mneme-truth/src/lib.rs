@@ -24,7 +24,7 @@ pub mod patterns;
 pub mod topics;
 
 pub use extract::{Claim, Op, extract, is_question, question_slots};
-pub use lexicon::{SLOTS, SlotDef, SlotKind, slot};
+pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot};
 
 /// A value as compared between statements: lower case, inner whitespace collapsed,
 /// aliases mapped to their canonical form ("PostgreSQL" and "postgres" are one value).

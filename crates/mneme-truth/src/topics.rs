@@ -50,12 +50,24 @@ impl Default for Training {
 }
 
 static BUILTIN: OnceLock<Option<TopicModel>> = OnceLock::new();
+static RESTING: OnceLock<Option<TopicModel>> = OnceLock::new();
 
 impl TopicModel {
     /// The compiled-in layer, if it was trained on the encoder `model`.
     pub fn builtin(model: &str) -> Option<&'static TopicModel> {
         BUILTIN
             .get_or_init(|| serde_json::from_str(include_str!("../data/topics.json")).ok())
+            .as_ref()
+            .filter(|m| m.model == model && m.weights.len() == m.classes.len())
+    }
+
+    /// The compiled-in second layer, if trained on the encoder `model`: which slot's value
+    /// a sentence silently rests on without naming it ("the gym is a 5 minute walk from
+    /// my flat" rests on `city`; "Petra signs off my expenses" on `manager`), trained on
+    /// `bench/dependents/rests_train.jsonl`. Same classes as the topic layer.
+    pub fn resting(model: &str) -> Option<&'static TopicModel> {
+        RESTING
+            .get_or_init(|| serde_json::from_str(include_str!("../data/rests.json")).ok())
             .as_ref()
             .filter(|m| m.model == model && m.weights.len() == m.classes.len())
     }
@@ -186,5 +198,18 @@ mod tests {
         for c in m.classes.iter().filter(|c| *c != NONE) {
             assert!(crate::slot(c).is_some(), "class {c} is a slot");
         }
+        assert!(TopicModel::resting("some-other-encoder").is_none());
+        let r = TopicModel::resting("all-MiniLM-L6-v2").expect("the compiled-in resting layer parses");
+        assert_eq!((&r.classes, r.dim), (&m.classes, m.dim), "the same classes over the same encoder");
+        assert!(r.weights.iter().all(|w| w.len() == r.dim));
+    }
+
+    #[test]
+    fn a_change_puts_its_own_slot_and_what_comes_with_it_in_doubt() {
+        assert_eq!(crate::resting_on("employer"), ["employer", "manager", "job_title"]);
+        assert_eq!(crate::resting_on("city"), ["city"]);
+        // A multi-valued slot's other values do not rest on the one that went.
+        assert!(crate::resting_on("hobbies").is_empty());
+        assert!(crate::resting_on("no-such-slot").is_empty());
     }
 }

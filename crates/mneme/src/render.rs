@@ -165,6 +165,9 @@ pub fn hits(hits: &[Hit], explain: Option<&mneme_core::RankWeights>, json: bool)
         .unwrap_or(r.created_at)
         .strftime("%Y-%m-%d");
         outln!("{:>2}. {} [{}{}] {date} {}", rank + 1, r.id, r.memory_type, marker, r.summary);
+        if let Some(o) = &hit.outdated {
+            outln!("    {}", o.describe());
+        }
         if let Some(weights) = explain {
             let s = &hit.score;
             let num = |v: Option<f64>| {

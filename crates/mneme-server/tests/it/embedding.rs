@@ -68,6 +68,47 @@ fn test_model() -> std::path::PathBuf {
     )
 }
 
+/// Dependent facts by meaning: after a move, what the user said before it that rests on
+/// where they lived without naming it ("the gym I go to is a 5 minute walk from my flat")
+/// comes back marked possibly outdated (`by: topic`, the resting layer's reading), while
+/// what does not rest on it ("my birthday is in June") and what was said after the move
+/// come back unmarked.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_rests_on_a_changed_fact_without_naming_it_is_marked_by_meaning() {
+    let mut config = test_config();
+    config.embedding.model_dir = Some(test_model());
+    let d = TestDaemon::with(config).await;
+    let say = |text: &str, at: &str| json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } });
+    let lines = [
+        ("I live in Lisbon.", "2026-01-10T09:00:00Z"),
+        ("the gym I go to is a 5 minute walk from my flat", "2026-01-12T09:00:00Z"),
+        ("my birthday is in June", "2026-01-14T09:00:00Z"),
+        ("I moved to Munich last month.", "2026-03-10T09:00:00Z"),
+        ("the new gym is a 20 minute bike ride away", "2026-03-12T09:00:00Z"),
+    ];
+    for (text, at) in lines {
+        let (status, body) = d.post("/v1/hooks/message_received", say(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(7)).await;
+    let find = |hits: &serde_json::Value, words: &str| {
+        hits["hits"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .find(|h| h["record"].to_string().contains(words))
+            .cloned()
+            .unwrap_or_else(|| panic!("{words:?} not in {hits}"))
+    };
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "how far is my gym?", "limit": 10 })).await;
+    let before = find(&hits, "5 minute walk");
+    assert_eq!((before["outdated"]["by"].as_str(), before["outdated"]["new"].as_str()), (Some("topic"), Some("Munich")), "{hits}");
+    assert!(find(&hits, "20 minute bike ride").get("outdated").is_none(), "said after the move: {hits}");
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "when is my birthday?", "limit": 10 })).await;
+    assert!(find(&hits, "birthday is in June").get("outdated").is_none(), "{hits}");
+    d.stop().await;
+}
+
 /// The topic layer (`mneme_truth::topics`) reads a change the extractor's cues miss:
 /// after "I live in Austin", "been in portland about 6 yrs now" names no cue and not the
 /// old value, but it is about where the user lives. Recall puts those newer words first

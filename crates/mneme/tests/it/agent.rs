@@ -145,6 +145,53 @@ fn a_fact_yields_to_a_newer_statement_that_names_its_value() {
 }
 
 #[test]
+fn what_was_said_before_a_fact_changed_is_marked_as_possibly_outdated() {
+    let m = workspace();
+    hook(&m, "prompt-submit", r#"{"prompt":"I live in Lisbon."}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"my commute across Lisbon to the office takes 20 minutes"}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"My sister lives in Lisbon."}"#);
+    let commute = |m: &Mneme| -> serde_json::Value {
+        let hits = m.json(&["recall", "commute to the office"]);
+        hits.as_array()
+            .expect("hits")
+            .iter()
+            .find(|h| h["record"]["summary"].as_str().is_some_and(|s| s.contains("commute")))
+            .cloned()
+            .expect("found")
+    };
+    assert!(commute(&m).get("outdated").is_none(), "nothing changed yet");
+    hook(&m, "prompt-submit", r#"{"prompt":"I moved to Munich last month."}"#);
+    let hit = commute(&m);
+    assert_eq!(hit["outdated"]["by"], "names_old", "{hit}");
+    assert_eq!((hit["outdated"]["old"].as_str(), hit["outdated"]["new"].as_str()), (Some("Lisbon"), Some("Munich")), "{hit}");
+    // Someone else's value is theirs: the sister still lives in Lisbon.
+    let sister = m.json(&["recall", "sister"]);
+    let said = sister
+        .as_array()
+        .expect("hits")
+        .iter()
+        .find(|h| h["record"]["summary"].as_str().is_some_and(|s| s.contains("My sister")))
+        .expect("found");
+    assert!(said.get("outdated").is_none(), "{said}");
+    // People see it too: the CLI's listing and the prompt's auto-recall say so.
+    let text = m.ok(&["recall", "commute to the office"]);
+    assert!(text.contains("possibly outdated: said before lives in changed to Munich on "), "{text}");
+    let recalled = hook(&m, "prompt-submit", r#"{"prompt":"how long is my commute to the office?"}"#);
+    assert!(recalled.contains("possibly outdated"), "{recalled}");
+
+    // A fact that comes with another (a manager with an employer) is not stated as
+    // current once the other changes.
+    hook(&m, "prompt-submit", r#"{"prompt":"I work at Acme."}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"My manager is Petra."}"#);
+    let start = hook(&m, "session-start", r#"{"session_id":"s2"}"#);
+    assert!(start.contains("- reports to: Petra (since "), "{start}");
+    hook(&m, "prompt-submit", r#"{"prompt":"I just started a new job at Globex."}"#);
+    let start = hook(&m, "session-start", r#"{"session_id":"s3"}"#);
+    let line = start.lines().find(|l| l.starts_with("- reports to: Petra (since ")).unwrap_or_default();
+    assert!(line.contains("), possibly outdated: said before works at changed to Globex on "), "{start}");
+}
+
+#[test]
 fn prompt_submit_logs_the_prompt_and_delivers_each_dispatch_once() {
     let m = workspace();
     let context = hook(&m, "prompt-submit", r#"{"session_id":"s1","prompt":"Please deploy on Friday <private>token abc</private>"}"#);

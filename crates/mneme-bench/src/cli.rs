@@ -150,8 +150,9 @@ pub enum Command {
         /// The layer `eval` reads [default: the compiled-in one].
         #[arg(long)]
         layer: Option<PathBuf>,
-        /// Probability below which `eval` counts a slot answer as `none`.
-        #[arg(long, default_value_t = 0.5)]
+        /// Probability below which `eval` counts a slot answer as `none` (the runtime's
+        /// `retrieval.topic_min_p` default).
+        #[arg(long, default_value_t = 0.3)]
         threshold: f32,
         /// `eval` prints up to this many rows it got wrong.
         #[arg(long, default_value_t = 0)]
@@ -162,6 +163,23 @@ pub enum Command {
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,
+    },
+    /// Dependent facts: conversations in which a fact about the user changes, played
+    /// through the hooks as `truth` plays them, then questions whose answer was said
+    /// before the change; reports how often recall marks what rests on the old value as
+    /// possibly outdated, and how often it marks what still holds.
+    Dependents {
+        /// JSON Lines, one conversation per line: `{"id", "speaker", "turns": [{"t",
+        /// "role", "text"}], "probes": [{"t", "query", "target", "expect":
+        /// "outdated"|"current", "names_old"}]}` (`bench/dependents/README.md`).
+        #[arg(long)]
+        data: PathBuf,
+        /// Hits read per question.
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// Print up to this many probes it got wrong.
+        #[arg(long, default_value_t = 0)]
+        show_errors: usize,
     },
     /// Embedding throughput (batched short texts) and single-query latency.
     Embed {

@@ -22,6 +22,7 @@ macro_rules! outln {
 mod cli;
 mod console;
 mod daemon;
+mod dependents;
 mod embed;
 mod fleet;
 mod inner;
@@ -84,6 +85,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Truth => {
             let data_dir = data_dir(&cli)?;
             crate::truth::truth(&config(&cli, &data_dir)?, &data_dir)
+        }
+        Command::Dependents { data, k, show_errors } => {
+            let data_dir = data_dir(&cli)?;
+            crate::dependents::dependents(&config(&cli, &data_dir)?, &data_dir, data, *k, *show_errors, json)
         }
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),

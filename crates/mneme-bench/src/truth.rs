@@ -25,31 +25,20 @@ use serde_json::{Value, json};
 
 use crate::parse_time;
 
-struct Conversation {
+pub(crate) struct Conversation {
     id: String,
     service: Arc<MemoryService>,
-    ops: Ops,
+    pub(crate) ops: Ops,
     hooks: Hooks,
     consolidator: Arc<Consolidator>,
-    clock: Arc<FixedClock>,
-    principal: Arc<Principal>,
+    pub(crate) clock: Arc<FixedClock>,
+    pub(crate) principal: Arc<Principal>,
     _dir: tempfile::TempDir,
 }
 
 pub fn truth(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let llm = Arc::new(LlmClient::new(config.llm_settings()));
-    eprintln!("bench truth: LLM consolidation {}", if llm.enabled() { "on" } else { "off (offline extraction only)" });
-    let model = match mneme_embed::choose(&config.embedding, data_dir).map_err(|e| anyhow!(e))? {
-        mneme_embed::Choice::Model(m) => {
-            eprintln!("bench truth: hybrid retrieval with {}", m.model_id());
-            Some(m)
-        }
-        mneme_embed::Choice::LexicalOnly(why) => {
-            eprintln!("bench truth: lexical-only retrieval ({why})");
-            None
-        }
-    };
+    let (llm, model) = pipeline("truth", config, data_dir)?;
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -93,7 +82,32 @@ pub fn truth(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> 
     Ok(())
 }
 
-fn open(
+/// The embedding model a benchmark runs with.
+pub(crate) type Model = Arc<dyn mneme_embed::Embedder>;
+
+/// What a user's configuration gives the pipeline: the LLM client (consolidation) and
+/// the embedding model when installed; stderr says which (`bench` names the benchmark).
+pub(crate) fn pipeline(
+    bench: &str,
+    config: &mneme_server::MnemeConfig,
+    data_dir: &std::path::Path,
+) -> Result<(Arc<LlmClient>, Option<Model>)> {
+    let llm = Arc::new(LlmClient::new(config.llm_settings()));
+    eprintln!("bench {bench}: LLM consolidation {}", if llm.enabled() { "on" } else { "off (offline extraction only)" });
+    let model = match mneme_embed::choose(&config.embedding, data_dir).map_err(|e| anyhow!(e))? {
+        mneme_embed::Choice::Model(m) => {
+            eprintln!("bench {bench}: hybrid retrieval with {}", m.model_id());
+            Some(m)
+        }
+        mneme_embed::Choice::LexicalOnly(why) => {
+            eprintln!("bench {bench}: lexical-only retrieval ({why})");
+            None
+        }
+    };
+    Ok((llm, model))
+}
+
+pub(crate) fn open(
     config: &mneme_server::MnemeConfig,
     llm: &Arc<LlmClient>,
     model: Option<&Arc<dyn mneme_embed::Embedder>>,
@@ -118,7 +132,7 @@ fn at(request: &Value) -> Result<Timestamp> {
     request["time"].as_str().and_then(parse_time).ok_or_else(|| anyhow!("missing or unreadable time"))
 }
 
-async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
+pub(crate) async fn answer(c: &Conversation, op: &str, request: &Value) -> Result<Value> {
     let ctx = |session: &str| HookContext {
         session_id: Some(format!("{}/s{session}", c.id)),
         channel_id: Some("bench".into()),

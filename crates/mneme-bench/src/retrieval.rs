@@ -110,7 +110,14 @@ fn answer(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &Setup)
         "hello" => Ok(json!({ "op": "hello", "ok": true, "protocol": 1, "name": format!("mneme {}", env!("CARGO_PKG_VERSION")) })),
         "corpus" => load_corpus(request, corpora, setup)
             .map(|n| json!({ "op": "corpus", "corpus_id": request["corpus_id"], "ok": true, "n_docs": n })),
-        "query" => query(request, corpora).map(|ids| json!({ "op": "query", "qid": request["qid"], "ids": ids })),
+        "query" => query(request, corpora).map(|(ids, parts)| {
+            let mut reply = json!({ "op": "query", "qid": request["qid"], "ids": ids });
+            // `"explain": true` (not part of the protocol): each hit's score parts too.
+            if request["explain"].as_bool() == Some(true) {
+                reply["parts"] = json!(parts);
+            }
+            reply
+        }),
         "drop" => {
             let dropped = match corpora.remove(request["corpus_id"].as_str().unwrap_or("")) {
                 Some(Corpus { service, database: Some(name), .. }) => {
@@ -188,7 +195,7 @@ fn load_corpus(request: &Value, corpora: &mut HashMap<String, Corpus>, setup: &S
     Ok(n)
 }
 
-fn query(request: &Value, corpora: &HashMap<String, Corpus>) -> Result<Vec<String>> {
+fn query(request: &Value, corpora: &HashMap<String, Corpus>) -> Result<(Vec<String>, Vec<mneme_core::scoring::ScoreParts>)> {
     let corpus_id = request["corpus_id"].as_str().unwrap_or("");
     let corpus = corpora.get(corpus_id).ok_or_else(|| anyhow!("unknown corpus {corpus_id:?}"))?;
     let k = request["k"].as_u64().unwrap_or(10).clamp(1, 1000) as usize;
@@ -199,5 +206,5 @@ fn query(request: &Value, corpora: &HashMap<String, Corpus>) -> Result<Vec<Strin
         ..Default::default()
     };
     let hits = corpus.service.retrieve(&retrieve, &Access::owner())?;
-    Ok(hits.into_iter().filter_map(|h| corpus.docs.get(h.record.id.as_str()).cloned()).collect())
+    Ok(hits.into_iter().filter_map(|h| corpus.docs.get(h.record.id.as_str()).map(|id| (id.clone(), h.score))).unzip())
 }

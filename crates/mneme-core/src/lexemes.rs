@@ -73,6 +73,12 @@ fn lexeme(word: &str) -> Option<String> {
     (stem.len() <= MAX_LEXEME_BYTES).then_some(stem)
 }
 
+/// The distinct lexemes of `text` (stemmed, lowercased, stopwords left out): what a
+/// query word must share with a text to match it.
+pub fn lexeme_set(text: &str) -> std::collections::HashSet<String> {
+    words(text).filter_map(lexeme).collect()
+}
+
 /// A document's lexemes, PostgreSQL's `tsvector`: each lexeme (in PostgreSQL's order,
 /// bytewise) with its positions as `WordEntryPos` values (position in the low 14 bits,
 /// weight in the top two), increasing.

@@ -101,6 +101,14 @@ pub struct RankWeights {
     /// comes back marked possibly outdated when the reading's probability reaches this.
     /// Default 0.3 (chosen on `bench/dependents/dev.jsonl`, BENCHMARKS.md); 1 turns it off.
     pub resting_min_p: f64,
+    /// Hits whose calibrated relevance (`ScoreParts::relevant`: the probability that the
+    /// record answers the query) is below this leave the answer, down to an empty one; a
+    /// live fact of a slot the query asks about always stays. Default 0 (off): the
+    /// calibration leans on shared words, so a match by meaning alone (a synonym, no
+    /// shared word) scores about 0.01 and any floor that empties questions about people
+    /// never mentioned (0.015: one in ten on held-out LoCoMo conversations) drops it too
+    /// (BENCHMARKS.md). Raise it where shared words are expected.
+    pub min_relevant: f64,
     /// For a question about the present (no past-tense words), the newer of equally
     /// relevant records wins: `present_boost · relevance · newness`, newness being the
     /// record's rank by time among the candidates (newest 1, oldest 0). Default 0.1.
@@ -129,6 +137,7 @@ impl Default for RankWeights {
             slot_boost: 1.0,
             topic_min_p: 0.3,
             resting_min_p: 0.3,
+            min_relevant: 0.0,
             present_boost: 0.1,
         }
     }
@@ -179,6 +188,9 @@ impl RankWeights {
         }
         if !(0.0..=1.0).contains(&self.topic_min_p) {
             return Err(CoreError::invalid("retrieval.topic_min_p", format!("{} (must be between 0 and 1)", self.topic_min_p)));
+        }
+        if !(0.0..=1.0).contains(&self.min_relevant) {
+            return Err(CoreError::invalid("retrieval.min_relevant", format!("{} (must be between 0 and 1)", self.min_relevant)));
         }
         if !(0.0..=1.0).contains(&self.resting_min_p) {
             return Err(CoreError::invalid("retrieval.resting_min_p", format!("{} (must be between 0 and 1)", self.resting_min_p)));
@@ -250,6 +262,16 @@ pub struct ScoreParts {
     /// The present-tense bonus applied (`present_boost · relevance · newness`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub present: Option<f64>,
+    /// The share of the query's words (stemmed, stopwords left out) that the record's
+    /// text holds, in [0, 1]; absent for an empty query or one with no such word.
+    #[serde(default)]
+    pub coverage: Option<f64>,
+    /// Calibrated relevance: the probability that the record answers the query, from its
+    /// cosine to the query (with the model) and its `coverage` (`mneme-service`'s
+    /// `relevance.rs`; a hit scored 0.5 was evidence for its question half the time on
+    /// held-out LoCoMo conversations). Absent for an empty query.
+    #[serde(default)]
+    pub relevant: Option<f64>,
 }
 
 impl ScoreParts {

@@ -327,6 +327,8 @@ pub fn hit(h: &Hit) -> pb::Hit {
             dense: h.score.dense,
             slot: h.score.slot,
             present: h.score.present,
+            coverage: h.score.coverage,
+            relevant: h.score.relevant,
         }),
         outdated: h.outdated.as_ref().map(|o| pb::Outdated {
             slot: o.slot.clone(),

@@ -20,6 +20,7 @@ mod ivf;
 mod ops;
 mod owner;
 mod policy;
+mod relevance;
 mod retrieve;
 mod semantic;
 mod types;

@@ -62,6 +62,9 @@ impl MemoryService {
                 .map(|(record, (_, score))| Hit { record, current_salience: score.salience, score, outdated: None })
                 .filter(|h| !hide_questions || !h.record.tags.iter().any(|t| t == mneme_core::QUESTION_TAG))
                 .collect();
+            if !request.query.trim().is_empty() {
+                self.calibrate(&mut hits, &request.query, query_vector.is_some());
+            }
             if !slots.is_empty() {
                 // A question about the user's facts: the assistant's words are not
                 // evidence of them ("Postgres would also work"), so they come after the
@@ -73,6 +76,20 @@ impl MemoryService {
             self.mark_outdated(tx, &mut hits, &filter)?;
             Ok::<_, ServiceError>(hits)
         })
+    }
+
+    /// Each hit's calibrated relevance (`relevance.rs`); hits below
+    /// `retrieval.min_relevant` leave, except live facts of a slot the query asks about.
+    fn calibrate(&self, hits: &mut Vec<Hit>, query: &str, model: bool) {
+        let words = mneme_core::lexemes::lexeme_set(query);
+        for h in hits.iter_mut() {
+            let text = h.record.payload.as_ref().map_or_else(|| h.record.summary.clone(), |p| p.search_text());
+            let coverage = crate::relevance::coverage(&words, &text);
+            h.score.coverage = coverage;
+            h.score.relevant = Some(crate::relevance::probability(h.score.cosine, coverage.unwrap_or(0.0), model));
+        }
+        let floor = self.config.retrieval.min_relevant;
+        hits.retain(|h| h.score.slot.is_some() || h.score.relevant.is_none_or(|p| p >= floor));
     }
 
     /// The newest records that pass the request's filters, newest first, without
@@ -564,6 +581,8 @@ impl MemoryService {
                 recency,
                 slot,
                 present,
+                coverage: None,
+                relevant: None,
             },
         ))
     }

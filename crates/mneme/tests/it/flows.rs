@@ -3,6 +3,31 @@ use std::process::Stdio;
 
 use crate::Mneme;
 
+/// Calibrated relevance: every hit of a query carries `relevant`, the probability that it
+/// answers the query, higher for the record that holds more of the query's words; a floor
+/// (`retrieval.min_relevant`) leaves out what is below it, down to an empty answer.
+#[test]
+fn recall_reports_a_calibrated_relevance_and_a_floor_can_answer_nothing() {
+    let m = Mneme::new();
+    m.ok(&["init"]);
+    m.ok(&["ingest", "event", "--text", "Melanie painted a sunset over the lake last summer", "--sender", "melanie"]);
+    m.ok(&["ingest", "event", "--text", "The lake was cold this morning", "--sender", "caroline"]);
+    let hits = m.json(&["recall", "what did melanie paint at the lake last summer"]);
+    let relevant = |h: &serde_json::Value| h["score"]["relevant"].as_f64().expect("a calibrated relevance");
+    assert_eq!(hits.as_array().map(Vec::len), Some(2), "{hits}");
+    assert!(hits[0]["record"]["summary"].as_str().is_some_and(|s| s.contains("sunset")), "{hits}");
+    assert!(relevant(&hits[0]) > relevant(&hits[1]) && relevant(&hits[1]) > 0.0 && relevant(&hits[0]) < 1.0, "{hits}");
+    assert!(hits[0]["score"]["coverage"].as_f64().is_some_and(|c| c > 0.5), "{hits}");
+    // A floor between the two keeps the better one only; above both, nothing is relevant.
+    let floor = format!("retrieval.min_relevant={}", (relevant(&hits[0]) + relevant(&hits[1])) / 2.0);
+    let kept = m.json(&["--set", &floor, "recall", "what did melanie paint at the lake last summer"]);
+    assert_eq!(kept.as_array().map(Vec::len), Some(1), "{kept}");
+    let none = m.json(&["--set", "retrieval.min_relevant=0.99", "recall", "what did melanie paint at the lake last summer"]);
+    assert_eq!(none, serde_json::json!([]));
+    let out = m.run(&["--set", "retrieval.min_relevant=0.99", "recall", "what did melanie paint at the lake last summer"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no matching records"));
+}
+
 #[test]
 fn init_ingest_recall_revise_and_inspect_with_json() {
     let m = Mneme::new();

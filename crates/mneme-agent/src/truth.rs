@@ -334,7 +334,9 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
     let (people, things): (Vec<_>, Vec<_>) = order.into_iter().partition(|k| groups[k].iter().any(|f| f.about_user || f.slot.is_some()));
     let mut general = String::new();
     for key in &things {
-        for f in &groups[key] {
+        // A known fact that names a value the user has since changed ("Lisbon is 20
+        // minutes on the tram" after a move) is left out, as messages carrying one are.
+        for f in groups[key].iter().filter(|f| f.outdated.as_ref().is_none_or(|o| o.by != mneme_service::RestsBy::NamesOld)) {
             let date = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
             general.push_str(&format!("- {} {} {}{date}\n", f.subject, f.predicate, f.value));
         }

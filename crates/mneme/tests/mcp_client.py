@@ -59,6 +59,7 @@ async def scenario(session):
     out["show_old"] = await call(session, "show", {"id": fact_id, "history": True})
     out["bad_limit"] = await call(session, "recall", {"query": "dana", "limit": 5000})
     out["unknown_arg"] = await call(session, "recall", {"qeury": "dana"})
+    out["string_flag"] = await call(session, "reflection", {"op": "tick", "dry_run": "true"})
     out["missing_record"] = await call(session, "show", {"id": "01a00000-0000-7000-8000-000000000000"})
     out["pin_search"] = await call(session, "recall", {"query": "4711 PIN", "include_tombstones": True})
     out["session_context"] = await call(session, "session_context", {"user_id": "dana"})

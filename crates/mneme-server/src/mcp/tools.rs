@@ -377,10 +377,26 @@ fn pick(args: &Map<String, Value>, names: &[&str]) -> Map<String, Value> {
     names.iter().filter_map(|n| args.get(*n).filter(|v| !v.is_null()).map(|v| ((*n).to_string(), v.clone()))).collect()
 }
 
-/// Refuses arguments the tool does not know (a model's typo should not pass silently).
+/// Refuses arguments the tool does not know (a model's typo should not pass silently),
+/// and arguments of another JSON type than the schema's (`"dry_run": "true"` must not run
+/// the real action).
 fn check_known(spec: &ToolSpec, args: &Map<String, Value>) -> Result<(), ToolError> {
     let known = spec.schema["properties"].as_object();
-    for name in args.keys() {
+    for (name, value) in args {
+        let expected = known.and_then(|k| k.get(name)).and_then(|p| p["type"].as_str());
+        let fits = match expected {
+            _ if value.is_null() => true,
+            Some("boolean") => value.is_boolean(),
+            Some("string") => value.is_string(),
+            Some("integer") => value.is_i64() || value.is_u64(),
+            Some("number") => value.is_number(),
+            Some("array") => value.is_array(),
+            Some("object") => value.is_object(),
+            _ => true,
+        };
+        if !fits {
+            return Err(ToolError(format!("{name}: expected a {}, got {value}", expected.unwrap_or_default())));
+        }
         if !known.is_some_and(|k| k.contains_key(name)) {
             let list: Vec<&String> = known.map(|k| k.keys().collect()).unwrap_or_default();
             return Err(ToolError(format!(

@@ -70,6 +70,9 @@ fn check_scenario(out: &Value) {
     assert_eq!(out["bad_limit"]["is_error"], true);
     assert!(text(&out["bad_limit"]).contains("invalid limit: 5000 (must be within 1..=1000)"), "{}", out["bad_limit"]);
     assert!(text(&out["unknown_arg"]).contains("unknown argument \"qeury\""), "{}", out["unknown_arg"]);
+    // A string where the schema says boolean is refused, not read as false (a real tick).
+    assert_eq!(out["string_flag"]["is_error"], true, "{}", out["string_flag"]);
+    assert!(text(&out["string_flag"]).contains("dry_run: expected a boolean, got \"true\""), "{}", out["string_flag"]);
     assert!(text(&out["missing_record"]).contains("not_found"), "{}", out["missing_record"]);
     // What is true now, for dana's session: the corrected value.
     let context = out["session_context"]["structured"]["context"].as_str().expect("context");

@@ -95,16 +95,16 @@ pub struct FeedbackFigures {
     pub directive: Directive,
 }
 
-struct Output {
-    id: String,
-    at: Timestamp,
+pub(crate) struct Output {
+    pub(crate) id: String,
+    pub(crate) at: Timestamp,
     text: String,
     scores: Vec<f64>,
 }
 
 /// The outputs in `lines` (newest first, as `playbook_log::read` gives them) from `since`
 /// on, oldest first.
-fn outputs(lines: &[LogLine], since: Timestamp, count_tips: bool) -> Vec<Output> {
+pub(crate) fn outputs(lines: &[LogLine], since: Timestamp, count_tips: bool) -> Vec<Output> {
     let mut out: Vec<Output> = Vec::new();
     for line in lines.iter().rev() {
         let Some(at) = line.ts.filter(|t| *t >= since) else { continue };

@@ -26,7 +26,11 @@ pub struct Feedback {
     pub dwell_ms: Option<u64>,
 }
 
-/// Appends a `feedback` line; the error names the bad field.
+/// How far back feedback looks for the output it scores.
+const FEEDBACK_DAYS: i64 = 30;
+
+/// Appends a `feedback` line attached to an output (the one named, else the latest); the
+/// error names the bad field, or says there is no output to attach it to.
 pub fn feedback(settings: &WorkspaceSettings, now: Timestamp, f: &Feedback) -> Result<(Value, PathBuf), WorkspaceError> {
     if !(f.score.is_finite() && (-1.0..=1.0).contains(&f.score)) {
         return Err(WorkspaceError::Invalid(format!("score {}: must be within -1..=1", f.score)));
@@ -34,9 +38,30 @@ pub fn feedback(settings: &WorkspaceSettings, now: Timestamp, f: &Feedback) -> R
     if f.output_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
         return Err(WorkspaceError::Invalid("outputId: must not be empty".into()));
     }
+    // Feedback scores an output: the one named, else the latest before now. With none to
+    // attach to it would be a line nothing ever counts, so it is refused.
+    let today = now.to_zoned(settings.timezone.clone()).date();
+    let lines = playbook_log::read(settings, today.saturating_sub(jiff::Span::new().days(FEEDBACK_DAYS)), today)?;
+    let outputs = crate::feedback::outputs(&lines, Timestamp::MIN, true);
+    let output_id = match &f.output_id {
+        Some(id) if outputs.iter().any(|o| o.id == id.trim()) => id.trim().to_string(),
+        Some(id) => {
+            return Err(WorkspaceError::Invalid(format!(
+                "outputId {id:?}: no heartbeat output has that id in the last {FEEDBACK_DAYS} days (`mneme reflect status` lists the recent ones)"
+            )));
+        }
+        None => match outputs.iter().rev().find(|o| o.at <= now) {
+            Some(o) => o.id.clone(),
+            None => {
+                return Err(WorkspaceError::Invalid(format!(
+                    "no heartbeat output in the last {FEEDBACK_DAYS} days to attach this feedback to: run a tick (`mneme reflect tick`) or name an output (outputId)"
+                )));
+            }
+        },
+    };
     let mut line = json!({ "kind": "feedback", "compositeScore": f.score });
     for (key, value) in [
-        ("outputId", f.output_id.as_ref().map(|v| json!(v))),
+        ("outputId", Some(json!(output_id))),
         ("errorCleared", f.error_cleared.map(|v| json!(v))),
         ("reEscalated", f.re_escalated.map(|v| json!(v))),
         ("dwellMs", f.dwell_ms.map(|v| json!(v))),

@@ -160,6 +160,16 @@ async fn every_route_answers_its_pinned_json_and_its_openapi_schema() {
 
     // ---- the reflection heartbeat (offline: every thinking stage falls back) -----------
     g.post("ReflectTick", "/v1/reflect/tick", json!({ "idle": false })).await;
+    // The heartbeat output the feedback scores.
+    let logs = g.workspace.path().join("memory/playbook-logs");
+    std::fs::create_dir_all(&logs).expect("mkdir");
+    let output = json!({ "kind": "output", "ts": "2026-11-22T08:00:00Z", "outputId": "t-golden-tip", "suggestion": "Check the storage class first" });
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join("2026-11-22.jsonl"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{output}\n").as_bytes()))
+        .expect("heartbeat log");
     g.post("ReflectFeedback", "/v1/reflect/feedback", json!({ "outputId": "t-golden-tip", "score": 0.5, "errorCleared": true })).await;
     g.post("ReflectSpawnResult", "/v1/reflect/spawn-result", json!({ "spawnId": "t-golden-spawn", "outcome": "useful" })).await;
     g.get("ReflectStatus", "/v1/reflect/status").await;

@@ -385,6 +385,15 @@ async fn policy_daemon() -> TestDaemon {
     std::fs::create_dir_all(ws.path().join("memory")).expect("memory dir");
     std::fs::write(ws.path().join("memory/sinain-playbook.md"), "# Playbook\n\n## Patterns\n- Check the policy table before a release\n")
         .expect("playbook");
+    // One heartbeat output (a day ago), so feedback has something to score.
+    let yesterday = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
+    std::fs::create_dir_all(ws.path().join("memory/playbook-logs")).expect("log dir");
+    let line = json!({ "kind": "output", "ts": yesterday.to_string(), "outputId": "t-policy", "suggestion": "Check the table" });
+    std::fs::write(
+        ws.path().join(format!("memory/playbook-logs/{}.jsonl", yesterday.to_zoned(jiff::tz::TimeZone::UTC).date())),
+        format!("{line}\n"),
+    )
+    .expect("log");
     let mut config = test_config();
     config.workspace.dir = Some(ws.keep());
     config.membrane.enabled = true;

@@ -421,8 +421,14 @@ fn reflect_commands_from_a_fresh_install() {
     assert!(m.fails(&["reflect", "feedback", "--score", "1.5"], 2).contains("score 1.5: must be within -1..=1"));
     assert!(m.fails(&["reflect", "feedback", "some-output"], 2).contains("needs --score"));
     m.fails(&["reflect", "spawn-result", "t1-spawn", "great"], 2);
-    assert!(m.ok(&["reflect", "feedback", "--score", "-0.5", "--re-escalated"]).contains("feedback recorded"));
-    assert_eq!(lines(), 3);
+    // The tick's output was a skip: feedback has nothing to score, and says so instead of
+    // writing a line nothing would ever count.
+    let refused = m.fails(&["reflect", "feedback", "--score", "-0.5", "--re-escalated"], 2);
+    assert!(refused.contains("no heartbeat output in the last 30 days to attach this feedback to"), "{refused}");
+    assert!(
+        m.fails(&["reflect", "feedback", "out-1", "--score", "0.5"], 2).contains("outputId \"out-1\": no heartbeat output has that id")
+    );
+    assert_eq!(lines(), 2, "a refused report writes nothing");
     let stage = m.json(&["reflect", "feedback"]);
     assert_eq!(m.json(&["reflect", "signals"])["recommendedAction"]["action"], "skip");
     assert_eq!(m.json(&["reflect", "curate"])["stage"]["status"], "fallback");

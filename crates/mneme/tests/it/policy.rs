@@ -93,6 +93,16 @@ fn every_operation_the_cli_offers_runs_through_the_door_as_the_local_owner() {
     let m = Mneme::init();
     let ws = m.dir.path().join("workspace");
     m.ok(&["workspace", "init"]);
+    // One heartbeat output (a day ago), so feedback has something to score.
+    let yesterday = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
+    std::fs::create_dir_all(ws.join("memory/playbook-logs")).expect("log dir");
+    let line =
+        serde_json::json!({ "kind": "output", "ts": yesterday.to_string(), "outputId": "t-policy", "suggestion": "Check the table" });
+    std::fs::write(
+        ws.join(format!("memory/playbook-logs/{}.jsonl", yesterday.to_zoned(jiff::tz::TimeZone::UTC).date())),
+        format!("{line}\n"),
+    )
+    .expect("log");
     m.ok(&["workspace", "sync"]);
     std::fs::write(ws.join("memory/sinain-playbook.md"), "# Playbook\n\n## Patterns\n- Check the policy table before a release\n")
         .expect("playbook");

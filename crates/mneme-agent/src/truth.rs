@@ -351,8 +351,8 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
         for f in list {
             let label = f.slot.as_deref().and_then(truth::slot).map_or(f.predicate.clone(), |d| d.label.to_string());
             // Fail safe: not stated as current when a newer statement names it.
+            let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
             if let Some((at, said)) = &f.newer {
-                let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
                 let said: String = said.chars().take(200).collect();
                 doubts.push(format!(
                     "- {label}: {}{since}, possibly outdated: on {} they said \"{}\"\n",
@@ -363,7 +363,6 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
                 continue;
             }
             if let Some(o) = &f.outdated {
-                let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
                 doubts.push(format!("- {label}: {}{since}, {}\n", f.value, o.describe()));
                 continue;
             }

@@ -173,9 +173,7 @@ fn slot_of(r: &MemoryRecord) -> Option<&'static str> {
 fn users_words(r: &MemoryRecord) -> Option<(Timestamp, String)> {
     let has = |tag: &str| r.tags.iter().any(|t| t == tag);
     match &r.payload {
-        Some(Payload::Event(e)) if has("role:user") && !has(mneme_core::QUESTION_TAG) => {
-            Some((e.event_time.unwrap_or(r.created_at), e.text.clone()))
-        }
+        Some(Payload::Event(e)) if crate::retrieve::is_users(r) => Some((e.event_time.unwrap_or(r.created_at), e.text.clone())),
         Some(Payload::Semantic(f)) if r.status == Status::Active => {
             let said = f.valid_from.unwrap_or(r.created_at);
             if has("about:user") {

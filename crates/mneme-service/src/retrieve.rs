@@ -676,7 +676,7 @@ fn is_statement(r: &mneme_core::MemoryRecord) -> bool {
 
 /// A statement in the user's own message (tagged `role:user` by the hooks, the path
 /// facts are read from), not a question: what the topic layer may read as the user's.
-fn is_users(r: &mneme_core::MemoryRecord) -> bool {
+pub(crate) fn is_users(r: &mneme_core::MemoryRecord) -> bool {
     is_statement(r) && r.tags.iter().any(|t| t == "role:user")
 }
 

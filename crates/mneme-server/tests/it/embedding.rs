@@ -68,6 +68,18 @@ fn test_model() -> std::path::PathBuf {
     )
 }
 
+/// A daemon with the real embedding model attached.
+async fn model_daemon() -> TestDaemon {
+    let mut config = test_config();
+    config.embedding.model_dir = Some(test_model());
+    TestDaemon::with(config).await
+}
+
+/// A `message_received` hook body: Dana says `text` at `at`, in that day's session.
+fn dana_says(text: &str, at: &str) -> serde_json::Value {
+    json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } })
+}
+
 /// Dependent facts by meaning: after a move, what the user said before it that rests on
 /// where they lived without naming it ("the gym I go to is a 5 minute walk from my flat")
 /// comes back marked possibly outdated (`by: topic`, the resting layer's reading), while
@@ -75,10 +87,7 @@ fn test_model() -> std::path::PathBuf {
 /// come back unmarked.
 #[tokio::test(flavor = "multi_thread")]
 async fn what_rests_on_a_changed_fact_without_naming_it_is_marked_by_meaning() {
-    let mut config = test_config();
-    config.embedding.model_dir = Some(test_model());
-    let d = TestDaemon::with(config).await;
-    let say = |text: &str, at: &str| json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } });
+    let d = model_daemon().await;
     let lines = [
         ("I live in Lisbon.", "2026-01-10T09:00:00Z"),
         ("the gym I go to is a 5 minute walk from my flat", "2026-01-12T09:00:00Z"),
@@ -87,7 +96,7 @@ async fn what_rests_on_a_changed_fact_without_naming_it_is_marked_by_meaning() {
         ("the new gym is a 20 minute bike ride away", "2026-03-12T09:00:00Z"),
     ];
     for (text, at) in lines {
-        let (status, body) = d.post("/v1/hooks/message_received", say(text, at)).await;
+        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
         assert_eq!(status, 200, "{body}");
     }
     embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(7)).await;
@@ -116,13 +125,10 @@ async fn what_rests_on_a_changed_fact_without_naming_it_is_marked_by_meaning() {
 /// someone else's city moves nothing; a statement about a slot no fact states is quoted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
-    let mut config = test_config();
-    config.embedding.model_dir = Some(test_model());
-    let d = TestDaemon::with(config).await;
-    let say = |text: &str, at: &str| json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } });
+    let d = model_daemon().await;
     let ask = json!({ "query": "Where does the user live these days?", "limit": 3 });
     for (text, at) in [("I live in Austin.", "2026-01-10T09:00:00Z"), ("My sister just moved to Denver.", "2026-02-10T09:00:00Z")] {
-        let (status, body) = d.post("/v1/hooks/message_received", say(text, at)).await;
+        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
         assert_eq!(status, 200, "{body}");
     }
     // Two messages and the two facts read from them.
@@ -131,7 +137,7 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     assert_eq!(hits["hits"][0]["record"]["payload"]["object"], "Austin", "another person's city moves nothing: {hits}");
 
     for (text, at) in [("been in portland about 6 yrs now", "2026-03-10T09:00:00Z"), ("vegetarian since March", "2026-03-12T09:00:00Z")] {
-        let (status, body) = d.post("/v1/hooks/message_received", say(text, at)).await;
+        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
         assert_eq!(status, 200, "{body}");
     }
     let embedded = before["embedded"].as_u64().expect("a count");

@@ -7,6 +7,12 @@
 //!   patterns carry no score); fixable items (contradictions, repeated errors) are added
 //!   under `## Error prevention` marked `[since: today]`. Under `aggressive_prune` up to
 //!   [`PRUNE_PER_TICK`] weak patterns go: no score, no marker, not protected.
+//! - **Lessons** (`lessons`, with or without a model): each lesson's line is added under
+//!   its section, or, when a line with its head is there, updated in place (the evidence
+//!   grew), so one lesson is one line. A fix lesson resolves the `Recurring error: MODE`
+//!   item tracked for its error: the tracker is replaced by the fix. A new pattern whose
+//!   content words match a line already there (Jaccard ≥ [`SAME_PATTERN`]) or that is a
+//!   copied chat line (`user: …`, `[12:30] …`) is not added.
 //! - **Stale items**: a `[since:]` item two days old or more is due for a mandatory action
 //!   (the tick's Phase 2); after [`ACTIONS_BEFORE_DEFERRAL`] actions it becomes
 //!   `[deferred: today, reason: "..."]`; at most [`MAX_DEFERRED`] stay deferred, the
@@ -24,6 +30,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::feedback::Directive;
+use super::lessons::{Lesson, LessonKind, content_words};
 
 /// Most weak patterns one tick prunes under `aggressive_prune`.
 pub const PRUNE_PER_TICK: usize = 3;
@@ -35,6 +42,9 @@ pub const MAX_DEFERRED: usize = 5;
 pub const STALE_AFTER_DAYS: i32 = 2;
 /// A pattern scoring this or more is high-scoring (the second law).
 pub const HIGH_SCORE: f64 = 0.5;
+/// A new pattern sharing this share of its content words with a line already there says
+/// the same (Jaccard).
+pub const SAME_PATTERN: f64 = 0.8;
 
 /// What the curator works from.
 #[derive(Debug, Clone)]
@@ -47,6 +57,8 @@ pub struct CurateInput<'a> {
     pub fixable: &'a [String],
     /// Mandatory actions already taken per stale item (by pattern key).
     pub stale_actions: &'a BTreeMap<String, u32>,
+    /// What the heartbeat learned this week, one line each.
+    pub lessons: &'a [Lesson],
     pub today: Date,
 }
 
@@ -56,6 +68,12 @@ pub struct Changes {
     pub added: Vec<String>,
     pub pruned: Vec<String>,
     pub promoted: Vec<String>,
+    /// Lesson lines whose evidence changed (the new text).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub updated: Vec<String>,
+    /// Tracked errors a learned fix resolved (their text).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<String>,
 }
 
 /// The curated playbook and what happened.
@@ -122,6 +140,58 @@ fn track_fixable(body: &mut Vec<String>, text: &str, today: Date) -> String {
     line.text
 }
 
+/// Whether `text` is a line copied from a chat or a log rather than a pattern: it opens
+/// with a speaker (`user:`, `assistant:`, `> `) or a clock time (`[12:30]`, `12:30 `).
+pub fn is_chat_copy(text: &str) -> bool {
+    let t = text.trim_start().to_lowercase();
+    let speaker = ["user:", "assistant:", "agent:", "human:", "ai:", "me:", "> "].iter().any(|p| t.starts_with(p));
+    let clock = t.trim_start_matches('[').split([' ', ']']).next().is_some_and(|w| {
+        let parts: Vec<&str> = w.split(':').collect();
+        parts.len() >= 2 && parts.iter().all(|p| !p.is_empty() && p.len() <= 2 && p.chars().all(|c| c.is_ascii_digit()))
+    });
+    speaker || clock
+}
+
+/// Whether `text` says what one of `lines` already says (content words, Jaccard).
+fn says_the_same(text: &str, lines: &[String]) -> bool {
+    let words = content_words(text);
+    !words.is_empty()
+        && lines.iter().any(|l| {
+            let other = content_words(l);
+            let union = words.union(&other).count();
+            union > 0 && words.intersection(&other).count() as f64 / union as f64 >= SAME_PATTERN
+        })
+}
+
+/// Puts each lesson's line in the playbook: updated in place when a line with its head is
+/// there, else added under its section; a fix resolves its tracked `Recurring error`.
+fn apply_lessons(playbook: &mut Playbook, lessons: &[Lesson], changes: &mut Changes) {
+    for lesson in lessons {
+        let existing = playbook.body.iter().position(|l| PatternLine::parse(l).is_some_and(|p| lesson.is_line(&p.text)));
+        match existing {
+            Some(i) => {
+                let Some(mut p) = PatternLine::parse(&playbook.body[i]) else { continue };
+                if p.text != lesson.line {
+                    p.text = lesson.line.clone();
+                    playbook.body[i] = p.render();
+                    changes.updated.push(lesson.line.clone());
+                }
+            }
+            None => {
+                add_to_section(&mut playbook.body, lesson.section(), format!("- {}", lesson.line));
+                changes.added.push(lesson.line.clone());
+            }
+        }
+        if let (LessonKind::Fix, Some(mode)) = (lesson.kind, &lesson.mode) {
+            let tracker = normalize(&format!("Recurring error: {mode}"));
+            if let Some(i) = playbook.body.iter().position(|l| PatternLine::parse(l).is_some_and(|p| p.key() == tracker)) {
+                let removed = playbook.body.remove(i);
+                changes.resolved.push(PatternLine::parse(&removed).map(|p| p.text).unwrap_or(removed));
+            }
+        }
+    }
+}
+
 /// Curates `input.playbook` without a model.
 pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
     let mut playbook = input.playbook.clone();
@@ -129,7 +199,8 @@ pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
     let known: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
     let mut seen = known.clone();
 
-    // Evolve (the third law): fixable items, then new patterns.
+    // Evolve (the third law): lessons, fixable items, then new patterns.
+    apply_lessons(&mut playbook, input.lessons, &mut changes);
     for text in input.fixable {
         let key = normalize(text);
         if key.is_empty() || seen.contains(&key) {
@@ -139,11 +210,13 @@ pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
         seen.push(key);
     }
     if input.directive != Directive::Stability {
+        let mut texts: Vec<String> = playbook.patterns().into_iter().map(|(_, p)| p.text).collect();
         for text in input.new_patterns {
             let key = normalize(text);
-            if key.is_empty() || seen.contains(&key) {
+            if key.is_empty() || seen.contains(&key) || is_chat_copy(text) || says_the_same(text, &texts) {
                 continue;
             }
+            texts.push(text.trim().to_string());
             add_to_section(&mut playbook.body, "Patterns", format!("- {}", text.trim()));
             changes.added.push(text.trim().to_string());
             seen.push(key);
@@ -338,7 +411,9 @@ pub fn govern(input: &CurateInput<'_>, proposed: Vec<String>) -> Curation {
             add_to_section(&mut playbook.body, heading.as_deref().unwrap_or("Patterns"), p.render());
         }
     }
-    // Fixable items are tracked whatever the model wrote.
+    // Lessons and fixable items are in the playbook whatever the model wrote.
+    let mut lesson_changes = Changes::default();
+    apply_lessons(&mut playbook, input.lessons, &mut lesson_changes);
     let present: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
     for text in input.fixable {
         let key = normalize(text);
@@ -356,6 +431,8 @@ pub fn govern(input: &CurateInput<'_>, proposed: Vec<String>) -> Curation {
             .filter(|(_, p)| p.established && old.iter().any(|(_, o)| o.key() == p.key() && !o.established))
             .map(|(_, p)| p.text.clone())
             .collect(),
+        updated: Vec::new(),
+        resolved: lesson_changes.resolved,
     };
     finish(playbook, input, changes)
 }

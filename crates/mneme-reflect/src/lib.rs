@@ -22,6 +22,7 @@ pub mod feedback;
 pub mod git;
 pub mod inner;
 pub mod insight;
+pub mod lessons;
 pub mod miner;
 pub mod outbound;
 pub mod report;

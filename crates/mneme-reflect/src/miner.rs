@@ -7,8 +7,11 @@
 //! 3. At most [`FILES_PER_RUN`] per run, newest first, plus `memory/devmatrix-summary.md`
 //!    when present; each file at most [`MAX_FILE_CHARS`] characters.
 //! 4. The model finds patterns, contradictions and preferences; offline, the fallback
-//!    does (facts extracted with the consolidation patterns, preference wording, facts
-//!    contradicting a playbook line).
+//!    does: patterns are the lines the notes mark as lessons (`Lesson:`, `Tip:`,
+//!    `Learned:`, `Rule:`, `TIL:`, …), preferences the lines worded as one, contradictions
+//!    the facts (read with the consolidation patterns) that contradict a playbook line.
+//!    Other facts are not patterns: they belong to the memory, which already indexes the
+//!    notes, and the findings only count them.
 //! 5. The new index is the old one plus the mined days, without days older than the
 //!    window. **When the configured model fails, the index is unchanged**, so the files
 //!    are mined again next time (the fallback's findings are still used this tick).
@@ -70,21 +73,41 @@ fn read_capped(settings: &WorkspaceSettings, relative: &str) -> Option<String> {
 }
 
 const PREFERENCE_WORDS: [&str; 6] = ["prefer", "always", "never", "don't", "do not", "rather"];
+/// How notes mark a line as a lesson for the playbook (lower case, with the colon).
+pub const LESSON_MARKERS: [&str; 8] = ["lesson:", "lesson learned:", "tip:", "learned:", "rule:", "pattern:", "til:", "note to self:"];
+
+/// The line's lesson, when the notes mark it as one.
+fn marked_lesson(line: &str) -> Option<String> {
+    let lower = line.to_lowercase();
+    let marker = LESSON_MARKERS.iter().find(|m| lower.starts_with(*m))?;
+    let rest = line[marker.len()..].trim();
+    (rest.split_whitespace().count() >= 3).then(|| rest.to_string())
+}
 
 /// The offline miner over these files' text.
 pub fn fallback(files: &[(String, String)], playbook: &Playbook) -> Mining {
     let known: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
     let lines: Vec<String> = playbook.patterns().into_iter().map(|(_, p)| p.text).collect();
     let mut mining = Mining::default();
+    let mut facts = 0;
     for (_, text) in files {
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
             let line = line.trim_start_matches(['-', '*', ' ']);
             let lower = line.to_lowercase();
+            if let Some(lesson) = marked_lesson(line) {
+                if !known.contains(&normalize(&lesson)) && !mining.new_patterns.contains(&lesson) {
+                    mining.new_patterns.push(lesson);
+                }
+                continue;
+            }
             if PREFERENCE_WORDS.iter().any(|w| lower.contains(w)) && line.len() <= 200 {
                 let p = line.to_string();
-                if !mining.preferences.contains(&p) && !known.contains(&normalize(&p)) {
+                // As the tick writes it: "User preference: …".
+                let key = normalize(&format!("User preference: {p}"));
+                if !mining.preferences.contains(&p) && !known.contains(&key) && !known.contains(&normalize(&p)) {
                     mining.preferences.push(p);
                 }
+                continue;
             }
             for t in mneme_truth::patterns::extract(line) {
                 let fact = format!("{} {} {}", t.subject, t.predicate, t.object);
@@ -99,8 +122,8 @@ pub fn fallback(files: &[(String, String)], playbook: &Playbook) -> Mining {
                     if !mining.contradictions.contains(&c) {
                         mining.contradictions.push(c);
                     }
-                } else if !known.contains(&normalize(&fact)) && !mining.new_patterns.contains(&fact) {
-                    mining.new_patterns.push(fact);
+                } else {
+                    facts += 1;
                 }
             }
         }
@@ -109,11 +132,12 @@ pub fn fallback(files: &[(String, String)], playbook: &Playbook) -> Mining {
         list.truncate(10);
     }
     mining.findings = format!(
-        "{} file(s) read: {} new pattern(s), {} contradiction(s), {} preference(s) found by the offline rules.",
+        "{} file(s) read: {} new pattern(s), {} contradiction(s), {} preference(s) found by the offline rules; {} fact(s) left to the memory.",
         files.len(),
         mining.new_patterns.len(),
         mining.contradictions.len(),
-        mining.preferences.len()
+        mining.preferences.len(),
+        facts
     );
     mining
 }

@@ -18,8 +18,34 @@ pub const HISTORY_LIMIT: usize = 50;
 /// One event of the recent history, oldest first.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    Message { at: Timestamp, sender: Option<String>, text: String, sensitivity: Sensitivity },
-    Tool { at: Timestamp, tool: String, failure_mode: Option<String> },
+    Message {
+        at: Timestamp,
+        /// `user` or `assistant` when the record says (hooks' `user_message`,
+        /// `assistant_message`; the conversation log's direction).
+        role: Option<String>,
+        sender: Option<String>,
+        text: String,
+        sensitivity: Sensitivity,
+    },
+    Tool {
+        at: Timestamp,
+        tool: String,
+        /// What was run, in a few words (`action_of`).
+        action: String,
+        failure_mode: Option<String>,
+    },
+}
+
+/// A tool call in a few words: its command (`command`, `cmd`, `script`), else the tool and
+/// the file or URL it acted on, else the tool's name; at most 120 characters.
+pub fn action_of(tool: &str, args: &serde_json::Value) -> String {
+    let field = |names: &[&str]| names.iter().find_map(|n| args.get(*n).and_then(serde_json::Value::as_str)).map(str::trim);
+    let action = match (field(&["command", "cmd", "script"]), field(&["file_path", "path", "file", "url"])) {
+        (Some(c), _) if !c.is_empty() => c.split_whitespace().collect::<Vec<_>>().join(" "),
+        (_, Some(target)) if !target.is_empty() => format!("{tool} {target}"),
+        _ => tool.to_string(),
+    };
+    action.chars().take(120).collect()
 }
 
 /// The last day's session events.
@@ -32,12 +58,19 @@ impl History {
     /// The last [`HISTORY_LIMIT`] session events of the 24 hours before `now`: episodic
     /// records and conversation-log entries, oldest first.
     pub fn gather(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<History> {
+        History::gather_window(owner, now, SignedDuration::from_hours(24), HISTORY_LIMIT)
+    }
+
+    /// The last `limit` session events (at most 1,000) of the `window` before `now`,
+    /// oldest first.
+    pub fn gather_window(owner: &Owner<'_>, now: Timestamp, window: SignedDuration, limit: usize) -> ServiceResult<History> {
         // The newest first, unranked; every sensitivity (what reaches a model is capped
         // separately, in `for_model`).
+        let since = now - window;
         let recent = owner.recent(&RetrieveRequest {
             types: vec![MemoryType::Episodic],
-            since: Some(now - SignedDuration::from_hours(24)),
-            limit: HISTORY_LIMIT,
+            since: Some(since),
+            limit,
             max_sensitivity: Some(Sensitivity::Critical),
             ..Default::default()
         })?;
@@ -47,38 +80,42 @@ impl History {
                 // Messages only: outcome and note events are not something anyone said.
                 Payload::Event(e) if e.event_kind == "message" || e.event_kind.ends_with("_message") => Some(Event::Message {
                     at: e.event_time.unwrap_or(r.created_at),
+                    role: e.event_kind.strip_suffix("_message").map(str::to_string),
                     sender: e.sender,
                     text: e.text,
                     sensitivity: r.sensitivity,
                 }),
-                Payload::ToolOutput(t) => {
-                    Some(Event::Tool { at: r.created_at, failure_mode: t.error.as_deref().map(mneme_core::normalize_error), tool: t.tool })
-                }
+                Payload::ToolOutput(t) => Some(Event::Tool {
+                    at: r.created_at,
+                    action: action_of(&t.tool, &t.args),
+                    failure_mode: t.error.as_deref().map(mneme_core::normalize_error),
+                    tool: t.tool,
+                }),
                 _ => None,
             })
             .collect();
         // The conversation log (messages an agent logs without hooks), the same window;
         // a message already in the records is not counted twice.
-        let day_ago = now - SignedDuration::from_hours(24);
         let total = owner.sync_status()?.total as i64;
         if total > 0 {
-            for c in owner.sync_fetch((total - HISTORY_LIMIT as i64 + 1).max(1), total)? {
+            for c in owner.sync_fetch((total - limit as i64 + 1).max(1), total)? {
                 let known = events.iter().any(|e| matches!(e, Event::Message { text, .. } if *text == c.content));
-                if c.at < day_ago || c.content == "[forgotten]" || known {
+                if c.at < since || c.content == "[forgotten]" || known {
                     continue;
                 }
-                let sender = match c.direction {
-                    mneme_service::Direction::Out => Some("assistant".to_string()),
-                    _ => c.user_id.clone().or_else(|| Some("user".into())),
+                let (role, sender) = match c.direction {
+                    mneme_service::Direction::Out => ("assistant", Some("assistant".to_string())),
+                    _ => ("user", c.user_id.clone().or_else(|| Some("user".into()))),
                 };
-                events.push(Event::Message { at: c.at, sender, text: c.content, sensitivity: Sensitivity::Medium });
+                let role = Some(role.to_string());
+                events.push(Event::Message { at: c.at, role, sender, text: c.content, sensitivity: Sensitivity::Medium });
             }
         }
         events.sort_by_key(|e| match e {
             Event::Message { at, .. } | Event::Tool { at, .. } => *at,
         });
-        // The last [`HISTORY_LIMIT`] of both sources together.
-        let drop = events.len().saturating_sub(HISTORY_LIMIT);
+        // The last `limit` of both sources together.
+        let drop = events.len().saturating_sub(limit);
         events.drain(..drop);
         Ok(History { events })
     }
@@ -122,7 +159,7 @@ impl History {
                 Event::Message { at, sender, text, .. } => {
                     format!("{} {}: {}", at.strftime("%H:%M"), sender.as_deref().unwrap_or("message"), text.replace('\n', " "))
                 }
-                Event::Tool { at, tool, failure_mode } => match failure_mode {
+                Event::Tool { at, tool, failure_mode, .. } => match failure_mode {
                     Some(m) => format!("{} tool {tool} failed: {m}", at.strftime("%H:%M")),
                     None => format!("{} tool {tool} ok", at.strftime("%H:%M")),
                 },

@@ -3,7 +3,11 @@
 //! last three tick lines, the session summary and the history, and answers with the
 //! seed's mapping; its answer is validated, and anything invalid falls back.
 //!
-//! Offline rules (the spec's), first match wins:
+//! Offline rules, first match wins:
+//! - a lesson of the last week (`lessons`: a failure with a known fix, a recurring
+//!   correction, a repeated question) not delivered as a tip yet (by its head) →
+//!   `telegram_tip` with its line, confidence 0.5 + 0.1 per sighting beyond two (at most
+//!   0.9): a tip the feedback loop can score, where the spec's rules only ever spawn;
 //! - the same normalised failure mode two or more times → `sessions_spawn` "Find root
 //!   cause for: MODE", confidence 0.5 + 0.1 per further repeat (at most 0.9);
 //! - three or more near-identical user messages (same words, Jaccard ≥ 0.8: the user
@@ -17,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::config::Stage;
 use super::engine::{Reflector, StageOutcome, strings, text};
+use super::lessons::Lesson;
 use super::setup::History;
 
 /// The three actions the analyzer can recommend.
@@ -81,8 +86,13 @@ fn stuck_loop(history: &History) -> Option<(String, usize)> {
     best
 }
 
-/// The offline report for this history.
-pub fn fallback(history: &History, idle: bool) -> SignalReport {
+/// The first lesson not delivered as a tip yet (`delivered`: the heads of those that were).
+pub fn new_lesson<'a>(lessons: &'a [Lesson], delivered: &[String]) -> Option<&'a Lesson> {
+    lessons.iter().find(|l| !delivered.contains(&l.head))
+}
+
+/// The offline report for this history and these lessons.
+pub fn fallback(history: &History, idle: bool, lessons: &[Lesson], delivered: &[String]) -> SignalReport {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for mode in history.failure_modes().into_iter().filter(|m| !m.trim().is_empty()) {
         *counts.entry(mode).or_default() += 1;
@@ -95,14 +105,23 @@ pub fn fallback(history: &History, idle: bool) -> SignalReport {
     if let Some((text, n)) = &stuck {
         signals.push(format!("user repeated the same request ({n}×): {text}"));
     }
-    let recommended_action = match (repeated.first(), stuck) {
-        (Some((mode, n)), _) => RecommendedAction {
+    signals.extend(lessons.iter().take(5).map(|l| format!("learned: {}", l.line)));
+    let fresh = new_lesson(lessons, delivered);
+    let recommended_action = match (fresh, repeated.first(), stuck) {
+        (Some(l), ..) => RecommendedAction {
+            action: ActionKind::TelegramTip,
+            task: l.line.clone(),
+            confidence: (0.5 + 0.1 * l.count.saturating_sub(2) as f64).min(0.9),
+        },
+        (None, Some((mode, n)), _) => RecommendedAction {
             action: ActionKind::SessionsSpawn,
             task: format!("Find root cause for: {mode}"),
             confidence: (0.5 + 0.1 * (*n as f64 - 2.0)).min(0.9),
         },
-        (None, Some((text, _))) => RecommendedAction { action: ActionKind::SessionsSpawn, task: format!("Debug: {text}"), confidence: 0.6 },
-        (None, None) => RecommendedAction::skip(),
+        (None, None, Some((text, _))) => {
+            RecommendedAction { action: ActionKind::SessionsSpawn, task: format!("Debug: {text}"), confidence: 0.6 }
+        }
+        (None, None, None) => RecommendedAction::skip(),
     };
     SignalReport { signals, recommended_action, idle, repeated_failures: repeated }
 }
@@ -147,12 +166,16 @@ pub struct SignalInput<'a> {
     /// The last tick lines, newest first.
     pub recent_ticks: &'a [Value],
     pub idle: bool,
+    /// The last week's lessons (`lessons::learn`).
+    pub lessons: &'a [Lesson],
+    /// The heads of the lessons already delivered as tips.
+    pub delivered: &'a [String],
 }
 
 /// Runs the analyzer: the model's validated answer, else the offline rules. The repeated
 /// failures (for the curator) always come from the history.
 pub fn analyze(engine: &Reflector, input: &SignalInput<'_>) -> (SignalReport, StageOutcome) {
-    let offline = fallback(input.history, input.idle);
+    let offline = fallback(input.history, input.idle, input.lessons, input.delivered);
     let recent: Vec<Value> = input
         .recent_ticks
         .iter()
@@ -165,6 +188,7 @@ pub fn analyze(engine: &Reflector, input: &SignalInput<'_>) -> (SignalReport, St
         "sessionSummary": input.summary,
         "events": input.history.for_model(engine.config.llm_max_sensitivity),
         "idle": input.idle,
+        "lessons": input.lessons.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
     })
     .to_string();
     match engine.ask(Stage::SignalAnalyzer, PROMPT, &user) {

@@ -24,6 +24,7 @@ use super::curator::{CurateInput, curate, stale_due};
 use super::engine::{Calls, Reflector, StageOutcome};
 use super::feedback::{figures, interpret};
 use super::insight::synthesize;
+use super::lessons::{LESSON_DAYS, LESSON_EVENTS, Lesson, delivered, learn, observe, trigger};
 use super::setup::{History, summarize};
 use super::signals::{ActionKind, SignalInput, analyze};
 use super::{git, miner, outbound};
@@ -132,8 +133,10 @@ pub fn tick(
     let today = settings.today(now);
     let mut stages = serde_json::Map::new();
 
-    // ---- setup: history, idle, session summary, module stack ----
+    // ---- setup: history, idle, session summary, module stack, the week's lessons ----
     let history = History::gather(owner, now)?;
+    let week = History::gather_window(owner, now, SignedDuration::from_hours(24 * LESSON_DAYS), LESSON_EVENTS)?;
+    let lessons = learn(&week);
     let last_activity = owner.last_activity()?;
     let idle = options.idle.unwrap_or_else(|| is_idle(engine, last_activity, now));
     let summary = match &options.summary {
@@ -158,8 +161,17 @@ pub fn tick(
     record(&mut stages, "git", &git_outcome);
 
     // The log and the playbook as they were before this tick.
-    let lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
+    let mut lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
     let recent_ticks: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(10).map(|l| l.value.clone()).collect();
+    // Tips scored by what happened after them (written before the feedback stage reads).
+    let observed = observe_tips(&lines, &week, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), now);
+    for value in &observed {
+        if !options.dry_run {
+            playbook_log::append(settings, now, value)?;
+        }
+        let line = playbook_log::LogLine { day: today, kind: "feedback".into(), ts: Some(now), value: value.clone() };
+        lines.insert(0, line);
+    }
     let playbook_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
     let old = std::fs::read_to_string(&playbook_path).unwrap_or_default();
     let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
@@ -175,6 +187,7 @@ pub fn tick(
         }
     }
     let stale_due = stale_due(&base, &stale_actions, &acted_today, today);
+    let delivered = delivered(&lines);
 
     // ---- Phase 2: signals, spawn outcomes, the action ----
     let (report, outcome) = analyze(
@@ -185,6 +198,8 @@ pub fn tick(
             playbook: if effective.is_empty() { &old } else { &effective },
             recent_ticks: &recent_ticks,
             idle,
+            lessons: &lessons,
+            delivered: &delivered,
         },
     );
     record(&mut stages, "signals", &outcome);
@@ -207,6 +222,10 @@ pub fn tick(
     };
     let tip = |task: &str, extra: Value| -> Value {
         let output_id = format!("{tick_id}-tip");
+        let mut extra = extra;
+        if let (Some(e), Some(l)) = (extra.as_object_mut(), lessons.iter().find(|l| l.line == task)) {
+            e.insert("lesson".into(), trigger(l));
+        }
         let delivery = if options.dry_run {
             json!({ "channel": engine.config.outbound.target, "ok": false, "error": "dry run" })
         } else {
@@ -255,7 +274,7 @@ pub fn tick(
     record(&mut stages, "feedback", &outcome);
 
     // ---- step 3: curation (one playbook write: body, mining index, effectiveness) ----
-    let mut fixable: Vec<String> = report.repeated_failures.iter().map(|(mode, _)| format!("Recurring error: {mode}")).collect();
+    let mut fixable = unresolved(&report.repeated_failures, &lessons);
     let mut new_patterns = Vec::new();
     if let Some(m) = &mining {
         fixable.extend(m.contradictions.iter().cloned());
@@ -275,6 +294,7 @@ pub fn tick(
             new_patterns: &new_patterns,
             fixable: &fixable,
             stale_actions: &stale_actions,
+            lessons: &lessons,
             today,
         },
         &context,
@@ -318,6 +338,8 @@ pub fn tick(
         "actionTaken": action_taken,
         "spawnOutcomes": spawn_outcomes,
         "spawnState": spawn_state,
+        "lessons": lessons,
+        "observedFeedback": observed,
         "mining": mining,
         "feedback": {
             "feedbackScores": { "avg": feedback.avg, "high": feedback.high, "low": feedback.low },
@@ -382,6 +404,38 @@ pub fn tick(
     Ok(TickReport { status, tick_id, line, output, log, llm, archived })
 }
 
+/// The repeated failures to track as `Recurring error: MODE`: those no learned fix covers.
+fn unresolved(repeated: &[(String, usize)], lessons: &[Lesson]) -> Vec<String> {
+    repeated
+        .iter()
+        .filter(|(mode, _)| !lessons.iter().any(|l| l.mode.as_deref() == Some(mode.as_str())))
+        .map(|(mode, _)| format!("Recurring error: {mode}"))
+        .collect()
+}
+
+/// Feedback lines for the tips of `lines` (from `since` on) that carry a lesson and have
+/// no observed score yet, where `week` shows what followed them.
+fn observe_tips(lines: &[playbook_log::LogLine], week: &History, since: Timestamp, now: Timestamp) -> Vec<Value> {
+    let scored: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.kind == "feedback" && l.value["source"] == "observed")
+        .filter_map(|l| l.value["outputId"].as_str())
+        .collect();
+    lines
+        .iter()
+        .filter(|l| l.kind == "tick" && l.ts.is_some_and(|t| t >= since))
+        .filter_map(|l| {
+            let taken = &l.value["actionTaken"];
+            let id = taken["outputId"].as_str().filter(|id| taken["kind"] == "telegram_tip" && !scored.contains(id))?;
+            let (score, evidence) = observe(week, taken.get("lesson")?, l.ts?)?;
+            Some(json!({
+                "kind": "feedback", "v": 1, "ts": now.to_string(), "outputId": id,
+                "compositeScore": score, "source": "observed", "evidence": evidence,
+            }))
+        })
+        .collect()
+}
+
 /// The stages that run alone (`mneme reflect signals|feedback|mine|curate|insight`).
 pub const STAGES: [&str; 5] = ["signals", "feedback", "mine", "curate", "insight"];
 
@@ -413,13 +467,26 @@ pub fn run_stage(
         let (summary, _) = summarize(engine, &history);
         let recent: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(3).map(|l| l.value.clone()).collect();
         let effective = read_effective(settings);
-        let input = SignalInput { history: &history, summary: &summary, playbook: &effective, recent_ticks: &recent, idle };
-        Ok(analyze(engine, &input))
+        let week = History::gather_window(owner, now, SignedDuration::from_hours(24 * LESSON_DAYS), LESSON_EVENTS)?;
+        let lessons = learn(&week);
+        let delivered = delivered(&lines);
+        let input = SignalInput {
+            history: &history,
+            summary: &summary,
+            playbook: &effective,
+            recent_ticks: &recent,
+            idle,
+            lessons: &lessons,
+            delivered: &delivered,
+        };
+        Ok((analyze(engine, &input), lessons))
     };
     Ok(match name {
         "signals" => {
-            let (report, outcome) = signals()?;
-            with_stage(json!(report), &outcome)
+            let ((report, outcome), lessons) = signals()?;
+            let mut v = json!(report);
+            v["lessons"] = json!(lessons);
+            with_stage(v, &outcome)
         }
         "feedback" => {
             let f = feedback();
@@ -433,8 +500,8 @@ pub fn run_stage(
             with_stage(json!(m), &outcome)
         }
         "curate" => {
-            let (report, _) = signals()?;
-            let fixable: Vec<String> = report.repeated_failures.iter().map(|(mode, _)| format!("Recurring error: {mode}")).collect();
+            let ((report, _), lessons) = signals()?;
+            let fixable = unresolved(&report.repeated_failures, &lessons);
             let stale_actions = BTreeMap::new();
             let input = CurateInput {
                 playbook: &base,
@@ -442,6 +509,7 @@ pub fn run_stage(
                 new_patterns: &[],
                 fixable: &fixable,
                 stale_actions: &stale_actions,
+                lessons: &lessons,
                 today,
             };
             let (c, outcome) = curate(engine, &input, &json!({}));

@@ -138,7 +138,7 @@ mod curator {
         fixable: &'a [String],
         actions: &'a BTreeMap<String, u32>,
     ) -> CurateInput<'a> {
-        CurateInput { playbook: p, directive, new_patterns: new, fixable, stale_actions: actions, today: date(2026, 2, 20) }
+        CurateInput { playbook: p, directive, new_patterns: new, fixable, stale_actions: actions, lessons: &[], today: date(2026, 2, 20) }
     }
 
     #[test]
@@ -651,5 +651,301 @@ mod next_session {
         let start = HookInput::from_json(json!({ "ctx": { "sessionId": "next" } })).expect("input");
         let context = hooks.handle(&owner, HookName::SessionStart, start, &mut buffer).context.unwrap_or_default();
         assert!(context.contains("## How I am") && context.contains("systemic fix: quota exceeded"), "{context}");
+    }
+}
+
+mod lessons {
+    //! What the heartbeat learns offline: fixes, corrections and repeated questions read
+    //! from the week's events, one playbook line each, and tips scored by what followed.
+
+    use std::sync::Arc;
+
+    use super::offline;
+    use jiff::{SignedDuration, Timestamp};
+    use mneme_core::{FixedClock, Payload, Sensitivity, ToolOutputPayload};
+    use mneme_reflect::lessons::{LessonKind, is_correction, learn, observe, trigger};
+    use mneme_reflect::setup::{Event, History};
+    use mneme_reflect::tick::{TickOptions, tick};
+    use mneme_service::{IngestOptions, MemoryService, ServiceConfig};
+    use mneme_store::StoreOptions;
+    use serde_json::{Value, json};
+
+    fn at(day: i64, minute: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + day * 86_400 + minute * 60).expect("instant")
+    }
+
+    fn tool(at: Timestamp, action: &str, error: Option<&str>) -> Event {
+        Event::Tool { at, tool: "bash".into(), action: action.into(), failure_mode: error.map(mneme_core::normalize_error) }
+    }
+
+    fn said(at: Timestamp, role: &str, text: &str) -> Event {
+        Event::Message { at, role: Some(role.into()), sender: None, text: text.into(), sensitivity: Sensitivity::Low }
+    }
+
+    const REFUSED: &str = "connect ECONNREFUSED 127.0.0.1:5432";
+
+    #[test]
+    fn a_fix_is_what_ran_between_a_recurring_failure_and_the_same_actions_success() {
+        let mut events = vec![
+            // Day 0: fails, the database is started, passes.
+            tool(at(0, 0), "npm test", Some(REFUSED)),
+            tool(at(0, 1), "docker compose up -d db", None),
+            tool(at(0, 2), "npm test", None),
+            // Day 1: fails, and a plain retry passes (no fix learned from that).
+            tool(at(1, 0), "npm test", Some(REFUSED)),
+            tool(at(1, 1), "npm test", None),
+            // A failure seen once is not recurring; one fixed far too late is no fix.
+            tool(at(1, 10), "cargo build", Some("linker `cc` not found")),
+            tool(at(1, 11), "apt-get install -y gcc", None),
+            tool(at(1, 12), "cargo build", None),
+            tool(at(2, 0), "terraform plan", Some("Backend initialization required")),
+            tool(at(2, 90), "terraform init", None),
+            tool(at(2, 91), "terraform plan", None),
+            tool(at(3, 0), "terraform plan", Some("Backend initialization required")),
+        ];
+        let lessons = learn(&History { events: events.clone() });
+        assert_eq!(lessons.len(), 1, "{lessons:#?}");
+        let fix = &lessons[0];
+        assert_eq!(fix.kind, LessonKind::Fix);
+        // The error as normalised (case, numbers, paths), so its variants are one.
+        let head = "When `npm test` fails with “connect econnrefused #.#.#.#:<port>”";
+        assert_eq!(fix.head, head);
+        assert_eq!(
+            fix.line,
+            format!("{head}, first run `docker compose up -d db`, then retry (it fixed this 1 of 2 times, last 2027-01-16)")
+        );
+
+        // After the tip: the action passing scores it up; the failure coming back, down.
+        let tip_at = at(4, 0);
+        let after = |e: Event| {
+            let mut all = events.clone();
+            all.push(e);
+            History { events: all }
+        };
+        assert_eq!(observe(&History { events: events.clone() }, &trigger(fix), tip_at), None, "nothing happened yet");
+        let (up, why) = observe(&after(tool(at(5, 0), "npm test", None)), &trigger(fix), tip_at).expect("scored");
+        assert_eq!((up, why.as_str()), (0.6, "`npm test` ran 1× after the tip without the error"));
+        let (down, _) = observe(&after(tool(at(5, 0), "npm test", Some(REFUSED))), &trigger(fix), tip_at).expect("scored");
+        assert_eq!(down, -0.5);
+        // Another error of the same action says nothing about this tip.
+        events.push(tool(at(5, 0), "npm test", Some("1 test failed")));
+        assert_eq!(observe(&History { events }, &trigger(fix), tip_at), None);
+    }
+
+    #[test]
+    fn a_correction_of_the_agents_last_step_counts_when_it_recurs_or_states_a_rule() {
+        assert!(is_correction("No, don't use npm here, this repo uses pnpm."));
+        assert!(is_correction("Don't touch the lockfile"));
+        assert!(is_correction("use the staging cluster instead"));
+        assert!(!is_correction("nothing else, thanks!"), "'no' must be a whole word");
+        assert!(!is_correction("No, why did you do that?"), "a question asks, it does not correct");
+        assert!(!is_correction("Notes look good"), "'no' must be a whole word");
+        let pnpm = "No, don't use npm here, this repo uses pnpm.";
+        let events = vec![
+            tool(at(0, 0), "npm install", None),
+            said(at(0, 1), "user", pnpm),
+            tool(at(1, 0), "npm install", None),
+            said(at(1, 1), "user", "Stop, this is a pnpm repo."),
+            // Once, after an assistant message: a one-off, not a lesson.
+            said(at(1, 5), "assistant", "I will edit config.yaml"),
+            said(at(1, 6), "user", "no, the other file"),
+            // Once, but a standing rule.
+            tool(at(2, 0), "git push --force origin main", None),
+            said(at(2, 1), "user", "Never force-push to main."),
+            // A correction long after the agent's step answers nothing.
+            tool(at(3, 0), "make deploy", None),
+            said(at(3, 40), "user", "Don't deploy on Fridays."),
+        ];
+        let lessons = learn(&History { events: events.clone() });
+        let lines: Vec<&str> = lessons.iter().map(|l| l.line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "After `npm install`, the user corrected the agent (2×, last 2027-01-16): “Stop, this is a pnpm repo.”",
+                "After `git push --force origin main`, the user corrected the agent (1×, last 2027-01-17): “Never force-push to main.”",
+            ],
+            "{lessons:#?}"
+        );
+        // The same correction after the tip scores it down.
+        let mut later = events;
+        later.push(tool(at(5, 0), "npm install", None));
+        later.push(said(at(5, 1), "user", "no! pnpm, not npm"));
+        let (score, why) = observe(&History { events: later }, &trigger(&lessons[0]), at(4, 0)).expect("scored");
+        assert_eq!((score, why.as_str()), (-0.5, "the same correction came back 1× after the tip"));
+    }
+
+    #[test]
+    fn a_question_asked_on_two_days_is_a_lesson_and_one_asked_twice_in_a_day_is_not() {
+        let events = vec![
+            said(at(0, 0), "user", "what's the staging URL?"),
+            said(at(0, 5), "user", "how do I rotate the API key?"),
+            said(at(0, 6), "user", "how do I rotate the API key?"),
+            said(at(2, 0), "user", "What is the staging url again?"),
+        ];
+        let lessons = learn(&History { events });
+        assert_eq!(lessons.len(), 1, "{lessons:#?}");
+        assert_eq!(lessons[0].kind, LessonKind::Question);
+        assert_eq!(
+            lessons[0].line,
+            "The user keeps asking “what's the staging URL?” (2×, last 2027-01-17): keep the answer in MEMORY.md so the session start carries it"
+        );
+    }
+
+    struct Week {
+        clock: Arc<FixedClock>,
+        service: crate::Owned,
+        settings: mneme_workspace::WorkspaceSettings,
+        _dirs: (tempfile::TempDir, tempfile::TempDir),
+    }
+
+    impl Week {
+        fn new() -> Week {
+            let clock = Arc::new(FixedClock::new(at(0, 9 * 60)));
+            let dir = tempfile::tempdir().expect("dir");
+            let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+            let service = crate::Owned::new(MemoryService::open(store, ServiceConfig::default(), clock.clone()).expect("store"));
+            let (ws, settings) = crate::reflect::workspace();
+            Week { clock, service, settings, _dirs: (dir, ws) }
+        }
+
+        fn run(&self, command: &str, error: Option<&str>) {
+            let output = ToolOutputPayload {
+                tool: "bash".into(),
+                args: json!({ "command": command }),
+                result: None,
+                error: error.map(str::to_string),
+                duration_ms: None,
+            };
+            self.service.ingest(Payload::ToolOutput(output), IngestOptions::default()).expect("ingest");
+            self.clock.advance(SignedDuration::from_mins(1));
+        }
+
+        fn tick(&self) -> Value {
+            let now = mneme_core::Clock::now(&*self.clock);
+            tick(&offline(), &self.service.owner(), &self.settings, now, &TickOptions { idle: Some(false), ..Default::default() })
+                .expect("tick")
+                .line
+        }
+
+        fn next_day(&self) {
+            self.clock.advance(SignedDuration::from_hours(24));
+        }
+
+        fn playbook(&self) -> String {
+            std::fs::read_to_string(self.settings.dir.join("memory/sinain-playbook.md")).expect("playbook")
+        }
+    }
+
+    /// Five failures with known fixes, each met on two days: the loop learns each fix
+    /// once, delivers it once as a tip, keeps one line per fix, scores the tips by what
+    /// followed, and leaves `insufficient_data`.
+    #[test]
+    fn offline_a_week_of_work_teaches_the_playbook_its_fixes_and_the_loop_scores_its_tips() {
+        let modes = [
+            ("npm test", REFUSED, "docker compose up -d db"),
+            ("pytest", "ModuleNotFoundError: No module named 'requests'", "source .venv/bin/activate"),
+            ("git push", "rejected: non-fast-forward", "git pull --rebase"),
+            ("terraform plan", "Error: Backend initialization required", "terraform init"),
+            ("kubectl apply -f k8s/", "error: You must be logged in to the server (Unauthorized)", "aws eks update-kubeconfig --name prod"),
+        ];
+        let week = Week::new();
+        // The evening before: `npm test` fails twice and nothing fixes it yet: tracked.
+        week.run("npm test", Some(REFUSED));
+        week.run("npm test", Some(REFUSED));
+        assert_eq!(week.tick()["actionTaken"]["kind"], "sessions_spawn");
+        assert!(week.playbook().contains("- Recurring error: connect econnrefused"), "{}", week.playbook());
+        week.next_day();
+        let mut tips = Vec::new();
+        let mut observed = Vec::new();
+        for day in 0..2 {
+            for (action, error, fix) in modes {
+                week.run(action, Some(error));
+                week.run(fix, None);
+                week.run(action, None);
+            }
+            // Ticks through the evening: one tip per tick.
+            for _ in 0..6 {
+                let line = week.tick();
+                observed.extend(line["observedFeedback"].as_array().cloned().unwrap_or_default());
+                if line["actionTaken"]["kind"] == "telegram_tip" {
+                    tips.push(line["actionTaken"].clone());
+                }
+                week.clock.advance(SignedDuration::from_mins(30));
+            }
+            if day == 0 {
+                // Only the failure seen before has recurred; one failure is no lesson yet.
+                let learned: Vec<&str> = tips.iter().filter_map(|t| t["lesson"]["action"].as_str()).collect();
+                assert_eq!(learned, ["npm test"], "{tips:#?}");
+                assert!(!week.playbook().contains("Recurring error"), "its fix resolved the tracked error: {}", week.playbook());
+            }
+            week.next_day();
+        }
+        assert_eq!(tips.len(), 5, "one tip per fix: {tips:#?}");
+        for tip in &tips {
+            assert_eq!(tip["lesson"]["kind"], "fix", "{tip}");
+            assert!(tip["task"].as_str().expect("task").starts_with("When `"), "{tip}");
+        }
+        let playbook = week.playbook();
+        for (action, _, fix) in modes {
+            let lines: Vec<&str> = playbook.lines().filter(|l| l.contains(&format!("When `{action}` fails"))).collect();
+            assert_eq!(lines.len(), 1, "{action}: {playbook}");
+            assert!(lines[0].contains(&format!("first run `{fix}`")), "{}", lines[0]);
+        }
+
+        // The agent follows the tips: each action now passes first time; the next
+        // tick scores every tip from what followed, and the directive moves.
+        for (action, _, fix) in modes {
+            week.run(fix, None);
+            week.run(action, None);
+        }
+        // The `npm test` tip came on day 0, and the simulated agent met the failure again
+        // on day 1: scored down then.
+        assert_eq!(observed.len(), 1, "{observed:#?}");
+        assert_eq!(observed[0]["compositeScore"], -0.5);
+        assert_eq!(observed[0]["evidence"], "`npm test` failed with the same error 1× after the tip");
+        let line = week.tick();
+        let observed = line["observedFeedback"].as_array().expect("observed");
+        assert_eq!(observed.len(), 4, "{observed:#?}");
+        assert!(observed.iter().all(|o| o["compositeScore"] == 0.6 && o["source"] == "observed"), "{observed:#?}");
+        assert_eq!(line["feedback"]["effectiveness"]["outputs"], 5);
+        assert_eq!(line["feedback"]["effectiveness"]["positive"], 4);
+        assert_eq!(line["feedback"]["curateDirective"], "stability", "{}", line["feedback"]);
+        let again = week.tick();
+        assert!(again["observedFeedback"].as_array().is_some_and(Vec::is_empty), "a tip is scored once");
+        let status = mneme_reflect::status::status(&offline(), &week.settings, mneme_core::Clock::now(&*week.clock)).expect("status");
+        assert_eq!(status.directive, "stability");
+        let count = |needle: &str| week.playbook().lines().filter(|l| l.contains(needle)).count();
+        assert_eq!(count("When `npm test` fails"), 1, "updated in place, never added twice");
+        assert_eq!(count("it fixed this 2 of 4 times"), 1, "its evidence grew on day 1: {}", week.playbook());
+    }
+
+    #[test]
+    fn mining_offline_adds_marked_lessons_once_and_leaves_facts_to_the_memory() {
+        let (_ws, settings) = crate::reflect::workspace();
+        let memory = settings.dir.join("memory");
+        std::fs::create_dir_all(&memory).expect("memory");
+        let note = "# Notes\n- The deploy uses Kubernetes\n- Alice prefers short answers\n- Lesson: run the migrations before the API tests\n- user: can you check the logs?\n";
+        std::fs::write(memory.join("2027-01-13.md"), note).expect("note");
+        std::fs::write(memory.join("2027-01-14.md"), note).expect("note");
+        let now = at(0, 9 * 60);
+        let dir = tempfile::tempdir().expect("dir");
+        let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
+        let service =
+            crate::Owned::new(MemoryService::open(store, ServiceConfig::default(), Arc::new(FixedClock::new(now))).expect("store"));
+        let idle = TickOptions { idle: Some(true), ..Default::default() };
+        let line = tick(&offline(), &service.owner(), &settings, now, &idle).expect("tick").line;
+        assert_eq!(line["mining"]["newPatterns"], json!(["run the migrations before the API tests"]), "{}", line["mining"]);
+        let playbook = std::fs::read_to_string(settings.dir.join("memory/sinain-playbook.md")).expect("playbook");
+        assert!(!playbook.to_lowercase().contains("kubernetes"), "a fact is the memory's: {playbook}");
+        assert!(!playbook.contains("can you check"), "a chat line is no pattern: {playbook}");
+        assert_eq!(playbook.matches("Alice prefers short answers").count(), 1, "{playbook}");
+        assert_eq!(playbook.matches("run the migrations before the API tests").count(), 1, "{playbook}");
+        // Mined again (a new file with the same lines): nothing is added twice.
+        std::fs::write(memory.join("2027-01-15.md"), note).expect("note");
+        let later = now + SignedDuration::from_hours(1);
+        tick(&offline(), &service.owner(), &settings, later, &idle).expect("tick");
+        let playbook = std::fs::read_to_string(settings.dir.join("memory/sinain-playbook.md")).expect("playbook");
+        assert_eq!(playbook.matches("Alice prefers short answers").count(), 1, "{playbook}");
+        assert_eq!(playbook.matches("run the migrations before the API tests").count(), 1, "{playbook}");
     }
 }

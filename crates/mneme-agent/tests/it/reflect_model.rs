@@ -487,6 +487,7 @@ mod properties {
                 new_patterns: &[],
                 fixable: &[],
                 stale_actions: &stale,
+                lessons: &[],
                 today: jiff::civil::date(2026, 11, 23),
             };
             let c = govern(&input, proposed);

@@ -749,24 +749,42 @@ const STOP: &[&str] = &[
     "your", "going", "right", "yeah", "okay",
 ];
 
-/// The deterministic analyzer: an error on screen (newest first), else an app switch as
-/// the newest screen event, else sustained audio (two chunks or more) by its top three
-/// words, else "—".
-pub fn rules(w: &ContextWindow) -> String {
-    for e in w.screen.iter().rev() {
-        for line in e.ocr.lines() {
-            if let Some((_, hint)) = ERRORS.iter().find(|(pattern, _)| line.contains(pattern)) {
-                let line = line.trim();
-                let shown = if line.chars().count() > 60 { format!("{}…", clip(line, 60)) } else { line.to_string() };
-                return format!("Error in {}: {shown} — {hint}.", e.app);
-            }
-        }
+/// The error line to quote from one screen event's text, and its hint: of the lines that
+/// look like an error, the last one that is not a traceback's header ("Traceback (most
+/// recent call last):" is followed by frames, and the error itself comes last).
+fn error_line(ocr: &str) -> Option<(&str, &'static str)> {
+    let found: Vec<(&str, &'static str)> = ocr
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| ERRORS.iter().find(|(pattern, _)| line.contains(pattern)).map(|(_, hint)| (line, *hint)))
+        .collect();
+    let traceback = found.iter().find(|(l, _)| l.starts_with("Traceback")).map(|(_, hint)| *hint);
+    let last = found.iter().rev().find(|(l, _)| !l.starts_with("Traceback")).copied();
+    match (last, traceback) {
+        (Some((line, _)), Some(hint)) => Some((line, hint)),
+        (Some(found), None) => Some(found),
+        (None, _) => found.first().copied(),
     }
+}
+
+/// The deterministic analyzer, newest first: an app switch as the newest screen event
+/// ("Switched to APP", even with an older error in the window); else an error on screen
+/// in the app the user is in now (an error left behind in another app is not theirs any
+/// more), quoting the error line; else sustained audio (two chunks or more) by its top
+/// three words; else "—".
+pub fn rules(w: &ContextWindow) -> String {
     if let Some(last) = w.screen.last()
         && last.kind == "context"
         && last.ocr.is_empty()
     {
         return format!("Switched to {}.", last.app);
+    }
+    let here = |e: &&ScreenItem| w.current_app.is_empty() || e.app == w.current_app;
+    for e in w.screen.iter().rev().filter(here) {
+        if let Some((line, hint)) = error_line(&e.ocr) {
+            let shown = if line.chars().count() > 60 { format!("{}…", clip(line, 60)) } else { line.to_string() };
+            return format!("Error in {}: {shown} — {hint}.", e.app);
+        }
     }
     if w.audio.len() >= 2 {
         let mut counts: std::collections::BTreeMap<String, usize> = Default::default();

@@ -263,7 +263,13 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
     match ctx.open(true) {
         Err(e) => HookOutcome { hook: Some(name), error: Some(format!("{e:#}")), ..HookOutcome::default() },
         Ok(service) => {
-            let hooks = Hooks::new(Ops::new(Arc::new(service), false), ctx.config.hooks.clone());
+            // The daemon's hooks keep the workspace (its playbook, curated memory, inner
+            // state and journals); so do these, so one block comes out either way.
+            let mut hooks = Hooks::new(Ops::new(Arc::new(service), false), ctx.config.hooks.clone());
+            match crate::workspace::settings(ctx, None) {
+                Ok(settings) => hooks = hooks.with_workspace(settings),
+                Err(e) => eprintln!("mneme hook: the workspace is left out ({e:#})"),
+            }
             let local = Principal::internal("local", Access::owner(), Sensitivity::Critical);
             // No daemon: no consolidation buffer (regex facts were extracted already).
             hooks.handle(&local, name, input, &mut Vec::new())

@@ -316,11 +316,26 @@ fn hook_command_with_and_without_a_daemon() {
     let (code, _, stderr) = hook(&m, &["lunch_break"], "{}");
     assert_eq!(code, 2, "{stderr}");
 
-    // With a daemon: forwarded (the daemon's status counts the hook).
+    // With a workspace and a playbook, the block without a daemon carries what the
+    // daemon's does (the playbook, the curated memory), not only the memories.
+    m.ok(&["workspace", "init"]);
+    let ws = m.dir.path().join("workspace");
+    std::fs::write(ws.join("memory/sinain-playbook.md"), "# Playbook\n\n## Patterns\n- Run the linter before every commit\n")
+        .expect("playbook");
+    std::fs::write(ws.join("MEMORY.md"), "# Curated\n\n- The staging host is stage.example.org\n").expect("curated");
+    let (code, local, _) = hook(&m, &["session_start", "--context-only"], r#"{"sessionId": "s2"}"#);
+    assert_eq!(code, 0);
+    let local = local.as_str().unwrap_or("").to_string();
+    for part in ["Nginx uses TLS 1.3", "## Playbook", "Run the linter before every commit"] {
+        assert!(local.contains(part), "{part:?} without a daemon: {local}");
+    }
+
+    // With a daemon: forwarded (the daemon's status counts the hook), the same block.
     let (mut child, addr) = serve(&m);
     let (code, out, _) = hook(&m, &["session_start", "--context-only"], r#"{"sessionId": "s2"}"#);
     assert_eq!(code, 0);
     assert!(out.as_str().unwrap_or("").contains("Nginx uses TLS 1.3"), "{out}");
+    assert_eq!(out.as_str().unwrap_or(""), local, "one block, daemon or not");
     let metrics =
         rt().block_on(async { reqwest::get(format!("http://{addr}/metrics")).await.expect("metrics").text().await.expect("text") });
     assert!(metrics.contains("mneme_hook_events_total{hook=\"session_start\",result=\"ok\"} 1"), "{metrics}");

@@ -59,6 +59,18 @@ pub enum Command {
         #[arg(long, default_value_t = 40)]
         ticks: usize,
     },
+    /// Reflection's effect (issue 36): a simulated month of an agent's work through the
+    /// hooks, with the heartbeat on schedule and without; per week, how often a failure
+    /// or a correction already met comes back, and the playbook's useful and junk lines.
+    Learning {
+        #[arg(long, default_value_t = 4)]
+        weeks: usize,
+        #[arg(long, default_value_t = 36)]
+        seed: u64,
+        /// Print the playbook (heartbeat on) after each week, on stderr.
+        #[arg(long)]
+        show_playbook: bool,
+    },
     /// What each web-console view costs to load (its API requests) on a store of N
     /// records, against an empty store.
     Console {
@@ -160,6 +172,35 @@ pub enum Command {
         /// Training epochs (full batch).
         #[arg(long, default_value_t = 400)]
         epochs: usize,
+        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
+    /// The correction layer the heartbeat reads replies with: `train` it on labelled
+    /// replies, or `eval` it beside the word rule (`bench/reflect/`).
+    Corrections {
+        /// `train` or `eval`.
+        #[arg(value_parser = ["train", "eval"])]
+        action: String,
+        /// Labelled JSON Lines, one `{"text": …, "correction": true|false}` per line
+        /// (repeat for several files).
+        #[arg(long, required = true)]
+        data: Vec<PathBuf>,
+        /// Where `train` writes the layer.
+        #[arg(long, default_value = "crates/mneme-reflect/data/corrections.json")]
+        out: PathBuf,
+        /// Probability from which `eval` counts a reply as a correction (the runtime's).
+        #[arg(long, default_value_t = mneme_reflect::lessons::CORRECTION_MIN_P)]
+        threshold: f32,
+        /// `eval` prints up to this many replies it got wrong.
+        #[arg(long, default_value_t = 0)]
+        show_errors: usize,
+        /// Training epochs (full batch).
+        #[arg(long, default_value_t = 100)]
+        epochs: usize,
+        /// L2 penalty on the weights: larger generalises more and fits less.
+        #[arg(long, default_value_t = 1e-3)]
+        l2: f32,
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,

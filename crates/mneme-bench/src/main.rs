@@ -21,11 +21,13 @@ macro_rules! outln {
 
 mod cli;
 mod console;
+mod corrections;
 mod daemon;
 mod dependents;
 mod embed;
 mod fleet;
 mod inner;
+mod learning;
 mod lexical;
 mod reflect;
 mod retrieval;
@@ -92,6 +94,11 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
+        Command::Learning { weeks, seed, show_playbook } => {
+            let data_dir = data_dir(&cli)?;
+            let (_, model) = crate::truth::pipeline("learning", &config(&cli, &data_dir)?, &data_dir)?;
+            crate::learning::learning(*seed, *weeks, model, *show_playbook, json)
+        }
         Command::Inner { days, runs } => crate::inner::inner(*days, *runs, json),
         Command::Console { records, runs } => crate::console::console(*records, *runs, json),
         Command::Engines { records, queries, postgres, vectors } => crate::store::engines(*records, *queries, postgres, *vectors, json),
@@ -104,6 +111,14 @@ fn run(cli: Cli) -> Result<()> {
             match action.as_str() {
                 "train" => crate::topics::train(&dir, data, out, *epochs, json),
                 _ => crate::topics::eval(&dir, data, layer.as_deref(), *threshold, *show_errors, json),
+            }
+        }
+        Command::Corrections { action, data, out, threshold, show_errors, epochs, l2, model_dir } => {
+            let config = config(&cli, &data_dir(&cli)?)?;
+            let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
+            match action.as_str() {
+                "train" => crate::corrections::train(&dir, data, out, *epochs, *l2, json),
+                _ => crate::corrections::eval(&dir, data, *threshold, *show_errors, json),
             }
         }
         Command::Embed { texts, batch, model_dir, file } => {

@@ -71,7 +71,7 @@ fn embed_all(model: &MiniLm, rows: &[Row]) -> Result<Vec<Vec<f32>>> {
     Ok(out)
 }
 
-fn load(dir: &Path) -> Result<MiniLm> {
+pub(crate) fn load(dir: &Path) -> Result<MiniLm> {
     verify_model_dir(dir)?;
     Ok(MiniLm::load(dir, DEFAULT_MODEL)?)
 }

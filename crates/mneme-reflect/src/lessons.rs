@@ -26,7 +26,10 @@
 //! after it: the failure or correction came back (negative), or the action ran again
 //! without it (positive). Without evidence a tip stays unscored.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
+
+use mneme_truth::topics::TopicModel;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
@@ -43,10 +46,23 @@ pub const FIX_WINDOW_MINS: i64 = 60;
 pub const MAX_FIX_STEPS: usize = 3;
 /// A correction answers the agent's last step within this window.
 pub const CORRECTION_WINDOW_MINS: i64 = 15;
-/// Two texts say the same when their content words overlap this much (Jaccard).
+/// Two texts say the same when their content words overlap this much (Jaccard)...
 pub const SAME_WORDS: f64 = 0.6;
+/// ...or, with the embedding model, when their vectors are this close (cosine).
+pub const SAME_MEANING: f32 = 0.7;
+/// Most messages embedded per tick for grouping.
+pub const MAX_EMBEDDED: usize = 200;
+/// How a repeated question's line opens (its quote follows).
+const QUESTION_OPENING: &str = "The user keeps asking “";
+/// How the line of a correction of a message opens (its quote follows).
+const CORRECTION_OPENING: &str = "The user corrected the agent: “";
+/// Content words a correction of a message (not of a tool call) needs to be a rule.
+pub const MIN_RULE_WORDS: usize = 4;
 /// Characters of the user's words a line quotes.
-pub const QUOTE_CHARS: usize = 160;
+pub const QUOTE_CHARS: usize = 120;
+/// Characters of an error a fix's line quotes (the playbook's session-start budget is
+/// 4,000 bytes).
+pub const MODE_CHARS: usize = 60;
 
 /// What kind of lesson.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -78,6 +94,34 @@ pub struct Lesson {
     /// The words that recur (correction and question lessons), normalised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub words: Option<String>,
+    /// The first wording (correction and question lessons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Every wording the group holds (by meaning with the model), the first first.
+    #[serde(skip)]
+    pub members: Vec<String>,
+    /// Playbook lines and delivered heads known to be this lesson (`recognise`).
+    #[serde(skip)]
+    pub aliases: Vec<String>,
+}
+
+/// The user's words a question's or a message correction's line (or head) quotes.
+pub fn quoted(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix(QUESTION_OPENING).or_else(|| text.strip_prefix(CORRECTION_OPENING))?;
+    rest.split_once('”').map(|(q, _)| q.trim_end_matches('…'))
+}
+
+/// Marks the `known` texts (playbook lines, delivered heads) that quote what a lesson's
+/// group says, by meaning when `meanings` has their vectors: a group re-formed as the
+/// week moved on may open with another wording and is still the same lesson.
+pub fn recognise(lessons: &mut [Lesson], known: &[String], meanings: &Meanings) {
+    for lesson in lessons.iter_mut().filter(|l| l.quotes()) {
+        for k in known {
+            if quoted(k).is_some_and(|q| lesson.members.iter().any(|m| meanings.same(q, m))) && !lesson.aliases.contains(k) {
+                lesson.aliases.push(k.clone());
+            }
+        }
+    }
 }
 
 impl Lesson {
@@ -90,10 +134,27 @@ impl Lesson {
         }
     }
 
-    /// Whether `text` (a playbook line's text) is this lesson's line, by its head.
+    /// Whether `text` (a playbook line's text, or a head) is this lesson's line: it starts
+    /// with the head, or, for a question or a correction of a message, it quotes words
+    /// that say the same (a group re-formed as the week moved on opens with another
+    /// wording, and is still the same lesson).
     pub fn is_line(&self, text: &str) -> bool {
-        let head = mneme_workspace::playbook::normalize(&self.head);
-        !head.is_empty() && mneme_workspace::playbook::normalize(text).starts_with(&head)
+        use mneme_workspace::playbook::normalize;
+        let head = normalize(&self.head);
+        if (!head.is_empty() && normalize(text).starts_with(&head)) || self.aliases.iter().any(|a| a == text) {
+            return true;
+        }
+        if !self.quotes() {
+            return false;
+        }
+        let Some(q) = quoted(text) else { return false };
+        let words = content_words(q);
+        self.members.iter().any(|m| quote(m).trim_end_matches('…') == q || jaccard(&words, &content_words(m)) >= SAME_WORDS)
+    }
+
+    /// Whether its line quotes the user (a question, or a correction of a message).
+    fn quotes(&self) -> bool {
+        matches!((self.kind, &self.action), (LessonKind::Question, _) | (LessonKind::Correction, None))
     }
 }
 
@@ -115,13 +176,112 @@ fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
     if union == 0 { 0.0 } else { a.intersection(b).count() as f64 / union as f64 }
 }
 
-fn quote(text: &str) -> String {
+fn cut(text: &str, chars: usize) -> String {
     let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() <= QUOTE_CHARS { one } else { format!("{}…", one.chars().take(QUOTE_CHARS - 1).collect::<String>()) }
+    if one.chars().count() <= chars { one } else { format!("{}…", one.chars().take(chars - 1).collect::<String>()) }
+}
+
+fn quote(text: &str) -> String {
+    cut(text, QUOTE_CHARS)
 }
 
 fn day(at: Timestamp) -> String {
     at.strftime("%Y-%m-%d").to_string()
+}
+
+/// The correction layer's class for a reply that corrects the agent (the other is
+/// `none`).
+pub const CORRECTION: &str = "correction";
+/// Probability from which the layer calls a reply a correction.
+pub const CORRECTION_MIN_P: f32 = 0.5;
+
+/// A two-class layer over the local encoder: does a reply correct what the agent just
+/// did? Trained by `mneme-bench corrections train` on
+/// `bench/reflect/train/corrections_train.jsonl` (replies a helper wrote without seeing
+/// this code); measured on the held-out `bench/reflect/corrections.jsonl`.
+#[derive(Debug)]
+pub struct CorrectionLayer(TopicModel);
+
+static LAYER: OnceLock<Option<CorrectionLayer>> = OnceLock::new();
+
+impl CorrectionLayer {
+    /// The compiled-in layer, if it was trained on the encoder `model`.
+    pub fn builtin(model: &str) -> Option<&'static CorrectionLayer> {
+        LAYER
+            .get_or_init(|| serde_json::from_str::<TopicModel>(include_str!("../data/corrections.json")).ok().map(CorrectionLayer))
+            .as_ref()
+            .filter(|l| l.0.model == model && l.0.classes.first().is_some_and(|c| c == CORRECTION))
+    }
+
+    /// The probability that the reply with unit vector `v` is a correction (0 for a
+    /// vector of another dimension).
+    pub fn probability(&self, v: &[f32]) -> f32 {
+        self.0.probabilities(v).first().copied().unwrap_or(0.0)
+    }
+}
+
+/// The vectors of the user's questions and replies, from the attached model, so
+/// paraphrases group ("what's the staging URL?", "where is staging hosted?") and the
+/// correction layer reads the replies; empty without a model, and then content words and
+/// the word rule decide.
+#[derive(Debug, Default)]
+pub struct Meanings {
+    vectors: HashMap<String, Vec<f32>>,
+    layer: Option<&'static CorrectionLayer>,
+}
+
+impl Meanings {
+    /// Embeds the user's questions and replies to the agent's steps in `history` (at most
+    /// [`MAX_EMBEDDED`], the newest) with `embed`; empty when it gives nothing.
+    /// `known`: playbook lines and delivered heads, whose quotes are embedded too.
+    /// `model`: the encoder's id, which picks the correction layer.
+    pub fn of(history: &History, known: &[String], model: Option<&str>, embed: impl Fn(&[&str]) -> Option<Vec<Vec<f32>>>) -> Meanings {
+        let events = &history.events;
+        let mut texts: Vec<&str> = user_messages(events)
+            .filter(|(i, t, _)| asks(t) || is_correction(t) || answered(events, *i).is_ok())
+            .map(|(_, t, _)| t)
+            .collect();
+        texts.reverse();
+        texts.truncate(MAX_EMBEDDED);
+        texts.extend(known.iter().filter_map(|k| quoted(k)));
+        let mut seen = std::collections::HashSet::new();
+        texts.retain(|t| seen.insert(*t));
+        match embed(&texts) {
+            Some(vectors) if vectors.len() == texts.len() => Meanings {
+                vectors: texts.into_iter().map(str::to_string).zip(vectors).collect(),
+                layer: model.and_then(CorrectionLayer::builtin),
+            },
+            _ => Meanings::default(),
+        }
+    }
+
+    /// Whether the model is behind these meanings.
+    pub fn by_model(&self) -> bool {
+        !self.vectors.is_empty()
+    }
+
+    /// Whether the correction layer reads the replies (else the word rule does).
+    pub fn by_layer(&self) -> bool {
+        self.layer.is_some() && self.by_model()
+    }
+
+    /// Whether the user's `text` corrects the agent: the layer's reading when it and the
+    /// text's vector are there, else [`is_correction`].
+    pub fn corrects(&self, text: &str) -> bool {
+        match (self.layer, self.vectors.get(text)) {
+            (Some(layer), Some(v)) => layer.probability(v) >= CORRECTION_MIN_P,
+            _ => is_correction(text),
+        }
+    }
+
+    /// Whether `a` and `b` say the same: by their vectors when both have one, else by
+    /// their content words.
+    pub fn same(&self, a: &str, b: &str) -> bool {
+        match (self.vectors.get(a), self.vectors.get(b)) {
+            (Some(x), Some(y)) => x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>() >= SAME_MEANING,
+            _ => jaccard(&content_words(a), &content_words(b)) >= SAME_WORDS,
+        }
+    }
 }
 
 /// The openings that make a user's reply a correction of the agent's last step.
@@ -226,10 +386,24 @@ fn fixes(events: &[Event]) -> Vec<Lesson> {
         .filter_map(|((action, mode), failures, last, mut fixes)| {
             fixes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.len().cmp(&b.0.len())));
             let (steps, fixed) = fixes.into_iter().next()?;
-            let head = format!("When `{action}` fails with “{}”", quote(&mode));
+            let head = format!("When `{action}` fails with “{}”", cut(&mode, MODE_CHARS));
             let run = steps.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", then ");
-            let line = format!("{head}, first run {run}, then retry (it fixed this {fixed} of {failures} times, last {})", day(last));
-            Some(Lesson { kind: LessonKind::Fix, head, line, count: failures, last, action: Some(action), mode: Some(mode), words: None })
+            let line = format!("{head}, first run {run}, then retry (fixed it {fixed} of {failures}×, last {})", day(last));
+            let mode = Some(mode);
+            let members = Vec::new();
+            Some(Lesson {
+                kind: LessonKind::Fix,
+                head,
+                line,
+                count: failures,
+                last,
+                action: Some(action),
+                mode,
+                words: None,
+                text: None,
+                members,
+                aliases: Vec::new(),
+            })
         })
         .collect()
 }
@@ -259,7 +433,8 @@ fn user_messages(events: &[Event]) -> impl Iterator<Item = (usize, &str, Timesta
 /// User messages that say the same thing (corrections of one action, or one question).
 struct Group {
     action: Option<String>,
-    words: BTreeSet<String>,
+    /// Every wording seen, the first first.
+    members: Vec<String>,
     /// The first wording (questions) or the latest (corrections).
     text: String,
     days: BTreeSet<String>,
@@ -269,41 +444,53 @@ struct Group {
 }
 
 impl Group {
-    fn new(action: Option<String>, words: BTreeSet<String>, text: &str, at: Timestamp) -> Group {
-        Group { action, words, text: text.to_string(), days: BTreeSet::from([day(at)]), count: 1, last: at, standing: false }
+    fn new(action: Option<String>, text: &str, at: Timestamp) -> Group {
+        let members = vec![text.to_string()];
+        Group { action, members, text: text.to_string(), days: BTreeSet::from([day(at)]), count: 1, last: at, standing: false }
     }
 
-    fn add(&mut self, at: Timestamp) {
+    fn add(&mut self, text: &str, at: Timestamp) {
         self.days.insert(day(at));
         self.count += 1;
         self.last = at;
+        if !self.members.iter().any(|m| m == text) {
+            self.members.push(text.to_string());
+        }
+    }
+
+    fn says(&self, meanings: &Meanings, text: &str) -> bool {
+        self.members.iter().any(|m| meanings.same(m, text))
     }
 
     fn words(&self) -> Option<String> {
-        Some(self.words.iter().cloned().collect::<Vec<_>>().join(" "))
+        Some(content_words(&self.members[0]).into_iter().collect::<Vec<_>>().join(" "))
     }
 }
 
 /// Correction lessons: the user correcting the same action (or in the same words) again,
 /// or once in a standing rule.
-fn corrections(events: &[Event]) -> Vec<Lesson> {
+fn corrections(events: &[Event], meanings: &Meanings) -> Vec<Lesson> {
     let mut groups: Vec<Group> = Vec::new();
     for (i, text, at) in user_messages(events) {
-        if !is_correction(text) {
+        if !meanings.corrects(text) {
             continue;
         }
         let Ok(action) = answered(events, i) else { continue };
-        let words = content_words(text);
+        // A reply to a message must say what to do: "no, the other file" says nothing
+        // that outlives its moment.
+        if action.is_none() && content_words(text).len() < MIN_RULE_WORDS {
+            continue;
+        }
         let standing = STANDING.iter().any(|w| text.to_lowercase().contains(w));
-        let same = groups.iter_mut().find(|g| (action.is_some() && g.action == action) || jaccard(&g.words, &words) >= SAME_WORDS);
+        let same = groups.iter_mut().find(|g| (action.is_some() && g.action == action) || g.says(meanings, text));
         let group = match same {
             Some(g) => {
-                g.add(at);
+                g.add(text, at);
                 g.text = text.to_string();
                 g
             }
             None => {
-                groups.push(Group::new(action, words, text, at));
+                groups.push(Group::new(action, text, at));
                 groups.last_mut().expect("just pushed")
             }
         };
@@ -320,7 +507,7 @@ fn corrections(events: &[Event]) -> Vec<Lesson> {
                     (head, line)
                 }
                 None => {
-                    let head = format!("The user corrected the agent: “{}”", quote(&g.text));
+                    let head = format!("{CORRECTION_OPENING}{}”", quote(&g.members[0]));
                     let line = format!("{head} ({}×, last {})", g.count, day(g.last));
                     (head, line)
                 }
@@ -332,6 +519,9 @@ fn corrections(events: &[Event]) -> Vec<Lesson> {
                 count: g.count,
                 last: g.last,
                 words: g.words(),
+                text: Some(g.members[0].clone()),
+                members: g.members.clone(),
+                aliases: Vec::new(),
                 action: g.action,
                 mode: None,
             }
@@ -340,37 +530,38 @@ fn corrections(events: &[Event]) -> Vec<Lesson> {
 }
 
 /// Repeated-question lessons: the same question on two or more days.
-fn questions(events: &[Event]) -> Vec<Lesson> {
+fn questions(events: &[Event], meanings: &Meanings) -> Vec<Lesson> {
     let mut groups: Vec<Group> = Vec::new();
     for (_, text, at) in user_messages(events) {
-        if !asks(text) {
+        // A correction worded as a question ("why did you delete the tests?") is the
+        // correction's lesson, not a question to keep an answer for.
+        if !asks(text) || content_words(text).len() < 2 || (meanings.by_layer() && meanings.corrects(text)) {
             continue;
         }
-        let words = content_words(text);
-        if words.len() < 2 {
-            continue;
-        }
-        match groups.iter_mut().find(|g| jaccard(&g.words, &words) >= SAME_WORDS) {
-            Some(g) => g.add(at),
-            None => groups.push(Group::new(None, words, text, at)),
+        match groups.iter_mut().find(|g| g.says(meanings, text)) {
+            Some(g) => g.add(text, at),
+            None => groups.push(Group::new(None, text, at)),
         }
     }
     groups
         .into_iter()
         .filter(|g| g.days.len() >= 2)
         .map(|g| {
-            let head = format!("The user keeps asking “{}”", quote(&g.text));
-            let line = format!("{head} ({}×, last {}): keep the answer in MEMORY.md so the session start carries it", g.count, day(g.last));
-            Lesson { kind: LessonKind::Question, head, line, count: g.count, last: g.last, words: g.words(), action: None, mode: None }
+            let head = format!("{QUESTION_OPENING}{}”", quote(&g.members[0]));
+            let line = format!("{head} ({}×, last {}): put the answer in MEMORY.md", g.count, day(g.last));
+            let text = Some(g.members[0].clone());
+            let (count, last, words, members) = (g.count, g.last, g.words(), g.members);
+            let aliases = Vec::new();
+            Lesson { kind: LessonKind::Question, head, line, count, last, words, text, members, aliases, action: None, mode: None }
         })
         .collect()
 }
 
 /// The lessons in `history` (oldest events first): fixes, then corrections, then
 /// repeated questions, each group with the most frequent first.
-pub fn learn(history: &History) -> Vec<Lesson> {
+pub fn learn(history: &History, meanings: &Meanings) -> Vec<Lesson> {
     let mut out = Vec::new();
-    for mut group in [fixes(&history.events), corrections(&history.events), questions(&history.events)] {
+    for mut group in [fixes(&history.events), corrections(&history.events, meanings), questions(&history.events, meanings)] {
         group.sort_by(|a, b| b.count.cmp(&a.count).then(a.head.cmp(&b.head)));
         out.extend(group);
     }
@@ -388,12 +579,15 @@ pub fn delivered(lines: &[mneme_workspace::playbook_log::LogLine]) -> Vec<String
 
 /// A lesson as an output line records it, for [`observe`] to score later.
 pub fn trigger(lesson: &Lesson) -> serde_json::Value {
-    serde_json::json!({ "kind": lesson.kind, "head": lesson.head, "action": lesson.action, "mode": lesson.mode, "words": lesson.words })
+    serde_json::json!({
+        "kind": lesson.kind, "head": lesson.head, "action": lesson.action, "mode": lesson.mode,
+        "words": lesson.words, "text": lesson.text,
+    })
 }
 
 /// What happened after a tip about `trigger` delivered at `since`: a score in [-1, 1] and
 /// the evidence, or `None` while nothing shows either way.
-pub fn observe(history: &History, trigger: &serde_json::Value, since: Timestamp) -> Option<(f64, String)> {
+pub fn observe(history: &History, meanings: &Meanings, trigger: &serde_json::Value, since: Timestamp) -> Option<(f64, String)> {
     let text = |k: &str| trigger[k].as_str();
     match trigger["kind"].as_str()? {
         "fix" => {
@@ -416,16 +610,20 @@ pub fn observe(history: &History, trigger: &serde_json::Value, since: Timestamp)
         }
         kind @ ("correction" | "question") => {
             let words: BTreeSet<String> = text("words")?.split(' ').map(str::to_string).collect();
+            let first = text("text");
             let action = text("action");
             let again = user_messages(&history.events)
                 .filter(|(i, said, at)| {
                     *at > since && {
-                        let same = jaccard(&content_words(said), &words) >= SAME_WORDS;
+                        let same = match first {
+                            Some(first) => meanings.same(first, said),
+                            None => jaccard(&content_words(said), &words) >= SAME_WORDS,
+                        };
                         if kind == "question" {
                             same && asks(said)
                         } else {
                             let corrected = answered(&history.events, *i).ok().flatten();
-                            is_correction(said) && (same || (action.is_some() && corrected.as_deref() == action))
+                            meanings.corrects(said) && (same || (action.is_some() && corrected.as_deref() == action))
                         }
                     }
                 })

@@ -33,7 +33,26 @@ pub enum Event {
         /// What was run, in a few words (`action_of`).
         action: String,
         failure_mode: Option<String>,
+        /// The files it acted on (`files_of`): what module file-pattern triggers match.
+        files: Vec<String>,
     },
+}
+
+/// The files a tool call acted on: its `file_path`, `path`, `file`, `notebook_path`, and
+/// the strings of a `files` or `paths` list.
+pub fn files_of(args: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = ["file_path", "path", "file", "notebook_path"]
+        .iter()
+        .filter_map(|k| args.get(*k).and_then(serde_json::Value::as_str))
+        .map(str::to_string)
+        .collect();
+    for k in ["files", "paths"] {
+        if let Some(list) = args.get(k).and_then(serde_json::Value::as_array) {
+            out.extend(list.iter().filter_map(serde_json::Value::as_str).map(str::to_string));
+        }
+    }
+    out.retain(|f| !f.trim().is_empty());
+    out
 }
 
 /// A tool call in a few words: its command (`command`, `cmd`, `script`), else the tool and
@@ -88,6 +107,7 @@ impl History {
                 Payload::ToolOutput(t) => Some(Event::Tool {
                     at: r.created_at,
                     action: action_of(&t.tool, &t.args),
+                    files: files_of(&t.args),
                     failure_mode: t.error.as_deref().map(mneme_core::normalize_error),
                     tool: t.tool,
                 }),
@@ -136,6 +156,21 @@ impl History {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The files the tool calls acted on, each once, in order.
+    pub fn files_touched(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for e in &self.events {
+            if let Event::Tool { files, .. } = e {
+                for f in files {
+                    if !out.contains(f) {
+                        out.push(f.clone());
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Tool → calls.

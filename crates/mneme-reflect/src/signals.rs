@@ -88,7 +88,7 @@ fn stuck_loop(history: &History) -> Option<(String, usize)> {
 
 /// The first lesson not delivered as a tip yet (`delivered`: the heads of those that were).
 pub fn new_lesson<'a>(lessons: &'a [Lesson], delivered: &[String]) -> Option<&'a Lesson> {
-    lessons.iter().find(|l| !delivered.contains(&l.head))
+    lessons.iter().find(|l| !delivered.iter().any(|h| l.is_line(h)))
 }
 
 /// The offline report for this history and these lessons.

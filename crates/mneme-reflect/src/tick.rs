@@ -24,7 +24,7 @@ use super::curator::{CurateInput, curate, stale_due};
 use super::engine::{Calls, Reflector, StageOutcome};
 use super::feedback::{figures, interpret};
 use super::insight::synthesize;
-use super::lessons::{LESSON_DAYS, LESSON_EVENTS, Lesson, delivered, learn, observe, trigger};
+use super::lessons::{LESSON_DAYS, LESSON_EVENTS, Lesson, Meanings, delivered, learn, observe, recognise, trigger};
 use super::setup::{History, summarize};
 use super::signals::{ActionKind, SignalInput, analyze};
 use super::{git, miner, outbound};
@@ -136,7 +136,6 @@ pub fn tick(
     // ---- setup: history, idle, session summary, module stack, the week's lessons ----
     let history = History::gather(owner, now)?;
     let week = History::gather_window(owner, now, SignedDuration::from_hours(24 * LESSON_DAYS), LESSON_EVENTS)?;
-    let lessons = learn(&week);
     let last_activity = owner.last_activity()?;
     let idle = options.idle.unwrap_or_else(|| is_idle(engine, last_activity, now));
     let summary = match &options.summary {
@@ -163,8 +162,18 @@ pub fn tick(
     // The log and the playbook as they were before this tick.
     let mut lines = playbook_log::read(settings, today - jiff::Span::new().days(STALE_ACTION_DAYS), today)?;
     let recent_ticks: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(10).map(|l| l.value.clone()).collect();
+    let playbook_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
+    let old = std::fs::read_to_string(&playbook_path).unwrap_or_default();
+    let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
+    // The week's lessons, recognised in the playbook and among the tips delivered.
+    let delivered = delivered(&lines);
+    let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
+    let model = owner.embedding_model();
+    let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| owner.embed_texts(texts));
+    let mut lessons = learn(&week, &meanings);
+    recognise(&mut lessons, &known, &meanings);
     // Tips scored by what happened after them (written before the feedback stage reads).
-    let observed = observe_tips(&lines, &week, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), now);
+    let observed = observe_tips(&lines, &week, &meanings, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), now);
     for value in &observed {
         if !options.dry_run {
             playbook_log::append(settings, now, value)?;
@@ -172,9 +181,6 @@ pub fn tick(
         let line = playbook_log::LogLine { day: today, kind: "feedback".into(), ts: Some(now), value: value.clone() };
         lines.insert(0, line);
     }
-    let playbook_path = paths::resolve(&settings.dir, paths::PLAYBOOK)?;
-    let old = std::fs::read_to_string(&playbook_path).unwrap_or_default();
-    let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
     let mut stale_actions: BTreeMap<String, u32> = BTreeMap::new();
     let mut acted_today: Vec<String> = Vec::new();
     for line in lines.iter().filter(|l| l.kind == "tick") {
@@ -187,7 +193,6 @@ pub fn tick(
         }
     }
     let stale_due = stale_due(&base, &stale_actions, &acted_today, today);
-    let delivered = delivered(&lines);
 
     // ---- Phase 2: signals, spawn outcomes, the action ----
     let (report, outcome) = analyze(
@@ -309,13 +314,15 @@ pub fn tick(
         // What stages and the next session read: regenerated after every curation.
         mneme_workspace::playbook::generate_effective(settings)?;
     }
-    // The active modules this tick used: their keywords in the summary or the signals.
+    // The active modules this tick used: their keywords in the summary or the signals,
+    // their file patterns over the files the day's tool calls acted on.
     let modules_triggered = if options.dry_run {
         Vec::new()
     } else {
         let signals = serde_json::to_string(&(&report.signals, &report.recommended_action)).unwrap_or_default();
         let text = format!("{summary}\n{signals}");
-        mneme_workspace::modules::record_triggers(settings, &text, &[], now).unwrap_or_else(|e| {
+        // The files the agent touched today: what file-pattern triggers match.
+        mneme_workspace::modules::record_triggers(settings, &text, &history.files_touched(), now).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "module triggers not recorded");
             Vec::new()
         })
@@ -339,6 +346,11 @@ pub fn tick(
         "spawnOutcomes": spawn_outcomes,
         "spawnState": spawn_state,
         "lessons": lessons,
+        "lessonsBy": match (meanings.by_layer(), meanings.by_model()) {
+            (true, _) => "model and correction layer",
+            (false, true) => "model",
+            _ => "words",
+        },
         "observedFeedback": observed,
         "mining": mining,
         "feedback": {
@@ -415,7 +427,7 @@ fn unresolved(repeated: &[(String, usize)], lessons: &[Lesson]) -> Vec<String> {
 
 /// Feedback lines for the tips of `lines` (from `since` on) that carry a lesson and have
 /// no observed score yet, where `week` shows what followed them.
-fn observe_tips(lines: &[playbook_log::LogLine], week: &History, since: Timestamp, now: Timestamp) -> Vec<Value> {
+fn observe_tips(lines: &[playbook_log::LogLine], week: &History, meanings: &Meanings, since: Timestamp, now: Timestamp) -> Vec<Value> {
     let scored: Vec<&str> = lines
         .iter()
         .filter(|l| l.kind == "feedback" && l.value["source"] == "observed")
@@ -427,7 +439,7 @@ fn observe_tips(lines: &[playbook_log::LogLine], week: &History, since: Timestam
         .filter_map(|l| {
             let taken = &l.value["actionTaken"];
             let id = taken["outputId"].as_str().filter(|id| taken["kind"] == "telegram_tip" && !scored.contains(id))?;
-            let (score, evidence) = observe(week, taken.get("lesson")?, l.ts?)?;
+            let (score, evidence) = observe(week, meanings, taken.get("lesson")?, l.ts?)?;
             Some(json!({
                 "kind": "feedback", "v": 1, "ts": now.to_string(), "outputId": id,
                 "compositeScore": score, "source": "observed", "evidence": evidence,
@@ -468,8 +480,12 @@ pub fn run_stage(
         let recent: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(3).map(|l| l.value.clone()).collect();
         let effective = read_effective(settings);
         let week = History::gather_window(owner, now, SignedDuration::from_hours(24 * LESSON_DAYS), LESSON_EVENTS)?;
-        let lessons = learn(&week);
         let delivered = delivered(&lines);
+        let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
+        let model = owner.embedding_model();
+        let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| owner.embed_texts(texts));
+        let mut lessons = learn(&week, &meanings);
+        recognise(&mut lessons, &known, &meanings);
         let input = SignalInput {
             history: &history,
             summary: &summary,

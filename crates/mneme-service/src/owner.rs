@@ -181,6 +181,11 @@ impl<'a> Owner<'a> {
         self.service().holds_job(job)
     }
 
+    /// Unit vectors of `texts` from the attached model; `None` without one or on failure.
+    pub fn embed_texts(&self, texts: &[&str]) -> Option<Vec<Vec<f32>>> {
+        self.service().embed_texts(texts)
+    }
+
     /// The attached embedding model's id, if any.
     pub fn embedding_model(&self) -> Option<String> {
         self.service().embedding_model().map(str::to_string)

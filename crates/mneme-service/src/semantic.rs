@@ -247,6 +247,16 @@ impl MemoryService {
         Some(EmbedderHandle { stop, service: Arc::clone(self), thread: Some(thread), passes })
     }
 
+    /// Unit vectors of `texts` from the attached model, or `None` without one or when it
+    /// fails (callers fall back to words): what the heartbeat groups paraphrases with.
+    pub fn embed_texts(&self, texts: &[&str]) -> Option<Vec<Vec<f32>>> {
+        let s = self.semantic.get()?;
+        if texts.is_empty() {
+            return Some(Vec::new());
+        }
+        s.embedder.embed(texts).ok()
+    }
+
     /// The query's unit vector, or `None` (no model, or the model failed: then retrieval
     /// is lexical and the failure is reported once through the returned flag).
     pub(crate) fn query_vector(&self, query: &str) -> Option<Vec<f32>> {

@@ -85,3 +85,24 @@ fn topics_names_the_line_of_a_bad_label_before_loading_any_model() {
     }
     assert!(!dir.path().join("layer.json").exists(), "nothing written");
 }
+
+/// Reflection's effect, offline and without a model: two simulated weeks with the
+/// heartbeat repeat fewer failures and corrections than without it, and the playbook it
+/// writes holds no fact, chat line or second line for one lesson.
+#[test]
+fn learning_shows_the_loop_on_repeating_fewer_failures_than_the_loop_off() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = bench(dir.path()).args(["--json", "learning", "--weeks", "2", "--seed", "5"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let sum = |arm: &str, key: &str| v[arm].as_array().expect("weeks").iter().map(|w| w[key].as_u64().expect(key)).sum::<u64>();
+    let (on, off) = (sum("loop_on", "repeated_failures"), sum("loop_off", "repeated_failures"));
+    let (on_tasks, off_tasks) = (sum("loop_on", "known_failure_tasks"), sum("loop_off", "known_failure_tasks"));
+    assert_eq!(off, off_tasks, "without the loop every known failure comes back");
+    assert!(on_tasks > 0 && (on as f64) < 0.5 * on_tasks as f64, "with the loop fewer than half come back: {on}/{on_tasks}");
+    let last = &v["loop_on"][1]["playbook"];
+    assert!(last["useful"].as_u64().expect("useful") >= 8, "{last}");
+    let junk: Vec<&str> = last["junk_lines"].as_array().expect("junk").iter().filter_map(|j| j.as_str()).collect();
+    assert!(junk.iter().all(|j| j.starts_with("duplicate of question")), "only an unworded paraphrase may repeat: {junk:?}");
+    assert!(last["tips"].as_u64().expect("tips") >= 5 && last["observed"].as_u64().expect("observed") >= 1, "{last}");
+}

@@ -12,7 +12,8 @@
 //!   grew), so one lesson is one line. A fix lesson resolves the `Recurring error: MODE`
 //!   item tracked for its error: the tracker is replaced by the fix. A new pattern whose
 //!   content words match a line already there (Jaccard ≥ [`SAME_PATTERN`]) or that is a
-//!   copied chat line (`user: …`, `[12:30] …`) is not added.
+//!   copied chat line (`user: …`, `[12:30] …`) is not added. A lesson whose tip was
+//!   scored by what followed it carries that score as its `(score: …)` marker.
 //! - **Stale items**: a `[since:]` item two days old or more is due for a mandatory action
 //!   (the tick's Phase 2); after [`ACTIONS_BEFORE_DEFERRAL`] actions it becomes
 //!   `[deferred: today, reason: "..."]`; at most [`MAX_DEFERRED`] stay deferred, the
@@ -59,6 +60,9 @@ pub struct CurateInput<'a> {
     pub stale_actions: &'a BTreeMap<String, u32>,
     /// What the heartbeat learned this week, one line each.
     pub lessons: &'a [Lesson],
+    /// Lesson heads whose tip was scored by what followed it, and the score: the line's
+    /// `(score: …)` marker, so law 2 keeps what worked and pruning sees what did not.
+    pub scored: &'a [(String, f64)],
     pub today: Date,
 }
 
@@ -163,6 +167,21 @@ fn says_the_same(text: &str, lines: &[String]) -> bool {
         })
 }
 
+/// Sets the `(score: …)` marker of each scored lesson's line (found by its head).
+fn score_lessons(playbook: &mut Playbook, scored: &[(String, f64)], changes: &mut Changes) {
+    for (head, score) in scored {
+        let head = normalize(head);
+        for line in playbook.body.iter_mut() {
+            let Some(mut p) = PatternLine::parse(line) else { continue };
+            if !head.is_empty() && p.key().starts_with(&head) && p.score != Some(*score) {
+                p.score = Some(*score);
+                *line = p.render();
+                changes.updated.push(p.text.clone());
+            }
+        }
+    }
+}
+
 /// Puts each lesson's line in the playbook: updated in place when a line with its head is
 /// there, else added under its section; a fix resolves its tracked `Recurring error`.
 fn apply_lessons(playbook: &mut Playbook, lessons: &[Lesson], changes: &mut Changes) {
@@ -199,8 +218,10 @@ pub fn curate_offline(input: &CurateInput<'_>) -> Curation {
     let known: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
     let mut seen = known.clone();
 
-    // Evolve (the third law): lessons, fixable items, then new patterns.
+    // Evolve (the third law): lessons (and their observed scores), fixable items, then
+    // new patterns.
     apply_lessons(&mut playbook, input.lessons, &mut changes);
+    score_lessons(&mut playbook, input.scored, &mut changes);
     for text in input.fixable {
         let key = normalize(text);
         if key.is_empty() || seen.contains(&key) {
@@ -414,6 +435,7 @@ pub fn govern(input: &CurateInput<'_>, proposed: Vec<String>) -> Curation {
     // Lessons and fixable items are in the playbook whatever the model wrote.
     let mut lesson_changes = Changes::default();
     apply_lessons(&mut playbook, input.lessons, &mut lesson_changes);
+    score_lessons(&mut playbook, input.scored, &mut lesson_changes);
     let present: Vec<String> = playbook.patterns().iter().map(|(_, p)| p.key()).collect();
     for text in input.fixable {
         let key = normalize(text);

@@ -300,6 +300,7 @@ pub fn tick(
             fixable: &fixable,
             stale_actions: &stale_actions,
             lessons: &lessons,
+            scored: &scored_lessons(&observed),
             today,
         },
         &context,
@@ -416,6 +417,11 @@ pub fn tick(
     Ok(TickReport { status, tick_id, line, output, log, llm, archived })
 }
 
+/// The lesson heads the observed feedback scored, with the score.
+fn scored_lessons(observed: &[Value]) -> Vec<(String, f64)> {
+    observed.iter().filter_map(|o| Some((o["lessonHead"].as_str()?.to_string(), o["compositeScore"].as_f64()?))).collect()
+}
+
 /// The repeated failures to track as `Recurring error: MODE`: those no learned fix covers.
 fn unresolved(repeated: &[(String, usize)], lessons: &[Lesson]) -> Vec<String> {
     repeated
@@ -443,6 +449,7 @@ fn observe_tips(lines: &[playbook_log::LogLine], week: &History, meanings: &Mean
             Some(json!({
                 "kind": "feedback", "v": 1, "ts": now.to_string(), "outputId": id,
                 "compositeScore": score, "source": "observed", "evidence": evidence,
+                "lessonHead": taken["lesson"]["head"],
             }))
         })
         .collect()
@@ -526,6 +533,7 @@ pub fn run_stage(
                 fixable: &fixable,
                 stale_actions: &stale_actions,
                 lessons: &lessons,
+                scored: &[],
                 today,
             };
             let (c, outcome) = curate(engine, &input, &json!({}));

@@ -138,7 +138,16 @@ mod curator {
         fixable: &'a [String],
         actions: &'a BTreeMap<String, u32>,
     ) -> CurateInput<'a> {
-        CurateInput { playbook: p, directive, new_patterns: new, fixable, stale_actions: actions, lessons: &[], today: date(2026, 2, 20) }
+        CurateInput {
+            playbook: p,
+            directive,
+            new_patterns: new,
+            fixable,
+            stale_actions: actions,
+            lessons: &[],
+            scored: &[],
+            today: date(2026, 2, 20),
+        }
     }
 
     #[test]
@@ -918,6 +927,16 @@ mod lessons {
         let count = |needle: &str| week.playbook().lines().filter(|l| l.contains(needle)).count();
         assert_eq!(count("When `npm test` fails"), 1, "updated in place, never added twice");
         assert_eq!(count("fixed it 2 of 4×"), 1, "its evidence grew on day 1: {}", week.playbook());
+        // Each lesson's line carries what its tip scored: law 2 keeps what worked.
+        assert_eq!(count("(score: 0.6)"), 4, "{}", week.playbook());
+        assert_eq!(
+            count(
+                "When `npm test` fails with “connect econnrefused #.#.#.#:<port>”, first run `docker compose up -d db`, then retry (fixed it 2 of 4×, last 2027-01-17) (score: -0.5)"
+            ),
+            1,
+            "{}",
+            week.playbook()
+        );
     }
 
     #[test]

@@ -488,6 +488,7 @@ mod properties {
                 fixable: &[],
                 stale_actions: &stale,
                 lessons: &[],
+                scored: &[],
                 today: jiff::civil::date(2026, 11, 23),
             };
             let c = govern(&input, proposed);

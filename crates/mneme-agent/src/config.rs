@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HooksConfig {
+    /// The master switch (membrane §1, §3): off, every hook answers at once and does
+    /// nothing: no record, no activity, no journal, an empty session-start block, no
+    /// auto-recall (a `tool_result_persist` gives no cleaned result, so the host keeps
+    /// its own).
+    pub enabled: bool,
     /// Remember each user and assistant message as an episodic record (and add it to the
     /// conversation log and the consolidation buffer); off: messages are not kept.
     pub capture_messages: bool,
@@ -70,6 +75,7 @@ impl Default for AutoRecallConfig {
 impl Default for HooksConfig {
     fn default() -> Self {
         HooksConfig {
+            enabled: true,
             capture_messages: true,
             capture_tool_calls: true,
             capture_working_state: true,

@@ -415,6 +415,13 @@ impl Hooks {
     /// Runs one hook. Messages to buffer for consolidation are pushed into `buffer`.
     pub fn handle(&self, p: &Principal, name: HookName, input: HookInput, buffer: &mut Vec<BufferedMessage>) -> HookOutcome {
         let mut outcome = HookOutcome { hook: Some(name), ..HookOutcome::default() };
+        // `[hooks] enabled = false`: every hook is off at once.
+        if !self.config.enabled {
+            if name == HookName::SessionStart {
+                outcome.context = Some(String::new());
+            }
+            return outcome;
+        }
         // Every hook event is activity: the heartbeat and require-idle tasks read it.
         if let Err(e) = self.ops.touch_activity() {
             tracing::warn!(hook = name.as_str(), error = %e, "activity not recorded");
@@ -452,7 +459,7 @@ impl Hooks {
     /// assistant's own messages are never recalled as memories.
     pub fn recall_for_prompt(&self, p: &Principal, prompt: &str, user: Option<&str>) -> ServiceResult<Option<String>> {
         let cfg = &self.config.auto_recall;
-        if !cfg.enabled || cfg.limit == 0 || prompt.trim().is_empty() {
+        if !self.config.enabled || !cfg.enabled || cfg.limit == 0 || prompt.trim().is_empty() {
             return Ok(None);
         }
         let query = prompt[..prompt.floor_char_boundary(self.ops.limits().max_query_bytes)].to_string();

@@ -179,8 +179,17 @@ pub fn status(ctx: &Invocation) -> Result<()> {
         return Err(NotRunning.into());
     };
     let status = DaemonClient::for_daemon(&d)?.status()?;
+    // Under `mneme up`, the supervisor beside it: how often it restarted the daemon.
+    let supervisor = crate::supervise::supervisor(&ctx.data_dir);
     if ctx.json {
-        outln!("{}", status.json);
+        let mut json = status.json.clone();
+        if let (Some(sup), Some(o)) = (&supervisor, json.as_object_mut()) {
+            o.insert(
+                "supervisor".into(),
+                serde_json::json!({ "pid": sup.pid, "restarts": sup.total_restarts, "restarts_last_5m": sup.restarts }),
+            );
+        }
+        outln!("{json}");
         return Ok(());
     }
     let s = status.view;
@@ -189,6 +198,10 @@ pub fn status(ctx: &Invocation) -> Result<()> {
     outln!("  gRPC {}   HTTP {}", or_unknown(&s.grpc_addr), or_unknown(&s.http_addr));
     let up = s.uptime_seconds;
     outln!("  uptime {}h {:02}m {:02}s (since {})", up / 3600, up / 60 % 60, up % 60, or_unknown(&s.started_at));
+    if let Some(sup) = &supervisor {
+        let plural = if sup.total_restarts == 1 { "" } else { "s" };
+        outln!("  supervisor pid {}: {} restart{plural} ({} in the last 5 minutes)", sup.pid, sup.total_restarts, sup.restarts);
+    }
     outln!("  store {}{}", or_unknown(&s.store), if s.encrypted { " (encrypted)" } else { "" });
     let types: Vec<String> = s.records_by_type.iter().map(|(k, v)| format!("{k}={v}")).collect();
     outln!("  records {} ({})", s.total_records, types.join(" "));

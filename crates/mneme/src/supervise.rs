@@ -179,10 +179,14 @@ fn pick_port(want: SocketAddr, http: bool, store_id: &str, notes: &mut Vec<Strin
 // ---- up / supervise / down -----------------------------------------------------------------
 
 #[derive(Debug, Serialize, Deserialize)]
-struct SupervisorFile {
-    pid: u32,
+pub(crate) struct SupervisorFile {
+    pub(crate) pid: u32,
     child_pid: Option<u32>,
-    restarts: usize,
+    /// Restarts within the crash budget's window (five minutes).
+    pub(crate) restarts: usize,
+    /// Restarts since the supervisor started.
+    #[serde(default)]
+    pub(crate) total_restarts: usize,
 }
 /// Global flags to hand down to `supervise` and `serve`.
 fn passthrough(ctx: &Invocation) -> Vec<String> {
@@ -299,7 +303,8 @@ fn print_up(r: &UpReport, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn supervisor(data_dir: &Path) -> Option<SupervisorFile> {
+/// The running supervisor's file, if a supervisor is alive.
+pub(crate) fn supervisor(data_dir: &Path) -> Option<SupervisorFile> {
     let f: SupervisorFile = serde_json::from_str(&std::fs::read_to_string(data_dir.join(SUPERVISOR_FILE)).ok()?).ok()?;
     pid_alive(f.pid).then_some(f)
 }
@@ -310,6 +315,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     let path = ctx.data_dir.join(SUPERVISOR_FILE);
     let exe = std::env::current_exe()?;
     let mut budget = RestartBudget::default();
+    let mut total_restarts = 0;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let result = rt.block_on(async {
         loop {
@@ -326,7 +332,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
                 }
             }
             let mut child = command.stdin(Stdio::null()).spawn().context("cannot start mneme serve")?;
-            let file = SupervisorFile { pid: std::process::id(), child_pid: child.id(), restarts: budget.used() };
+            let file = SupervisorFile { pid: std::process::id(), child_pid: child.id(), restarts: budget.used(), total_restarts };
             mneme_workspace::atomic::write_atomic(&path, serde_json::to_string(&file)?.as_bytes())?;
             tokio::select! {
                 status = child.wait() => {
@@ -339,6 +345,7 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
                         bail!("supervisor: the daemon crashed {} times in 5 minutes ({status}); not restarting", MAX_RESTARTS + 1);
                     };
                     eprintln!("supervisor: the daemon exited with {status}; restart {restart}/{MAX_RESTARTS}");
+                    total_restarts += 1;
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 _ = termination() => {

@@ -280,6 +280,15 @@ fn supervisor_restarts_a_crashed_daemon_three_times_then_gives_up() {
         });
         assert!(alive(supervisor), "round {round}");
         pid = next;
+        // `status` shows the supervisor's count beside the uptime.
+        let status = wait_until("the supervisor's count", Duration::from_secs(10), || {
+            let s = m.json(&["status"]);
+            (s["supervisor"]["restarts"].as_u64() == Some(round)).then_some(s)
+        });
+        assert_eq!(status["supervisor"]["pid"].as_u64(), Some(u64::from(supervisor)));
+        let text = m.ok(&["status"]);
+        let plural = if round == 1 { "" } else { "s" };
+        assert!(text.contains(&format!("supervisor pid {supervisor}: {round} restart{plural}")), "{text}");
     }
     sigkill(pid);
     wait_until("the supervisor to give up", Duration::from_secs(30), || (!alive(supervisor)).then_some(()));
@@ -628,4 +637,39 @@ fn sigterm_does_not_wait_for_the_embedding_backlog_and_the_backlog_resumes() {
     wait_until("the backlog resumed", Duration::from_secs(60), || {
         (get(&addr, "/v1/status")["embedding"]["embedded"].as_u64().unwrap_or(0) > before).then_some(())
     });
+}
+
+/// `[hooks] enabled = false` turns every hook off at once: nothing is stored, the
+/// session-start block is empty, and turning it back on brings the hooks back.
+#[test]
+fn the_master_switch_turns_every_hook_off_at_once() {
+    let m = Mneme::new();
+    let off = |hook_name: &str, stdin: &str| {
+        let mut child = m
+            .command()
+            .args(["--set", "hooks.enabled=false", "hook", hook_name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hook");
+        child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write");
+        let out = child.wait_with_output().expect("output");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let said = off("message_received", r#"{"content": "I live in Lisbon.", "sessionId": "s1"}"#);
+    assert_eq!(said["record_ids"], serde_json::json!([]), "{said}");
+    assert_eq!(said.get("error"), None, "{said}");
+    let tool = off("after_tool_call", r#"{"toolName": "Bash", "params": {"command": "ls"}, "sessionId": "s1"}"#);
+    assert_eq!(tool["record_ids"], serde_json::json!([]), "{tool}");
+    let start = off("session_start", r#"{"sessionId": "s2"}"#);
+    assert_eq!(start["context"], "", "{start}");
+    let recalled = m.run(&["recall", "Lisbon"]);
+    assert!(!String::from_utf8_lossy(&recalled.stdout).contains("Lisbon"), "nothing was stored");
+    // On again (the default): the same message is stored.
+    let (code, on, _) = hook(&m, &["message_received"], r#"{"content": "I live in Lisbon.", "sessionId": "s1"}"#);
+    assert_eq!(code, 0);
+    assert!(on["record_ids"].as_array().is_some_and(|r| !r.is_empty()), "{on}");
+    assert!(m.ok(&["recall", "Lisbon"]).contains("Lisbon"));
 }

@@ -23,8 +23,10 @@
 //! they quote are the user's corrections and questions, cut to [`QUOTE_CHARS`].
 //!
 //! The observed-feedback part ([`observe`]) scores a delivered tip from what happened
-//! after it: the failure or correction came back (negative), or the action ran again
-//! without it (positive). Without evidence a tip stays unscored.
+//! after it: the failure, correction or question came back (−0.5); the action ran again
+//! without the error (+0.6); a correction or question stayed away for [`QUIET_DAYS`] days
+//! of the user's messages, the corrected action not run again (+0.4). Without evidence a
+//! tip stays unscored.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
@@ -56,6 +58,9 @@ pub const MAX_EMBEDDED: usize = 200;
 const QUESTION_OPENING: &str = "The user keeps asking “";
 /// How the line of a correction of a message opens (its quote follows).
 const CORRECTION_OPENING: &str = "The user corrected the agent: “";
+/// Days with the user's messages after a correction's or question's tip before its
+/// absence counts as the tip working.
+pub const QUIET_DAYS: usize = 3;
 /// Content words a correction of a message (not of a tool call) needs to be a rule.
 pub const MIN_RULE_WORDS: usize = 4;
 /// Characters of the user's words a line quotes.
@@ -628,7 +633,22 @@ pub fn observe(history: &History, meanings: &Meanings, trigger: &serde_json::Val
                     }
                 })
                 .count();
-            (again > 0).then(|| (-0.5, format!("the same {kind} came back {again}× after the tip")))
+            if again > 0 {
+                return Some((-0.5, format!("the same {kind} came back {again}× after the tip")));
+            }
+            // Quiet is evidence only once the user has been around: on QUIET_DAYS days
+            // with their messages after the tip, and (a corrected action) without the
+            // action running again.
+            let days: BTreeSet<String> =
+                user_messages(&history.events).filter(|(_, _, at)| *at > since).map(|(_, _, at)| day(at)).collect();
+            let reran = action.is_some_and(|a| history.events.iter().any(|e| at_of(e) > since && tool_at(e).is_some_and(|(x, ..)| x == a)));
+            (days.len() >= QUIET_DAYS && !reran).then(|| {
+                let what = match action {
+                    Some(a) => format!("`{a}` has not run again and the correction has not come back"),
+                    None => format!("the {kind} has not come back"),
+                };
+                (0.4, format!("{what} in {} days of the user's messages after the tip", days.len()))
+            })
         }
         _ => None,
     }

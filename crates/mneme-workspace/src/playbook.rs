@@ -395,9 +395,32 @@ pub fn generate_effective(settings: &crate::WorkspaceSettings) -> crate::Workspa
     Ok(outcome)
 }
 
+/// One part of an effective playbook: a module's patterns (its id and priority) or the
+/// base playbook (`None`), its lines without comments or the title.
+struct Part<'a> {
+    module: Option<(String, i64)>,
+    lines: Vec<&'a str>,
+}
+
+impl Part<'_> {
+    fn len(&self) -> usize {
+        self.lines.iter().map(|l| l.len() + 1).sum()
+    }
+}
+
+/// `<!-- module: ID (priority N) -->`: the id and priority.
+fn module_marker(line: &str) -> Option<(String, i64)> {
+    let inner = comment_value(line, "module")?;
+    let (id, rest) = inner.split_once(" (priority ")?;
+    Some((id.trim().to_string(), rest.trim_end_matches(')').trim().parse().ok()?))
+}
+
 /// The playbook as a session-start context carries it: the effective playbook (else the
-/// base), without comments or its title, blank runs collapsed, at most `budget` bytes
-/// (cut at a line, with a note). `None` when there is no playbook or it has no patterns.
+/// base), without comments or its title, blank runs collapsed, at most `budget` bytes.
+/// Over the budget, whole modules go first, the lowest priority first (the base playbook,
+/// what the heartbeat learned about this agent and its user, goes last), each named in a
+/// note; then the rest is cut at a line, with a note. `None` when there is no playbook or
+/// it has no patterns.
 pub fn injectable(settings: &crate::WorkspaceSettings, budget: usize) -> Option<String> {
     use crate::paths;
     if !settings.dir.is_dir() {
@@ -408,31 +431,65 @@ pub fn injectable(settings: &crate::WorkspaceSettings, budget: usize) -> Option<
         Some(t) => (paths::EFFECTIVE_PLAYBOOK, t),
         None => (paths::PLAYBOOK, read(paths::PLAYBOOK)?),
     };
-    let mut lines: Vec<&str> = Vec::new();
+    let mut parts: Vec<Part> = vec![Part { module: None, lines: Vec::new() }];
     for line in text.lines() {
         let t = line.trim();
+        if let Some(module) = module_marker(line) {
+            parts.push(Part { module: Some(module), lines: Vec::new() });
+            continue;
+        }
+        if t == "<!-- base-playbook -->" {
+            parts.push(Part { module: None, lines: Vec::new() });
+            continue;
+        }
         if is_meta(line) && !t.is_empty() || t == "# Playbook" {
             continue;
         }
+        let lines = &mut parts.last_mut().expect("one part at least").lines;
         if t.is_empty() && lines.last().is_none_or(|l| l.trim().is_empty()) {
             continue;
         }
         lines.push(line);
     }
-    while lines.last().is_some_and(|l| l.trim().is_empty()) {
-        lines.pop();
+    for part in parts.iter_mut() {
+        while part.lines.last().is_some_and(|l| l.trim().is_empty()) {
+            part.lines.pop();
+        }
     }
-    if !lines.iter().any(|l| PatternLine::parse(l).is_some()) {
+    parts.retain(|p| !p.lines.is_empty());
+    if !parts.iter().flat_map(|p| &p.lines).any(|l| PatternLine::parse(l).is_some()) {
         return None;
     }
+    // Whole modules out, lowest priority first (the last of equals first), while over.
+    let mut left_out: Vec<String> = Vec::new();
+    let total = |parts: &[Part]| parts.iter().map(|p| p.len() + 1).sum::<usize>();
+    while total(&parts) > budget {
+        let lowest = parts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.module.as_ref().map(|(_, priority)| (*priority, std::cmp::Reverse(i), i)))
+            .min()
+            .map(|(.., i)| i);
+        let Some(i) = lowest else { break };
+        let part = parts.remove(i);
+        left_out.push(part.module.map(|(id, _)| id).unwrap_or_default());
+    }
     let mut out = String::new();
-    for line in lines {
-        if out.len() + line.len() + 1 > budget {
-            out.push_str(&format!("… (the playbook continues in {file})\n"));
-            break;
+    'parts: for part in &parts {
+        if !out.is_empty() {
+            out.push('\n');
         }
-        out.push_str(line);
-        out.push('\n');
+        for line in &part.lines {
+            if out.len() + line.len() + 1 > budget {
+                out.push_str(&format!("… (the playbook continues in {file})\n"));
+                break 'parts;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !left_out.is_empty() {
+        out.push_str(&format!("… (left out for the budget, see {file}: module {})\n", left_out.join(", module ")));
     }
     Some(out.trim_end().to_string())
 }

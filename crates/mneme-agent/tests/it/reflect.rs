@@ -779,6 +779,19 @@ mod lessons {
             ],
             "{lessons:#?}"
         );
+        // Three days of the user's messages after the tip, `npm install` not run again and
+        // no correction: the tip worked; two days are not enough to say.
+        let mut quiet = events.clone();
+        for d in 5..7 {
+            quiet.push(said(at(d, 0), "user", "morning, let's continue"));
+        }
+        assert_eq!(observe(&History { events: quiet.clone() }, &Meanings::default(), &trigger(&lessons[0]), at(4, 0)), None);
+        quiet.push(said(at(7, 0), "user", "morning, let's continue"));
+        let (score, why) = observe(&History { events: quiet }, &Meanings::default(), &trigger(&lessons[0]), at(4, 0)).expect("scored");
+        assert_eq!(
+            (score, why.as_str()),
+            (0.4, "`npm install` has not run again and the correction has not come back in 3 days of the user's messages after the tip")
+        );
         // The same correction after the tip scores it down.
         let mut later = events;
         later.push(tool(at(5, 0), "npm install", None));

@@ -187,6 +187,26 @@ mod injection {
         std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), format!("## Patterns\n{long}")).expect("write");
         let cut = injectable(&settings, 500).expect("cut");
         assert!(cut.len() <= 580 && cut.ends_with("(the playbook continues in memory/sinain-playbook-effective.md)"), "{cut}");
+        // Over the budget with modules: whole modules go, lowest priority first, and the
+        // base playbook (what was learned here) stays.
+        let module = |id: &str, priority: i64, n: usize| {
+            let lines: String = (0..n).map(|i| format!("- {id} rule {i} with enough words to take some room\n")).collect();
+            format!("\n<!-- module: {id} (priority {priority}) -->\n\n# {id}\n{lines}")
+        };
+        let effective = format!(
+            "<!-- module-stack: rn(80), base-behaviors(0) -->\n{}{}\n<!-- base-playbook -->\n\n# Playbook\n\n## Error prevention\n- When `npm test` fails, first run `docker compose up -d db`\n",
+            module("rn", 80, 4),
+            module("base-behaviors", 0, 20),
+        );
+        std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), &effective).expect("write");
+        let kept = injectable(&settings, 800).expect("kept");
+        assert!(kept.starts_with("# rn\n- rn rule 0"), "{kept}");
+        assert!(kept.contains("## Error prevention\n- When `npm test` fails, first run `docker compose up -d db`"), "{kept}");
+        assert!(!kept.contains("base-behaviors rule"), "{kept}");
+        assert!(kept.ends_with("… (left out for the budget, see memory/sinain-playbook-effective.md: module base-behaviors)"), "{kept}");
+        assert!(kept.len() <= 900, "{}", kept.len());
+        let roomy = injectable(&settings, INJECT_BUDGET).expect("all of it");
+        assert!(roomy.contains("base-behaviors rule 19") && !roomy.contains("left out"), "{roomy}");
         // Headings without a single pattern are not worth a section.
         std::fs::write(settings.dir.join("memory/sinain-playbook-effective.md"), "# Playbook\n## Patterns\n").expect("write");
         assert_eq!(injectable(&settings, INJECT_BUDGET), None);

@@ -74,6 +74,9 @@ pub struct Reflector {
     exec: Option<Exec>,
     http: reqwest::Client,
     calls: Mutex<Calls>,
+    /// Vectors of texts the lessons embedded, by model and text: a daemon's ticks embed
+    /// each reply once, not every 30 minutes (at most [`VECTOR_CACHE`] entries).
+    vectors: Mutex<std::collections::HashMap<(String, String), Vec<f32>>>,
     /// The value of `outbound.telegram_token_env`, looked up by the caller (this crate
     /// never reads the environment).
     telegram_token: Option<String>,
@@ -87,6 +90,9 @@ impl std::fmt::Debug for Reflector {
 
 /// Why a stage did not use a model: `None` configured, or the call failed (the reason).
 pub type AskError = String;
+
+/// Most texts whose vectors the engine keeps for the lessons (emptied when full).
+pub const VECTOR_CACHE: usize = 5000;
 
 /// The reason recorded when no model is configured.
 pub const NO_LLM: &str = "no LLM configured";
@@ -105,7 +111,54 @@ impl Reflector {
         mneme_llm::init_tls();
         let llm = llm.filter(|l| l.enabled() && exec.is_some());
         let http = reqwest::Client::builder().timeout(config.outbound.timeout.get()).build().unwrap_or_default();
-        Reflector { config, inner: Default::default(), llm, exec, http, calls: Mutex::default(), telegram_token: None }
+        Reflector {
+            config,
+            inner: Default::default(),
+            llm,
+            exec,
+            http,
+            calls: Mutex::default(),
+            vectors: Mutex::default(),
+            telegram_token: None,
+        }
+    }
+
+    /// Vectors of `texts` from `embed` (the attached encoder, `model` its id), the ones
+    /// embedded before taken from the cache; `None` when `embed` gives nothing.
+    pub fn cached_vectors(
+        &self,
+        model: Option<&str>,
+        texts: &[&str],
+        embed: impl Fn(&[&str]) -> Option<Vec<Vec<f32>>>,
+    ) -> Option<Vec<Vec<f32>>> {
+        let model = model?.to_string();
+        let key = |t: &str| (model.clone(), t.to_string());
+        let missing: Vec<&str> = {
+            let cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+            texts.iter().copied().filter(|t| !cache.contains_key(&key(t))).collect()
+        };
+        let fresh = if missing.is_empty() { Vec::new() } else { embed(&missing)? };
+        if fresh.len() != missing.len() {
+            return None;
+        }
+        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut fresh: std::collections::HashMap<&str, Vec<f32>> = missing.into_iter().zip(fresh).collect();
+        let mut out = Vec::with_capacity(texts.len());
+        let mut new = Vec::new();
+        for t in texts {
+            match fresh.remove(t) {
+                Some(v) => {
+                    new.push((key(t), v.clone()));
+                    out.push(v);
+                }
+                None => out.push(cache.get(&key(t))?.clone()),
+            }
+        }
+        if cache.len() + new.len() > VECTOR_CACHE {
+            cache.clear();
+        }
+        cache.extend(new);
+        Some(out)
     }
 
     /// With the `[inner]` settings.

@@ -169,7 +169,9 @@ pub fn tick(
     let delivered = delivered(&lines);
     let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
     let model = owner.embedding_model();
-    let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| owner.embed_texts(texts));
+    let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| {
+        engine.cached_vectors(model.as_deref(), texts, |missing| owner.embed_texts(missing))
+    });
     let mut lessons = learn(&week, &meanings);
     recognise(&mut lessons, &known, &meanings);
     // Tips scored by what happened after them (written before the feedback stage reads).
@@ -490,7 +492,9 @@ pub fn run_stage(
         let delivered = delivered(&lines);
         let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
         let model = owner.embedding_model();
-        let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| owner.embed_texts(texts));
+        let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| {
+            engine.cached_vectors(model.as_deref(), texts, |missing| owner.embed_texts(missing))
+        });
         let mut lessons = learn(&week, &meanings);
         recognise(&mut lessons, &known, &meanings);
         let input = SignalInput {

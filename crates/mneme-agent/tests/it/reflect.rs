@@ -1107,3 +1107,24 @@ fn the_correction_layer_reads_held_out_replies_far_better_than_the_word_rule() {
     assert_eq!(lessons.len(), 1, "{lessons:#?}");
     assert!(lessons[0].line.starts_with("After `rm -rf tests/fixtures`, the user corrected the agent (2×"), "{}", lessons[0].line);
 }
+
+/// The lessons' vectors are embedded once per text: a daemon's next tick takes the ones
+/// it has from the engine's cache and embeds only the new texts, in order.
+#[test]
+fn the_engine_embeds_each_text_once_across_ticks() {
+    let engine = offline();
+    let asked = std::cell::RefCell::new(Vec::<String>::new());
+    let embed = |texts: &[&str]| {
+        asked.borrow_mut().extend(texts.iter().map(|t| t.to_string()));
+        Some(texts.iter().map(|t| vec![t.len() as f32]).collect::<Vec<_>>())
+    };
+    assert_eq!(engine.cached_vectors(None, &["a"], embed), None, "no model, no vectors");
+    assert_eq!(engine.cached_vectors(Some("m"), &["a", "bb"], embed), Some(vec![vec![1.0], vec![2.0]]));
+    assert_eq!(engine.cached_vectors(Some("m"), &["ccc", "a", "bb"], embed), Some(vec![vec![3.0], vec![1.0], vec![2.0]]));
+    assert_eq!(*asked.borrow(), ["a", "bb", "ccc"], "each text embedded once");
+    // Another model's vectors are its own.
+    engine.cached_vectors(Some("other"), &["a"], embed);
+    assert_eq!(asked.borrow().last().map(String::as_str), Some("a"));
+    // A failed embedding gives nothing, and nothing is cached.
+    assert_eq!(engine.cached_vectors(Some("m"), &["dddd"], |_| None), None);
+}

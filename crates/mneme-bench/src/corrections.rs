@@ -49,15 +49,7 @@ pub fn train(dir: &Path, data: &[PathBuf], out: &Path, epochs: usize, l2: f32, j
     let examples: Vec<(Vec<f32>, usize)> = rows.iter().zip(vectors).map(|(r, v)| (v, usize::from(!r.correction))).collect();
     let layer = TopicModel::train(model.model_id(), classes, &examples, Training { epochs, l2, ..Training::default() });
     let right = examples.iter().filter(|(v, y)| usize::from(layer.probabilities(v)[0] < 0.5) == *y).count();
-    let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
-    let file = json!({
-        "model": layer.model,
-        "dim": layer.dim,
-        "classes": layer.classes,
-        "bias": layer.bias.iter().map(rounded).collect::<Vec<_>>(),
-        "weights": layer.weights.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>(),
-    });
-    std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))?;
+    crate::topics::write_layer(&layer, out)?;
     let accuracy = right as f64 / examples.len() as f64;
     if json_out {
         outln!("{}", json!({ "examples": examples.len(), "train_accuracy": accuracy, "out": out }));

@@ -71,6 +71,20 @@ fn embed_all(model: &MiniLm, rows: &[Row]) -> Result<Vec<Vec<f32>>> {
     Ok(out)
 }
 
+/// Writes a trained layer as the JSON the runtime compiles in. Five significant digits are
+/// plenty for the layer and keep the file reviewable.
+pub(crate) fn write_layer(layer: &TopicModel, out: &Path) -> Result<()> {
+    let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
+    let file = json!({
+        "model": layer.model,
+        "dim": layer.dim,
+        "classes": layer.classes,
+        "bias": layer.bias.iter().map(rounded).collect::<Vec<_>>(),
+        "weights": layer.weights.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>(),
+    });
+    std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))
+}
+
 pub(crate) fn load(dir: &Path) -> Result<MiniLm> {
     verify_model_dir(dir)?;
     Ok(MiniLm::load(dir, DEFAULT_MODEL)?)
@@ -94,16 +108,7 @@ pub fn train(dir: &Path, data: &Path, out: &Path, epochs: usize, json: bool) -> 
         .collect();
     let layer = TopicModel::train(model.model_id(), classes, &examples, Training { epochs, ..Training::default() });
     let accuracy = examples.iter().filter(|(v, y)| argmax(&layer.probabilities(v)) == *y).count() as f64 / examples.len() as f64;
-    // Five significant digits are plenty for the layer and keep the file reviewable.
-    let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
-    let file = json!({
-        "model": layer.model,
-        "dim": layer.dim,
-        "classes": layer.classes,
-        "bias": layer.bias.iter().map(rounded).collect::<Vec<_>>(),
-        "weights": layer.weights.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>(),
-    });
-    std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))?;
+    write_layer(&layer, out)?;
     if json {
         outln!("{}", json!({ "examples": examples.len(), "train_accuracy": accuracy, "out": out }));
     } else {

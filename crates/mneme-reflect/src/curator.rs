@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::feedback::Directive;
-use super::lessons::{Lesson, LessonKind, content_words};
+use super::lessons::{Lesson, LessonKind, content_words, jaccard};
 
 /// Most weak patterns one tick prunes under `aggressive_prune`.
 pub const PRUNE_PER_TICK: usize = 3;
@@ -159,12 +159,7 @@ pub fn is_chat_copy(text: &str) -> bool {
 /// Whether `text` says what one of `lines` already says (content words, Jaccard).
 fn says_the_same(text: &str, lines: &[String]) -> bool {
     let words = content_words(text);
-    !words.is_empty()
-        && lines.iter().any(|l| {
-            let other = content_words(l);
-            let union = words.union(&other).count();
-            union > 0 && words.intersection(&other).count() as f64 / union as f64 >= SAME_PATTERN
-        })
+    !words.is_empty() && lines.iter().any(|l| jaccard(&words, &content_words(l)) >= SAME_PATTERN)
 }
 
 /// Sets the `(score: …)` marker of each scored lesson's line (found by its head).

@@ -176,7 +176,8 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+/// The share of words two sets have in common (0 for two empty sets).
+pub fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
     let union = a.union(b).count();
     if union == 0 { 0.0 } else { a.intersection(b).count() as f64 / union as f64 }
 }

@@ -167,13 +167,7 @@ pub fn tick(
     let base = if old.is_empty() { Playbook::fresh() } else { Playbook::parse(&old) };
     // The week's lessons, recognised in the playbook and among the tips delivered.
     let delivered = delivered(&lines);
-    let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
-    let model = owner.embedding_model();
-    let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| {
-        engine.cached_vectors(model.as_deref(), texts, |missing| owner.embed_texts(missing))
-    });
-    let mut lessons = learn(&week, &meanings);
-    recognise(&mut lessons, &known, &meanings);
+    let (meanings, lessons) = week_lessons(engine, owner, &week, &base, &delivered);
     // Tips scored by what happened after them (written before the feedback stage reads).
     let observed = observe_tips(&lines, &week, &meanings, now - SignedDuration::from_hours(24 * FEEDBACK_DAYS), now);
     for value in &observed {
@@ -419,6 +413,20 @@ pub fn tick(
     Ok(TickReport { status, tick_id, line, output, log, llm, archived })
 }
 
+/// The week's lessons and the meanings they were read with (the attached encoder's, its
+/// vectors cached by the engine), recognised among the playbook's lines and the heads of
+/// the tips `delivered`.
+fn week_lessons(engine: &Reflector, owner: &Owner<'_>, week: &History, base: &Playbook, delivered: &[String]) -> (Meanings, Vec<Lesson>) {
+    let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
+    let model = owner.embedding_model();
+    let meanings = Meanings::of(week, &known, model.as_deref(), |texts| {
+        engine.cached_vectors(model.as_deref(), texts, |missing| owner.embed_texts(missing))
+    });
+    let mut lessons = learn(week, &meanings);
+    recognise(&mut lessons, &known, &meanings);
+    (meanings, lessons)
+}
+
 /// The lesson heads the observed feedback scored, with the score.
 fn scored_lessons(observed: &[Value]) -> Vec<(String, f64)> {
     observed.iter().filter_map(|o| Some((o["lessonHead"].as_str()?.to_string(), o["compositeScore"].as_f64()?))).collect()
@@ -490,13 +498,7 @@ pub fn run_stage(
         let effective = read_effective(settings);
         let week = History::gather_window(owner, now, SignedDuration::from_hours(24 * LESSON_DAYS), LESSON_EVENTS)?;
         let delivered = delivered(&lines);
-        let known: Vec<String> = base.patterns().into_iter().map(|(_, p)| p.text).chain(delivered.iter().cloned()).collect();
-        let model = owner.embedding_model();
-        let meanings = Meanings::of(&week, &known, model.as_deref(), |texts| {
-            engine.cached_vectors(model.as_deref(), texts, |missing| owner.embed_texts(missing))
-        });
-        let mut lessons = learn(&week, &meanings);
-        recognise(&mut lessons, &known, &meanings);
+        let (_, lessons) = week_lessons(engine, owner, &week, &base, &delivered);
         let input = SignalInput {
             history: &history,
             summary: &summary,

@@ -520,6 +520,7 @@ fn arm(seed: u64, weeks: usize, loop_on: bool, model: Option<&crate::truth::Mode
 /// Runs both arms and prints the table (or JSON); `show_playbook` prints the loop-on
 /// playbook after each week on stderr.
 pub fn learning(seed: u64, weeks: usize, model: Option<crate::truth::Model>, show_playbook: bool, json_out: bool) -> Result<()> {
+    anyhow::ensure!((1..=52).contains(&weeks), "--weeks {weeks}: between 1 and 52");
     eprintln!("learning: {weeks} simulated weeks, seed {seed}, with the heartbeat and without");
     let on = arm(seed, weeks, true, model.as_ref(), show_playbook)?;
     let off = arm(seed, weeks, false, model.as_ref(), false)?;

@@ -105,4 +105,6 @@ fn learning_shows_the_loop_on_repeating_fewer_failures_than_the_loop_off() {
     let junk: Vec<&str> = last["junk_lines"].as_array().expect("junk").iter().filter_map(|j| j.as_str()).collect();
     assert!(junk.iter().all(|j| j.starts_with("duplicate of question")), "only an unworded paraphrase may repeat: {junk:?}");
     assert!(last["tips"].as_u64().expect("tips") >= 5 && last["observed"].as_u64().expect("observed") >= 1, "{last}");
+    let none = bench(dir.path()).args(["learning", "--weeks", "0"]).output().expect("runs");
+    assert!(!none.status.success() && String::from_utf8_lossy(&none.stderr).contains("--weeks 0: between 1 and 52"));
 }

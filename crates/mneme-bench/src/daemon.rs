@@ -212,6 +212,7 @@ pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json
         "retrieve_rpc_p50_ms": load.retrieve_p50,
         "retrieve_rpc_p99_ms": load.retrieve_p99,
         "retrieve_rpc_per_s": load.retrieve_per_s,
+        "embedding_after_retrieve": load.embedding,
         "direct_retrieve_p50_ms": direct_p50,
         "direct_retrieve_p99_ms": direct_p99,
         "direct_retrieve_after_load_p50_ms": after_p50,
@@ -245,6 +246,15 @@ pub fn daemon(records: usize, clients: usize, seconds: f64, queries: usize, json
             f("ingest_rpc_p99_ms"),
             f("direct_ingest_per_s")
         );
+        match report["embedding_after_retrieve"].as_object() {
+            Some(e) => outln!(
+                "embedding model {} on: queries embedded; after the retrieve phase {} records had vectors, {} waited for the backfill",
+                e.get("model").and_then(|v| v.as_str()).unwrap_or("?"),
+                e.get("embedded").and_then(|v| v.as_u64()).unwrap_or(0),
+                e.get("pending").and_then(|v| v.as_u64()).unwrap_or(0)
+            ),
+            None => outln!("no embedding model: retrieval is lexical"),
+        }
         outln!("daemon CPU per request: ingest {:.0} µs, retrieve {:.0} µs", f("ingest_daemon_cpu_us"), f("retrieve_daemon_cpu_us"));
         outln!(
             "retrieve (gRPC): p50 {:.2} ms, p99 {:.2} ms, {:.0}/s; direct before load: p50 {:.2} ms, p99 {:.2} ms; after: p50 {:.2} ms, p99 {:.2} ms",
@@ -293,6 +303,8 @@ struct Load {
     retrieve_p50: f64,
     retrieve_p99: f64,
     retrieve_per_s: f64,
+    /// The daemon's embedding status after the retrieve phase (null: lexical only).
+    embedding: serde_json::Value,
     ss_http: (f64, f64),
     ss_grpc: (f64, f64),
     msg_http: (f64, f64),
@@ -384,11 +396,14 @@ async fn load(
     let retrieve_per_s = lat.len() as f64 / started.elapsed().as_secs_f64();
     let retrieve_cpu_us = (cpu_seconds(pid) - cpu0) * 1e6 / lat.len().max(1) as f64;
     let (retrieve_p50, retrieve_p99) = summarize(lat);
+    let http = reqwest::Client::new();
+    let base = format!("http://{}", file.http_addr);
+    // Whether queries were embedded (a model attached) and how far its backfill got.
+    let status: serde_json::Value = http.get(format!("{base}/v1/status")).send().await?.json().await?;
+    let embedding = status.get("embedding").cloned().unwrap_or(serde_json::Value::Null);
 
     // Hook round trips, one client at a time (latency, not throughput).
     eprintln!("== hooks");
-    let http = reqwest::Client::new();
-    let base = format!("http://{}", file.http_addr);
     let rounds = queries.len().clamp(50, 500);
     let mut ss_http = Vec::new();
     let mut msg_http = Vec::new();
@@ -424,6 +439,7 @@ async fn load(
         retrieve_p50,
         retrieve_p99,
         retrieve_per_s,
+        embedding,
         ss_http: summarize(ss_http),
         ss_grpc: summarize(ss_grpc),
         msg_http: summarize(msg_http),

@@ -51,6 +51,8 @@ use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Benchmarks measure the encoder as `mneme serve` runs it (see mneme_embed::ENCODER_ENV).
+    mneme_embed::reexec_for_encoder(std::env::var_os("CANDLE_NUM_THREADS").is_some(), &std::env::args_os().collect::<Vec<_>>());
     // `daemon` talks HTTP to the daemon through reqwest, which uses rustls with ring.
     mneme_agent::init_tls();
     let json = cli.json;

@@ -62,6 +62,12 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     fn dimension(&self) -> usize;
     /// One L2-normalised vector per text, in order.
     fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>>;
+    /// [`Self::embed`] for work nobody waits on (the daemon's backfill): an embedder that
+    /// runs locally does it at a lower CPU priority, so a query's embedding, asked for
+    /// meanwhile, gets the cores first.
+    fn embed_background(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        self.embed(texts)
+    }
 }
 
 /// Checks that `dir` holds the model files with the pinned digests.
@@ -115,6 +121,9 @@ pub struct MiniLm {
     heads: usize,
     hidden: usize,
     device: Device,
+    /// Each forward pass runs on one thread ([`serial_kernels`]): passes are spread over
+    /// mneme's own encoder threads instead.
+    serial: bool,
 }
 
 impl MiniLm {
@@ -176,6 +185,7 @@ impl MiniLm {
             heads: config.num_attention_heads,
             hidden: h,
             device,
+            serial: serial_kernels(),
         })
     }
 
@@ -221,21 +231,124 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        self.encode(texts, Lane::Foreground)
+    }
+
+    fn embed_background(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        self.encode(texts, Lane::Background)
+    }
+}
+
+/// Who waits for an embedding: a caller (a query, a command), or nobody (the backfill).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Foreground,
+    Background,
+}
+
+/// Whether candle runs each operation on one thread: `CANDLE_NUM_THREADS=1` (no element-wise
+/// barrier pool, whose workers spin between operations) and `RAYON_NUM_THREADS=1` (matrix
+/// products on the calling thread). `mneme serve`, `reindex`, `bench`, `mcp` and
+/// `mneme-bench` start with both set (see `mneme_embed::ENCODER_ENV`); then mneme spreads
+/// whole forward passes over its own threads, one per core, and nothing spins or waits at a
+/// barrier. Without them (a library user, the test binaries) candle parallelises inside each
+/// operation as before.
+fn serial_kernels() -> bool {
+    candle_core::utils::get_num_threads() == 1 && candle_core::utils::barrier_pool().n_workers() == 0
+}
+
+/// The environment [`MiniLm`] runs best in (see `serial_kernels`): a binary that will run the
+/// encoder re-executes itself with these set when `CANDLE_NUM_THREADS` is not (they must be
+/// in place before candle reads them, and the workspace has no `unsafe` for `set_var`).
+pub const ENCODER_ENV: [(&str, &str); 2] = [("CANDLE_NUM_THREADS", "1"), ("RAYON_NUM_THREADS", "1")];
+
+/// Replaces the running program with itself (same arguments) under [`ENCODER_ENV`], unless
+/// `already` (the caller saw `CANDLE_NUM_THREADS` in its environment). Linux only (the
+/// process id, open descriptors and standard streams stay; the program's name too, as the
+/// path `current_exe` resolves is run). Returns only when nothing was
+/// done or the exec failed (then the process goes on, with candle's own threading).
+pub fn reexec_for_encoder(already: bool, args: &[std::ffi::OsString]) {
+    #[cfg(target_os = "linux")]
+    if !already {
+        use std::os::unix::process::CommandExt as _;
+        let Ok(exe) = std::env::current_exe() else { return };
+        let mut command = std::process::Command::new(exe);
+        if let Some((first, rest)) = args.split_first() {
+            command.arg0(first).args(rest);
+        }
+        let error = command.envs(ENCODER_ENV).exec();
+        eprintln!("mneme: could not restart with the encoder's thread settings ({error}); going on without them");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (already, args);
+}
+
+/// The encoder's threads for one lane, one per available core. The background lane's run
+/// at nice 10 (Linux: per thread), so a query's forward pass, on its caller's thread at
+/// normal priority, is scheduled ahead of the backfill's instead of queueing behind it.
+fn encoder_pool(lane: Lane) -> &'static rayon::ThreadPool {
+    static FOREGROUND: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    static BACKGROUND: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    let cell = if lane == Lane::Background { &BACKGROUND } else { &FOREGROUND };
+    cell.get_or_init(|| {
+        let width = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let name = if lane == Lane::Background { "mneme-encoder-bg" } else { "mneme-encoder" };
+        let builder = rayon::ThreadPoolBuilder::new().num_threads(width).thread_name(move |i| format!("{name}-{i}"));
+        let builder = if lane == Lane::Background { builder.start_handler(|_| lower_priority()) } else { builder };
+        // Building a pool fails only when no thread can be spawned; then the global pool runs it.
+        builder.build().unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool"))
+    })
+}
+
+/// Nice 10 for the calling thread (on Linux `setpriority` with a thread id affects only that
+/// thread); elsewhere nothing, since it would lower the whole process.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10);
+    }
+}
+
+impl MiniLm {
+    /// Whether forward passes run one per thread on mneme's encoder threads (candle
+    /// single-threaded under [`ENCODER_ENV`]) rather than with candle's own threading.
+    pub fn spreads_passes(&self) -> bool {
+        self.serial
+    }
+
+    fn encode(&self, texts: &[&str], lane: Lane) -> EmbedResult<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // Encode without padding, then run groups of similar length: padding to the longest
-        // text of a mixed batch wastes most of the work on long-tailed inputs. The groups
-        // run on rayon's pool (the one candle's matrix kernels use), one per core.
+        if !self.serial {
+            // candle parallelises inside each operation; passes share rayon's global pool.
+            return self.encode_on(texts, 1, true);
+        }
+        let width = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if lane == Lane::Foreground && texts.len() == 1 {
+            // One text (a query): its pass runs right here, at the caller's priority.
+            return self.encode_on(texts, 1, false);
+        }
+        encoder_pool(lane).install(|| self.encode_on(texts, width, true))
+    }
+
+    /// Encodes without padding, cuts the texts into passes of similar length (at least
+    /// `width` passes when there are that many texts, so every thread has one), runs them
+    /// (on the current rayon pool when `parallel`) and puts the vectors back in order.
+    fn encode_on(&self, texts: &[&str], width: usize, parallel: bool) -> EmbedResult<Vec<Vec<f32>>> {
+        // Padding to the longest text of a mixed batch wastes most of the work on
+        // long-tailed inputs, so each pass pads only to its own longest.
         let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         let lengths: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| lengths[i]);
-        let groups = length_groups(&order, &lengths);
-        let vectors: Vec<Vec<Vec<f32>>> = groups
-            .par_iter()
-            .map(|group| self.run(&group.iter().map(|&i| &encodings[i]).collect::<Vec<_>>()))
-            .collect::<EmbedResult<_>>()?;
+        let groups = spread(length_groups(&order, &lengths), width);
+        let run = |group: &&[usize]| self.run(&group.iter().map(|&i| &encodings[i]).collect::<Vec<_>>());
+        let vectors: Vec<Vec<Vec<f32>>> = if parallel {
+            groups.par_iter().map(run).collect::<EmbedResult<_>>()?
+        } else {
+            groups.iter().map(run).collect::<EmbedResult<_>>()?
+        };
         let mut out = vec![Vec::new(); texts.len()];
         for (group, vectors) in groups.iter().zip(vectors) {
             for (&i, v) in group.iter().zip(vectors) {
@@ -244,6 +357,18 @@ impl Embedder for MiniLm {
         }
         Ok(out)
     }
+}
+
+/// Splits the largest passes in two until there are at least `width` (or every pass holds
+/// one text), so a batch of similar texts still keeps every thread busy.
+fn spread(mut groups: Vec<&[usize]>, width: usize) -> Vec<&[usize]> {
+    while groups.len() < width {
+        let Some((at, _)) = groups.iter().enumerate().filter(|(_, g)| g.len() > 1).max_by_key(|(_, g)| g.len()) else { break };
+        let (a, b) = groups[at].split_at(groups[at].len() / 2);
+        groups[at] = a;
+        groups.insert(at + 1, b);
+    }
+    groups
 }
 
 /// Most texts in one forward pass.

@@ -118,16 +118,18 @@ impl MemoryService {
     /// time, reporting progress after each batch. Returns how many were embedded. With
     /// `force`, records that already have a vector are embedded again.
     pub fn embed_pending(&self, batch: usize, force: bool, progress: &mut dyn FnMut(EmbedProgress)) -> ServiceResult<u64> {
-        self.embed_pending_until(batch, force, progress, &|| false)
+        self.embed_pending_until(batch, force, false, progress, &|| false)
     }
 
     /// [`Self::embed_pending`] that also ends after the batch in flight once `stop()`
     /// says so (the daemon's shutdown: the backlog resumes at the next start, since the
-    /// queue is the records still without vectors).
+    /// queue is the records still without vectors). `background`: nobody waits for it (the
+    /// daemon's backfill), so the model runs it behind queries ([`Embedder::embed_background`]).
     pub fn embed_pending_until(
         &self,
         batch: usize,
         force: bool,
+        background: bool,
         progress: &mut dyn FnMut(EmbedProgress),
         stop: &dyn Fn() -> bool,
     ) -> ServiceResult<u64> {
@@ -149,7 +151,8 @@ impl MemoryService {
             let todo = self.reader()?.read(|tx| tx.records_needing_vectors(&lookup, *watermark, batch.max(1)))?;
             let Some(last) = todo.last().map(|t| t.seq) else { break };
             let texts: Vec<&str> = todo.iter().map(|t| t.text.as_str()).collect();
-            let vectors = semantic.embedder.embed(&texts).map_err(|e| ServiceError::Embedding(e.to_string()))?;
+            let vectors = if background { semantic.embedder.embed_background(&texts) } else { semantic.embedder.embed(&texts) }
+                .map_err(|e| ServiceError::Embedding(e.to_string()))?;
             if vectors.len() != todo.len() {
                 return Err(ServiceError::Embedding(format!("the model returned {} vectors for {} texts", vectors.len(), todo.len())));
             }
@@ -230,7 +233,7 @@ impl MemoryService {
                     // On PostgreSQL one daemon (the lease holder) embeds for all; the others
                     // take its vectors at query time (`catch_up`), and the job when it dies.
                     let result = match service.holds_job("embedding") {
-                        Ok(true) => service.embed_pending_until(batch, false, &mut |_| {}, &|| flag.load(Ordering::Relaxed)),
+                        Ok(true) => service.embed_pending_until(batch, false, true, &mut |_| {}, &|| flag.load(Ordering::Relaxed)),
                         Ok(false) => Ok(0),
                         Err(e) => Err(e),
                     };

@@ -63,7 +63,12 @@ fn main() -> ExitCode {
         }
     }
     // One parse gives the typed command and the subcommand path the command log records.
-    let matches = cli::Cli::command().get_matches_from(args);
+    let matches = cli::Cli::command().get_matches_from(args.clone());
+    // Commands that may run the embedding model restart themselves once with candle's
+    // threading off, so forward passes spread over mneme's encoder threads (mneme_embed).
+    if matches.subcommand_name().is_some_and(|c| ["serve", "reindex", "bench", "mcp", "demo"].contains(&c)) {
+        mneme_embed::reexec_for_encoder(std::env::var_os("CANDLE_NUM_THREADS").is_some(), &args);
+    }
     let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let action = commands::action_name(&matches);
     // Outgoing HTTPS (daemon calls, LLM endpoints) uses rustls with ring.

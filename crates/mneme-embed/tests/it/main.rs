@@ -54,10 +54,34 @@ fn minilm_matches_the_reference_vectors() {
         let one = model.embed(&[t]).expect("embed one");
         assert!(max_diff(&one[0], &batch[i]) < 1e-5, "text {i} alone differs");
     }
+    // The backfill's lane (lower priority threads) computes the same vectors.
+    let background = model.embed_background(&texts).expect("embed in the background");
+    for (i, (got, want)) in background.iter().zip(&batch).enumerate() {
+        assert!(max_diff(got, want) < 1e-5, "text {i} in the background differs");
+    }
     // Related sentences are closer than unrelated ones.
     let v = model.embed(&["Melanie painted a sunset last week.", "What did Melanie paint?", "The server runs Debian."]).expect("embed");
     assert!(cosine(&v[0], &v[1]) > cosine(&v[0], &v[2]) + 0.2);
     assert!(model.embed(&[]).expect("empty batch").is_empty());
+    #[allow(clippy::disallowed_methods)]
+    let under_encoder_env = std::env::var_os("CANDLE_NUM_THREADS").is_some_and(|v| v == "1");
+    assert_eq!(model.spreads_passes(), under_encoder_env, "passes are spread over mneme's threads exactly under ENCODER_ENV");
+}
+
+/// The way `mneme serve` runs the encoder (candle single-threaded, whole passes spread over
+/// mneme's own threads): the test above again, in a child of this test binary started with
+/// `mneme_embed::ENCODER_ENV`.
+#[test]
+fn the_encoder_env_spreads_passes_and_gives_the_same_vectors() {
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "minilm_matches_the_reference_vectors", "--nocapture"])
+        .envs(mneme_embed::ENCODER_ENV)
+        .output()
+        .expect("run the child");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the reference test under ENCODER_ENV failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
 }
 
 #[test]

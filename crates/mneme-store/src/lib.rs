@@ -242,6 +242,10 @@ impl Store {
         let store = Store { engine: Engine::Lite { conn, _open: open }, path: path.clone(), decay, encrypted };
         let Engine::Lite { conn, .. } = &store.engine else { unreachable!("just built as SQLite") };
         conn.busy_timeout(BUSY_TIMEOUT).ctx(&path)?;
+        // Plans never depend on bound values (the query planner stability guarantee). Without
+        // it every `LIMIT ?` marks its statement for re-preparation whenever a value is bound,
+        // so a cached statement was parsed and planned again on every run (7 % of a prompt hook).
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).ctx(&path)?;
         // Retrieval builds one statement per filter shape; keep them all prepared.
         conn.set_prepared_statement_cache_capacity(128);
         if let Some(key) = &key {

@@ -584,12 +584,20 @@ impl Hooks {
         // and salience chose, less what the facts already state, the assistant's own
         // messages, and messages that still carry a value the user has since changed.
         let max_sensitivity = p.read.max_sensitivity;
-        let facts = if cfg.memory_types.contains(&MemoryType::Semantic) {
-            crate::truth::live_facts(&self.ops, p, max_sensitivity, scopes.clone(), self.ops.limits().max_limit)?
+        // The user's facts are read on their own (all of them); other facts only as far as
+        // the task and salience chose them (`hits`), not every fact in the store.
+        let (mut facts, old_values) = if cfg.memory_types.contains(&MemoryType::Semantic) {
+            crate::truth::user_facts(&self.ops, p, max_sensitivity, scopes.clone(), self.ops.limits().max_limit)?
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
-        let stale = crate::truth::stale_values(&self.ops, p, max_sensitivity, scopes.clone(), &facts)?;
+        let others: Vec<Hit> = hits
+            .iter()
+            .filter(|h| h.record.memory_type == MemoryType::Semantic && !h.record.tags.iter().any(|t| t == crate::truth::ABOUT_USER))
+            .cloned()
+            .collect();
+        facts.extend(crate::truth::live_facts_of(&self.ops, p, &others)?);
+        let stale = crate::truth::stale_values(&old_values, &facts);
         let user_facts: Vec<crate::truth::LiveFact> = facts.iter().filter(|f| f.about_user).cloned().collect();
         hits.retain(|h| {
             if user_facts.iter().any(|f| f.id == h.record.id) {

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use jiff::Timestamp;
 use mneme_core::{MemoryRecord, MemoryType, Payload, RecordId, Scope, SemanticPayload, Sensitivity, Status};
-use mneme_service::{IngestOptions, Ops, Principal, RetrieveRequest, Revision, ServiceResult};
+use mneme_service::{Hit, IngestOptions, Ops, Principal, RetrieveRequest, Revision, ServiceResult};
 use mneme_truth::{self as truth, Claim, Op, SlotDef, SlotKind};
 use serde::Serialize;
 
@@ -260,40 +260,87 @@ pub fn live_facts(
         limit: limit.clamp(1, ops.limits().max_limit),
         ..RetrieveRequest::default()
     };
-    let mut facts: Vec<LiveFact> = ops
-        .retrieve(p, &request)?
-        .into_iter()
-        .filter(|h| h.record.status == Status::Active)
-        .filter_map(|h| {
-            let f = fact_of(&h.record)?.clone();
-            let slot = h.record.tags.iter().find_map(|t| t.strip_prefix("slot:")).map(str::to_string);
-            let about_user = h.record.tags.iter().any(|t| t == ABOUT_USER);
-            let single = slot.as_deref().and_then(truth::slot).is_some_and(|d| d.kind == SlotKind::Single);
-            // Only the user's single-valued facts: one value, and a newer word about it.
-            let newer = if about_user && single {
-                match ops.newer_statement(p, &h.record) {
-                    Ok(found) => found.and_then(|r| match r.payload {
-                        Some(mneme_core::Payload::Event(e)) => Some((e.event_time.unwrap_or(r.created_at), e.text)),
-                        _ => None,
-                    }),
-                    Err(e) => return Some(Err(e)),
-                }
-            } else {
-                None
-            };
-            Some(Ok(LiveFact {
-                outdated: h.outdated.clone(),
-                id: h.record.id.clone(),
-                about_user,
-                since: f.valid_from.or(Some(h.record.created_at)),
-                subject: f.subject,
-                slot,
-                predicate: f.predicate,
-                value: f.object,
-                newer,
-            }))
-        })
-        .collect::<ServiceResult<_>>()?;
+    let hits = ops.retrieve(p, &request)?;
+    let facts = hits.iter().filter_map(|h| live_fact(ops, p, h)).collect::<ServiceResult<_>>()?;
+    Ok(in_block_order(facts))
+}
+
+/// The user's facts (tagged `about:user`), read once with the ones no longer live: the
+/// live ones as [`live_facts`] gives them (what the session-start block always states), and
+/// the normalised values of the superseded and withdrawn ones (see [`stale_values`]). The
+/// store reads only the user's facts, not every fact `p` may read (a store with thousands
+/// of facts about other things made each session start load them all, twice).
+pub fn user_facts(
+    ops: &Ops,
+    p: &Principal,
+    max_sensitivity: Sensitivity,
+    scopes: Option<Vec<Scope>>,
+    limit: usize,
+) -> ServiceResult<(Vec<LiveFact>, Vec<String>)> {
+    let request = RetrieveRequest {
+        scopes,
+        types: vec![MemoryType::Semantic],
+        tags: vec![ABOUT_USER.into()],
+        max_sensitivity: Some(max_sensitivity),
+        include_tombstones: true,
+        limit: limit.clamp(1, ops.limits().max_limit),
+        ..RetrieveRequest::default()
+    };
+    let hits = ops.retrieve(p, &request)?;
+    let old = hits
+        .iter()
+        .filter(|h| h.record.status != Status::Active)
+        .filter_map(|h| fact_of(&h.record).map(|f| truth::normalize_value(&f.object)))
+        .collect();
+    let live = hits.iter().filter_map(|h| live_fact(ops, p, h)).collect::<ServiceResult<_>>()?;
+    Ok((in_block_order(live), old))
+}
+
+/// The live facts among `hits` (active semantic records), in the block's order and at most
+/// one value per single-valued slot and subject, without asking the store again.
+pub fn live_facts_of(ops: &Ops, p: &Principal, hits: &[Hit]) -> ServiceResult<Vec<LiveFact>> {
+    let facts = hits.iter().filter_map(|h| live_fact(ops, p, h)).collect::<ServiceResult<_>>()?;
+    Ok(in_block_order(facts))
+}
+
+/// The fact a hit states, if it is an active semantic record (with the newer statement on
+/// its topic for the user's single-valued facts).
+fn live_fact(ops: &Ops, p: &Principal, h: &Hit) -> Option<ServiceResult<LiveFact>> {
+    if h.record.status != Status::Active {
+        return None;
+    }
+    let f = fact_of(&h.record)?.clone();
+    let slot = h.record.tags.iter().find_map(|t| t.strip_prefix("slot:")).map(str::to_string);
+    let about_user = h.record.tags.iter().any(|t| t == ABOUT_USER);
+    let single = slot.as_deref().and_then(truth::slot).is_some_and(|d| d.kind == SlotKind::Single);
+    // Only the user's single-valued facts: one value, and a newer word about it.
+    let newer = if about_user && single {
+        match ops.newer_statement(p, &h.record) {
+            Ok(found) => found.and_then(|r| match r.payload {
+                Some(mneme_core::Payload::Event(e)) => Some((e.event_time.unwrap_or(r.created_at), e.text)),
+                _ => None,
+            }),
+            Err(e) => return Some(Err(e)),
+        }
+    } else {
+        None
+    };
+    Some(Ok(LiveFact {
+        outdated: h.outdated.clone(),
+        id: h.record.id.clone(),
+        about_user,
+        since: f.valid_from.or(Some(h.record.created_at)),
+        subject: f.subject,
+        slot,
+        predicate: f.predicate,
+        value: f.object,
+        newer,
+    }))
+}
+
+/// The block's order (the user's facts first, by subject, then slot order, then time),
+/// keeping the latest value of each single-valued slot and subject.
+fn in_block_order(mut facts: Vec<LiveFact>) -> Vec<LiveFact> {
     let order = |f: &LiveFact| f.slot.as_deref().and_then(|s| truth::SLOTS.iter().position(|d| d.id == s)).unwrap_or(usize::MAX);
     facts.sort_by(|a, b| {
         b.about_user
@@ -315,7 +362,7 @@ pub fn live_facts(
         kept.push(f);
     }
     kept.reverse();
-    Ok(kept)
+    kept
 }
 
 /// The facts as Markdown lines grouped by subject, within `budget` characters.
@@ -412,31 +459,11 @@ pub fn unread_markdown(ops: &Ops, p: &Principal, user_facts: &[LiveFact]) -> Ser
 }
 
 /// Values the user once stated and has since changed or withdrawn (superseded or
-/// retracted facts about the user), normalised: a message carrying one is stale.
-pub fn stale_values(
-    ops: &Ops,
-    p: &Principal,
-    max_sensitivity: Sensitivity,
-    scopes: Option<Vec<Scope>>,
-    live: &[LiveFact],
-) -> ServiceResult<HashSet<String>> {
-    let request = RetrieveRequest {
-        scopes,
-        types: vec![MemoryType::Semantic],
-        tags: vec![ABOUT_USER.into()],
-        max_sensitivity: Some(max_sensitivity),
-        include_tombstones: true,
-        limit: ops.limits().max_limit,
-        ..RetrieveRequest::default()
-    };
+/// retracted facts about the user, normalised: `old` from [`user_facts`]), less any value a
+/// live fact states: a message carrying one is stale.
+pub fn stale_values(old: &[String], live: &[LiveFact]) -> HashSet<String> {
     let current: HashSet<String> = live.iter().map(|f| truth::normalize_value(&f.value)).collect();
-    Ok(ops
-        .retrieve(p, &request)?
-        .into_iter()
-        .filter(|h| h.record.status != Status::Active)
-        .filter_map(|h| fact_of(&h.record).map(|f| truth::normalize_value(&f.object)))
-        .filter(|v| !current.contains(v))
-        .collect())
+    old.iter().filter(|v| !current.contains(*v)).cloned().collect()
 }
 
 /// Does `text` mention one of `values` as whole words?

@@ -108,8 +108,11 @@ fn lexicon(lang: Lang) -> &'static Lexicon {
     }
 }
 
-/// Gazetteer entries per slot: (lower-case words, canonical value or None).
-static GAZETTEERS: LazyLock<Vec<Vec<(Vec<String>, Option<String>)>>> = LazyLock::new(|| {
+/// One slot's gazetteer entries: (lower-case words, canonical value or None).
+type Gazetteer = Vec<(Vec<String>, Option<String>)>;
+
+/// Gazetteer entries per slot.
+static GAZETTEERS: LazyLock<Vec<Gazetteer>> = LazyLock::new(|| {
     SLOTS
         .iter()
         .map(|d| {

@@ -31,14 +31,19 @@ pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot};
 pub fn normalize_value(value: &str) -> String {
     let lower = value.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
     let lower = lower.trim_matches(|c: char| c == '.' || c == ',' || c == '!' || c == '"' || c == '\'').to_string();
-    for s in SLOTS {
-        for entry in s.gazetteer {
-            if let Some((alias, canonical)) = entry.split_once('=')
-                && alias == lower
-            {
-                return canonical.to_string();
+    // Every gazetteer alias with its canonical value (the first slot's wins, as the scan
+    // this replaces did): one lookup instead of a pass over every entry for each value.
+    static ALIASES: std::sync::LazyLock<std::collections::HashMap<&'static str, &'static str>> = std::sync::LazyLock::new(|| {
+        let mut map = std::collections::HashMap::new();
+        for entry in SLOTS.iter().flat_map(|s| s.gazetteer) {
+            if let Some((alias, canonical)) = entry.split_once('=') {
+                map.entry(alias).or_insert(canonical);
             }
         }
+        map
+    });
+    match ALIASES.get(lower.as_str()) {
+        Some(canonical) => (*canonical).to_string(),
+        None => lower,
     }
-    lower
 }

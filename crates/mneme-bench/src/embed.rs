@@ -46,12 +46,16 @@ pub fn embed(
         None => (0..texts).map(|i| (0..8 + i % 9).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect(),
     };
     model.embed(&["warm up"])?;
+    let cpu0 = crate::daemon::cpu_seconds(std::process::id());
     let started = Instant::now();
     for chunk in sample.chunks(batch.max(1)) {
         let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
         std::hint::black_box(model.embed(&refs)?);
     }
     let per_s = texts as f64 / started.elapsed().as_secs_f64();
+    // Process CPU (user + system, every thread) per text of the batched phase: the figure to
+    // set beside ONNX Runtime's on the same texts (bench/embed/onnx_baseline.py).
+    let cpu_ms = (crate::daemon::cpu_seconds(std::process::id()) - cpu0) * 1000.0 / texts.max(1) as f64;
     let mut single = Vec::new();
     for t in sample.iter().take(200) {
         let t0 = Instant::now();
@@ -59,12 +63,22 @@ pub fn embed(
         single.push(t0.elapsed().as_secs_f64() * 1000.0);
     }
     let (p50, p99) = crate::synth::summarize(single);
-    let out = json!({ "texts": texts, "batch": batch, "texts_per_s": per_s, "single_query_p50_ms": p50, "single_query_p99_ms": p99 });
+    let out = json!({
+        "texts": texts,
+        "batch": batch,
+        "texts_per_s": per_s,
+        "cpu_ms_per_text": cpu_ms,
+        "passes_spread_over_threads": model.spreads_passes(),
+        "single_query_p50_ms": p50,
+        "single_query_p99_ms": p99,
+    });
     if json {
         outln!("{out}");
     } else {
         let what = file.map(|f| format!("lines of {}", f.display())).unwrap_or_else(|| "short texts (8–16 words)".into());
-        outln!("{texts} {what} in batches of {batch}: {per_s:.0} texts/s; one query: p50 {p50:.2} ms, p99 {p99:.2} ms");
+        outln!(
+            "{texts} {what} in batches of {batch}: {per_s:.0} texts/s, {cpu_ms:.1} ms CPU per text; one query: p50 {p50:.2} ms, p99 {p99:.2} ms"
+        );
     }
     Ok(())
 }

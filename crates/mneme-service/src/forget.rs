@@ -126,6 +126,9 @@ impl MemoryService {
         }
         self.config.limits.check_actor(&request.actor)?;
         let plan = self.forget_plan(request, access)?;
+        if !request.dry_run {
+            self.forget_query_vectors();
+        }
         if request.dry_run || plan.is_empty() {
             return Ok(ForgetReport {
                 dry_run: request.dry_run,

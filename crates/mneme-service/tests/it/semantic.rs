@@ -72,6 +72,10 @@ impl Embedder for Concepts {
 }
 
 fn open(fx: &Fixture, config: ServiceConfig, embedder: Concepts) -> MemoryService {
+    open_with(fx, config, Arc::new(embedder))
+}
+
+fn open_with(fx: &Fixture, config: ServiceConfig, embedder: Arc<dyn Embedder>) -> MemoryService {
     let local = fx._dir.path().join("mneme.db");
     let service = match &fx.database {
         None => {
@@ -82,7 +86,7 @@ fn open(fx: &Fixture, config: ServiceConfig, embedder: Concepts) -> MemoryServic
             MemoryService::open_postgres(mneme_store::PgOptions::new(url.clone()), local, config, fx.clock.clone()).expect("reopen")
         }
     };
-    service.enable_embeddings(Arc::new(embedder), IndexParams::default()).expect("enable embeddings");
+    service.enable_embeddings(embedder, IndexParams::default()).expect("enable embeddings");
     service
 }
 
@@ -290,6 +294,29 @@ fn forgetting_destroys_the_vector_in_memory_too() {
     assert!(hits.iter().all(|h| h.score.cosine.is_none_or(|c| c.abs() < 1e-6)), "{hits:?}");
 }
 
+/// A query asked again is not embedded again (its vector is cached by the text's hash), and
+/// a forget empties that cache.
+fn a_repeated_query_is_embedded_once_until_a_forget() {
+    let fx = Fixture::new();
+    fx.event("my sedan is red");
+    let lunch = fx.event("lunch was pasta today");
+    let model = Arc::new(Concepts::new("concepts-v1"));
+    let service = open_with(&fx, ServiceConfig::default(), model.clone());
+    service.embed_pending(16, false, &mut |_| {}).expect("embed");
+    let before = model.calls.load(Ordering::SeqCst);
+    assert_eq!(texts(&service, "automobile")[0], "howard: my sedan is red");
+    assert_eq!(model.calls.load(Ordering::SeqCst), before + 1, "the first ask embeds the query");
+    assert_eq!(texts(&service, "automobile")[0], "howard: my sedan is red", "the cached vector finds the same");
+    assert_eq!(model.calls.load(Ordering::SeqCst), before + 1, "the second ask does not embed it again");
+    texts(&service, "vehicle");
+    assert_eq!(model.calls.load(Ordering::SeqCst), before + 2, "another query is embedded");
+    let request =
+        mneme_service::ForgetRequest { ids: vec![lunch.id.clone()], reason: "asked".into(), actor: "test".into(), ..Default::default() };
+    service.forget(&request, &owner()).expect("forget");
+    texts(&service, "automobile");
+    assert_eq!(model.calls.load(Ordering::SeqCst), before + 3, "after a forget the query is embedded again");
+}
+
 /// The concept embedder widened to the dimension PostgreSQL's HNSW index covers (384).
 #[derive(Debug)]
 struct Wide(Concepts);
@@ -380,4 +407,5 @@ crate::on_both_engines!(
     min_score_drops_weak_hits,
     the_approximate_index_finds_what_exact_search_finds,
     forgetting_destroys_the_vector_in_memory_too,
+    a_repeated_query_is_embedded_once_until_a_forget,
 );

@@ -385,7 +385,11 @@ impl ReadTx<'_> {
             return Ok(Vec::new());
         }
         let (clause, mut values) = where_clause(filter);
-        let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM records r WHERE r.seq IN ({}) AND {clause}", placeholders(seqs.len()));
+        // SQLite, without statistics, prefers the memory-type index and reads every record of
+        // the type (20 k rows for 64 seqs: 83 % of a session start with the model). The list of
+        // rowids is the driver: NOT INDEXED still looks rowids up.
+        let table = if self.dialect() == Dialect::Sqlite { "records r NOT INDEXED" } else { "records r" };
+        let sql = format!("SELECT {CANDIDATE_COLUMNS} FROM {table} WHERE r.seq IN ({}) AND {clause}", placeholders(seqs.len()));
         let mut all: Vec<Cell> = seqs.iter().map(|&s| Cell::Int(s)).collect();
         all.append(&mut values);
         self.candidates(&sql, all, false)

@@ -260,9 +260,7 @@ pub fn live_facts(
         limit: limit.clamp(1, ops.limits().max_limit),
         ..RetrieveRequest::default()
     };
-    let hits = ops.retrieve(p, &request)?;
-    let facts = hits.iter().filter_map(|h| live_fact(ops, p, h)).collect::<ServiceResult<_>>()?;
-    Ok(in_block_order(facts))
+    live_facts_of(ops, p, &ops.retrieve(p, &request)?)
 }
 
 /// The user's facts (tagged `about:user`), read once with the ones no longer live: the
@@ -292,8 +290,7 @@ pub fn user_facts(
         .filter(|h| h.record.status != Status::Active)
         .filter_map(|h| fact_of(&h.record).map(|f| truth::normalize_value(&f.object)))
         .collect();
-    let live = hits.iter().filter_map(|h| live_fact(ops, p, h)).collect::<ServiceResult<_>>()?;
-    Ok((in_block_order(live), old))
+    Ok((live_facts_of(ops, p, &hits)?, old))
 }
 
 /// The live facts among `hits` (active semantic records), in the block's order and at most

@@ -271,7 +271,7 @@ enum Lane {
 
 /// Whether candle runs each operation on one thread: `CANDLE_NUM_THREADS=1` (no element-wise
 /// barrier pool, whose workers spin between operations) and `RAYON_NUM_THREADS=1` (matrix
-/// products on the calling thread). `mneme serve`, `reindex`, `bench`, `mcp` and
+/// products on the calling thread). `mneme serve`, `reindex`, `bench`, `mcp`, `demo` and
 /// `mneme-bench` start with both set (see `mneme_embed::ENCODER_ENV`); then mneme spreads
 /// whole forward passes over its own threads, one per core, and nothing spins or waits at a
 /// barrier. Without them (a library user, the test binaries) candle parallelises inside each
@@ -318,7 +318,7 @@ fn encoder_pool(lane: Lane) -> &'static rayon::ThreadPool {
         let name = if lane == Lane::Background { "mneme-encoder-bg" } else { "mneme-encoder" };
         let builder = rayon::ThreadPoolBuilder::new().num_threads(width).thread_name(move |i| format!("{name}-{i}"));
         let builder = if lane == Lane::Background { builder.start_handler(|_| lower_priority()) } else { builder };
-        // Building a pool fails only when no thread can be spawned; then the global pool runs it.
+        // Building fails only when no thread can be spawned; one thread is tried before giving up.
         builder.build().unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool"))
     })
 }
@@ -347,12 +347,12 @@ impl MiniLm {
             // candle parallelises inside each operation; passes share rayon's global pool.
             return self.encode_on(texts, 1, true);
         }
-        let width = std::thread::available_parallelism().map_or(1, |n| n.get());
         if lane == Lane::Foreground && texts.len() == 1 {
             // One text (a query): its pass runs right here, at the caller's priority.
             return self.encode_on(texts, 1, false);
         }
-        encoder_pool(lane).install(|| self.encode_on(texts, width, true))
+        let pool = encoder_pool(lane);
+        pool.install(|| self.encode_on(texts, pool.current_num_threads(), true))
     }
 
     /// Encodes without padding, cuts the texts into passes of similar length (at least

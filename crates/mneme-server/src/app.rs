@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use mneme_service::Principal;
 
-use crate::auth::{Auth, Caller};
+use crate::auth::{Auth, Caller, Credentials};
 use crate::config::MnemeConfig;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Registry;
@@ -105,6 +105,8 @@ pub struct App {
     pub embedder: std::sync::Mutex<Option<mneme_service::EmbedderHandle>>,
     pub read_gate: tokio::sync::Semaphore,
     pub auth: Auth,
+    /// TLS on both listeners (`[server] tls_cert_file`), reloadable.
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
     pub hooks: Hooks,
     pub consolidator: Arc<Consolidator>,
     /// The door for the workspace's engines (reflection, inner life, modules, the relay),
@@ -181,7 +183,7 @@ impl App {
         self: &Arc<Self>,
         transport: &'static str,
         operation: Operation,
-        authorization: Option<&str>,
+        credentials: &Credentials,
         op: F,
     ) -> ApiResult<T>
     where
@@ -190,7 +192,7 @@ impl App {
     {
         let start = Instant::now();
         let result = async {
-            let principal = self.principal(authorization)?;
+            let principal = self.principal(credentials)?;
             let _permit = if operation.is_read() {
                 Some(self.read_gate.acquire().await.map_err(|_| ApiError::Unavailable("shutting down".into()))?)
             } else {
@@ -213,12 +215,12 @@ impl App {
         self: &Arc<Self>,
         transport: &'static str,
         operation: Operation,
-        authorization: Option<&str>,
+        credentials: &Credentials,
         decoded: ApiResult<(Payload, IngestOptions)>,
     ) -> ApiResult<MemoryRecord> {
         let start = Instant::now();
         let result = async {
-            let principal = self.principal(authorization)?;
+            let principal = self.principal(credentials)?;
             let (payload, options) = decoded?;
             let options = self.ops.write_options(&principal, options)?;
             self.ingestor.ingest(payload, options).await
@@ -228,8 +230,8 @@ impl App {
         result
     }
 
-    pub fn principal(&self, authorization: Option<&str>) -> ApiResult<Arc<Caller>> {
-        let principal = self.auth.authenticate(authorization)?;
+    pub fn principal(&self, credentials: &Credentials) -> ApiResult<Arc<Caller>> {
+        let principal = self.auth.authenticate(credentials)?;
         principal.admit()?;
         Ok(principal)
     }
@@ -255,12 +257,12 @@ impl App {
     pub async fn hook(
         self: &Arc<Self>,
         transport: &'static str,
-        authorization: Option<&str>,
+        credentials: &Credentials,
         name: HookName,
         input: HookInput,
     ) -> ApiResult<HookOutcome> {
         let start = Instant::now();
-        let principal = self.hook_caller(transport, authorization, name, start)?;
+        let principal = self.hook_caller(transport, credentials, name, start)?;
         let app = self.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             let mut buffer = Vec::new();
@@ -304,8 +306,8 @@ impl App {
 
     /// The hook's authenticated (and admitted) caller; a refusal is counted as the
     /// hook's failed request.
-    fn hook_caller(&self, transport: &str, authorization: Option<&str>, name: HookName, start: Instant) -> ApiResult<Arc<Caller>> {
-        let principal = self.principal(authorization);
+    fn hook_caller(&self, transport: &str, credentials: &Credentials, name: HookName, start: Instant) -> ApiResult<Arc<Caller>> {
+        let principal = self.principal(credentials);
         if principal.is_err() {
             self.record(transport, name.as_str(), &principal, start);
         }
@@ -318,12 +320,12 @@ impl App {
     pub fn hook_rejected(
         &self,
         transport: &'static str,
-        authorization: Option<&str>,
+        credentials: &Credentials,
         name: HookName,
         error: String,
     ) -> ApiResult<HookOutcome> {
         let start = Instant::now();
-        self.hook_caller(transport, authorization, name, start)?;
+        self.hook_caller(transport, credentials, name, start)?;
         // The parser's message may quote the body: only its start goes to the log.
         tracing::warn!(hook = name.as_str(), error = %mneme_core::one_line(&error, 160), "hook input rejected");
         self.metrics.hook(name.as_str(), false);

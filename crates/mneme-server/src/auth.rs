@@ -14,6 +14,37 @@ use sha2::{Digest, Sha256};
 
 use crate::config::MnemeConfig;
 use crate::error::{ApiError, ApiResult};
+use crate::tls::{CLIENT_CN, CLIENT_SUBJECT, ClientIdentity};
+
+/// What a request presents: its `Authorization` value, and the client certificate its
+/// connection verified (set only by the connection layer, see [`crate::tls`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub authorization: Option<String>,
+    pub client: Option<ClientIdentity>,
+}
+
+impl Credentials {
+    /// From a request's headers: `Authorization`, and the verified client certificate.
+    pub fn from_headers(headers: &axum::http::HeaderMap) -> Self {
+        let text = |name: &str| headers.get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        Credentials {
+            authorization: headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(String::from),
+            client: text(CLIENT_SUBJECT).map(|subject| ClientIdentity { subject, common_name: text(CLIENT_CN) }),
+        }
+    }
+
+    /// Only a key (`Bearer KEY`), as a client in process presents it.
+    pub fn bearer(authorization: Option<String>) -> Self {
+        Credentials { authorization, client: None }
+    }
+
+    /// The same client certificate with another `Authorization` value.
+    pub fn with_authorization(mut self, authorization: Option<String>) -> Self {
+        self.authorization = authorization;
+        self
+    }
+}
 
 /// An authenticated caller: its [`Principal`] (the policy, checked in `Ops`) and its
 /// token bucket. Derefs to the principal.
@@ -71,6 +102,9 @@ fn policy(p: &crate::config::PrincipalConfig) -> Result<Principal, String> {
 #[derive(Debug)]
 pub struct Auth {
     keys: Vec<([u8; 32], Arc<Caller>)>,
+    /// Principals bound to a client certificate's subject (`tls_client_subject`); with a
+    /// key too (`true`), both are required.
+    subjects: Vec<(String, bool, Arc<Caller>)>,
     /// Set when no principals are configured (loopback only): every request is this one.
     local: Option<Arc<Caller>>,
 }
@@ -87,7 +121,7 @@ impl Auth {
         let shared = config.membrane.enabled.then(|| env(&config.membrane.api_key_env)).flatten().filter(|k| !k.trim().is_empty());
         if config.principals.is_empty() && shared.is_none() {
             let local = Caller::new(Principal::new("local", Access::owner(), Sensitivity::Critical, None), rate, burst);
-            return Ok(Auth { keys: Vec::new(), local: Some(Arc::new(local)) });
+            return Ok(Auth { keys: Vec::new(), subjects: Vec::new(), local: Some(Arc::new(local)) });
         }
         let mut keys = Vec::new();
         if let Some(key) = shared {
@@ -99,18 +133,47 @@ impl Auth {
             let digest: [u8; 32] = Sha256::digest(key.trim().as_bytes()).into();
             keys.push((digest, Arc::new(Caller::new(principal, rate, burst))));
         }
+        let mut subjects = Vec::new();
         for (p, digest) in config.principals.iter().zip(digests) {
-            keys.push((digest, Arc::new(Caller::new(policy(p)?, p.rate_limit_per_second.unwrap_or(rate), burst))));
+            let caller = Arc::new(Caller::new(policy(p)?, p.rate_limit_per_second.unwrap_or(rate), burst));
+            if let Some(subject) = &p.tls_client_subject {
+                subjects.push((subject.trim().to_string(), digest.is_some(), caller.clone()));
+            }
+            if let Some(digest) = digest {
+                keys.push((digest, caller));
+            }
         }
-        Ok(Auth { keys, local: None })
+        Ok(Auth { keys, subjects, local: None })
     }
 
-    /// The principal for an `Authorization` header value (`Bearer KEY`).
-    pub fn authenticate(&self, authorization: Option<&str>) -> ApiResult<Arc<Caller>> {
+    /// The principal a request's credentials name: its key (`Authorization: Bearer KEY`),
+    /// checked against the client certificate when the principal is bound to one; or,
+    /// without a key, a client certificate bound to a principal that has no key.
+    pub fn authenticate(&self, credentials: &Credentials) -> ApiResult<Arc<Caller>> {
         if let Some(local) = &self.local {
             return Ok(local.clone());
         }
-        let header = authorization.ok_or_else(|| ApiError::Unauthenticated("missing API key: send Authorization: Bearer KEY".into()))?;
+        let Some(header) = credentials.authorization.as_deref() else {
+            let by_certificate = credentials.client.as_ref().and_then(|client| {
+                self.subjects.iter().find(|(subject, keyed, _)| !keyed && client.matches(subject)).map(|(_, _, caller)| caller.clone())
+            });
+            return by_certificate.ok_or_else(|| ApiError::Unauthenticated("missing API key: send Authorization: Bearer KEY".into()));
+        };
+        let caller = self.by_key(header)?;
+        // A principal bound to a certificate needs that certificate too (a second factor).
+        match self.subjects.iter().find(|(_, _, c)| Arc::ptr_eq(c, &caller)) {
+            Some((subject, _, _)) if !credentials.client.as_ref().is_some_and(|client| client.matches(subject)) => {
+                Err(ApiError::Unauthenticated(format!(
+                    "principal {:?} must also present its client certificate (subject {subject:?}) over TLS",
+                    caller.name
+                )))
+            }
+            _ => Ok(caller),
+        }
+    }
+
+    /// The principal whose key an `Authorization` value carries.
+    fn by_key(&self, header: &str) -> ApiResult<Arc<Caller>> {
         let key = header
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))

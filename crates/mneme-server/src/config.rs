@@ -36,6 +36,8 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("MNEME_MODEL_DIR", "embedding.model_dir"),
     ("MNEME_DATABASE_URL", "storage.database_url"),
     ("MNEME_DATABASE_CA_FILE", "storage.ca_file"),
+    ("MNEME_DAEMON_URL", "client.daemon_url"),
+    ("MNEME_TLS_CA_FILE", "client.tls_ca_file"),
 ];
 
 /// The other `MNEME_*` variables mneme reads (paths and keys, not configuration keys).
@@ -100,6 +102,28 @@ pub struct MnemeConfig {
     pub membrane: MembraneConfig,
     /// Where the memory lives: the data directory's SQLite file, or PostgreSQL.
     pub storage: StorageConfig,
+    /// How the CLI and `mneme mcp` reach a daemon: its URL and the TLS they use for it.
+    pub client: ClientConfig,
+}
+
+/// `[client]`: the daemon the CLI (`status`, `recall`, `hook`) and the MCP stdio bridge
+/// (`mneme mcp`) talk to, and the TLS they speak to it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// The daemon's HTTP address as a URL (`https://mneme.internal:18791`;
+    /// `MNEME_DAEMON_URL`). Unset: the daemon serving this data directory, found through
+    /// its `daemon.json` (HTTPS when it serves TLS).
+    pub daemon_url: Option<String>,
+    /// PEM certificates of the authority that signed the daemon's certificate
+    /// (`MNEME_TLS_CA_FILE`); unset: the system's authorities. The daemon's name (or IP
+    /// address) in the URL must be one its certificate holds.
+    pub tls_ca_file: Option<PathBuf>,
+    /// A client certificate (PEM, leaf first) for a daemon that requires one
+    /// (`[server] tls_client_ca_file`), with `tls_key_file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub tls_key_file: Option<PathBuf>,
 }
 
 /// `[storage]`: the engine. SQLite (the default) needs nothing; PostgreSQL needs a URL.
@@ -235,6 +259,22 @@ pub struct ServerConfig {
     /// Web origins (`https://app.example`) whose pages may call the HTTP API from a
     /// browser (CORS). Empty by default: only the daemon's own pages (the console).
     pub cors_origins: Vec<String>,
+    /// PEM certificate chain (leaf first) for TLS on both listeners (HTTP, `/mcp`, gRPC
+    /// and `membrane.v1`), with `tls_key_file`. Re-read on SIGHUP and when the files
+    /// change, so a certificate can be rotated without a restart. A non-loopback address
+    /// needs TLS, or `plaintext_behind_proxy`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM certificates of the authority that signs client certificates. Set: every
+    /// connection must present a certificate it signed (mutual TLS), and
+    /// `[[principals]] tls_client_subject` binds a certificate to a principal.
+    pub tls_client_ca_file: Option<PathBuf>,
+    /// How often the certificate files are checked for a change (`0s`: only on SIGHUP).
+    pub tls_reload_poll: Span,
+    /// The daemon sits behind a proxy that terminates TLS: a non-loopback address may then
+    /// listen in plain text (logged as a warning at start). Off: refused.
+    pub plaintext_behind_proxy: bool,
 }
 
 impl Default for ServerConfig {
@@ -255,6 +295,11 @@ impl Default for ServerConfig {
             body_read_timeout: Span::secs(30),
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_client_ca_file: None,
+            tls_reload_poll: Span::secs(5),
+            plaintext_behind_proxy: false,
         }
     }
 }
@@ -292,6 +337,12 @@ pub struct PrincipalConfig {
     /// Overrides `server.rate_limit_per_second` for this principal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_per_second: Option<f64>,
+    /// A client certificate's subject that is this principal (needs
+    /// `[server] tls_client_ca_file`): its common name (`agent-a`) or the whole subject as
+    /// RFC 4514 writes it (`CN=agent-a,O=Acme`). With a key, both are required (a second
+    /// factor); without one, the certificate alone authenticates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_client_subject: Option<String>,
 }
 
 impl MnemeConfig {
@@ -398,6 +449,22 @@ impl MnemeConfig {
                 return Err(err("server.cors_origins", format!("{origin:?} is not a web origin like https://app.example:8443")));
             }
         }
+        let server = &self.server;
+        if server.tls_cert_file.is_some() != server.tls_key_file.is_some() {
+            return Err(err("server.tls_cert_file", "set both tls_cert_file and tls_key_file, or neither"));
+        }
+        if server.tls_client_ca_file.is_some() && server.tls_cert_file.is_none() {
+            return Err(err("server.tls_client_ca_file", "client certificates need TLS: set tls_cert_file and tls_key_file too"));
+        }
+        let client = &self.client;
+        if let Some(url) = &client.daemon_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(err("client.daemon_url", format!("{url:?} must start with http:// or https://")));
+        }
+        if client.tls_cert_file.is_some() != client.tls_key_file.is_some() {
+            return Err(err("client.tls_cert_file", "set both tls_cert_file and tls_key_file, or neither"));
+        }
         positive("server.rate_limit_per_second", self.server.rate_limit_per_second)?;
         positive("server.rate_limit_burst", self.server.rate_limit_burst)?;
         for (key, value) in [
@@ -477,8 +544,22 @@ impl MnemeConfig {
                 return Err(err(&format!("{key}.name"), format!("{:?} is used twice", p.name)));
             }
             let sources = [p.key_sha256.is_some(), p.key_env.is_some(), p.key_file.is_some()].iter().filter(|b| **b).count();
-            if sources != 1 {
-                return Err(err(&key, format!("principal {:?} needs exactly one of key_sha256, key_env, key_file", p.name)));
+            if sources > 1 || (sources == 0 && p.tls_client_subject.is_none()) {
+                return Err(err(
+                    &key,
+                    format!("principal {:?} needs exactly one of key_sha256, key_env, key_file (or a tls_client_subject alone)", p.name),
+                ));
+            }
+            if let Some(subject) = &p.tls_client_subject {
+                if subject.trim().is_empty() {
+                    return Err(err(&format!("{key}.tls_client_subject"), "must not be empty"));
+                }
+                if self.server.tls_client_ca_file.is_none() {
+                    return Err(err(
+                        &format!("{key}.tls_client_subject"),
+                        "needs [server] tls_client_ca_file (the authority that signs client certificates)",
+                    ));
+                }
             }
             if let Some(h) = &p.key_sha256
                 && (h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()))
@@ -559,13 +640,33 @@ impl MnemeConfig {
     /// unreadable `key_file`, a short key), or no principals while `loopback_only` is
     /// false (listening beyond loopback needs keys). `mneme serve` and `mneme config
     /// check` both ask this.
-    pub fn resolved_keys(&self, loopback_only: bool, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<[u8; 32]>, String> {
+    /// A principal authenticated by its client certificate alone has no key (`None`).
+    pub fn resolved_keys(&self, loopback_only: bool, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Option<[u8; 32]>>, String> {
         if self.principals.is_empty() && !loopback_only {
             return Err("refusing to listen on a non-loopback address without API keys: configure [[principals]] \
                         (see README, \"Security\")"
                 .into());
         }
-        self.principals.iter().map(|p| p.key_digest(env)).collect()
+        self.principals.iter().map(|p| if p.has_key() { p.key_digest(env).map(Some) } else { Ok(None) }).collect()
+    }
+
+    /// Why the daemon would refuse its addresses: a non-loopback listener in plain text,
+    /// where every key and memory would cross the network readable, unless a proxy in
+    /// front terminates TLS (`plaintext_behind_proxy`). `mneme serve` and `mneme config
+    /// check` both ask this.
+    pub fn plaintext_rule(&self) -> Result<(), String> {
+        let s = &self.server;
+        if s.tls_cert_file.is_some() || s.plaintext_behind_proxy {
+            return Ok(());
+        }
+        match [("gRPC", s.grpc_addr), ("HTTP", s.http_addr)].into_iter().find(|(_, a)| !a.ip().is_loopback()) {
+            None => Ok(()),
+            Some((name, addr)) => Err(format!(
+                "refusing to serve {name} on the non-loopback address {addr} in plain text (API keys and memories would cross the \
+                 network readable): set [server] tls_cert_file and tls_key_file, or plaintext_behind_proxy = true when a \
+                 proxy in front of the daemon terminates TLS (see README, \"Running mneme on a network\")"
+            )),
+        }
     }
 
     /// Whether both listeners are on loopback addresses.
@@ -575,6 +676,11 @@ impl MnemeConfig {
 }
 
 impl PrincipalConfig {
+    /// Whether a key is configured (else a client certificate alone authenticates it).
+    pub fn has_key(&self) -> bool {
+        self.key_sha256.is_some() || self.key_env.is_some() || self.key_file.is_some()
+    }
+
     /// The SHA-256 digest of this principal's key, resolved now: from `key_sha256`, the
     /// variable `key_env` names (looked up through `env`: this crate never reads the
     /// process environment) or `key_file`. The key itself is not kept.

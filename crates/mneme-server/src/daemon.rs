@@ -42,6 +42,9 @@ pub struct DaemonFile {
     pub http_addr: String,
     pub started_at: Timestamp,
     pub version: String,
+    /// Whether both listeners speak TLS (clients then use `https://`).
+    #[serde(default)]
+    pub tls: bool,
 }
 
 impl DaemonFile {
@@ -100,6 +103,10 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// TLS was refused: a public address in plain text, or certificate files that do not
+    /// load.
+    #[error("{0}")]
+    Tls(String),
     /// The workspace settings or the daemon file were refused.
     #[error(transparent)]
     Workspace(#[from] mneme_workspace::WorkspaceError),
@@ -115,7 +122,7 @@ impl StartError {
     /// Its class on every surface (`mneme serve` exits with its code).
     pub fn kind(&self) -> mneme_core::ErrorKind {
         match self {
-            StartError::Keys(_) | StartError::Listen { .. } => mneme_core::ErrorKind::Config,
+            StartError::Keys(_) | StartError::Tls(_) | StartError::Listen { .. } => mneme_core::ErrorKind::Config,
             StartError::Workspace(e) => e.kind(),
             StartError::Store(e) => e.kind(),
             StartError::Internal(_) => mneme_core::ErrorKind::Unavailable,
@@ -145,6 +152,16 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
     let http_want = config.server.http_addr;
     let auth = Auth::from_config(&config, is_loopback(&grpc_want) && is_loopback(&http_want), &|name| env.get(name).cloned())
         .map_err(StartError::Keys)?;
+    config.plaintext_rule().map_err(StartError::Tls)?;
+    let tls = crate::tls::ServerTls::from_config(&config.server).map_err(StartError::Tls)?;
+    if tls.is_none() && !config.loopback_only() {
+        tracing::warn!(
+            grpc = %grpc_want,
+            http = %http_want,
+            "serving a non-loopback address in PLAIN TEXT: [server] plaintext_behind_proxy = true says a proxy in front terminates TLS; \
+             without one, API keys and memories cross the network readable"
+        );
+    }
     let listen = |addr, listener| move |source| StartError::Listen { addr, listener, source };
     let grpc_listener = TcpListener::bind(grpc_want).await.map_err(listen(grpc_want, "gRPC"))?;
     let http_listener = TcpListener::bind(http_want).await.map_err(listen(http_want, "HTTP"))?;
@@ -220,6 +237,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
         embedder: std::sync::Mutex::new(embedder),
         read_gate: tokio::sync::Semaphore::new(readers.max(1)),
         auth,
+        tls: tls.clone(),
         consolidator,
         agent: mneme_agent::ops::AgentOps::new(ops.clone(), reflector, relay, workspace),
         ops,
@@ -240,6 +258,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
             http_addr: http_addr.to_string(),
             started_at: app.started_at,
             version: env!("CARGO_PKG_VERSION").into(),
+            tls: tls.is_some(),
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| StartError::Internal(e.to_string()))?;
         mneme_workspace::atomic::write_atomic(path, text.as_bytes())?;
@@ -258,12 +277,22 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
         "http",
         Protocol::Http1,
         http_listener,
+        tls.clone(),
         crate::mcp::router_with_mcp(app.clone()),
         gate.clone(),
         rx.clone(),
     ));
     let jobs = spawn_jobs(app.clone(), rx.clone());
-    tracing::info!(%grpc_addr, %http_addr, keys = app.auth.requires_keys(), console = %format!("http://{http_addr}/"), "mneme daemon listening");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(
+        %grpc_addr,
+        %http_addr,
+        keys = app.auth.requires_keys(),
+        tls = tls.is_some(),
+        client_certificates = tls.as_ref().is_some_and(|t| t.mutual),
+        console = %format!("{scheme}://{http_addr}/"),
+        "mneme daemon listening"
+    );
 
     let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs }, daemon_file));
     Ok(Daemon { app, shutdown, task })
@@ -381,6 +410,7 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
     let reflection_v1alpha = reflection().build_v1alpha().map_err(|e| e.to_string())?;
     let membrane = crate::membrane::MembraneApi { app: app.clone() };
     let guard = axum::middleware::from_fn_with_state(app.clone(), crate::grpc::authenticate_first);
+    let tls = app.tls.clone();
     let api = GrpcApi { app };
     let memory = pb::memory_server::MemoryServer::new(api.clone()).max_decoding_message_size(limit);
     let hooks = pb::hooks_server::HooksServer::new(api).max_decoding_message_size(limit);
@@ -396,12 +426,26 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
         );
     }
     let routes = routes.prepare().into_axum_router().layer(guard);
-    Ok(tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, routes, gate, rx)))
+    Ok(tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, tls, routes, gate, rx)))
 }
 
 /// The consolidation timer and the decay/prune sweep.
 fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
     let mut jobs = Vec::new();
+    let poll = app.config.server.tls_reload_poll.get();
+    if let Some(tls) = app.tls.clone()
+        && !poll.is_zero()
+    {
+        // Certificates rotate without a restart: new connections get the new files.
+        jobs.push(every_until(poll, rx.clone(), move || {
+            let tls = tls.clone();
+            async move {
+                if tls.changed() {
+                    reload_tls(&tls, "the certificate files changed");
+                }
+            }
+        }));
+    }
     if app.config.consolidation.enabled {
         let app = app.clone();
         let every = app.config.consolidation.interval.get();
@@ -687,6 +731,12 @@ impl Daemon {
         let _ = self.shutdown.send(true);
     }
 
+    /// Reads the TLS certificate files again (SIGHUP): `false` when the daemon has no TLS
+    /// or they did not load (then the certificate in use stays; logged).
+    pub fn reload_tls(&self) -> bool {
+        self.app.tls.as_deref().is_some_and(|tls| reload_tls(tls, "reload asked"))
+    }
+
     /// A handle that can trigger the shutdown from elsewhere (a signal handler).
     pub fn shutdown_handle(&self) -> watch::Sender<bool> {
         self.shutdown.clone()
@@ -699,5 +749,20 @@ impl Daemon {
     pub async fn stop(self) {
         self.shutdown();
         self.wait().await;
+    }
+}
+
+/// Loads the TLS files again; a failure keeps the certificate in use (logged). `why` is
+/// logged with it (`SIGHUP`).
+pub fn reload_tls(tls: &crate::tls::ServerTls, why: &str) -> bool {
+    match tls.reload() {
+        Ok(()) => {
+            tracing::info!(cert = %tls.cert_file().display(), "{why}: TLS reloaded; new connections use the new certificate");
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "{why}, but TLS was not reloaded; the certificate in use stays");
+            false
+        }
     }
 }

@@ -11,6 +11,7 @@ use mneme_agent::hooks::{CompactingMessage, HookContext, HookEvent, HookInput, H
 use mneme_service::Principal;
 
 use crate::app::App;
+use crate::auth::Credentials;
 use crate::convert::{self as cv};
 use crate::error::{ApiError, ApiResult};
 use crate::op::Operation;
@@ -21,8 +22,8 @@ pub struct GrpcApi {
     pub app: Arc<App>,
 }
 
-fn authorization<T>(r: &Request<T>) -> Option<String> {
-    r.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(String::from)
+fn authorization<T>(r: &Request<T>) -> Credentials {
+    Credentials::from_headers(r.metadata().as_ref())
 }
 
 /// Authenticates every call of mneme's and membrane's services from its `authorization`
@@ -44,7 +45,7 @@ pub async fn authenticate_first(
     }
     let value = request.headers().get("authorization").and_then(|v| v.to_str().ok());
     let header = if membrane { value.and_then(crate::membrane::bearer) } else { value.map(str::to_string) };
-    match app.auth.authenticate(header.as_deref()) {
+    match app.auth.authenticate(&Credentials::from_headers(request.headers()).with_authorization(header)) {
         Ok(_) => next.run(request).await,
         Err(e) => {
             let method = path.rsplit('/').next().unwrap_or_default();
@@ -63,7 +64,7 @@ impl GrpcApi {
     {
         let auth = authorization(&request);
         let msg = request.into_inner();
-        self.app.call("grpc", operation, auth.as_deref(), move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
+        self.app.call("grpc", operation, &auth, move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
     }
 }
 
@@ -77,7 +78,7 @@ impl GrpcApi {
     ) -> Result<Response<pb::RecordResponse>, Status> {
         let auth = authorization(&request);
         let decoded = decode(request.into_inner()).and_then(|(payload, options)| Ok((payload, cv::ingest_options(options)?)));
-        let record = self.app.ingest("grpc", operation, auth.as_deref(), decoded).await?;
+        let record = self.app.ingest("grpc", operation, &auth, decoded).await?;
         Ok(Response::new(record_response(&self.app, &record)))
     }
 }
@@ -447,8 +448,8 @@ fn ack(o: HookOutcome) -> pb::HookAck {
 }
 
 impl GrpcApi {
-    async fn hook(&self, name: HookName, auth: Option<String>, input: HookInput) -> Result<HookOutcome, Status> {
-        self.app.hook("grpc", auth.as_deref(), name, input).await.map_err(Status::from)
+    async fn hook(&self, name: HookName, auth: Credentials, input: HookInput) -> Result<HookOutcome, Status> {
+        self.app.hook("grpc", &auth, name, input).await.map_err(Status::from)
     }
 
     async fn message(&self, name: HookName, request: Request<pb::MessageEvent>) -> Result<Response<pb::HookAck>, Status> {
@@ -483,7 +484,7 @@ impl pb::hooks_server::Hooks for GrpcApi {
             other => {
                 // Fails the hook, not the caller (see `HookAck`).
                 let error = format!("invalid format: {other:?} (markdown or json)");
-                let o = self.app.hook_rejected("grpc", auth.as_deref(), HookName::SessionStart, error).map_err(Status::from)?;
+                let o = self.app.hook_rejected("grpc", &auth, HookName::SessionStart, error).map_err(Status::from)?;
                 return Ok(Response::new(pb::SessionStartResponse { error: o.error.unwrap_or_default(), ..Default::default() }));
             }
         };
@@ -510,8 +511,7 @@ impl pb::hooks_server::Hooks for GrpcApi {
         let params = match m.params.map(|p| cv::json_from_struct("params", p)).transpose() {
             Ok(params) => params,
             Err(error) => {
-                let o =
-                    self.app.hook_rejected("grpc", auth.as_deref(), HookName::BeforeToolCall, error.to_string()).map_err(Status::from)?;
+                let o = self.app.hook_rejected("grpc", &auth, HookName::BeforeToolCall, error.to_string()).map_err(Status::from)?;
                 return Ok(Response::new(ack(o)));
             }
         };

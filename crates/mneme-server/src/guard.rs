@@ -29,6 +29,8 @@ use serde_json::json;
 #[derive(Debug, Clone)]
 pub struct Guard {
     bound: SocketAddr,
+    /// `https` when the listener speaks TLS: the daemon's own pages come from there.
+    scheme: &'static str,
     /// Lowercased names from `[server] allowed_hosts`; `*` accepts any `Host`.
     hosts: Vec<String>,
     /// Normalised origins from `[server] cors_origins`.
@@ -91,9 +93,16 @@ impl Guard {
     pub fn new(bound: SocketAddr, allowed_hosts: &[String], cors_origins: &[String]) -> Guard {
         Guard {
             bound,
+            scheme: "http",
             hosts: allowed_hosts.iter().map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase()).collect(),
             origins: cors_origins.iter().filter_map(|o| normalise_origin(o)).collect(),
         }
+    }
+
+    /// The guard of a listener that speaks TLS (its own pages are `https://`).
+    pub fn with_tls(mut self, tls: bool) -> Guard {
+        self.scheme = if tls { "https" } else { "http" };
+        self
     }
 
     /// Checks one request's headers (everything the guard needs is in them).
@@ -113,7 +122,7 @@ impl Guard {
             Some(v) => {
                 let text = String::from_utf8_lossy(v.as_bytes()).into_owned();
                 let origin = normalise_origin(&text).ok_or_else(|| Refusal::Origin(text.clone()))?;
-                let own = host.as_deref().and_then(|h| normalise_origin(&format!("http://{h}")));
+                let own = host.as_deref().and_then(|h| normalise_origin(&format!("{}://{h}", self.scheme)));
                 if own.as_deref() == Some(origin.as_str()) {
                     Pass::SameOrigin
                 } else if self.origins.contains(&origin) {

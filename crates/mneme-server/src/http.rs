@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::auth::Credentials;
 use mneme_agent::hooks::{HookInput, HookName};
 
 use crate::error::{ApiError, ApiResult};
@@ -100,8 +101,8 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     Ok(value)
 }
 
-fn authorization(headers: &HeaderMap) -> Option<String> {
-    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(String::from)
+fn authorization(headers: &HeaderMap) -> Credentials {
+    Credentials::from_headers(headers)
 }
 
 fn record_json(app: &App, record: &MemoryRecord) -> Value {
@@ -407,25 +408,25 @@ async fn openapi() -> axum::Json<Value> {
 async fn prometheus(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, HttpError> {
     let auth = authorization(&headers);
     // Through `App::call` like every operation: authenticated, counted, a fault logged.
-    let text = app.call("http", Operation::Prometheus, auth.as_deref(), |app, p| app.prometheus(p)).await?;
+    let text = app.call("http", Operation::Prometheus, &auth, |app, p| app.prometheus(p)).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
 async fn status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::Status, auth.as_deref(), |app, p| Ok(json!(app.status(p)?))).await?))
+    Ok(axum::Json(app.call("http", Operation::Status, &auth, |app, p| Ok(json!(app.status(p)?))).await?))
 }
 
 async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::GetMetrics, auth.as_deref(), |app, p| Ok(json!(app.ops.metrics(p)?))).await?))
+    Ok(axum::Json(app.call("http", Operation::GetMetrics, &auth, |app, p| Ok(json!(app.ops.metrics(p)?))).await?))
 }
 
 async fn consolidate(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
     // Authenticate (and count) like any call, then run the async cycle.
     // It writes facts into any scope, so only for an unrestricted principal.
-    app.call("http", Operation::Consolidate, auth.as_deref(), |app, p| Ok(app.agent.may_consolidate(p)?)).await?;
+    app.call("http", Operation::Consolidate, &auth, |app, p| Ok(app.agent.may_consolidate(p)?)).await?;
     let report = app.consolidate().await;
     Ok(axum::Json(json!(report)))
 }
@@ -435,7 +436,7 @@ macro_rules! handler {
         async fn $name(State(app): State<Arc<App>>, headers: HeaderMap, Body(raw): Body) -> HttpResult {
             let auth = authorization(&headers);
             let value = app
-                .call("http", $op, auth.as_deref(), move |$app, $p| {
+                .call("http", $op, &auth, move |$app, $p| {
                     let $body: $ty = parse(&raw)?;
                     $e
                 })
@@ -447,7 +448,7 @@ macro_rules! handler {
         async fn $name(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>, Body(raw): Body) -> HttpResult {
             let auth = authorization(&headers);
             let value = app
-                .call("http", $op, auth.as_deref(), move |$app, $p| {
+                .call("http", $op, &auth, move |$app, $p| {
                     let $id = id(&raw_id)?;
                     let $body: $ty = parse(&raw)?;
                     $e
@@ -492,7 +493,7 @@ handler!(log_conversation, Operation::LogConversation, |app, p, body: mneme_serv
 
 async fn sync_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::SyncStatus, auth.as_deref(), |app, p| Ok(json!(app.ops.sync_status(p)?))).await?))
+    Ok(axum::Json(app.call("http", Operation::SyncStatus, &auth, |app, p| Ok(json!(app.ops.sync_status(p)?))).await?))
 }
 
 handler!(sync_fetch, Operation::SyncFetch, |app, p, body: FetchBody| Ok(json!(app.ops.sync_fetch(p, body.begin, body.end)?)));
@@ -522,9 +523,7 @@ handler!(reflect_tick, Operation::ReflectTick, |app, p, body: ReflectTickBody| {
 
 async fn reflect_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", Operation::ReflectStatus, auth.as_deref(), |app, p| crate::app::answer(app.agent.reflect_status(p))).await?,
-    ))
+    Ok(axum::Json(app.call("http", Operation::ReflectStatus, &auth, |app, p| crate::app::answer(app.agent.reflect_status(p))).await?))
 }
 
 handler!(reflect_feedback, Operation::ReflectFeedback, |app, p, body: mneme_reflect::report::Feedback| {
@@ -547,14 +546,14 @@ handler!(reflect_spawn_result, Operation::ReflectSpawnResult, |app, p, body: Spa
 
 async fn inner_status(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::InnerStatus, auth.as_deref(), |app, p| crate::app::answer(app.agent.inner_status(p))).await?))
+    Ok(axum::Json(app.call("http", Operation::InnerStatus, &auth, |app, p| crate::app::answer(app.agent.inner_status(p))).await?))
 }
 
 /// `GET /v1/inner/context?level=N` (1 by default).
 async fn inner_context(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::InnerContext, auth.as_deref(), move |app, p| {
+        .call("http", Operation::InnerContext, &auth, move |app, p| {
             let mut level = 1u8;
             for pair in query.as_deref().unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
                 match pair.split_once('=') {
@@ -598,14 +597,12 @@ handler!(inner_run, Operation::InnerRun, |app, p, body: InnerRunBody| {
 
 async fn module_list(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::ModuleList, auth.as_deref(), |app, p| crate::app::answer(app.agent.module_list(p))).await?))
+    Ok(axum::Json(app.call("http", Operation::ModuleList, &auth, |app, p| crate::app::answer(app.agent.module_list(p))).await?))
 }
 
 async fn module_info(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", Operation::ModuleInfo, auth.as_deref(), move |app, p| crate::app::answer(app.agent.module_info(p, &id))).await?,
-    ))
+    Ok(axum::Json(app.call("http", Operation::ModuleInfo, &auth, move |app, p| crate::app::answer(app.agent.module_info(p, &id))).await?))
 }
 
 /// `POST /v1/modules/{id}`: `{"action": "activate"|"suspend"|"disable"|"priority", "priority": N}`.
@@ -620,7 +617,7 @@ struct ModuleChangeBody {
 async fn module_change(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>, Body(raw): Body) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::ModuleChange, auth.as_deref(), move |app, p| {
+        .call("http", Operation::ModuleChange, &auth, move |app, p| {
             let body: ModuleChangeBody = parse(&raw)?;
             let action = mneme_agent::ops::ModuleAction::parse(&body.action, body.priority)?;
             crate::app::answer(app.agent.module_change(p, &id, action))
@@ -651,7 +648,7 @@ struct ModuleExtractBody {
 async fn module_extract(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<String>, Body(raw): Body) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::ModuleExtract, auth.as_deref(), move |app, p| {
+        .call("http", Operation::ModuleExtract, &auth, move |app, p| {
             let b: ModuleExtractBody = parse(&raw)?;
             let request = mneme_reflect::extract::ExtractRequest {
                 id,
@@ -671,16 +668,12 @@ async fn module_extract(State(app): State<Arc<App>>, headers: HeaderMap, Path(id
 
 async fn workspace_sync(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", Operation::WorkspaceSync, auth.as_deref(), |app, p| crate::app::answer(app.agent.workspace_sync(p))).await?,
-    ))
+    Ok(axum::Json(app.call("http", Operation::WorkspaceSync, &auth, |app, p| crate::app::answer(app.agent.workspace_sync(p))).await?))
 }
 
 async fn workspace_files(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(
-        app.call("http", Operation::WorkspaceFiles, auth.as_deref(), |app, p| crate::app::answer(app.agent.workspace_files(p))).await?,
-    ))
+    Ok(axum::Json(app.call("http", Operation::WorkspaceFiles, &auth, |app, p| crate::app::answer(app.agent.workspace_files(p))).await?))
 }
 
 /// `GET /v1/workspace/file?path=REL`.
@@ -693,7 +686,7 @@ struct WorkspaceFileQuery {
 async fn workspace_file(State(app): State<Arc<App>>, headers: HeaderMap, uri: axum::http::Uri) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::WorkspaceFile, auth.as_deref(), move |app, p| {
+        .call("http", Operation::WorkspaceFile, &auth, move |app, p| {
             let query = axum::extract::Query::<WorkspaceFileQuery>::try_from_uri(&uri)
                 .map_err(|e| ApiError::BadRequest(format!("{} (expected ?path=RELATIVE_PATH)", e.body_text())))?;
             crate::app::answer(app.agent.workspace_file(p, &query.path))
@@ -778,7 +771,7 @@ async fn ingest_with<T: DeserializeOwned>(
 ) -> HttpResult {
     let auth = authorization(&headers);
     let decoded = parse::<T>(&raw).map(split).map(|(payload, options)| (payload, options.into()));
-    let record = app.ingest("http", operation, auth.as_deref(), decoded).await?;
+    let record = app.ingest("http", operation, &auth, decoded).await?;
     Ok(axum::Json(record_json(&app, &record)))
 }
 
@@ -845,7 +838,7 @@ handler!(merge, Operation::Merge, |app, p, b: MergeBody| Ok(record_json(
 async fn retrieve_by_id(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::RetrieveById, auth.as_deref(), move |app, p| {
+        .call("http", Operation::RetrieveById, &auth, move |app, p| {
             let (record, salience) = app.ops.get(p, &id(&raw_id)?)?;
             Ok(json!({ "record": record, "current_salience": salience }))
         })
@@ -863,7 +856,7 @@ async fn salience_curve(
 ) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::SalienceCurve, auth.as_deref(), move |app, p| {
+        .call("http", Operation::SalienceCurve, &auth, move |app, p| {
             let days = query_number(query.as_deref(), "days", 90)?;
             if !(1..=3650).contains(&days) {
                 return Err(ApiError::BadRequest(format!("days {days}: must be between 1 and 3650")));
@@ -878,7 +871,7 @@ async fn salience_curve(
 
 async fn history(State(app): State<Arc<App>>, headers: HeaderMap, Path(raw_id): Path<String>) -> HttpResult {
     let auth = authorization(&headers);
-    let value = app.call("http", Operation::History, auth.as_deref(), move |app, p| Ok(json!(app.ops.history(p, &id(&raw_id)?)?))).await?;
+    let value = app.call("http", Operation::History, &auth, move |app, p| Ok(json!(app.ops.history(p, &id(&raw_id)?)?))).await?;
     Ok(axum::Json(value))
 }
 
@@ -890,10 +883,10 @@ async fn hook(State(app): State<Arc<App>>, headers: HeaderMap, Path(name): Path<
     };
     // Authenticate before looking at the body (the rate limit is taken by `App::hook`). A
     // body that cannot be read then fails the hook, not the caller (200 with `error`).
-    app.auth.authenticate(auth.as_deref())?;
+    app.auth.authenticate(&auth)?;
     let outcome = match parse::<Value>(&raw).and_then(|v| HookInput::from_json(v).map_err(ApiError::BadRequest)) {
-        Ok(input) => app.hook("http", auth.as_deref(), hook, input).await?,
-        Err(e) => app.hook_rejected("http", auth.as_deref(), hook, e.to_string())?,
+        Ok(input) => app.hook("http", &auth, hook, input).await?,
+        Err(e) => app.hook_rejected("http", &auth, hook, e.to_string())?,
     };
     Ok(axum::Json(json!(outcome)))
 }
@@ -923,7 +916,7 @@ handler!(relay_configure, Operation::RelayConfigure, |app, p, body: mneme_relay:
 async fn relay_feed_poll(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::RelayFeedPoll, auth.as_deref(), move |app, p| {
+        .call("http", Operation::RelayFeedPoll, &auth, move |app, p| {
             crate::app::answer(app.agent.relay_feed_poll(p, query_number(query.as_deref(), "after", 0)?))
         })
         .await?;
@@ -933,7 +926,7 @@ async fn relay_feed_poll(State(app): State<Arc<App>>, headers: HeaderMap, RawQue
 async fn relay_history(State(app): State<Arc<App>>, headers: HeaderMap, RawQuery(query): RawQuery) -> HttpResult {
     let auth = authorization(&headers);
     let value = app
-        .call("http", Operation::RelayHistory, auth.as_deref(), move |app, p| {
+        .call("http", Operation::RelayHistory, &auth, move |app, p| {
             let limit = query_number(query.as_deref(), "limit", 10)?;
             if !(1..=50).contains(&limit) {
                 return Err(ApiError::BadRequest(format!("limit {limit}: must be within 1..=50")));
@@ -948,7 +941,7 @@ macro_rules! relay_get {
     ($name:ident, $op:expr, $method:ident) => {
         async fn $name(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
             let auth = authorization(&headers);
-            Ok(axum::Json(app.call("http", $op, auth.as_deref(), |app, p| crate::app::answer(app.agent.$method(p))).await?))
+            Ok(axum::Json(app.call("http", $op, &auth, |app, p| crate::app::answer(app.agent.$method(p))).await?))
         }
     };
 }
@@ -961,5 +954,5 @@ relay_get!(relay_config, Operation::RelayConfig, relay_config);
 
 async fn relay_tick(State(app): State<Arc<App>>, headers: HeaderMap) -> HttpResult {
     let auth = authorization(&headers);
-    Ok(axum::Json(app.call("http", Operation::RelayTick, auth.as_deref(), |app, p| crate::app::answer(app.agent.relay_tick(p))).await?))
+    Ok(axum::Json(app.call("http", Operation::RelayTick, &auth, |app, p| crate::app::answer(app.agent.relay_tick(p))).await?))
 }

@@ -28,6 +28,7 @@ mod metrics;
 pub mod op;
 pub mod openapi;
 mod serve;
+pub mod tls;
 
 pub use config::{ConfigError, MnemeConfig};
 pub use convert::{json_from_pb, pb_from_json};

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
 
 use crate::app::App;
+use crate::auth::Credentials;
 use crate::error::{ApiError, ApiResult};
 use crate::membrane_pb as mb;
 use crate::op::Operation;
@@ -55,8 +56,9 @@ const DEFAULT_RATIONALE: &str = "(no rationale given over membrane.v1)";
 
 /// The `authorization` value as mneme reads it: `Bearer KEY`, or a bare `KEY` (what the
 /// OpenClaw plugin sends) taken as one.
-fn authorization<T>(r: &Request<T>) -> Option<String> {
-    bearer(r.metadata().get("authorization")?.to_str().ok()?)
+fn authorization<T>(r: &Request<T>) -> Credentials {
+    let key = r.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(bearer);
+    Credentials::from_headers(r.metadata().as_ref()).with_authorization(key)
 }
 
 /// An `authorization` value as a bearer header: membrane's clients send a bare key, as
@@ -472,7 +474,7 @@ impl MembraneApi {
     {
         let auth = authorization(&request);
         let msg = request.into_inner();
-        self.app.call("membrane", operation, auth.as_deref(), move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
+        self.app.call("membrane", operation, &auth, move |app, p| op(app, p, msg)).await.map(Response::new).map_err(Status::from)
     }
 
     fn ingested(app: &App, p: &Principal, payload: Payload, options: IngestOptions) -> ApiResult<mb::IngestResponse> {

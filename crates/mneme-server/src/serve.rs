@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::MnemeConfig;
+use crate::tls::{CLIENT_CN, CLIENT_SUBJECT, ClientIdentity, ServerTls};
 
 /// The `[server]` settings the connections obey.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +139,7 @@ pub async fn serve<S, B>(
     name: &'static str,
     protocol: Protocol,
     listener: TcpListener,
+    tls: Option<Arc<ServerTls>>,
     service: S,
     gate: Arc<Gate>,
     mut shutdown: watch::Receiver<bool>,
@@ -165,7 +167,7 @@ pub async fn serve<S, B>(
                 // Small request/response calls: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
                 let _ = stream.set_nodelay(true);
                 let connection = Connection { name, peer, limits: gate.limits, activity: Arc::new(Activity::new()) };
-                connections.spawn(connection.run(protocol, stream, permit, service.clone(), shutdown.clone()));
+                connections.spawn(connection.run(protocol, stream, tls.clone(), permit, service.clone(), shutdown.clone()));
             }
             // The peer gave up before we accepted: nothing to do.
             Err(e)
@@ -220,6 +222,7 @@ impl Connection {
         self,
         protocol: Protocol,
         stream: TcpStream,
+        tls: Option<Arc<ServerTls>>,
         permit: OwnedSemaphorePermit,
         service: S,
         shutdown: watch::Receiver<bool>,
@@ -229,8 +232,44 @@ impl Connection {
         B: hyper::body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let io = TokioIo::new(Tracked { stream, activity: self.activity.clone(), _permit: permit });
-        let service = Counted { service, activity: self.activity.clone() };
+        let tracked = Tracked { stream, activity: self.activity.clone(), _permit: permit };
+        let Some(tls) = tls else {
+            let service = Counted { service, activity: self.activity.clone(), client: None };
+            return self.serve_io(protocol, tracked, service, shutdown).await;
+        };
+        // The handshake is bounded like a request's headers: a peer that stalls in it is
+        // dropped.
+        let stream = match tokio::time::timeout(self.limits.header_read_timeout, tls.acceptor(protocol).accept(tracked)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(listener = self.name, peer = %self.peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(listener = self.name, peer = %self.peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let client = stream.get_ref().1.peer_certificates().and_then(|certs| certs.first()).and_then(ClientIdentity::of);
+        let client = client.and_then(|c| {
+            let subject = hyper::header::HeaderValue::from_bytes(c.subject.as_bytes()).ok()?;
+            let cn = c.common_name.and_then(|cn| hyper::header::HeaderValue::from_bytes(cn.as_bytes()).ok());
+            Some(Arc::new((subject, cn)))
+        });
+        let service = Counted { service, activity: self.activity.clone(), client };
+        self.serve_io(protocol, stream, service, shutdown).await;
+    }
+
+    /// Serves the connection's protocol over `io` (the socket, or TLS over it).
+    async fn serve_io<I, S, B>(self, protocol: Protocol, io: I, service: Counted<S>, shutdown: watch::Receiver<bool>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: tower_service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let io = TokioIo::new(io);
         match protocol {
             Protocol::Http1 => {
                 let mut builder = hyper::server::conn::http1::Builder::new();
@@ -377,11 +416,14 @@ impl AsyncWrite for Tracked {
     }
 }
 
-/// The router as a hyper service, counting the requests in flight on its connection.
+/// The router as a hyper service, counting the requests in flight on its connection and
+/// telling it who the verified client certificate names (never who a client says it is).
 #[derive(Debug, Clone)]
 struct Counted<S> {
     service: S,
     activity: Arc<Activity>,
+    /// The verified client certificate's subject and common name, as header values.
+    client: Option<Arc<(hyper::header::HeaderValue, Option<hyper::header::HeaderValue>)>>,
 }
 
 impl<S, B> hyper::service::Service<Request<Incoming>> for Counted<S>
@@ -393,8 +435,17 @@ where
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response<B>, Infallible>> + Send>>;
 
-    fn call(&self, request: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         let guard = InFlight::enter(self.activity.clone());
+        let headers = request.headers_mut();
+        headers.remove(CLIENT_SUBJECT);
+        headers.remove(CLIENT_CN);
+        if let Some((subject, cn)) = self.client.as_deref() {
+            headers.insert(CLIENT_SUBJECT, subject.clone());
+            if let Some(cn) = cn {
+                headers.insert(CLIENT_CN, cn.clone());
+            }
+        }
         // Both routers (axum's and tonic's) are always ready: no `poll_ready` needed.
         let future = self.service.clone().call(request);
         Box::pin(async move {

@@ -501,3 +501,32 @@ fn run(command: &mut Command, what: &str) {
     let out = command.output().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
     assert!(out.status.success(), "{what} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+/// A throwaway public-key infrastructure in `dir`, made with `openssl` (EC keys: quick):
+/// - `ca.crt`: the authority (`CN=mneme-test-ca`);
+/// - `server.crt` / `server.key`: signed by it for `127.0.0.1` and `localhost`;
+/// - `client.crt` / `client.key`: a client certificate it signed (`CN=agent-a,O=mneme-tests`);
+/// - `stranger.crt` / `stranger.key`: a client certificate for `CN=agent-a` from another
+///   authority;
+/// - `other-ca.crt`, and `other-server.crt` / `other-server.key` it signed for the same
+///   names (a certificate a client of `ca.crt` must refuse; the one a rotation moves to).
+pub fn make_certificates(dir: &Path) {
+    let d = dir.display();
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    let script = format!(
+        "set -e; cd '{d}'; \
+         for ca in ca other-ca; do openssl req -x509 {ec} -keyout $ca.key -out $ca.crt -subj /CN=mneme-test-$ca -days 2; done; \
+         sign() {{ openssl req {ec} -keyout $1.key -out $1.csr -subj \"$2\" -addext \"$3\" -addext \"extendedKeyUsage=$4\"; \
+                  openssl x509 -req -in $1.csr -CA $5.crt -CAkey $5.key -CAcreateserial -out $1.crt -days 2 -copy_extensions copy; }}; \
+         sign server /CN=127.0.0.1 subjectAltName=IP:127.0.0.1,DNS:localhost serverAuth ca; \
+         sign other-server /CN=127.0.0.1 subjectAltName=IP:127.0.0.1,DNS:localhost serverAuth other-ca; \
+         sign client '/CN=agent-a/O=mneme-tests' subjectAltName=DNS:agent-a clientAuth ca; \
+         sign stranger /CN=agent-a subjectAltName=DNS:agent-a clientAuth other-ca"
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap_or_else(|e| panic!("cannot run openssl: {e}"));
+    assert!(
+        out.status.success(),
+        "making test certificates failed (openssl is needed: apt-get install openssl):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use mneme_agent::hooks::{HookName, HookOutcome};
 use mneme_core::RecordId;
-use mneme_server::DaemonFile;
+use mneme_server::{DaemonFile, MnemeConfig};
 use mneme_service::{Hit, RetrieveRequest};
 use serde::Deserialize;
 use serde_json::Value;
@@ -25,11 +25,14 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 /// Retrieve and hooks do real work (a query embedding, a context block).
 const WORK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A daemon's HTTP API at one address, with the caller's API key (from `MNEME_API_KEY`).
+/// A daemon's HTTP API at one base URL (`http://127.0.0.1:18791`, or `https://…` when it
+/// serves TLS), with the caller's API key (from `MNEME_API_KEY`).
 #[derive(Debug)]
 pub struct DaemonClient {
-    http_addr: String,
+    base: String,
     api_key: Option<String>,
+    tls: Option<rustls::ClientConfig>,
+    http: reqwest::Client,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -128,22 +131,80 @@ impl std::fmt::Display for RemoteError {
 impl std::error::Error for RemoteError {}
 
 impl DaemonClient {
-    /// A client of the daemon at `http_addr`; `api_key` is sent as a bearer token.
-    pub fn new(http_addr: &str, api_key: Option<String>) -> Result<DaemonClient> {
+    /// A client of the daemon at `base` (scheme and authority, a path allowed); `api_key`
+    /// is sent as a bearer token; `tls` is required for an `https://` base.
+    pub fn new(base: &str, api_key: Option<String>, tls: Option<rustls::ClientConfig>) -> Result<DaemonClient> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        Ok(DaemonClient { http_addr: http_addr.to_string(), api_key: api_key.map(|k| k.trim().to_string()), runtime })
+        let http = http_client(tls.clone())?;
+        Ok(DaemonClient {
+            base: base.trim_end_matches('/').to_string(),
+            api_key: api_key.map(|k| k.trim().to_string()),
+            tls,
+            http,
+            runtime,
+        })
+    }
+
+    /// A client of the daemon serving this data directory at `http_addr` (from its
+    /// `daemon.json`, or a port being probed), over TLS when it serves TLS: its
+    /// certificate must be the one in `[server] tls_cert_file`.
+    pub fn local(config: &MnemeConfig, http_addr: &str, tls: bool, api_key: Option<String>) -> Result<DaemonClient> {
+        let addr = connectable(http_addr);
+        if !tls {
+            return DaemonClient::new(&format!("http://{addr}"), api_key, None);
+        }
+        let cert = config.server.tls_cert_file.as_deref().ok_or_else(|| {
+            anyhow::anyhow!("the daemon at {addr} serves TLS, but this configuration names no [server] tls_cert_file to check it against")
+        })?;
+        let tls =
+            mneme_server::tls::client_config(mneme_server::tls::Trust::Pinned(cert), client_cert(config)).map_err(anyhow::Error::msg)?;
+        DaemonClient::new(&format!("https://{addr}"), api_key, Some(tls))
+    }
+
+    /// A client of the daemon at `[client] daemon_url`: over TLS for `https://`, checked
+    /// against `[client] tls_ca_file` (else the system's authorities).
+    pub fn remote(config: &MnemeConfig, url: &str, api_key: Option<String>) -> Result<DaemonClient> {
+        let tls = url
+            .starts_with("https://")
+            .then(|| {
+                let trust = mneme_server::tls::Trust::Authorities(config.client.tls_ca_file.as_deref());
+                mneme_server::tls::client_config(trust, client_cert(config)).map_err(anyhow::Error::msg)
+            })
+            .transpose()?;
+        DaemonClient::new(url, api_key, tls)
     }
 
     /// A client of the daemon `daemon.json` names, with the key from `MNEME_API_KEY`.
-    pub fn for_daemon(daemon: &DaemonFile) -> Result<DaemonClient> {
-        DaemonClient::new(&daemon.http_addr, std::env::var("MNEME_API_KEY").ok())
+    pub fn for_daemon(config: &MnemeConfig, daemon: &DaemonFile) -> Result<DaemonClient> {
+        DaemonClient::local(config, &daemon.http_addr, daemon.tls, std::env::var("MNEME_API_KEY").ok())
+    }
+
+    /// The base URL (`https://host:port`).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// A new HTTP client with the same TLS, for use in another runtime (the MCP bridge):
+    /// this one's pooled connections are driven by its own runtime only.
+    pub fn fresh_http(&self) -> Result<reqwest::Client> {
+        http_client(self.tls.clone())
     }
 
     /// `/healthz`, if a mneme daemon answers (anything else, or nothing, is `None`).
     pub fn healthz(&self) -> Option<Health> {
-        let url = format!("http://{}/healthz", self.http_addr);
-        let health: Health = self.runtime.block_on(async { http(HEALTH_TIMEOUT).get(url).send().await.ok()?.json().await.ok() })?;
-        (health.service == "mneme").then_some(health)
+        self.health().ok()
+    }
+
+    /// `/healthz`, or why no mneme daemon answered (unreachable, a certificate refused,
+    /// something else on the port).
+    pub fn health(&self) -> Result<Health> {
+        let url = format!("{}/healthz", self.base);
+        let health: Health = self.runtime.block_on(async {
+            let response = self.http.get(&url).timeout(HEALTH_TIMEOUT).send().await.with_context(|| format!("cannot reach {url}"))?;
+            response.json().await.with_context(|| format!("{url} did not answer as a mneme daemon"))
+        })?;
+        anyhow::ensure!(health.service == "mneme", "{url} is not a mneme daemon (service {:?})", health.service);
+        Ok(health)
     }
 
     pub fn status(&self) -> Result<Status> {
@@ -173,14 +234,14 @@ impl DaemonClient {
     /// One authenticated call; an error answer becomes a `RemoteError`.
     fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>, timeout: Duration) -> Result<Value> {
         self.runtime.block_on(async {
-            let mut request = http(timeout).request(method, format!("http://{}{path}", self.http_addr));
+            let mut request = self.http.request(method, format!("{}{path}", self.base)).timeout(timeout);
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key);
             }
             if let Some(b) = body {
                 request = request.json(b);
             }
-            let response = request.send().await.with_context(|| format!("cannot reach the daemon at {}", self.http_addr))?;
+            let response = request.send().await.with_context(|| format!("cannot reach the daemon at {}", self.base))?;
             let status = response.status().as_u16();
             let value: Value = response.json().await.context("the daemon's answer is not JSON")?;
             if status >= 400 {
@@ -196,6 +257,28 @@ impl DaemonClient {
     }
 }
 
-fn http(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder().timeout(timeout).connect_timeout(Duration::from_millis(500)).build().unwrap_or_default()
+fn http_client(tls: Option<rustls::ClientConfig>) -> Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_millis(500));
+    if let Some(tls) = tls {
+        builder = builder.tls_backend_preconfigured(tls);
+    }
+    builder.build().context("cannot set up the daemon's HTTP client")
+}
+
+/// The client certificate and key of `[client]`, when configured.
+fn client_cert(config: &MnemeConfig) -> Option<(&std::path::Path, &std::path::Path)> {
+    Some((config.client.tls_cert_file.as_deref()?, config.client.tls_key_file.as_deref()?))
+}
+
+/// An address to connect to for a bound one: the unspecified address (`0.0.0.0`, `::`)
+/// is reached on loopback.
+fn connectable(addr: &str) -> String {
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_unspecified() => {
+            let ip: std::net::IpAddr =
+                if a.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() };
+            std::net::SocketAddr::new(ip, a.port()).to_string()
+        }
+        _ => addr.to_string(),
+    }
 }

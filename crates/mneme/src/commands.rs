@@ -255,6 +255,9 @@ fn config_check(file: &std::path::Path, json: bool) -> Result<()> {
     config
         .resolved_keys(config.loopback_only(), &|name| std::env::var(name).ok())
         .map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
+    // A public address in plain text, and certificate files that do not load.
+    config.plaintext_rule().map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
+    mneme_server::tls::ServerTls::from_config(&config.server).map_err(|e| anyhow::Error::new(ServiceError::Config(e)))?;
     if json {
         outln!("{}", serde_json::json!({ "ok": true, "file": file }));
     } else {
@@ -736,7 +739,7 @@ fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
     }
     // A running daemon holds the vector index in memory: vectors written by a second
     // process would reach its index only at its next start, so it does the work itself.
-    if let Some(d) = crate::daemon::running_daemon(&ctx.data_dir) {
+    if let Some(d) = crate::daemon::running_daemon(ctx) {
         if force {
             return Err(anyhow::Error::new(ServiceError::Precondition(format!(
                 "a daemon (pid {}) is running and holds the vector index in memory; stop it (`mneme down`) before `reindex --force`, then start it again",

@@ -4,7 +4,6 @@
 //! it serves; `running_daemon` reads it and checks the daemon answers.
 
 use std::io::Read as _;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,13 +49,36 @@ impl std::fmt::Display for NotRunning {
 impl std::error::Error for NotRunning {}
 
 /// The daemon serving this data directory, if it is alive and answers.
-pub fn running_daemon(data_dir: &Path) -> Option<DaemonFile> {
-    let file = DaemonFile::read(&data_dir.join(DAEMON_FILE))?;
+pub fn running_daemon(ctx: &Invocation) -> Option<DaemonFile> {
+    let file = DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE))?;
     if !crate::supervise::pid_alive(file.pid) {
         return None;
     }
-    let health = DaemonClient::new(&file.http_addr, None).ok()?.healthz()?;
+    let health = DaemonClient::local(&ctx.config, &file.http_addr, file.tls, None).ok()?.healthz()?;
     (health.pid == Some(file.pid)).then_some(file)
+}
+
+/// The daemon `status`, `recall`, `hook` and `mcp` call, with its client: the one
+/// `[client] daemon_url` names (an error when it does not answer), else the one serving
+/// this data directory, if any.
+pub fn daemon_to_call(ctx: &Invocation) -> Result<Option<(DaemonFile, DaemonClient)>> {
+    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
+    let Some(url) = &ctx.config.client.daemon_url else {
+        let Some(d) = running_daemon(ctx) else { return Ok(None) };
+        let client = DaemonClient::local(&ctx.config, &d.http_addr, d.tls, key)?;
+        return Ok(Some((d, client)));
+    };
+    let client = DaemonClient::remote(&ctx.config, url, key)?;
+    let health = client.health().with_context(|| format!("the daemon at [client] daemon_url {url} does not answer"))?;
+    let file = DaemonFile {
+        pid: health.pid.unwrap_or(0),
+        grpc_addr: health.grpc_addr.unwrap_or_else(|| "?".into()),
+        http_addr: client.base().to_string(),
+        started_at: jiff::Timestamp::now(),
+        version: health.version.unwrap_or_else(|| "?".into()),
+        tls: url.starts_with("https://"),
+    };
+    Ok(Some((file, client)))
 }
 
 // ---- serve ------------------------------------------------------------------------------
@@ -86,7 +108,7 @@ pub(crate) async fn termination() {
 /// `mneme serve`: runs until SIGINT or SIGTERM, then shuts down in order and exits 0.
 pub fn serve(ctx: &Invocation) -> Result<()> {
     std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
-    if let Some(d) = running_daemon(&ctx.data_dir) {
+    if let Some(d) = running_daemon(ctx) {
         return Err(anyhow::Error::new(crate::commands::ServeError(format!(
             "a mneme daemon (pid {}) already serves {} on {} / {}",
             d.pid,
@@ -112,6 +134,15 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
         };
         let daemon = mneme_server::start(options).await?;
         let stop = daemon.shutdown_handle();
+        if let Some(tls) = daemon.app().tls.clone() {
+            // SIGHUP: the certificate files again (they are also watched).
+            let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    mneme_server::daemon::reload_tls(&tls, "SIGHUP");
+                }
+            });
+        }
         tokio::spawn(async move {
             termination().await;
             tracing::info!("signal received");
@@ -135,12 +166,15 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
     mneme_agent::init_tls();
     let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.is_empty());
     // Asked before the runtime exists: the daemon client blocks on its own.
-    let running = if local { None } else { running_daemon(&ctx.data_dir) };
+    let running = match if local { None } else { daemon_to_call(ctx)? } {
+        Some((d, client)) => Some((d.pid, client.base().to_string(), client.fresh_http()?)),
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(async {
-        if let Some(d) = running {
-            tracing::info!(pid = d.pid, http = %d.http_addr, "MCP over stdio, forwarding to the running daemon");
-            let remote = RemoteBackend { base: format!("http://{}", d.http_addr), key, client: reqwest::Client::new() };
+        if let Some((pid, base, client)) = running {
+            tracing::info!(pid, http = %base, "MCP over stdio, forwarding to the running daemon");
+            let remote = RemoteBackend { base, key, client };
             return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote))).await.map_err(|e| anyhow!(e));
         }
         std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
@@ -172,13 +206,13 @@ fn axum_header(value: &str) -> Option<mneme_server::mcp::HeaderValue> {
 }
 
 pub fn status(ctx: &Invocation) -> Result<()> {
-    let Some(d) = running_daemon(&ctx.data_dir) else {
+    let Some((_, client)) = daemon_to_call(ctx)? else {
         if ctx.json {
             outln!("{}", serde_json::json!({ "running": false }));
         }
         return Err(NotRunning.into());
     };
-    let status = DaemonClient::for_daemon(&d)?.status()?;
+    let status = client.status()?;
     // Under `mneme up`, the supervisor beside it: how often it restarted the daemon.
     let supervisor = crate::supervise::supervisor(&ctx.data_dir);
     if ctx.json {
@@ -256,14 +290,18 @@ pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
 }
 
 fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json::Value, input: HookInput) -> HookOutcome {
-    if !args.local
-        && let Some(d) = running_daemon(&ctx.data_dir)
-    {
-        match DaemonClient::for_daemon(&d).and_then(|client| client.hook(name, &value)) {
-            Ok(Some(answer)) => return answer.into_outcome(name),
+    if !args.local {
+        let answer = match daemon_to_call(ctx) {
+            Ok(Some((_, client))) => Some(client.hook(name, &value)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        };
+        match answer {
+            None => {}
+            Some(Ok(Some(answer))) => return answer.into_outcome(name),
             // Not an outcome (a daemon of another version): handled here instead.
-            Ok(None) => {}
-            Err(e) => eprintln!("mneme hook: daemon unavailable ({e:#}); handling locally"),
+            Some(Ok(None)) => {}
+            Some(Err(e)) => eprintln!("mneme hook: daemon unavailable ({e:#}); handling locally"),
         }
     }
     if let Err(e) = std::fs::create_dir_all(&ctx.data_dir) {
@@ -296,7 +334,7 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
 /// pending. Fails when the daemon has no model to embed with, or makes no progress for
 /// two minutes.
 pub fn wait_for_embeddings(ctx: &Invocation, d: &DaemonFile) -> Result<()> {
-    let client = DaemonClient::for_daemon(d)?;
+    let client = DaemonClient::for_daemon(&ctx.config, d)?;
     let poll = std::time::Duration::from_millis(500);
     let patience = std::time::Duration::from_secs(120);
     let show = !ctx.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -368,6 +406,6 @@ pub fn wait_for_embeddings(ctx: &Invocation, d: &DaemonFile) -> Result<()> {
 
 /// Recall through a running daemon; `None` when none runs.
 pub fn remote_recall(ctx: &Invocation, request: &RetrieveRequest) -> Result<Option<Vec<Hit>>> {
-    let Some(d) = running_daemon(&ctx.data_dir) else { return Ok(None) };
-    Ok(Some(DaemonClient::for_daemon(&d)?.retrieve(request)?))
+    let Some((_, client)) = daemon_to_call(ctx)? else { return Ok(None) };
+    Ok(Some(client.retrieve(request)?))
 }

@@ -92,7 +92,7 @@ pub fn import(ctx: &Invocation, input: &Path, postgres: &PostgresArgs) -> Result
     let summary = match target {
         Some(options) => mneme_service::import_postgres(options, &mut reader, &mut show)?,
         None => {
-            if let Some(daemon) = crate::daemon::running_daemon(&ctx.data_dir) {
+            if let Some(daemon) = crate::daemon::running_daemon(ctx) {
                 return Err(mneme_service::ServiceError::Precondition(format!(
                     "a daemon (pid {}) is using {}; stop it first (`mneme down`), import, then start it again",
                     daemon.pid,

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use mneme_server::DaemonFile;
+use mneme_server::{DaemonFile, MnemeConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::ServeArgs;
@@ -162,18 +162,19 @@ fn signal(pid: u32, sig: rustix::process::Signal) -> Result<()> {
 
 /// What is at `addr`: bindable, a mneme daemon (asked on `/healthz`, HTTP port only), or
 /// something else.
-fn probe_port(addr: SocketAddr, http: bool) -> Result<Probe> {
+fn probe_port(config: &MnemeConfig, addr: SocketAddr, http: bool) -> Result<Probe> {
     if TcpListener::bind(addr).is_ok() {
         return Ok(Probe::Free);
     }
-    if http && let Some(health) = DaemonClient::new(&addr.to_string(), None)?.healthz() {
+    let tls = config.server.tls_cert_file.is_some();
+    if http && let Some(health) = DaemonClient::local(config, &addr.to_string(), tls, None)?.healthz() {
         return Ok(Probe::Mneme { store_id: health.store_id.unwrap_or_default() });
     }
     Ok(Probe::Taken)
 }
 
-fn pick_port(want: SocketAddr, http: bool, store_id: &str, notes: &mut Vec<String>) -> Result<Pick> {
-    choose_port(want, http, store_id, &mut |addr| probe_port(addr, http), notes)
+fn pick_port(config: &MnemeConfig, want: SocketAddr, http: bool, store_id: &str, notes: &mut Vec<String>) -> Result<Pick> {
+    choose_port(want, http, store_id, &mut |addr| probe_port(config, addr, http), notes)
 }
 
 // ---- up / supervise / down -----------------------------------------------------------------
@@ -215,6 +216,8 @@ struct UpReport {
     supervisor_pid: Option<u32>,
     grpc_addr: String,
     http_addr: String,
+    /// Whether it serves TLS (the console is then `https://`).
+    tls: bool,
     notes: Vec<String>,
     log: String,
 }
@@ -228,10 +231,11 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
         supervisor_pid: sup,
         grpc_addr: d.grpc_addr.clone(),
         http_addr: d.http_addr.clone(),
+        tls: d.tls,
         notes,
         log: log.clone(),
     };
-    if let Some(d) = running_daemon(&ctx.data_dir) {
+    if let Some(d) = running_daemon(ctx) {
         return print_up(
             &report("reused", &d, supervisor(&ctx.data_dir).map(|s| s.pid), vec!["a daemon already serves this data directory".into()]),
             ctx.json,
@@ -239,21 +243,23 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     }
     let mut notes = Vec::new();
     let store_id = mneme_server::store_id(&ctx.store_path());
-    let http = match pick_port(ctx.config.server.http_addr, true, &store_id, &mut notes)? {
+    let http = match pick_port(&ctx.config, ctx.config.server.http_addr, true, &store_id, &mut notes)? {
         Pick::Mneme(addr) => {
-            let health = DaemonClient::new(&addr.to_string(), None)?.healthz();
+            let tls = ctx.config.server.tls_cert_file.is_some();
+            let health = DaemonClient::local(&ctx.config, &addr.to_string(), tls, None)?.healthz();
             let d = DaemonFile {
                 pid: health.as_ref().and_then(|h| h.pid).unwrap_or(0),
                 grpc_addr: health.as_ref().and_then(|h| h.grpc_addr.clone()).unwrap_or_else(|| "?".into()),
                 http_addr: addr.to_string(),
                 started_at: jiff::Timestamp::now(),
                 version: health.and_then(|h| h.version).unwrap_or_else(|| "?".into()),
+                tls,
             };
             return print_up(&report("reused", &d, None, vec![format!("a mneme daemon already answers on {addr}")]), ctx.json);
         }
         Pick::Free(a) => a,
     };
-    let grpc = match pick_port(ctx.config.server.grpc_addr, false, &store_id, &mut notes)? {
+    let grpc = match pick_port(&ctx.config, ctx.config.server.grpc_addr, false, &store_id, &mut notes)? {
         Pick::Free(a) | Pick::Mneme(a) => a,
     };
     let exe = std::env::current_exe().context("cannot find the mneme executable")?;
@@ -275,7 +281,7 @@ pub fn up(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
     let mut child = command.stdin(Stdio::null()).stdout(log_out).stderr(log_err).spawn().context("cannot start the supervisor")?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(d) = running_daemon(&ctx.data_dir) {
+        if let Some(d) = running_daemon(ctx) {
             return print_up(&report("started", &d, Some(child.id()), notes), ctx.json);
         }
         if let Some(status) = child.try_wait()? {
@@ -298,7 +304,7 @@ fn print_up(r: &UpReport, json: bool) -> Result<()> {
     }
     let sup = r.supervisor_pid.map(|p| format!(", supervisor pid {p}")).unwrap_or_default();
     outln!("mneme daemon {} (pid {}{sup}): gRPC {}, HTTP {}", r.action, r.pid, r.grpc_addr, r.http_addr);
-    outln!("console: http://{}/", r.http_addr);
+    outln!("console: {}://{}/", if r.tls { "https" } else { "http" }, r.http_addr);
     outln!("logs: {}", r.log);
     Ok(())
 }

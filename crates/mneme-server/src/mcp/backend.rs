@@ -40,6 +40,8 @@ fn api_error(status: u16, body: &Value) -> ToolError {
 pub struct RouterBackend {
     pub router: Router,
     pub authorization: Option<http::HeaderValue>,
+    /// The verified client certificate's headers of the MCP request (`crate::tls`).
+    pub client: Vec<(&'static str, http::HeaderValue)>,
 }
 
 impl std::fmt::Debug for RouterBackend {
@@ -54,6 +56,9 @@ impl Backend for RouterBackend {
             let mut request = http::Request::builder().method(method).uri(&path);
             if let Some(auth) = &self.authorization {
                 request = request.header(http::header::AUTHORIZATION, auth.clone());
+            }
+            for (name, value) in &self.client {
+                request = request.header(*name, value.clone());
             }
             let body = match body {
                 Some(json) => {

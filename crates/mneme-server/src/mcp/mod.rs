@@ -62,9 +62,19 @@ impl MnemeMcp {
     fn backend(&self, context: &RequestContext<RoleServer>) -> Box<dyn Backend> {
         match &self.door {
             Door::Router { router, authorization } => {
-                let from_request =
-                    context.extensions.get::<http::request::Parts>().and_then(|p| p.headers.get(http::header::AUTHORIZATION).cloned());
-                Box::new(RouterBackend { router: router.clone(), authorization: from_request.or_else(|| authorization.clone()) })
+                let parts = context.extensions.get::<http::request::Parts>();
+                let from_request = parts.and_then(|p| p.headers.get(http::header::AUTHORIZATION).cloned());
+                // The client certificate the connection verified goes along, as the
+                // connection layer set it.
+                let client = parts
+                    .map(|p| {
+                        [crate::tls::CLIENT_SUBJECT, crate::tls::CLIENT_CN]
+                            .into_iter()
+                            .filter_map(|name| Some((name, p.headers.get(name)?.clone())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Box::new(RouterBackend { router: router.clone(), authorization: from_request.or_else(|| authorization.clone()), client })
             }
             Door::Remote(remote) => Box::new(remote.clone()),
         }
@@ -264,8 +274,7 @@ pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
         move |request: axum::extract::Request, next: axum::middleware::Next| {
             let app = auth_app.clone();
             async move {
-                let header = request.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_string);
-                match app.auth.authenticate(header.as_deref()) {
+                match app.auth.authenticate(&crate::auth::Credentials::from_headers(request.headers())) {
                     Ok(_) => next.run(request).await,
                     Err(e) => axum::response::IntoResponse::into_response(crate::http::HttpError(e)),
                 }
@@ -279,7 +288,7 @@ pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
 pub fn router_with_mcp(app: Arc<App>) -> Router {
     let api = crate::http::router(app.clone());
     let server = &app.config.server;
-    let guard = Arc::new(crate::guard::Guard::new(app.http_addr, &server.allowed_hosts, &server.cors_origins));
+    let guard = Arc::new(crate::guard::Guard::new(app.http_addr, &server.allowed_hosts, &server.cors_origins).with_tls(app.tls.is_some()));
     http_endpoint(&app, api.clone()).merge(api).layer(axum::middleware::from_fn_with_state(guard, crate::guard::middleware))
 }
 

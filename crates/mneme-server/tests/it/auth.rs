@@ -25,6 +25,7 @@ pub fn principal(name: &str, key: &str) -> PrincipalConfig {
         write_max_sensitivity: Sensitivity::Critical,
         write_scopes: None,
         rate_limit_per_second: None,
+        tls_client_subject: None,
     }
 }
 
@@ -201,9 +202,14 @@ async fn non_loopback_without_keys_refuses_to_start() {
     assert_eq!(err.kind(), mneme_core::ErrorKind::Config, "{err}");
     let err = err.to_string();
     assert!(err.contains("non-loopback") && err.contains("principals"), "{err}");
-    // With a key it starts.
+    // With a key, in plain text, it is still refused; behind a proxy that terminates TLS
+    // it starts (and with TLS: `tls.rs`).
     let mut config = test_config();
     config.server.http_addr = "0.0.0.0:0".parse().expect("address");
+    config.principals = vec![principal("admin", ADMIN)];
+    let err = TestDaemon::try_with(config.clone()).await.expect_err("plain text refused").to_string();
+    assert!(err.contains("plain text") && err.contains("plaintext_behind_proxy"), "{err}");
+    config.server.plaintext_behind_proxy = true;
     config.principals = vec![principal("admin", ADMIN)];
     TestDaemon::with(config).await.stop().await;
 }

@@ -15,6 +15,7 @@ mod membrane;
 mod parsers;
 mod policy;
 mod protocol;
+mod tls;
 mod truth;
 
 use std::net::SocketAddr;

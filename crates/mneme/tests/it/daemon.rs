@@ -673,3 +673,136 @@ fn the_master_switch_turns_every_hook_off_at_once() {
     assert!(on["record_ids"].as_array().is_some_and(|r| !r.is_empty()), "{on}");
     assert!(m.ok(&["recall", "Lisbon"]).contains("Lisbon"));
 }
+
+/// A daemon serving TLS (`[server] tls_cert_file`, with membrane's protocol on and its
+/// key): the CLI beside it (`status`, `recall`, `hook`) reaches it over HTTPS, checking its
+/// certificate against the configured file; from elsewhere, `MNEME_DAEMON_URL` and
+/// `MNEME_TLS_CA_FILE` reach it (`status`, and `mneme mcp` bridging to it), and another
+/// authority is refused; membrane's own Python client speaks gRPC over TLS to it; a
+/// public address in plain text is refused by `config check`.
+#[test]
+fn the_cli_the_mcp_bridge_and_membranes_client_speak_tls_to_the_daemon() {
+    const KEY: &str = "membrane-key-for-the-tls-test-0123";
+    let m = Mneme::init();
+    let pki = tempfile::tempdir().expect("dir");
+    mneme_testkit::make_certificates(pki.path());
+    let p = |name: &str| pki.path().join(name).display().to_string();
+    let config = m.dir.path().join("tls.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\ntls_cert_file = {:?}\ntls_key_file = {:?}\n[membrane]\nenabled = true\n", p("server.crt"), p("server.key")),
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let child = m
+        .command()
+        .args(["--config", &config, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .env("MEMBRANE_API_KEY", KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let _guard = Guard(child);
+    let file = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m));
+    assert_eq!(file["tls"], true, "{file}");
+    let cli = |args: &[&str]| m.command().arg("--config").arg(&config).args(args).env("MNEME_API_KEY", KEY).output().expect("runs");
+    let status = wait_until("status over HTTPS", Duration::from_secs(10), || {
+        let out = cli(&["status", "--json"]);
+        out.status.success().then(|| serde_json::from_slice::<Value>(&out.stdout).expect("json"))
+    });
+    assert_eq!(status["pid"], file["pid"], "{status}");
+
+    // membrane's client (vendored, unchanged) over gRPC with TLS, trusting the authority.
+    let grpc_port = file["grpc_addr"].as_str().expect("grpc").rsplit(':').next().expect("port").to_string();
+    let client_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/membrane/clients/python");
+    let script = "import sys\nsys.path.insert(0, sys.argv[1])\nfrom membrane.client import MembraneClient\n\
+                  with MembraneClient(sys.argv[2], tls_ca_cert=sys.argv[3], api_key=sys.argv[4], timeout=5) as c:\n\
+                  \x20   c.ingest_event('deploy', 'tls-test', summary='the deploy key rotates on Fridays')\n\
+                  \x20   print(len(c.retrieve('deploy key rotates')))\n";
+    let python = |ca: &str| {
+        std::process::Command::new(mneme_testkit::python())
+            .args(["-c", script, client_dir, &format!("localhost:{grpc_port}"), &p(ca), KEY])
+            .output()
+            .expect("python runs")
+    };
+    let out = python("ca.crt");
+    assert!(out.status.success(), "membrane's client over TLS failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    assert!(!python("other-ca.crt").status.success(), "membrane's client refuses a certificate from another authority");
+
+    // The CLI beside the daemon: recall and a hook go through it over HTTPS.
+    let out = cli(&["recall", "deploy key", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Fridays"));
+    let mut hook = m
+        .command()
+        .args(["--config", &config, "hook", "message_received"])
+        .env("MNEME_API_KEY", KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hook");
+    hook.stdin.take().expect("stdin").write_all(br#"{"event":{"content":"my editor is zed","from":"sam"}}"#).expect("write");
+    let out = hook.wait_with_output().expect("hook runs");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("handling locally"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // From elsewhere (another data directory): the daemon's URL and the authority.
+    let other = Mneme::new();
+    let url = format!("https://localhost:{}", file["http_addr"].as_str().expect("http").rsplit(':').next().expect("port"));
+    let remote = |ca: &str, args: &[&str]| {
+        other
+            .command()
+            .args(args)
+            .env("MNEME_DAEMON_URL", &url)
+            .env("MNEME_TLS_CA_FILE", p(ca))
+            .env("MNEME_API_KEY", KEY)
+            .output()
+            .expect("runs")
+    };
+    let out = remote("ca.crt", &["status", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).expect("json")["pid"], file["pid"]);
+    let out = remote("other-ca.crt", &["status"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&url) && stderr.contains("certificate"), "{stderr}");
+    // `mneme mcp` bridges to it: a tool call answered by the remote daemon.
+    let mut mcp = other
+        .command()
+        .args(["mcp"])
+        .env("MNEME_DAEMON_URL", &url)
+        .env("MNEME_TLS_CA_FILE", p("ca.crt"))
+        .env("MNEME_API_KEY", KEY)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mcp");
+    let lines = [
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "tls-test", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "recall", "arguments": { "query": "deploy key" } } }),
+    ];
+    // Closed after the last request: the server answers what is in flight, then ends.
+    let mut stdin = mcp.stdin.take().expect("stdin");
+    for line in lines {
+        writeln!(stdin, "{line}").expect("write");
+    }
+    drop(stdin);
+    let out = mcp.wait_with_output().expect("mcp ends");
+    let answer = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["id"] == 1)
+        .expect("the tool call's answer");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(answer.to_string().contains("Fridays"), "{answer}");
+
+    // A public address in plain text is refused before anything starts.
+    let public = m.dir.path().join("public-plain.toml");
+    std::fs::write(&public, "[server]\nhttp_addr = \"0.0.0.0:18791\"\n[[principals]]\nname = \"ci\"\nkey_sha256 = \"00000000000000000000000000000000000000000000000000000000000000aa\"\n").expect("write");
+    let stderr = m.fails(&["config", "check", public.to_str().expect("utf-8")], 6);
+    assert!(stderr.contains("plain text") && stderr.contains("plaintext_behind_proxy"), "{stderr}");
+}

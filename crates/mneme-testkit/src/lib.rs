@@ -21,6 +21,10 @@
 //!   temporary directory; stopped and deleted when the test process exits.
 //!   [`postgres_database`] creates a fresh database on it per test.
 //!
+//! - [`debian_packages`]: what the suites run from Debian (the console test's `chromium`
+//!   and `chromedriver`, `openssl`, PostgreSQL 15 with TLS), installed with `apt-get` when
+//!   missing, as root or through `sudo -n`.
+//!
 //! Invariant: set-up runs behind an exclusive lock on `target/test-tools/.lock`, so the
 //! test binaries cargo runs in parallel set up once and wait for each other; a finished
 //! set-up is marked by a file written last, so an interrupted one is redone.
@@ -326,7 +330,7 @@ pub fn postgres_tls() -> &'static Postgres {
     static SERVER: OnceLock<Postgres> = OnceLock::new();
     SERVER.get_or_init(|| {
         let bin = PathBuf::from(POSTGRES_TLS_BIN);
-        assert!(bin.join("postgres").exists(), "{POSTGRES_TLS_BIN}/postgres is missing: apt-get install postgresql-15");
+        debian_packages(&[&format!("{POSTGRES_TLS_BIN}/postgres"), "openssl"], &["postgresql-15", "openssl"]);
         start_postgres(bin, Some("tls"))
     })
 }
@@ -511,6 +515,7 @@ fn run(command: &mut Command, what: &str) {
 /// - `other-ca.crt`, and `other-server.crt` / `other-server.key` it signed for the same
 ///   names (a certificate a client of `ca.crt` must refuse; the one a rotation moves to).
 pub fn make_certificates(dir: &Path) {
+    debian_packages(&["openssl"], &["openssl"]);
     let d = dir.display();
     let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     let script = format!(
@@ -529,4 +534,46 @@ pub fn make_certificates(dir: &Path) {
         "making test certificates failed (openssl is needed: apt-get install openssl):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Makes sure Debian's `packages` are installed: present when every one of `commands` (a
+/// name on `PATH`, or an absolute path) exists; else installed with `apt-get` (as root, or
+/// through `sudo -n` when that needs no password), behind the set-up lock. Panics naming
+/// the command to run when it cannot install them.
+pub fn debian_packages(commands: &[&str], packages: &[&str]) {
+    let found = |c: &&str| {
+        if c.starts_with('/') {
+            Path::new(c).exists()
+        } else {
+            std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(c).is_file()))
+        }
+    };
+    if commands.iter().all(found) {
+        return;
+    }
+    let _lock = lock_in(&tools_dir());
+    if commands.iter().all(found) {
+        return;
+    }
+    let install = format!("apt-get install -y {}", packages.join(" "));
+    let sudo = !is_root();
+    if sudo && !Command::new("sudo").args(["-n", "true"]).output().is_ok_and(|o| o.status.success()) {
+        panic!(
+            "{} missing: run `sudo apt-get update && sudo {install}` (the tests install it themselves only as root or with password-less sudo)",
+            commands.iter().filter(|c| !found(c)).copied().collect::<Vec<_>>().join(", ")
+        );
+    }
+    eprintln!("mneme-testkit: installing {} with apt-get", packages.join(", "));
+    let apt = |args: &[&str]| {
+        let mut command = if sudo { Command::new("sudo") } else { Command::new("apt-get") };
+        if sudo {
+            command.args(["-n", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
+        }
+        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        command
+    };
+    run(&mut apt(&["update", "-qq"]), "apt-get update");
+    run(apt(&["install", "-y", "-qq"]).args(packages), &install);
+    let missing: Vec<&str> = commands.iter().filter(|c| !found(c)).copied().collect();
+    assert!(missing.is_empty(), "{install} left {} missing", missing.join(", "));
 }

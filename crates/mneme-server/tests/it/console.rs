@@ -30,13 +30,14 @@ impl Drop for Driver {
 
 impl Driver {
     async fn start() -> Driver {
+        mneme_testkit::debian_packages(&["chromium", "chromedriver"], &["chromium", "chromium-driver"]);
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
         let child = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver runs (Debian: apt-get install chromium chromium-driver; .ci/run installs them)");
+            .expect("chromedriver runs");
         let driver = Driver { child, url: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
         for _ in 0..100 {
             if let Ok(r) = driver.http.get(format!("{}/status", driver.url)).send().await

@@ -83,6 +83,12 @@ async def scenario(session):
     prompt = await session.get_prompt("memory-sync", {"max_conversations": "7"})
     out["prompt_text"] = prompt.messages[0].content.text
     out["forget_dry_run"] = await call(session, "forget", {"query": "hiking", "dry_run": True, "reason": "test"})
+    # Three long notes (190 KB each) come back compact: the answer stays under the SDK's
+    # 1 MiB message limit.
+    for n in range(3):
+        await call(session, "remember", {"text": f"quarterly report {n}: " + "revenue grew in every region. " * 6300})
+    out["long_recall"] = await call(session, "recall", {"query": "quarterly report revenue", "limit": 5})
+    out["full_recall"] = await call(session, "recall", {"query": "where does dana live", "scopes": ["user:dana"], "full": True})
     return out
 
 

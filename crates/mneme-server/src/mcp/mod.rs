@@ -270,17 +270,73 @@ pub fn http_endpoint(app: &Arc<App>, api: Router) -> Router {
     let server = MnemeMcp::new(door);
     let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config);
     let auth_app = app.clone();
+    let limit = app.config.server.max_request_bytes;
     Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {
             let app = auth_app.clone();
             async move {
-                match app.auth.authenticate(&crate::auth::Credentials::from_headers(request.headers())) {
-                    Ok(_) => next.run(request).await,
-                    Err(e) => axum::response::IntoResponse::into_response(crate::http::HttpError(e)),
+                if let Err(e) = app.auth.authenticate(&crate::auth::Credentials::from_headers(request.headers())) {
+                    return axum::response::IntoResponse::into_response(crate::http::HttpError(e));
                 }
+                let delete = request.method() == http::Method::DELETE;
+                let request = match checked(request, limit).await {
+                    Ok(request) => request,
+                    Err(refusal) => return refusal,
+                };
+                let mut response = next.run(request).await;
+                // A session ended: 200, which the SDKs take as done (the transport answers
+                // 202, which the Python SDK logs as a failed termination).
+                if delete && response.status() == http::StatusCode::ACCEPTED {
+                    *response.status_mut() = http::StatusCode::OK;
+                }
+                response
             }
         },
     ))
+}
+
+/// A JSON-RPC request whose required parameters are missing (`tools/call` without a tool
+/// name, `resources/read` without a URI, `prompts/get` without a name): the error to
+/// answer, `-32602 Invalid params`, naming what is missing. The SDK would answer
+/// "method not found", which sends an agent looking for a method that exists.
+pub fn malformed(message: &Value) -> Option<Value> {
+    let method = message.get("method")?.as_str()?;
+    let id = message.get("id")?;
+    let required = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    if message.pointer(&format!("/params/{required}")).is_some_and(Value::is_string) {
+        return None;
+    }
+    let message = format!("Invalid params: {method} needs params.{required} (a string)");
+    Some(json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32602, "message": message } }))
+}
+
+/// A `/mcp` POST whose body is a malformed request is answered here (see [`malformed`]);
+/// anything else goes on with its body as it came.
+async fn checked(request: axum::extract::Request, limit: usize) -> Result<axum::extract::Request, axum::response::Response> {
+    use axum::response::IntoResponse as _;
+    if request.method() != http::Method::POST {
+        return Ok(request);
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let message = format!("the request body could not be read (at most {limit} bytes): {e}");
+            return Err((
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                axum::Json(json!({ "error": { "code": "invalid_argument", "message": message } })),
+            )
+                .into_response());
+        }
+    };
+    if let Some(error) = serde_json::from_slice::<Value>(&bytes).ok().as_ref().and_then(malformed) {
+        return Err((http::StatusCode::OK, axum::Json(error)).into_response());
+    }
+    Ok(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes)))
 }
 
 /// The daemon's HTTP router: the `/v1` API and the MCP endpoint over it, every route
@@ -337,6 +393,9 @@ pub async fn serve_stdio(server: MnemeMcp) -> Result<(), String> {
                 continue;
             }
             match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(message) if malformed(&message).is_some() => {
+                    let _ = lines.send(format!("{}\n", malformed(&message).unwrap_or_default()));
+                }
                 Ok(_) => {
                     let framed = if text.ends_with('\n') { text } else { format!("{text}\n") };
                     if to_sdk.write_all(framed.as_bytes()).await.is_err() {

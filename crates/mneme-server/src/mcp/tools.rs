@@ -96,8 +96,8 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "recall",
             title: "Recall memories",
-            description: "Search memory by meaning and words, ranked by relevance, salience and recency. Returns records \
-                          with ids, scores and why they matched. Ask in plain words (`where does dana live`); an empty \
+            description: "Search memory by meaning and words, ranked by relevance, salience and recency. Returns each \
+                          memory's id, type, text, date and score (full=true: the whole records; `show` gives one). Ask in plain words (`where does dana live`); an empty \
                           query lists the most salient recent memories. Filter by type (semantic = facts, episodic = \
                           events), scope (`user:<id>`), tags and time. Name the end user you are talking to \
                           with `user`: without `user` or `scopes` only the owner's own (global) memories are \
@@ -112,7 +112,8 @@ pub fn tools() -> Vec<ToolSpec> {
                     "since": string("Only memories from this time on (RFC 3339)."),
                     "until": string("Only memories up to this time (RFC 3339)."),
                     "limit": { "type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 10)." },
-                    "include_tombstones": { "type": "boolean", "description": "Also superseded, retracted and pruned memories (default false)." }
+                    "include_tombstones": { "type": "boolean", "description": "Also superseded, retracted and pruned memories (default false)." },
+                    "full": { "type": "boolean", "description": "Whole records with every score part instead of the compact hits (default false)." }
                 }),
                 &[],
             ),
@@ -457,7 +458,12 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
             } else if !request.contains_key("scopes") {
                 request.insert("own_scopes".into(), json!(true));
             }
-            send("POST", "/v1/retrieve".into(), Some(Value::Object(request))).await
+            let answer = send("POST", "/v1/retrieve".into(), Some(Value::Object(request))).await?;
+            if args.get("full").and_then(Value::as_bool).unwrap_or(false) {
+                return Ok(answer);
+            }
+            let hits: Vec<Value> = answer["hits"].as_array().map(|hits| hits.iter().map(compact_hit).collect()).unwrap_or_default();
+            Ok(json!({ "hits": hits }))
         }
         "show" => {
             let record = send("GET", id_path("")?, None).await?;
@@ -641,4 +647,52 @@ fn urlencode(segment: &str) -> String {
         .bytes()
         .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
+}
+
+/// The longest text a compact recall hit carries; `show` gives the whole record.
+const COMPACT_TEXT_CHARS: usize = 1_000;
+
+/// A retrieve hit as an agent reads it: id, type, text, date, score, and what else it
+/// must know (not current, possibly outdated, scoped, cut short). About a tenth of the
+/// whole record's bytes, so a long note cannot push an answer past a client's limit.
+fn compact_hit(hit: &Value) -> Value {
+    let record = &hit["record"];
+    let payload = &record["payload"];
+    let text = match payload["kind"].as_str() {
+        Some("semantic") => {
+            [&payload["subject"], &payload["predicate"], &payload["object"]].iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(" ")
+        }
+        // An event's own words (its summary is cut short); else the summary.
+        _ => payload["text"].as_str().or_else(|| record["summary"].as_str()).unwrap_or_default().to_string(),
+    };
+    let mut out = Map::new();
+    out.insert("id".into(), record["id"].clone());
+    out.insert("type".into(), record["memory_type"].clone());
+    if let Some(sender) = payload["sender"].as_str() {
+        out.insert("sender".into(), json!(sender));
+    }
+    let cut: String = text.chars().take(COMPACT_TEXT_CHARS).collect();
+    if cut.len() < text.len() {
+        out.insert("text".into(), json!(format!("{cut}…")));
+        out.insert("truncated".into(), json!(true));
+    } else {
+        out.insert("text".into(), json!(text));
+    }
+    let at = if record["event_time"].is_string() { &record["event_time"] } else { &record["created_at"] };
+    out.insert("at".into(), at.clone());
+    let round = |v: &Value| v.as_f64().map(|x| json!((x * 1000.0).round() / 1000.0)).unwrap_or(Value::Null);
+    out.insert("score".into(), round(&hit["score"]["score"]));
+    if !hit["score"]["relevant"].is_null() {
+        out.insert("relevant".into(), round(&hit["score"]["relevant"]));
+    }
+    if record["status"].as_str().is_some_and(|s| s != "active") {
+        out.insert("status".into(), record["status"].clone());
+    }
+    if record["scope"].as_str().is_some_and(|s| !s.is_empty()) {
+        out.insert("scope".into(), record["scope"].clone());
+    }
+    if !hit["outdated"].is_null() {
+        out.insert("outdated".into(), hit["outdated"].clone());
+    }
+    Value::Object(out)
 }

@@ -26,6 +26,8 @@ fn client(m: &Mneme, args: &[&str]) -> Value {
     let out = python_client(m, args).output().expect("python runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "mcp_client.py {args:?} failed:\n{stderr}");
+    // Ending a session over HTTP (DELETE /mcp) is a success the SDK accepts.
+    assert!(!stderr.contains("Session termination failed"), "{stderr}");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("mcp_client.py printed no JSON ({e}):\n{stderr}"))
 }
 
@@ -85,6 +87,19 @@ fn check_scenario(out: &Value) {
     assert!(out["prompt_text"].as_str().is_some_and(|t| t.contains("at most 7 conversations")));
     assert_eq!(out["forget_dry_run"]["structured"]["dry_run"], true, "{}", out["forget_dry_run"]);
     assert!(text(&out["forget_dry_run"]).contains("hiking"));
+    // Recall is compact (id, type, text, date, score), cut at 1,000 characters; `full`
+    // gives whole records.
+    let hit = &out["recall"]["structured"]["hits"][0];
+    assert!(hit["id"].is_string() && hit["type"].is_string() && hit["at"].is_string() && hit["score"].is_number(), "{hit}");
+    assert!(hit.get("record").is_none(), "{hit}");
+    let long = out["long_recall"]["structured"]["hits"].as_array().expect("hits");
+    assert!(long.len() >= 3, "{}", out["long_recall"]);
+    for hit in long {
+        assert_eq!(hit["truncated"], true, "{hit}");
+        assert!(hit["text"].as_str().expect("text").chars().count() <= 1001, "{hit}");
+    }
+    assert!(text(&out["long_recall"]).len() < 20_000, "{} bytes", text(&out["long_recall"]).len());
+    assert!(out["full_recall"]["structured"]["hits"][0]["record"]["payload"].is_object(), "{}", out["full_recall"]);
 }
 
 #[test]
@@ -144,6 +159,14 @@ write_scopes = ["user:alice"]
             .as_u16()
     });
     assert_eq!(status, 401);
+    // A tool call without a tool name: invalid params, naming what is missing.
+    let reply: Value = rt().block_on(async {
+        let body = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "arguments": {} } });
+        let r =
+            reqwest::Client::new().post(&url).bearer_auth(OWNER_KEY).header("accept", "application/json, text/event-stream").json(&body);
+        r.send().await.expect("request").json().await.expect("JSON-RPC")
+    });
+    assert_eq!((reply["id"].as_i64(), reply["error"]["code"].as_i64()), (Some(9), Some(-32602)), "{reply}");
 
     check_scenario(&client(&m, &["http", &url, OWNER_KEY]));
 
@@ -158,7 +181,7 @@ write_scopes = ["user:alice"]
         .as_array()
         .expect("hits")
         .iter()
-        .map(|h| h["record"]["id"].as_str().expect("id").to_string())
+        .map(|h| h["id"].as_str().expect("id").to_string())
         .collect();
     let http_ids: Vec<String> = rt().block_on(async {
         let r: Value = reqwest::Client::new()
@@ -268,7 +291,8 @@ fn the_mcp_conformance_suite_passes_but_for_its_explained_expected_failures() {
 }
 
 /// Over stdio a line that is not JSON gets JSON-RPC's parse error (-32700, id null) and
-/// the session goes on: the next request is answered.
+/// the session goes on: the next request is answered. A tool call without a tool name is
+/// invalid params (-32602, naming `params.name`), not "method not found".
 #[test]
 fn a_line_that_is_not_json_gets_a_parse_error_over_stdio_and_the_session_goes_on() {
     use std::io::{BufRead as _, Write as _};
@@ -297,6 +321,13 @@ fn a_line_that_is_not_json_gets_a_parse_error_over_stdio_and_the_session_goes_on
     let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
     assert_eq!(reply["id"], 1, "{reply}");
     assert_eq!(reply["result"]["serverInfo"]["name"], "mneme", "{reply}");
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").expect("write");
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"arguments\":{}}}\n").expect("write");
+    line.clear();
+    stdout.read_line(&mut line).expect("a reply");
+    let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!((reply["id"].as_i64(), reply["error"]["code"].as_i64()), (Some(2), Some(-32602)), "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap_or_default().contains("params.name"), "{reply}");
     drop(stdin);
     assert!(child.wait().expect("exits").success());
 }

@@ -392,11 +392,11 @@ pub async fn serve_stdio(server: MnemeMcp) -> Result<(), String> {
             if text.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(message) if malformed(&message).is_some() => {
-                    let _ = lines.send(format!("{}\n", malformed(&message).unwrap_or_default()));
+            match serde_json::from_str::<serde_json::Value>(&text).map(|message| malformed(&message)) {
+                Ok(Some(error)) => {
+                    let _ = lines.send(format!("{error}\n"));
                 }
-                Ok(_) => {
+                Ok(None) => {
                     let framed = if text.ends_with('\n') { text } else { format!("{text}\n") };
                     if to_sdk.write_all(framed.as_bytes()).await.is_err() {
                         break;

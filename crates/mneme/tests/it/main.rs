@@ -5,6 +5,7 @@
 
 mod agent;
 mod bad_input;
+mod clients;
 mod daemon;
 mod docs;
 mod dump;

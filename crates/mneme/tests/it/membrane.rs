@@ -109,10 +109,14 @@ fn membranes_typescript_client_passes_its_integration_test_against_mneme_membran
     assert!(report.contains("2 passed"), "{report}");
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+/// Copies a client's sources (not its `node_modules` or `dist`).
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("list").flatten() {
         let target = to.join(entry.file_name());
+        if entry.file_name() == "node_modules" || entry.file_name() == "dist" {
+            continue;
+        }
         if entry.path().is_dir() {
             copy_tree(&entry.path(), &target);
         } else {

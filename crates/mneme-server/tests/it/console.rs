@@ -274,6 +274,77 @@ async fn the_console_shows_memories_lineage_and_the_live_feed_in_a_real_browser(
     s.cmd("DELETE", "", Value::Null).await;
 }
 
+/// The console as a memory manager, driven by clicks and typing in the real browser: new
+/// memories appear live, results page on, a fact gets a new version (the old one kept in
+/// history), a missing reason is refused, and a forget shows what it will erase before it
+/// erases it, after which the record shows as forgotten.
+#[tokio::test]
+async fn the_console_edits_and_forgets_memories_and_shows_new_ones_live_in_a_real_browser() {
+    let d = TestDaemon::start().await;
+    for n in 0..30 {
+        d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": format!("standup note {n}: all green") } })).await;
+    }
+    let (_, fact) =
+        d.post("/v1/ingest/observation", json!({ "fact": { "subject": "Kim", "predicate": "works at", "object": "Acme" } })).await;
+    let fact = fact["record"]["id"].as_str().expect("id").to_string();
+    let (_, secret) =
+        d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "sender": "kim", "text": "the door code is 4321" } })).await;
+    let secret = secret["record"]["id"].as_str().expect("id").to_string();
+
+    let driver = Driver::start().await;
+    let s = driver.session().await;
+    let base = d.url("/");
+    s.go(&base).await;
+    s.until("the first page of memories", "document.querySelectorAll('#hits .hit').length === 25").await;
+    // Paging: the next 25.
+    s.script("document.getElementById('more').click(); return 1;").await;
+    s.until("the second page", "document.querySelectorAll('#hits .hit').length > 25").await;
+    // A memory written elsewhere shows up without a reload.
+    let (status, _) = d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "the coffee machine is fixed" } })).await;
+    assert_eq!(status, 200);
+    s.until("the live memory", "document.querySelector('#live').innerText.includes('coffee machine is fixed')").await;
+    s.no_errors().await;
+    s.shot("manager-live").await;
+
+    // A new version of the fact: without a reason it is refused, with one it is saved.
+    s.go(&format!("{base}#record/{fact}")).await;
+    s.until("the editor", "document.getElementById('edit-payload')").await;
+    s.script("const t = document.getElementById('edit-payload'); t.value = t.value.replace('Acme', 'Globex'); document.getElementById('do-supersede').click(); return 1;").await;
+    s.until("the missing reason", "document.getElementById('error').textContent.includes('say why first')").await;
+    s.script("document.getElementById('rationale').value = 'Kim changed jobs'; document.getElementById('do-supersede').click(); return 1;").await;
+    let newer = s
+        .until("the new version", "location.hash.startsWith('#record/') && !location.hash.includes(arguments[0] || 'x') && document.querySelector('#record').innerText.includes('Globex') && location.hash.slice(8)")
+        .await;
+    let newer = newer.as_str().expect("id").to_string();
+    assert_ne!(newer, fact);
+    let (_, old) = d.get(&format!("/v1/records/{fact}")).await;
+    assert_eq!(old["record"]["status"], "superseded", "{old}");
+    s.no_errors().await;
+    s.shot("manager-superseded").await;
+
+    // Forget: the plan first, then the erasure; the record then shows as forgotten.
+    s.go(&format!("{base}#record/{secret}")).await;
+    s.until("the record", "document.querySelector('#record').innerText.includes('door code')").await;
+    assert_eq!(s.script("return document.getElementById('edit-payload') === null;").await, json!(true), "events are not edited");
+    s.script("document.getElementById('rationale').value = 'kim asked'; document.getElementById('do-forget').click(); return 1;").await;
+    let plan = s.until("the plan", "document.querySelector('#forget-plan').innerText.includes('This erases') && document.querySelector('#forget-plan').innerText").await;
+    assert!(plan.as_str().unwrap_or_default().contains("door code is 4321"), "{plan}");
+    let (_, still) = d.post("/v1/retrieve", json!({ "query": "door code" })).await;
+    assert_eq!(still["hits"].as_array().map(Vec::len), Some(1), "the plan erased nothing: {still}");
+    s.shot("manager-forget-plan").await;
+    s.script("document.getElementById('forget-confirm').click(); return 1;").await;
+    s.until("the forgotten record", "document.getElementById('record-state') && document.getElementById('record-state').innerText === 'forgotten'").await;
+    assert_eq!(s.script("return document.querySelector('#record').innerText.includes('4321');").await, json!(false));
+    assert_eq!(s.script("return document.querySelector('#salience polyline') === null;").await, json!(true), "no salience curve");
+    let (_, gone) = d.post("/v1/retrieve", json!({ "query": "door code" })).await;
+    assert_eq!(gone["hits"].as_array().map(Vec::len), Some(0), "{gone}");
+    let (_, tombstone) = d.get(&format!("/v1/records/{secret}")).await;
+    assert!(tombstone["record"]["forgotten_at"].is_string(), "{tombstone}");
+    s.no_errors().await;
+    s.shot("manager-forgotten").await;
+    s.cmd("DELETE", "", Value::Null).await;
+}
+
 /// Serves `html` to every request on a free loopback port (another origin than the
 /// daemon's): the hostile page of the browser test.
 async fn serve_page(html: String) -> String {

@@ -88,6 +88,12 @@ async def scenario(session):
     for n in range(3):
         await call(session, "remember", {"text": f"quarterly report {n}: " + "revenue grew in every region. " * 6300})
     out["long_recall"] = await call(session, "recall", {"query": "quarterly report revenue", "limit": 5})
+    # An event the agent remembered wrong: corrected as a new event; retract is refused.
+    typo = await call(session, "remember", {"text": "the standup moved to 10:30", "sender": "dana"})
+    typo_id = typo["structured"]["record"]["id"]
+    out["typo_id"] = typo_id
+    out["correct_event"] = await call(session, "correct", {"id": typo_id, "text": "the standup moved to 9:30", "rationale": "misheard"})
+    out["retract_event"] = await call(session, "retract", {"id": typo_id, "rationale": "wrong"})
     out["full_recall"] = await call(session, "recall", {"query": "where does dana live", "scopes": ["user:dana"], "full": True})
     return out
 

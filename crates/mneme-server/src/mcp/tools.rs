@@ -142,7 +142,9 @@ pub fn tools() -> Vec<ToolSpec> {
             title: "Correct a memory",
             description: "Replace a memory with a corrected version. The old one stays in the history as superseded, \
                           linked to the new one, with your rationale. For a fact give the changed subject, predicate or \
-                          object; for an event the corrected text.",
+                          object. Events (what `remember` stores) are kept as they happened: for one give the corrected \
+                          text, stored as a new event tagged `correction` that names the old one (forget the old one if \
+                          it must go).",
             schema: object(
                 json!({
                     "id": string("The record to correct."),
@@ -150,7 +152,7 @@ pub fn tools() -> Vec<ToolSpec> {
                     "object": string("Facts: the new value."),
                     "subject": string("Facts: the new subject."),
                     "predicate": string("Facts: the new relation."),
-                    "text": string("Events: the corrected text."),
+                    "text": string("Events: the corrected text (a new event; the old one stays)."),
                     "summary": string("A new one-line summary.")
                 }),
                 &["id", "rationale"],
@@ -162,8 +164,9 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "retract",
             title: "Retract a memory",
-            description: "Withdraw a memory that was wrong. It is kept as a tombstone with your rationale and no longer \
-                          recalled. To erase personal data for good, the owner uses forget.",
+            description: "Withdraw a fact (or another non-event memory) that was wrong. It is kept as a tombstone with \
+                          your rationale and no longer recalled. Events are kept as they happened and cannot be \
+                          withdrawn: correct one with its corrected text, or have the owner forget it.",
             schema: object(json!({ "id": string("The record to retract."), "rationale": string("Why.") }), &["id", "rationale"]),
             read_only: false,
             destructive: false,
@@ -476,6 +479,9 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
         "correct" => {
             let current = send("GET", id_path("")?, None).await?;
             let record = current.get("record").unwrap_or(&current);
+            if record["memory_type"] == "episodic" {
+                return correct_event(record, &args, backend).await;
+            }
             let mut payload = record.get("payload").cloned().filter(|p| p.is_object()).ok_or_else(|| {
                 ToolError("this record's payload was pruned; supersede it over the HTTP API with a whole new payload".into())
             })?;
@@ -695,4 +701,42 @@ fn compact_hit(hit: &Value) -> Value {
         out.insert("outdated".into(), hit["outdated"].clone());
     }
     Value::Object(out)
+}
+
+/// `correct` on an event: events are kept as they happened, so the corrected text is a
+/// new event (same sender, scope, sensitivity and tags, tagged `correction`, its
+/// rationale naming the old one); the answer says so and names both.
+async fn correct_event(record: &Value, args: &Map<String, Value>, backend: &dyn Backend) -> ToolResult {
+    let old = record["id"].as_str().unwrap_or_default().to_string();
+    let Some(corrected) = text(args, "text")? else {
+        return Err(ToolError(format!(
+            "record {old} is an event: events are kept as they happened; give the corrected text (stored as a new event), or forget it"
+        )));
+    };
+    for field in ["object", "subject", "predicate", "summary"] {
+        if args.contains_key(field) {
+            return Err(ToolError(format!("{field} applies to facts; record {old} is an event (give text)")));
+        }
+    }
+    let payload = &record["payload"];
+    let mut event = Map::new();
+    event.insert("event_kind".into(), payload.get("event_kind").cloned().unwrap_or(json!("message")));
+    event.insert("text".into(), json!(corrected));
+    if let Some(sender) = payload.get("sender").filter(|s| s.is_string()) {
+        event.insert("sender".into(), sender.clone());
+    }
+    let mut tags: Vec<Value> = record["tags"].as_array().cloned().unwrap_or_default();
+    if !tags.contains(&json!("correction")) {
+        tags.push(json!("correction"));
+    }
+    let rationale = text(args, "rationale")?.unwrap_or_default();
+    let options = json!({
+        "scope": record["scope"], "sensitivity": record["sensitivity"], "tags": tags, "actor": "mcp",
+        "rationale": format!("corrects {old}: {rationale}"),
+    });
+    let mut answer = backend.send("POST", "/v1/ingest/event".into(), Some(json!({ "event": event, "options": options }))).await?;
+    answer["corrects"] = json!(old);
+    answer["note"] =
+        json!("events are kept as they happened: the correction is a new event and the old one stays (forget it if it must go)");
+    Ok(answer)
 }

@@ -300,7 +300,8 @@ async fn the_console_edits_and_forgets_memories_and_shows_new_ones_live_in_a_rea
     s.script("document.getElementById('more').click(); return 1;").await;
     s.until("the second page", "document.querySelectorAll('#hits .hit').length > 25").await;
     // A memory written elsewhere shows up without a reload.
-    let (status, _) = d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "the coffee machine is fixed" } })).await;
+    let (status, _) =
+        d.post("/v1/ingest/event", json!({ "event": { "event_kind": "message", "text": "the coffee machine is fixed" } })).await;
     assert_eq!(status, 200);
     s.until("the live memory", "document.querySelector('#live').innerText.includes('coffee machine is fixed')").await;
     s.no_errors().await;
@@ -311,7 +312,8 @@ async fn the_console_edits_and_forgets_memories_and_shows_new_ones_live_in_a_rea
     s.until("the editor", "document.getElementById('edit-payload')").await;
     s.script("const t = document.getElementById('edit-payload'); t.value = t.value.replace('Acme', 'Globex'); document.getElementById('do-supersede').click(); return 1;").await;
     s.until("the missing reason", "document.getElementById('error').textContent.includes('say why first')").await;
-    s.script("document.getElementById('rationale').value = 'Kim changed jobs'; document.getElementById('do-supersede').click(); return 1;").await;
+    s.script("document.getElementById('rationale').value = 'Kim changed jobs'; document.getElementById('do-supersede').click(); return 1;")
+        .await;
     let newer = s
         .until("the new version", "location.hash.startsWith('#record/') && !location.hash.includes(arguments[0] || 'x') && document.querySelector('#record').innerText.includes('Globex') && location.hash.slice(8)")
         .await;
@@ -327,13 +329,22 @@ async fn the_console_edits_and_forgets_memories_and_shows_new_ones_live_in_a_rea
     s.until("the record", "document.querySelector('#record').innerText.includes('door code')").await;
     assert_eq!(s.script("return document.getElementById('edit-payload') === null;").await, json!(true), "events are not edited");
     s.script("document.getElementById('rationale').value = 'kim asked'; document.getElementById('do-forget').click(); return 1;").await;
-    let plan = s.until("the plan", "document.querySelector('#forget-plan').innerText.includes('This erases') && document.querySelector('#forget-plan').innerText").await;
+    let plan = s
+        .until(
+            "the plan",
+            "document.querySelector('#forget-plan').innerText.includes('This erases') && document.querySelector('#forget-plan').innerText",
+        )
+        .await;
     assert!(plan.as_str().unwrap_or_default().contains("door code is 4321"), "{plan}");
     let (_, still) = d.post("/v1/retrieve", json!({ "query": "door code" })).await;
     assert_eq!(still["hits"].as_array().map(Vec::len), Some(1), "the plan erased nothing: {still}");
     s.shot("manager-forget-plan").await;
     s.script("document.getElementById('forget-confirm').click(); return 1;").await;
-    s.until("the forgotten record", "document.getElementById('record-state') && document.getElementById('record-state').innerText === 'forgotten'").await;
+    s.until(
+        "the forgotten record",
+        "document.getElementById('record-state') && document.getElementById('record-state').innerText === 'forgotten'",
+    )
+    .await;
     assert_eq!(s.script("return document.querySelector('#record').innerText.includes('4321');").await, json!(false));
     assert_eq!(s.script("return document.querySelector('#salience polyline') === null;").await, json!(true), "no salience curve");
     let (_, gone) = d.post("/v1/retrieve", json!({ "query": "door code" })).await;

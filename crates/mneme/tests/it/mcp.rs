@@ -100,6 +100,16 @@ fn check_scenario(out: &Value) {
     }
     assert!(text(&out["long_recall"]).len() < 20_000, "{} bytes", text(&out["long_recall"]).len());
     assert!(out["full_recall"]["structured"]["hits"][0]["record"]["payload"].is_object(), "{}", out["full_recall"]);
+    // An event is corrected by a new event that names it; it cannot be retracted.
+    let corrected = &out["correct_event"];
+    assert_eq!(corrected["is_error"], false, "{corrected}");
+    assert_eq!(corrected["structured"]["corrects"], out["typo_id"], "{corrected}");
+    let record = &corrected["structured"]["record"];
+    assert_eq!(record["payload"]["text"], "the standup moved to 9:30", "{corrected}");
+    assert_eq!(record["payload"]["sender"], "dana", "{corrected}");
+    assert!(record["tags"].as_array().expect("tags").contains(&json!("correction")), "{corrected}");
+    assert_eq!(out["retract_event"]["is_error"], true, "{}", out["retract_event"]);
+    assert!(text(&out["retract_event"]).contains("episodic records are immutable"), "{}", out["retract_event"]);
 }
 
 #[test]

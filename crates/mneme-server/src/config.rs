@@ -197,11 +197,19 @@ pub struct MembraneConfig {
     /// sensitivity and scope policy), else a principal of this name with full access, as
     /// membraned's key has.
     pub principal: String,
+    /// Largest `membrane.v1` message, in bytes: 10 MiB by default, as membraned takes
+    /// (large tool outputs); `server.max_request_bytes` bounds mneme's own services.
+    pub max_message_bytes: usize,
 }
 
 impl Default for MembraneConfig {
     fn default() -> Self {
-        MembraneConfig { enabled: false, api_key_env: "MEMBRANE_API_KEY".into(), principal: "membrane".into() }
+        MembraneConfig {
+            enabled: false,
+            api_key_env: "MEMBRANE_API_KEY".into(),
+            principal: "membrane".into(),
+            max_message_bytes: 10 * 1024 * 1024,
+        }
     }
 }
 
@@ -438,6 +446,9 @@ impl MnemeConfig {
         }
         if self.server.max_request_bytes < 1024 {
             return Err(err("server.max_request_bytes", "must be at least 1024"));
+        }
+        if self.membrane.max_message_bytes < 1024 {
+            return Err(err("membrane.max_message_bytes", "must be at least 1024"));
         }
         for origin in &self.server.cors_origins {
             let valid = origin.split_once("://").is_some_and(|(scheme, rest)| {

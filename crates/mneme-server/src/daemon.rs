@@ -271,8 +271,11 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
     }
 
     let (shutdown, rx) = watch::channel(false);
+    // The listeners stop on their own signal, after the health service has told its
+    // watchers NOT_SERVING.
+    let (stop_listeners, listeners_rx) = watch::channel(false);
     let gate = Gate::new(ConnectionLimits::from_config(&app.config));
-    let grpc = grpc_server(app.clone(), grpc_listener, gate.clone(), rx.clone()).await.map_err(StartError::Internal)?;
+    let (grpc, health) = grpc_server(app.clone(), grpc_listener, gate.clone(), listeners_rx.clone()).await.map_err(StartError::Internal)?;
     let http = tokio::spawn(crate::serve::serve(
         "http",
         Protocol::Http1,
@@ -280,7 +283,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
         tls.clone(),
         crate::mcp::router_with_mcp(app.clone()),
         gate.clone(),
-        rx.clone(),
+        listeners_rx,
     ));
     let jobs = spawn_jobs(app.clone(), rx.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -294,7 +297,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
         "mneme daemon listening"
     );
 
-    let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs }, daemon_file));
+    let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs, health, stop_listeners }, daemon_file));
     Ok(Daemon { app, shutdown, task })
 }
 
@@ -340,15 +343,29 @@ struct Servers {
     grpc: JoinHandle<()>,
     http: JoinHandle<()>,
     jobs: Vec<JoinHandle<()>>,
+    /// The gRPC health service's reporter and the services it reports.
+    health: (tonic_health::server::HealthReporter, Vec<&'static str>),
+    stop_listeners: watch::Sender<bool>,
 }
+
+/// How long gRPC health watchers get to see NOT_SERVING before the listeners close.
+const NOT_SERVING_NOTICE: Duration = Duration::from_millis(200);
 
 /// The ordered shutdown, once the signal comes: stop accepting and let in-flight requests
 /// finish (up to `server.shutdown_grace`) → the timers stop (a run in progress gets one
 /// more grace period) → the ingest writer drains → the embedder stops → a last
 /// consolidation cycle over the buffer → `daemon.json` removed.
 async fn shut_down(app: Arc<App>, mut rx: watch::Receiver<bool>, servers: Servers, daemon_file: Option<PathBuf>) {
-    let Servers { grpc, http, jobs } = servers;
+    let Servers { grpc, http, jobs, health: (reporter, services), stop_listeners } = servers;
     let _ = rx.wait_for(|stop| *stop).await;
+    // Health watchers (membrane's clients, load balancers) hear NOT_SERVING first, rather
+    // than a stream cut.
+    reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+    for service in services {
+        reporter.set_service_status(service, tonic_health::ServingStatus::NotServing).await;
+    }
+    tokio::time::sleep(NOT_SERVING_NOTICE).await;
+    let _ = stop_listeners.send(true);
     tracing::info!("shutting down: finishing in-flight requests");
     let grace = app.config.server.shutdown_grace.get();
     let servers = async {
@@ -393,12 +410,21 @@ async fn shut_down(app: Arc<App>, mut rx: watch::Receiver<bool>, servers: Server
     tracing::info!("stopped");
 }
 
-async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: watch::Receiver<bool>) -> Result<JoinHandle<()>, String> {
+/// The health reporter and the services it reports, for the shutdown's NOT_SERVING.
+type Health = (tonic_health::server::HealthReporter, Vec<&'static str>);
+
+async fn grpc_server(
+    app: Arc<App>,
+    listener: TcpListener,
+    gate: Arc<Gate>,
+    rx: watch::Receiver<bool>,
+) -> Result<(JoinHandle<()>, Health), String> {
     let limit = app.config.server.max_request_bytes;
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<pb::memory_server::MemoryServer<GrpcApi>>().await;
     reporter.set_serving::<pb::hooks_server::HooksServer<GrpcApi>>().await;
     let membrane_on = app.config.membrane.enabled;
+    let membrane_limit = app.config.membrane.max_message_bytes;
     // Reflection lists membrane's own service only when it is served.
     let reflection = || {
         let builder = tonic_reflection::server::Builder::configure()
@@ -422,11 +448,15 @@ async fn grpc_server(app: Arc<App>, listener: TcpListener, gate: Arc<Gate>, rx: 
     if membrane_on {
         reporter.set_service_status(crate::membrane::SERVICE, tonic_health::ServingStatus::Serving).await;
         routes = routes.add_service(
-            crate::membrane_pb::membrane_service_server::MembraneServiceServer::new(membrane).max_decoding_message_size(limit),
+            crate::membrane_pb::membrane_service_server::MembraneServiceServer::new(membrane).max_decoding_message_size(membrane_limit),
         );
     }
     let routes = routes.prepare().into_axum_router().layer(guard);
-    Ok(tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, tls, routes, gate, rx)))
+    let mut services = vec!["mneme.v1.Memory", "mneme.v1.Hooks"];
+    if membrane_on {
+        services.push(crate::membrane::SERVICE);
+    }
+    Ok((tokio::spawn(crate::serve::serve("grpc", Protocol::Http2, listener, tls, routes, gate, rx)), (reporter, services)))
 }
 
 /// The consolidation timer and the decay/prune sweep.

@@ -552,6 +552,16 @@ impl mb::membrane_service_server::MembraneService for MembraneApi {
             };
             let target = record_id(&m.target_record_id)?;
             timestamp_in(&m.timestamp)?;
+            // As membraned: an outcome belongs to an episode (what was done), not to a fact
+            // or a skill.
+            let (record, _) = app.ops.get(p, &target)?;
+            if record.memory_type != MemoryType::Episodic {
+                return Err(invalid(format!(
+                    "target_record_id {} is a {} record: an outcome targets an episodic record (the event it reports on)",
+                    m.target_record_id.trim(),
+                    record.memory_type
+                )));
+            }
             let request = OutcomeRequest { target, outcome, duration_ms: None, failure_mode: None, note: None, amount: None };
             let source = if m.source.trim().is_empty() { DEFAULT_ACTOR } else { m.source.trim() };
             let options = IngestOptions { actor: Some(source.to_string()), ..IngestOptions::default() };

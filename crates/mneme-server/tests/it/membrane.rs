@@ -122,6 +122,65 @@ async fn the_protocol_is_off_by_default_and_on_reports_serving() {
     m.d.stop().await;
 }
 
+/// membraned's scenarios: a health watcher hears NOT_SERVING before the daemon goes (not a
+/// stream cut); an outcome on a fact is refused (an outcome reports on an episode); a
+/// message over `server.max_request_bytes` (1 MiB) but under membrane's 10 MiB is read,
+/// and stored when the payload limit allows it.
+#[tokio::test]
+async fn membranes_scenarios_shutdown_outcomes_and_large_messages() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let m = membrane_daemon().await;
+    let mut c = m.client().await;
+    // An outcome on a fact: INVALID_ARGUMENT, naming the target's type.
+    let gateway = fact(&mut c, "kubernetes").await;
+    let outcome = mb::IngestOutcomeRequest {
+        source: "t".into(),
+        target_record_id: gateway["id"].as_str().expect("id").into(),
+        outcome_status: "success".into(),
+        ..Default::default()
+    };
+    let e = code(c.ingest_outcome(req(outcome, Some(&bearer(ADMIN)))).await);
+    assert!(e.code() == Code::InvalidArgument && e.message().contains("episodic"), "{e:?}");
+    // A 2 MiB tool output is read (not OUT_OF_RANGE); over the payload limit it is refused
+    // naming that limit.
+    let big = mb::IngestToolOutputRequest {
+        source: "t".into(),
+        tool_name: "grep".into(),
+        result: serde_json::to_vec(&json!("x".repeat(2 * 1024 * 1024))).expect("json"),
+        ..Default::default()
+    };
+    let e = code(c.ingest_tool_output(req(big.clone(), Some(&bearer(ADMIN)))).await);
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("payload"), "{e:?}");
+
+    // Shutdown: a watcher of membrane's service hears NOT_SERVING first.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(m.d.channel().await);
+    let mut watch = health
+        .watch(tonic_health::pb::HealthCheckRequest { service: "membrane.v1.MembraneService".into() })
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = watch.message().await.expect("stream").expect("a status");
+    assert_eq!(first.status, ServingStatus::Serving as i32);
+    m.d.daemon.shutdown();
+    let next = watch.message().await.expect("the stream is not cut first").expect("a status");
+    assert_eq!(next.status, ServingStatus::NotServing as i32);
+    // (An open watch is a request in flight: the daemon would give it the grace period.)
+    drop(watch);
+    m.d.daemon.wait().await;
+
+    // With a payload limit that allows it, the 2 MiB output is stored.
+    let mut config = test_config();
+    config.membrane.enabled = true;
+    config.limits.max_payload_bytes = 4 * 1024 * 1024;
+    config.principals = vec![principal("admin", ADMIN)];
+    let d = TestDaemon::with(config).await;
+    let mut c = MembraneServiceClient::new(d.channel().await);
+    let stored = c.ingest_tool_output(req(big, Some(&bearer(ADMIN)))).await.expect("a 2 MiB tool output").into_inner();
+    assert!(record(&stored.record)["id"].is_string());
+    d.stop().await;
+}
+
 /// Trust comes from the key: the shared key reads as its principal (low, team-a) whatever
 /// the TrustContext claims, bare or with `Bearer`; a TrustContext narrows the owner.
 #[tokio::test]

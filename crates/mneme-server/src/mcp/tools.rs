@@ -243,14 +243,12 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "memory_sync",
             title: "Conversation log and memory sync",
-            description: "The conversation log flow (owner only). op=log appends a message; op=status says how many \
-                          conversations are not yet summarized into the memory files; op=fetch returns them (begin..=end); \
-                          after updating the memory files, op=checkpoint marks them summarized up to end_id.",
+            description: "The conversation log flow (owner only). op=log appends a message; after updating the memory \
+                          files with what agent_state's sync_status and sync_fetch show, op=checkpoint marks the \
+                          conversations summarized up to end_id.",
             schema: object(
                 json!({
-                    "op": { "type": "string", "enum": ["status", "fetch", "checkpoint", "log"] },
-                    "begin": { "type": "integer", "description": "fetch: first conversation id." },
-                    "end": { "type": "integer", "description": "fetch: last conversation id (inclusive)." },
+                    "op": { "type": "string", "enum": ["log", "checkpoint"] },
                     "end_id": { "type": "integer", "description": "checkpoint: the last conversation id summarized." },
                     "summary": string("checkpoint: what was summarized."),
                     "channel": string("log: where the message came from (telegram, web, ...)."),
@@ -288,20 +286,18 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "inner",
             title: "Inner life",
-            description: "How the agent is (owner only): op=status gives connection, confidence, curiosity, boredom, \
-                          frustration and impatience with the action hints they imply; op=context gives the context of \
-                          a level (1 how I am .. 4 deep); op=event records what moved it (kind: user_message, mistake, \
-                          spark, novelty, repeat, pending, resolved; what, or since for pending); op=run runs a job now \
-                          (job: brain_loop, reflect, memory, dream, chronicle, evolve); op=write writes a file for a job \
-                          (job, path, content, append), refused outside that job's files.",
+            description: "Change the agent's inner life (owner only; agent_state reads it): op=event records what moved \
+                          it (kind: user_message, mistake, spark, novelty, repeat, pending, resolved; what, or since for \
+                          pending); op=run runs a job now (job: brain_loop, reflect, memory, dream, chronicle, evolve); \
+                          op=write writes (or, with append=false, replaces) a file of a job (job, path, content), refused \
+                          outside that job's files.",
             schema: object(
                 json!({
-                    "op": { "type": "string", "enum": ["status", "context", "event", "run", "write"] },
+                    "op": { "type": "string", "enum": ["event", "run", "write"] },
                     "job": { "type": "string", "enum": ["brain_loop", "reflect", "memory", "dream", "chronicle", "evolve"] },
                     "path": string("write: the workspace-relative file."),
                     "content": string("write: the text."),
                     "append": { "type": "boolean", "description": "write: append instead of replacing." },
-                    "level": { "type": "integer", "minimum": 1, "maximum": 4, "description": "context: 1..4 (default 1)." },
                     "kind": { "type": "string", "enum": ["user_message", "mistake", "spark", "novelty", "repeat", "pending", "resolved"] },
                     "what": string("event: what it is about (the topic, for a spark)."),
                     "since": string("event pending: since when (RFC 3339).")
@@ -309,22 +305,21 @@ pub fn tools() -> Vec<ToolSpec> {
                 &["op"],
             ),
             read_only: false,
-            destructive: false,
+            destructive: true,
             idempotent: false,
         },
         ToolSpec {
             name: "modules",
             title: "Knowledge modules",
-            description: "Domain patterns merged by priority into the effective playbook the agent follows (owner only). \
-                          op=list shows every module (status, priority, lock) and the active stack; op=info one module; \
-                          op=activate (optionally at priority), op=suspend, op=disable and op=priority change one \
+            description: "Change the domain patterns merged by priority into the effective playbook the agent follows \
+                          (owner only; agent_state lists them). op=activate (optionally at priority), op=suspend, op=disable and op=priority change one \
                           (priorities stay in the manifest's range, locked modules stay active); op=extract draws a new \
                           module from the playbook and the last days of logs (id, domain, keywords; it starts \
                           suspended); op=sync redeploys the agent's files and regenerates the effective playbook.",
             schema: object(
                 json!({
-                    "op": { "type": "string", "enum": ["list", "info", "activate", "suspend", "disable", "priority", "extract", "sync"] },
-                    "id": string("The module's id (all ops but list and sync)."),
+                    "op": { "type": "string", "enum": ["activate", "suspend", "disable", "priority", "extract", "sync"] },
+                    "id": string("The module's id (all ops but sync)."),
                     "priority": { "type": "integer", "description": "activate (optional), priority (required)." },
                     "domain": string("extract: what the module is about."),
                     "keywords": strings("extract: trigger keywords (default: the domain's words)."),
@@ -339,14 +334,13 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "reflection",
             title: "The reflection heartbeat",
-            description: "The heartbeat that curates the agent's playbook (owner only). op=status shows the last ticks, \
-                          the curate directive, effectiveness and pending spawned tasks; op=feedback reports how a \
-                          heartbeat output went (score -1..1, output_id from the delivered tip or insight); \
+            description: "Report to, or run, the heartbeat that curates the agent's playbook (owner only; agent_state \
+                          shows its status). op=feedback reports how a heartbeat output went (score -1..1, output_id from the delivered tip or insight); \
                           op=spawn_result reports what a spawned task came to (useful, ignored, error); op=tick runs a \
                           tick now (dry_run to only see it).",
             schema: object(
                 json!({
-                    "op": { "type": "string", "enum": ["status", "feedback", "spawn_result", "tick"] },
+                    "op": { "type": "string", "enum": ["feedback", "spawn_result", "tick"] },
                     "output_id": string("feedback: the output's id (default: the latest output)."),
                     "score": { "type": "number", "minimum": -1, "maximum": 1, "description": "feedback: -1 harmful .. 1 very useful." },
                     "spawn_id": string("spawn_result: the id in the spawn instruction."),
@@ -360,7 +354,48 @@ pub fn tools() -> Vec<ToolSpec> {
             destructive: false,
             idempotent: false,
         },
+        ToolSpec {
+            name: "agent_state",
+            title: "Read the agent's state",
+            description: "Read-only views of the agent's files and loops (owner only). op=sync_status: conversations not \
+                          yet summarized into the memory files; op=sync_fetch: them (begin..=end); op=inner_status: how the \
+                          agent is (connection, confidence, curiosity, boredom, ... and their hints); op=inner_context: the \
+                          context of a level (1 how I am .. 4 deep); op=modules: every knowledge module and the active \
+                          stack; op=module: one (id); op=reflection_status: the last heartbeat ticks, the directive, \
+                          effectiveness and pending spawned tasks.",
+            schema: object(
+                json!({
+                    "op": { "type": "string", "enum": ["sync_status", "sync_fetch", "inner_status", "inner_context", "modules", "module", "reflection_status"] },
+                    "begin": { "type": "integer", "description": "sync_fetch: first conversation id." },
+                    "end": { "type": "integer", "description": "sync_fetch: last conversation id (inclusive)." },
+                    "level": { "type": "integer", "minimum": 1, "maximum": 4, "description": "inner_context: 1..4 (default 1)." },
+                    "id": string("module: the module's id.")
+                }),
+                &["op"],
+            ),
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+        },
     ]
+}
+
+/// `agent_state`'s read operations, as the tool and operation that serve them.
+fn agent_state_target(op: &str) -> Result<(&'static str, &'static str), ToolError> {
+    Ok(match op {
+        "sync_status" => ("memory_sync", "status"),
+        "sync_fetch" => ("memory_sync", "fetch"),
+        "inner_status" => ("inner", "status"),
+        "inner_context" => ("inner", "context"),
+        "modules" => ("modules", "list"),
+        "module" => ("modules", "info"),
+        "reflection_status" => ("reflection", "status"),
+        other => {
+            return Err(ToolError(format!(
+                "op {other:?}: sync_status, sync_fetch, inner_status, inner_context, modules, module or reflection_status"
+            )));
+        }
+    })
 }
 
 /// The string argument `name`, if given.
@@ -420,6 +455,15 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
         return Err(ToolError(format!("no tool named {name:?}; the tools are {}", names.join(", "))));
     };
     check_known(&spec, &args)?;
+    // The read-only views run as the operations of the tools that also change things.
+    let (name, args) = if name == "agent_state" {
+        let (tool, op) = agent_state_target(required(&args, "op")?)?;
+        let mut args = args.clone();
+        args.insert("op".into(), json!(op));
+        (tool, args)
+    } else {
+        (name, args)
+    };
     let send = |method: &'static str, path: String, body: Option<Value>| backend.send(method, path, body);
     let id_path = |suffix: &str| -> Result<String, ToolError> {
         let id = required(&args, "id")?;

@@ -124,10 +124,17 @@ fn grpc_code(status: u16) -> Code {
 struct Targets {
     one: RecordId,
     two: RecordId,
+    /// An event of the same policy: membrane's outcomes report on episodes only.
+    event: RecordId,
 }
 
 fn targets(d: &TestDaemon) -> Targets {
     let app = &d.daemon.app;
+    let options = || IngestOptions {
+        sensitivity: Some(Sensitivity::High),
+        scope: Some(Scope::parse("team-b").expect("scope")),
+        ..Default::default()
+    };
     let fact = |object: &str| {
         let payload = Payload::Semantic(SemanticPayload {
             subject: "the gateway".into(),
@@ -137,14 +144,17 @@ fn targets(d: &TestDaemon) -> Targets {
             valid_to: None,
             evidence: Vec::new(),
         });
-        let options = IngestOptions {
-            sensitivity: Some(Sensitivity::High),
-            scope: Some(Scope::parse("team-b").expect("scope")),
-            ..Default::default()
-        };
-        app.ops.ingest(&app.internal, payload, options).expect("target record").id
+        app.ops.ingest(&app.internal, payload, options()).expect("target record").id
     };
-    Targets { one: fact("port 8080"), two: fact("port 8081") }
+    let event = Payload::Event(mneme_core::EventPayload {
+        event_kind: "tool_call".into(),
+        reference: None,
+        sender: None,
+        text: "the gateway restarted".into(),
+        event_time: None,
+    });
+    let event = app.ops.ingest(&app.internal, event, options()).expect("target event").id;
+    Targets { one: fact("port 8080"), two: fact("port 8081"), event }
 }
 
 fn who_body() -> Value {
@@ -506,7 +516,7 @@ async fn call_membrane(d: &TestDaemon, op: Operation, t: &Targets, who: Who) -> 
             .ingest_outcome(authorized(
                 mb::IngestOutcomeRequest {
                     source: "policy".into(),
-                    target_record_id: id,
+                    target_record_id: t.event.to_string(),
                     outcome_status: "success".into(),
                     ..Default::default()
                 },
@@ -602,22 +612,22 @@ fn mcp_call(op: Operation, t: &Targets) -> Option<(&'static str, Value)> {
         Penalize => ("feedback", json!({ "id": id, "op": "penalize", "rationale": why })),
         Hook => ("session_context", json!({ "session_id": "policy" })),
         LogConversation => ("memory_sync", json!({ "op": "log", "channel": "cli", "content": "policy table" })),
-        SyncStatus => ("memory_sync", json!({ "op": "status" })),
-        SyncFetch => ("memory_sync", json!({ "op": "fetch", "begin": 1, "end": 1 })),
+        SyncStatus => ("agent_state", json!({ "op": "sync_status" })),
+        SyncFetch => ("agent_state", json!({ "op": "sync_fetch", "begin": 1, "end": 1 })),
         SyncCheckpoint => ("memory_sync", json!({ "op": "checkpoint", "end_id": 1, "summary": why })),
         SearchFiles => ("search_files", json!({ "query": "policy" })),
         Forget => ("forget", json!({ "ids": [id], "reason": why })),
         ReflectTick => ("reflection", json!({ "op": "tick", "dry_run": true })),
-        ReflectStatus => ("reflection", json!({ "op": "status" })),
+        ReflectStatus => ("agent_state", json!({ "op": "reflection_status" })),
         ReflectFeedback => ("reflection", json!({ "op": "feedback", "score": 0.5 })),
         ReflectSpawnResult => ("reflection", json!({ "op": "spawn_result", "spawn_id": "t1-spawn", "outcome": "useful" })),
-        InnerStatus => ("inner", json!({ "op": "status" })),
-        InnerContext => ("inner", json!({ "op": "context", "level": 2 })),
+        InnerStatus => ("agent_state", json!({ "op": "inner_status" })),
+        InnerContext => ("agent_state", json!({ "op": "inner_context", "level": 2 })),
         InnerEvent => ("inner", json!({ "op": "event", "kind": "user_message" })),
         InnerRun => ("inner", json!({ "op": "run", "job": "chronicle" })),
         InnerWrite => ("inner", json!({ "op": "write", "job": "evolve", "path": "QUEUE.md", "content": "- [ ] P3 mcp\n", "append": true })),
-        ModuleList => ("modules", json!({ "op": "list" })),
-        ModuleInfo => ("modules", json!({ "op": "info", "id": "base-behaviors" })),
+        ModuleList => ("agent_state", json!({ "op": "modules" })),
+        ModuleInfo => ("agent_state", json!({ "op": "module", "id": "base-behaviors" })),
         ModuleChange => ("modules", json!({ "op": "activate", "id": "base-behaviors" })),
         ModuleExtract => ("modules", json!({ "op": "extract", "id": "policy-extract", "domain": "the policy table", "dry_run": true })),
         WorkspaceSync => ("modules", json!({ "op": "sync" })),

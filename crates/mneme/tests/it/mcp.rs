@@ -53,10 +53,14 @@ fn check_scenario(out: &Value) {
         "search_files",
         "memory_sync",
         "forget",
+        "agent_state",
     ] {
         assert!(tools.contains_key(name), "tool {name} is listed: {tools:?}");
     }
     assert_eq!(tools["recall"]["read_only"], true);
+    // Reads have their own read-only tool; a tool that replaces files says so.
+    assert_eq!(tools["agent_state"]["read_only"], true);
+    assert_eq!(tools["inner"]["destructive"], true);
     assert_eq!(tools["forget"]["destructive"], true);
     assert_eq!(tools["remember_fact"]["required"], json!(["subject", "predicate", "object"]));
     assert_eq!(out["remember_fact"]["is_error"], false, "{}", out["remember_fact"]);

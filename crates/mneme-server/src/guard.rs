@@ -87,7 +87,7 @@ pub enum Pass {
 }
 
 const CORS_METHODS: &str = "GET, POST, DELETE, OPTIONS";
-const CORS_HEADERS: &str = "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id";
+const CORS_HEADERS: &str = "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id, x-mneme-user";
 
 impl Guard {
     pub fn new(bound: SocketAddr, allowed_hosts: &[String], cors_origins: &[String]) -> Guard {

@@ -75,6 +75,10 @@ pub enum Command {
         /// Run the engine in this process even when a daemon is running.
         #[arg(long)]
         local: bool,
+        /// The end user this session speaks for: recall, remember, remember_fact and
+        /// session_context use their scope (`user:<id>`) unless a call names another.
+        #[arg(long)]
+        user: Option<String>,
     },
     /// Send a memory hook event (JSON on stdin) to the daemon, or handle it here if none runs.
     #[command(

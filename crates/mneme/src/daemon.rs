@@ -160,7 +160,7 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
 /// HTTP API (with `MNEME_API_KEY`); otherwise this process runs the engine (on loopback
 /// port 0, announced in `daemon.json` so other commands use it meanwhile) and the calls
 /// go to its router in process. Logs go to stderr: stdout is the protocol's.
-pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
+pub fn mcp(ctx: &Invocation, local: bool, user: Option<String>) -> Result<()> {
     use mneme_server::mcp::{Door, MnemeMcp, RemoteBackend};
     init_logging(ctx)?;
     mneme_agent::init_tls();
@@ -175,7 +175,7 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
         if let Some((pid, base, client)) = running {
             tracing::info!(pid, http = %base, "MCP over stdio, forwarding to the running daemon");
             let remote = RemoteBackend { base, key, client };
-            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote))).await.map_err(|e| anyhow!(e));
+            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote)).for_user(user)).await.map_err(|e| anyhow!(e));
         }
         std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
         let mut config = ctx.config.clone();
@@ -193,7 +193,7 @@ pub fn mcp(ctx: &Invocation, local: bool) -> Result<()> {
         let app = daemon.app().clone();
         let authorization = key.and_then(|k| axum_header(&format!("Bearer {k}")));
         let door = Door::Router { router: mneme_server::mcp::api_router(app.clone()), authorization };
-        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door)).await;
+        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door).for_user(user)).await;
         daemon.stop().await;
         served.map_err(|e| anyhow!(e))
     });

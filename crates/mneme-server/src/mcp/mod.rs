@@ -44,7 +44,13 @@ pub enum Door {
 #[derive(Debug, Clone)]
 pub struct MnemeMcp {
     door: Door,
+    /// The end user this session speaks for (`mneme mcp --user`); over HTTP the request's
+    /// `X-Mneme-User` header says it instead.
+    user: Option<String>,
 }
+
+/// The header that binds an MCP request over HTTP to an end user.
+pub const USER_HEADER: &str = "x-mneme-user";
 
 const INSTRUCTIONS: &str = "mneme is this agent's long-term memory. At the start of a conversation call \
 session_context (with the user's id when you know it). Before answering questions about the user, their \
@@ -55,7 +61,14 @@ someone asks for their data to be erased.";
 
 impl MnemeMcp {
     pub fn new(door: Door) -> Self {
-        MnemeMcp { door }
+        MnemeMcp { door, user: None }
+    }
+
+    /// Binds the session to an end user: `recall`, `remember`, `remember_fact` and
+    /// `session_context` are theirs unless a call names a user or scope itself.
+    pub fn for_user(mut self, user: Option<String>) -> Self {
+        self.user = user.filter(|u| !u.trim().is_empty());
+        self
     }
 
     /// The backend for one request: over HTTP, the request's own `Authorization` header.
@@ -177,7 +190,18 @@ impl ServerHandler for MnemeMcp {
             return Err(McpError::invalid_params(format!("no tool named {:?}; the tools are {}", request.name, names.join(", ")), None));
         }
         let backend = self.backend(&context);
-        let result = tools::call(backend.as_ref(), &request.name, request.arguments.unwrap_or_default()).await;
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(USER_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let user = header.or_else(|| self.user.clone());
+        let mut args = request.arguments.unwrap_or_default();
+        let result = match tools::bind_user(&request.name, &mut args, user.as_deref()) {
+            Ok(()) => tools::call(backend.as_ref(), &request.name, args).await,
+            Err(e) => Err(e),
+        };
         Ok(tool_result(result).into())
     }
 

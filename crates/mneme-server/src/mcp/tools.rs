@@ -784,3 +784,25 @@ async fn correct_event(record: &Value, args: &Map<String, Value>, backend: &dyn 
         json!("events are kept as they happened: the correction is a new event and the old one stays (forget it if it must go)");
     Ok(answer)
 }
+
+/// A session bound to an end user (`mneme mcp --user`, or `X-Mneme-User` over HTTP): their
+/// scope is the default of the calls about someone's memory, unless the call names a user
+/// or scope itself. `forget` is never defaulted: erasure names what it erases.
+pub fn bind_user(tool: &str, args: &mut Map<String, Value>, user: Option<&str>) -> Result<(), ToolError> {
+    let Some(user) = user else { return Ok(()) };
+    let scope = mneme_core::Scope::user(user).ok_or_else(|| ToolError(format!("the session's user {user:?} names no user")))?;
+    let absent = |args: &Map<String, Value>, key: &str| args.get(key).is_none_or(Value::is_null);
+    match tool {
+        "recall" if absent(args, "user") && absent(args, "scopes") => {
+            args.insert("user".into(), json!(user));
+        }
+        "remember" | "remember_fact" if absent(args, "scope") => {
+            args.insert("scope".into(), json!(scope.as_str()));
+        }
+        "session_context" if absent(args, "user_id") => {
+            args.insert("user_id".into(), json!(user));
+        }
+        _ => {}
+    }
+    Ok(())
+}

@@ -345,3 +345,91 @@ fn a_line_that_is_not_json_gets_a_parse_error_over_stdio_and_the_session_goes_on
     drop(stdin);
     assert!(child.wait().expect("exits").success());
 }
+
+/// A session bound to an end user: `mneme mcp --user dana` over stdio, `X-Mneme-User`
+/// over HTTP. What the session remembers lands in `user:dana`, recall and session_context
+/// are hers, and a call that names another scope still gets it.
+#[test]
+fn an_mcp_session_can_be_bound_to_an_end_user() {
+    let m = Mneme::init();
+    let first = [
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "remember", "arguments": { "text": "I drink green tea every morning" } } }),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "remember", "arguments": { "text": "the team drinks coffee", "scope": "agent:office" } } }),
+    ];
+    let mut child = m
+        .command()
+        .args(["mcp", "--user", "dana"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mneme mcp");
+    use std::io::{BufRead as _, Write as _};
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    for line in first {
+        writeln!(stdin, "{line}").expect("write");
+    }
+    // Calls run concurrently: recall once both writes are answered.
+    let mut answers: Vec<Value> = Vec::new();
+    let mut read_until = |id: i64, answers: &mut Vec<Value>| {
+        while !answers.iter().any(|a| a["id"] == id) {
+            let mut line = String::new();
+            assert!(stdout.read_line(&mut line).expect("read") > 0, "mcp ended before answering {id}");
+            if let Ok(v) = serde_json::from_str(&line) {
+                answers.push(v);
+            }
+        }
+    };
+    read_until(1, &mut answers);
+    read_until(2, &mut answers);
+    let recall = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "recall", "arguments": { "query": "green tea morning" } } });
+    writeln!(stdin, "{recall}").expect("write");
+    read_until(3, &mut answers);
+    drop(stdin);
+    let _ = child.wait();
+    let answer = |id: i64| answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no answer {id}: {answers:?}"));
+    assert_eq!(answer(1)["result"]["structuredContent"]["record"]["scope"], "user:dana", "{}", answer(1));
+    assert_eq!(answer(2)["result"]["structuredContent"]["record"]["scope"], "agent:office", "{}", answer(2));
+    let hits = answer(3)["result"]["structuredContent"]["hits"].as_array().expect("hits").clone();
+    assert_eq!(hits.first().map(|h| h["scope"].clone()), Some(json!("user:dana")), "{hits:?}");
+    let hers = m.json(&["recall", "green tea morning", "--scope", "user:dana"]);
+    assert!(hers.to_string().contains("green tea"), "{hers}");
+
+    // Over HTTP, the header binds the request.
+    let served = Mneme::init();
+    let (_guard, _down, addr) = serve_with(&served, &[]);
+    let url = format!("http://{addr}/mcp");
+    let remembered: Value = rt().block_on(async {
+        let http = reqwest::Client::new();
+        let post = |body: Value, session: Option<String>| {
+            let mut r = http
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-06-18")
+                .header("x-mneme-user", "kim")
+                .json(&body);
+            if let Some(s) = session {
+                r = r.header("mcp-session-id", s);
+            }
+            r.send()
+        };
+        let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
+        let response = post(init, None).await.expect("initialize");
+        let session = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }), session.clone()).await.expect("initialized");
+        let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "remember_fact",
+            "arguments": { "subject": "kim", "predicate": "works at", "object": "Globex" } } });
+        let text = post(call, session).await.expect("call").text().await.expect("body");
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+            .find(|v| v["id"] == 1)
+            .expect("answer")
+    });
+    assert_eq!(remembered["result"]["structuredContent"]["record"]["scope"], "user:kim", "{remembered}");
+}

@@ -69,6 +69,9 @@ async def scenario(session):
     resource = await session.read_resource(f"mneme://records/{new_id}")
     out["resource"] = resource.contents[0].text
     out["resources"] = [str(r.uri) for r in (await session.list_resources()).resources]
+    out["facts_resource"] = (await session.read_resource("mneme://users/dana/facts")).contents[0].text
+    if "mneme://playbook" in out["resources"]:
+        out["playbook_resource"] = (await session.read_resource("mneme://playbook")).contents[0].text
     files = [u for u in out["resources"] if u.startswith("mneme://workspace/")]
     if files:
         target = next((u for u in files if u.endswith("/notes.md")), files[0])

@@ -93,6 +93,18 @@ impl MnemeMcp {
         }
     }
 
+    /// The end user the request speaks for: its `X-Mneme-User` header over HTTP, else the
+    /// session's (`mneme mcp --user`).
+    fn session_user(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(USER_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        header.or_else(|| self.user.clone()).filter(|u| !u.trim().is_empty())
+    }
+
     /// The workspace's Markdown files (relative paths): the daemon's `/v1/workspace/files`
     /// (owner only), so the daemon's workspace and its policy, whoever serves MCP.
     async fn workspace_files(&self, backend: &dyn Backend) -> Result<Vec<String>, McpError> {
@@ -127,6 +139,41 @@ fn as_tool(spec: &tools::ToolSpec) -> Tool {
 
 const RECORD_PREFIX: &str = "mneme://records/";
 const FILE_PREFIX: &str = "mneme://workspace/";
+/// `mneme://users/{user}/facts`: what is true now about one end user.
+const USERS_PREFIX: &str = "mneme://users/";
+const FACTS_SUFFIX: &str = "/facts";
+/// The effective playbook the agent follows (owner only).
+const PLAYBOOK_URI: &str = "mneme://playbook";
+
+/// What is true now about `user`: their live facts (`user:<id>` scope), newest first, one
+/// Markdown line each with the date it was recorded.
+async fn user_facts(backend: &dyn Backend, user: &str) -> Result<String, tools::ToolError> {
+    let scope = mneme_core::Scope::user(user).ok_or_else(|| tools::ToolError(format!("{user:?} names no user")))?;
+    let request = json!({ "query": "", "types": ["semantic"], "scopes": [scope.as_str()], "limit": 200 });
+    let answer = backend.send("POST", "/v1/retrieve".into(), Some(request)).await?;
+    let mut facts: Vec<(String, String)> = answer["hits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| &h["record"])
+        .filter(|r| r["scope"] == scope.as_str())
+        .map(|r| {
+            let p = &r["payload"];
+            let text = [&p["subject"], &p["predicate"], &p["object"]].iter().filter_map(|v| v.as_str()).collect::<Vec<_>>().join(" ");
+            let at = r["created_at"].as_str().unwrap_or_default().to_string();
+            (at, text)
+        })
+        .collect();
+    facts.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut out = format!("# What is true now about {user}\n\n");
+    if facts.is_empty() {
+        out.push_str("Nothing is known yet.\n");
+    }
+    for (at, text) in facts {
+        out.push_str(&format!("- {text} (recorded {})\n", at.get(..10).unwrap_or(&at)));
+    }
+    Ok(out)
+}
 
 fn prompts() -> Vec<Prompt> {
     vec![
@@ -150,8 +197,8 @@ fn prompt_text(name: &str, args: &serde_json::Map<String, Value>) -> Option<Stri
             let max = arg("max_conversations").unwrap_or_else(|| "50".into());
             Some(format!(
                 "Bring the memory files up to date with the conversation log.\n\
-                 1. Call memory_sync with op=status. If nothing is unsummarized, stop.\n\
-                 2. Call memory_sync with op=fetch for at most {max} conversations from the first unsummarized id.\n\
+                 1. Call agent_state with op=sync_status. If nothing is unsummarized, stop.\n\
+                 2. Call agent_state with op=sync_fetch for at most {max} conversations from the first unsummarized id.\n\
                  3. Update the workspace's memory files (profile, people, projects, decisions) with what matters; \
                     search_files finds where things are. Record new facts with remember_fact and changed ones with correct.\n\
                  4. Call memory_sync with op=checkpoint, end_id = the last id you covered, and a one-line summary.\n\
@@ -190,13 +237,7 @@ impl ServerHandler for MnemeMcp {
             return Err(McpError::invalid_params(format!("no tool named {:?}; the tools are {}", request.name, names.join(", ")), None));
         }
         let backend = self.backend(&context);
-        let header = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.headers.get(USER_HEADER))
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let user = header.or_else(|| self.user.clone());
+        let user = self.session_user(&context);
         let mut args = request.arguments.unwrap_or_default();
         let result = match tools::bind_user(&request.name, &mut args, user.as_deref()) {
             Ok(()) => tools::call(backend.as_ref(), &request.name, args).await,
@@ -213,14 +254,26 @@ impl ServerHandler for MnemeMcp {
         let backend = self.backend(&context);
         // Not an owner: no files to list (records are reached through the template).
         let files = self.workspace_files(backend.as_ref()).await.unwrap_or_default();
-        let resources = files
-            .into_iter()
-            .map(|f| {
-                Resource::new(format!("{FILE_PREFIX}{f}"), f.clone())
+        let mut resources: Vec<Resource> = Vec::new();
+        if let Some(user) = self.session_user(&context) {
+            resources.push(
+                Resource::new(format!("{USERS_PREFIX}{user}{FACTS_SUFFIX}"), format!("what is true now about {user}"))
                     .with_mime_type("text/markdown")
-                    .with_description("A workspace memory file")
-            })
-            .collect();
+                    .with_description("The session's end user: their live facts, newest first, with dates"),
+            );
+        }
+        if backend.send("GET", "/v1/reflect/playbook".into(), None).await.is_ok() {
+            resources.push(
+                Resource::new(PLAYBOOK_URI, "playbook")
+                    .with_mime_type("text/markdown")
+                    .with_description("The effective playbook the agent follows (base, modules and what reflection learned)"),
+            );
+        }
+        resources.extend(files.into_iter().map(|f| {
+            Resource::new(format!("{FILE_PREFIX}{f}"), f.clone())
+                .with_mime_type("text/markdown")
+                .with_description("A workspace memory file")
+        }));
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -233,6 +286,9 @@ impl ServerHandler for MnemeMcp {
             ResourceTemplate::new(format!("{RECORD_PREFIX}{{id}}"), "memory record")
                 .with_mime_type("application/json")
                 .with_description("One memory record by id, as JSON (tombstones included)"),
+            ResourceTemplate::new(format!("{USERS_PREFIX}{{user}}{FACTS_SUFFIX}"), "what is true now about a user")
+                .with_mime_type("text/markdown")
+                .with_description("An end user's live facts (scope user:<id>), newest first, with dates"),
         ]))
     }
 
@@ -249,6 +305,24 @@ impl ServerHandler for MnemeMcp {
                 Ok(record) => {
                     Ok(ReadResourceResult::new(vec![ResourceContents::text(record.to_string(), uri).with_mime_type("application/json")])
                         .into())
+                }
+                Err(e) => Err(McpError::resource_not_found(e.0, Some(json!({ "uri": request.uri })))),
+            };
+        }
+        if let Some(user) = uri.strip_prefix(USERS_PREFIX).and_then(|rest| rest.strip_suffix(FACTS_SUFFIX)) {
+            return match user_facts(backend.as_ref(), user).await {
+                Ok(text) => Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type("text/markdown")]).into()),
+                Err(e) => Err(McpError::resource_not_found(e.0, Some(json!({ "uri": request.uri })))),
+            };
+        }
+        if uri == PLAYBOOK_URI {
+            return match backend.send("GET", "/v1/reflect/playbook".into(), None).await {
+                Ok(p) => {
+                    let text = p["effective"]
+                        .as_str()
+                        .or_else(|| p["base"].as_str())
+                        .unwrap_or("(no playbook yet: the first reflection tick writes it)");
+                    Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type("text/markdown")]).into())
                 }
                 Err(e) => Err(McpError::resource_not_found(e.0, Some(json!({ "uri": request.uri })))),
             };

@@ -83,7 +83,15 @@ fn check_scenario(out: &Value) {
     // What is true now, for dana's session: the corrected value.
     let context = out["session_context"]["structured"]["context"].as_str().expect("context");
     assert!(context.contains("dana lives in Hamburg") && !context.contains("Berlin"), "{context}");
-    assert_eq!(out["templates"], json!(["mneme://records/{id}"]));
+    assert_eq!(out["templates"], json!(["mneme://records/{id}", "mneme://users/{user}/facts"]));
+    // What is true now about dana, as a resource: the corrected value, dated.
+    let facts = out["facts_resource"].as_str().expect("facts");
+    assert!(facts.contains("dana lives in Hamburg (recorded 20") && !facts.contains("Berlin"), "{facts}");
+    // With a workspace (the stdio scenario's), the playbook is a resource.
+    if out["file_text"].is_string() {
+        assert!(out["resources"].as_array().expect("resources").contains(&json!("mneme://playbook")), "{}", out["resources"]);
+        assert!(out["playbook_resource"].is_string(), "{}", out["playbook_resource"]);
+    }
     assert!(out["resource"].as_str().is_some_and(|r| r.contains("Hamburg")), "{}", out["resource"]);
     // A path the listing does not offer is refused by the route, never read.
     assert!(out["escape"].as_str().is_some_and(|e| e.starts_with("refused")), "{}", out["escape"]);

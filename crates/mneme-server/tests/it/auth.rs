@@ -248,6 +248,7 @@ async fn grpc_authenticates_a_call_before_it_decodes_the_message() {
     let mut config = test_config();
     config.server.max_request_bytes = 4096;
     config.membrane.enabled = true;
+    config.membrane.max_message_bytes = 4096;
     config.principals = vec![principal("admin", ADMIN)];
     let d = TestDaemon::with(config).await;
     let big = "x".repeat(10_000);

@@ -232,7 +232,7 @@ impl App {
 
     pub fn principal(&self, credentials: &Credentials) -> ApiResult<Arc<Caller>> {
         let principal = self.auth.authenticate(credentials)?;
-        principal.admit()?;
+        principal.admit(credentials.peer)?;
         Ok(principal)
     }
 

@@ -5,6 +5,8 @@
 //! policy is server-side, so a client can narrow its view (`max_sensitivity`, `scopes`)
 //! but never widen it.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::MnemeConfig;
 use crate::error::{ApiError, ApiResult};
-use crate::tls::{CLIENT_CN, CLIENT_SUBJECT, ClientIdentity};
+use crate::tls::{CLIENT_CN, CLIENT_PEER, CLIENT_SUBJECT, ClientIdentity};
 
 /// What a request presents: its `Authorization` value, and the client certificate its
 /// connection verified (set only by the connection layer, see [`crate::tls`]).
@@ -22,6 +24,8 @@ use crate::tls::{CLIENT_CN, CLIENT_SUBJECT, ClientIdentity};
 pub struct Credentials {
     pub authorization: Option<String>,
     pub client: Option<ClientIdentity>,
+    /// The connection's peer address (its own rate-limit bucket).
+    pub peer: Option<IpAddr>,
 }
 
 impl Credentials {
@@ -31,12 +35,13 @@ impl Credentials {
         Credentials {
             authorization: headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(String::from),
             client: text(CLIENT_SUBJECT).map(|subject| ClientIdentity { subject, common_name: text(CLIENT_CN) }),
+            peer: text(CLIENT_PEER).and_then(|p| p.parse().ok()),
         }
     }
 
     /// Only a key (`Bearer KEY`), as a client in process presents it.
     pub fn bearer(authorization: Option<String>) -> Self {
-        Credentials { authorization, client: None }
+        Credentials { authorization, client: None, peer: None }
     }
 
     /// The same client certificate with another `Authorization` value.
@@ -51,10 +56,15 @@ impl Credentials {
 #[derive(Debug)]
 pub struct Caller {
     pub principal: Principal,
-    bucket: Mutex<Bucket>,
+    /// One token bucket per client address (as membraned limits each client): a busy
+    /// client of a shared key does not starve the others. `None`: a caller in process.
+    buckets: Mutex<HashMap<Option<IpAddr>, Bucket>>,
     rate: f64,
     burst: f64,
 }
+
+/// Client addresses whose buckets are kept; beyond it, full (idle) buckets are dropped.
+const MAX_BUCKETS: usize = 4096;
 
 #[derive(Debug)]
 struct Bucket {
@@ -71,13 +81,18 @@ impl std::ops::Deref for Caller {
 
 impl Caller {
     fn new(principal: Principal, rate: f64, burst: f64) -> Self {
-        Caller { principal, bucket: Mutex::new(Bucket { tokens: burst, at: Instant::now() }), rate, burst }
+        Caller { principal, buckets: Mutex::new(HashMap::new()), rate, burst }
     }
 
-    /// Takes one token from the caller's bucket.
-    pub fn admit(&self) -> ApiResult<()> {
-        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+    /// Takes one token from the bucket of the caller at `client`.
+    pub fn admit(&self, client: Option<IpAddr>) -> ApiResult<()> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(&client) {
+            let (rate, burst) = (self.rate, self.burst);
+            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
+        }
+        let b = buckets.entry(client).or_insert(Bucket { tokens: self.burst, at: now });
         b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * self.rate).min(self.burst);
         b.at = now;
         if b.tokens >= 1.0 {

@@ -239,7 +239,8 @@ pub struct ServerConfig {
     pub log_level: String,
     /// Largest request body (HTTP) or message (gRPC), in bytes.
     pub max_request_bytes: usize,
-    /// Requests per second each principal may make (token bucket refill rate).
+    /// Requests per second each principal may make from each client address (token
+    /// bucket refill rate; membraned also limits each client).
     pub rate_limit_per_second: f64,
     /// Burst size of the token bucket.
     pub rate_limit_burst: f64,

@@ -12,6 +12,9 @@
 //!   is closed gracefully (HTTP/2: GOAWAY). A request being handled never times out here.
 //! - Accept errors are logged; running out of descriptors (`EMFILE`) backs off instead of
 //!   spinning. [`raise_fd_limit`] lifts the soft descriptor limit to the hard one at start.
+//! - With TLS ([`ServerTls`]) the handshake must finish within `server.header_read_timeout`.
+//!   Each request then carries, in headers only this layer sets (a client's own are
+//!   removed), the verified client certificate's subject and the peer's address.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -34,7 +37,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::MnemeConfig;
-use crate::tls::{CLIENT_CN, CLIENT_SUBJECT, ClientIdentity, ServerTls};
+use crate::tls::{CLIENT_CN, CLIENT_PEER, CLIENT_SUBJECT, ClientIdentity, ServerTls};
 
 /// The `[server]` settings the connections obey.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,8 +236,9 @@ impl Connection {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let tracked = Tracked { stream, activity: self.activity.clone(), _permit: permit };
+        let peer = hyper::header::HeaderValue::from_str(&self.peer.ip().to_string()).ok();
         let Some(tls) = tls else {
-            let service = Counted { service, activity: self.activity.clone(), client: None };
+            let service = Counted { service, activity: self.activity.clone(), client: None, peer };
             return self.serve_io(protocol, tracked, service, shutdown).await;
         };
         // The handshake is bounded like a request's headers: a peer that stalls in it is
@@ -256,7 +260,7 @@ impl Connection {
             let cn = c.common_name.and_then(|cn| hyper::header::HeaderValue::from_bytes(cn.as_bytes()).ok());
             Some(Arc::new((subject, cn)))
         });
-        let service = Counted { service, activity: self.activity.clone(), client };
+        let service = Counted { service, activity: self.activity.clone(), client, peer };
         self.serve_io(protocol, stream, service, shutdown).await;
     }
 
@@ -424,6 +428,8 @@ struct Counted<S> {
     activity: Arc<Activity>,
     /// The verified client certificate's subject and common name, as header values.
     client: Option<Arc<(hyper::header::HeaderValue, Option<hyper::header::HeaderValue>)>>,
+    /// The peer's IP address, as a header value.
+    peer: Option<hyper::header::HeaderValue>,
 }
 
 impl<S, B> hyper::service::Service<Request<Incoming>> for Counted<S>
@@ -440,6 +446,10 @@ where
         let headers = request.headers_mut();
         headers.remove(CLIENT_SUBJECT);
         headers.remove(CLIENT_CN);
+        headers.remove(CLIENT_PEER);
+        if let Some(peer) = &self.peer {
+            headers.insert(CLIENT_PEER, peer.clone());
+        }
         if let Some((subject, cn)) = self.client.as_deref() {
             headers.insert(CLIENT_SUBJECT, subject.clone());
             if let Some(cn) = cn {

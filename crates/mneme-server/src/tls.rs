@@ -26,6 +26,8 @@ use crate::serve::Protocol;
 pub const CLIENT_SUBJECT: &str = "x-mneme-tls-client-subject";
 /// Set by the connection layer to the verified client certificate's common name.
 pub const CLIENT_CN: &str = "x-mneme-tls-client-cn";
+/// Set by the connection layer to the peer's IP address (its rate-limit bucket).
+pub const CLIENT_PEER: &str = "x-mneme-peer";
 
 /// A verified client certificate's subject.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -171,7 +171,7 @@ async fn writes_outside_the_policy_are_denied_and_write_nothing() {
 }
 
 #[tokio::test]
-async fn rate_limits_are_per_principal() {
+async fn rate_limits_are_per_principal_and_client() {
     let mut config = test_config();
     let mut slow = principal("slow", READER);
     slow.rate_limit_per_second = Some(0.5);
@@ -191,6 +191,13 @@ async fn rate_limits_are_per_principal() {
     let mut request = tonic::Request::new(pb::RetrieveRequest::default());
     request.metadata_mut().insert("authorization", MetadataValue::try_from(format!("Bearer {READER}")).expect("ascii"));
     assert_eq!(c.retrieve(request).await.expect_err("rate limited").code(), Code::ResourceExhausted);
+    // A client claiming another address in a header is still this one.
+    let claimed = d.http.post(d.url("/v1/retrieve")).bearer_auth(READER).header("x-mneme-peer", "127.0.0.9").json(&json!({}));
+    assert_eq!(claimed.send().await.expect("req").status().as_u16(), 429);
+    // Another client of the same key (another address) has its own bucket, as membraned's.
+    let other = reqwest::Client::builder().local_address(Some("127.0.0.2".parse().expect("ip"))).build().expect("client");
+    let response = other.post(d.url("/v1/retrieve")).bearer_auth(READER).json(&json!({})).send().await.expect("req");
+    assert_eq!(response.status().as_u16(), 200);
     d.stop().await;
 }
 

@@ -60,6 +60,13 @@ async def scenario(session):
     out["bad_limit"] = await call(session, "recall", {"query": "dana", "limit": 5000})
     out["unknown_arg"] = await call(session, "recall", {"qeury": "dana"})
     out["string_flag"] = await call(session, "reflection", {"op": "tick", "dry_run": "true"})
+    steps = []
+
+    async def on_progress(progress, total, message):
+        steps.append([progress, total, message])
+
+    await session.call_tool("reflection", {"op": "tick", "dry_run": True}, progress_callback=on_progress)
+    out["tick_progress"] = steps
     out["missing_record"] = await call(session, "show", {"id": "01a00000-0000-7000-8000-000000000000"})
     out["pin_search"] = await call(session, "recall", {"query": "4711 PIN", "include_tombstones": True})
     out["session_context"] = await call(session, "session_context", {"user_id": "dana"})

@@ -16,9 +16,9 @@ use axum::Router;
 use axum::http;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt,
-    PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-    ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -48,6 +48,9 @@ pub struct MnemeMcp {
     /// `X-Mneme-User` header says it instead.
     user: Option<String>,
 }
+
+/// Tools whose calls report progress (start and end) when the client asks for it.
+const LONG_TOOLS: &[&str] = &["reflection", "inner", "modules", "forget"];
 
 /// The header that binds an MCP request over HTTP to an end user.
 pub const USER_HEADER: &str = "x-mneme-user";
@@ -81,7 +84,7 @@ impl MnemeMcp {
                 // connection layer set it.
                 let client = parts
                     .map(|p| {
-                        [crate::tls::CLIENT_SUBJECT, crate::tls::CLIENT_CN]
+                        [crate::tls::CLIENT_SUBJECT, crate::tls::CLIENT_CN, crate::tls::CLIENT_PEER]
                             .into_iter()
                             .filter_map(|name| Some((name, p.headers.get(name)?.clone())))
                             .collect()
@@ -239,10 +242,25 @@ impl ServerHandler for MnemeMcp {
         let backend = self.backend(&context);
         let user = self.session_user(&context);
         let mut args = request.arguments.unwrap_or_default();
+        // The calls that can take a while (a heartbeat tick, an inner-life job, a module's
+        // extraction, an erasure) report their start and end to a client that asked for
+        // progress.
+        let progress = context.meta.get_progress_token().filter(|_| LONG_TOOLS.contains(&request.name.as_ref()));
+        let notify = |step: f64, message: String| {
+            let peer = context.peer.clone();
+            let token = progress.clone();
+            async move {
+                if let Some(token) = token {
+                    let _ = peer.notify_progress(ProgressNotificationParam::new(token, step).with_total(1.0).with_message(message)).await;
+                }
+            }
+        };
+        notify(0.0, format!("{}: started", request.name)).await;
         let result = match tools::bind_user(&request.name, &mut args, user.as_deref()) {
             Ok(()) => tools::call(backend.as_ref(), &request.name, args).await,
             Err(e) => Err(e),
         };
+        notify(1.0, format!("{}: {}", request.name, if result.is_ok() { "done" } else { "failed" })).await;
         Ok(tool_result(result).into())
     }
 

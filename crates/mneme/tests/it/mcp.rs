@@ -80,6 +80,12 @@ fn check_scenario(out: &Value) {
     assert_eq!(out["string_flag"]["is_error"], true, "{}", out["string_flag"]);
     assert!(text(&out["string_flag"]).contains("dry_run: expected a boolean, got \"true\""), "{}", out["string_flag"]);
     assert!(text(&out["missing_record"]).contains("not_found"), "{}", out["missing_record"]);
+    // A long call reports its start and its end to a client that asked for progress.
+    // (Without a workspace the tick itself fails: the end says so.)
+    let steps = &out["tick_progress"];
+    assert_eq!(steps[0], json!([0.0, 1.0, "reflection: started"]), "{steps}");
+    assert!(steps[1] == json!([1.0, 1.0, "reflection: done"]) || steps[1] == json!([1.0, 1.0, "reflection: failed"]), "{steps}");
+    assert_eq!(steps.as_array().map(Vec::len), Some(2), "{steps}");
     // What is true now, for dana's session: the corrected value.
     let context = out["session_context"]["structured"]["context"].as_str().expect("context");
     assert!(context.contains("dana lives in Hamburg") && !context.contains("Berlin"), "{context}");

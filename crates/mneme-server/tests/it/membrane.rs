@@ -181,6 +181,29 @@ async fn membranes_scenarios_shutdown_outcomes_and_large_messages() {
     d.stop().await;
 }
 
+/// membrane's client docs' example, as it runs against mneme: the event is found by its
+/// words the moment its ingest is answered, and a task that shares nothing with it gets
+/// nothing (membraned would list it by salience).
+#[tokio::test]
+async fn the_client_docs_example_finds_what_was_just_written_and_nothing_unrelated() {
+    let m = membrane_daemon().await;
+    let mut c = m.client().await;
+    let ingest = mb::IngestEventRequest {
+        source: "agent-1".into(),
+        event_kind: "file_edit".into(),
+        r#ref: "src/main.py".into(),
+        summary: "Edited main entry point".into(),
+        sensitivity: "low".into(),
+        ..Default::default()
+    };
+    c.ingest_event(req(ingest, Some(&bearer(ADMIN)))).await.expect("ingest");
+    let found = retrieve(&mut c, &bearer(ADMIN), "edit the main entry point", trust("medium", &[])).await;
+    assert_eq!(summaries(&found).first().map(String::as_str), Some("Edited main entry point"), "{found:?}");
+    let unrelated = retrieve(&mut c, &bearer(ADMIN), "fix the login bug", trust("medium", &[])).await;
+    assert_eq!(unrelated, Vec::<Value>::new());
+    m.d.stop().await;
+}
+
 /// Trust comes from the key: the shared key reads as its principal (low, team-a) whatever
 /// the TrustContext claims, bare or with `Bearer`; a TrustContext narrows the owner.
 #[tokio::test]

@@ -79,6 +79,11 @@ pub enum Command {
         /// session_context use their scope (`user:<id>`) unless a call names another.
         #[arg(long)]
         user: Option<String>,
+        /// Which tools to offer: all (default) or memory (remember, recall, correct, forget
+        /// and the like, without the workspace's sync, inner life, modules and reflection:
+        /// a smaller tool list in every session's context).
+        #[arg(long, value_parser = ["all", "memory"], default_value = "all")]
+        tools: String,
     },
     /// Send a memory hook event (JSON on stdin) to the daemon, or handle it here if none runs.
     #[command(

@@ -359,7 +359,7 @@ fn dispatch(ctx: Invocation, command: Command) -> Result<()> {
             "run it as `mneme membraned -addr ADDR -db PATH` (first on the command line; mneme's own options go in MNEME_* variables)",
         )),
         Command::Search(args) => crate::agent::search(&ctx, args),
-        Command::Mcp { local, user } => crate::daemon::mcp(&ctx, local, user),
+        Command::Mcp { local, user, tools } => crate::daemon::mcp(&ctx, local, user, &tools),
         Command::Ingest(cmd) => ingest(&ctx, cmd),
         Command::Recall(args) => recall(&ctx, args),
         // Every argument is parsed and checked before the store is opened: a refused command

@@ -160,7 +160,8 @@ pub fn serve(ctx: &Invocation) -> Result<()> {
 /// HTTP API (with `MNEME_API_KEY`); otherwise this process runs the engine (on loopback
 /// port 0, announced in `daemon.json` so other commands use it meanwhile) and the calls
 /// go to its router in process. Logs go to stderr: stdout is the protocol's.
-pub fn mcp(ctx: &Invocation, local: bool, user: Option<String>) -> Result<()> {
+pub fn mcp(ctx: &Invocation, local: bool, user: Option<String>, tools: &str) -> Result<()> {
+    let only = (tools == "memory").then_some(mneme_server::mcp::MEMORY_TOOLS);
     use mneme_server::mcp::{Door, MnemeMcp, RemoteBackend};
     init_logging(ctx)?;
     mneme_agent::init_tls();
@@ -175,7 +176,9 @@ pub fn mcp(ctx: &Invocation, local: bool, user: Option<String>) -> Result<()> {
         if let Some((pid, base, client)) = running {
             tracing::info!(pid, http = %base, "MCP over stdio, forwarding to the running daemon");
             let remote = RemoteBackend { base, key, client };
-            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote)).for_user(user)).await.map_err(|e| anyhow!(e));
+            return mneme_server::mcp::serve_stdio(MnemeMcp::new(Door::Remote(remote)).for_user(user).only_tools(only))
+                .await
+                .map_err(|e| anyhow!(e));
         }
         std::fs::create_dir_all(&ctx.data_dir).with_context(|| format!("cannot create {}", ctx.data_dir.display()))?;
         let mut config = ctx.config.clone();
@@ -193,7 +196,7 @@ pub fn mcp(ctx: &Invocation, local: bool, user: Option<String>) -> Result<()> {
         let app = daemon.app().clone();
         let authorization = key.and_then(|k| axum_header(&format!("Bearer {k}")));
         let door = Door::Router { router: mneme_server::mcp::api_router(app.clone()), authorization };
-        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door).for_user(user)).await;
+        let served = mneme_server::mcp::serve_stdio(MnemeMcp::new(door).for_user(user).only_tools(only)).await;
         daemon.stop().await;
         served.map_err(|e| anyhow!(e))
     });

@@ -44,6 +44,8 @@ pub enum Door {
 #[derive(Debug, Clone)]
 pub struct MnemeMcp {
     door: Door,
+    /// The tools offered: all, or only these (`--tools memory`).
+    only: Option<&'static [&'static str]>,
     /// The end user this session speaks for (`mneme mcp --user`); over HTTP the request's
     /// `X-Mneme-User` header says it instead.
     user: Option<String>,
@@ -64,7 +66,17 @@ someone asks for their data to be erased.";
 
 impl MnemeMcp {
     pub fn new(door: Door) -> Self {
-        MnemeMcp { door, user: None }
+        MnemeMcp { door, user: None, only: None }
+    }
+
+    /// Offers only `tools` (listed and callable).
+    pub fn only_tools(mut self, tools: Option<&'static [&'static str]>) -> Self {
+        self.only = tools;
+        self
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        self.only.is_none_or(|only| only.contains(&name))
     }
 
     /// Binds the session to an end user: `recall`, `remember`, `remember_fact` and
@@ -129,16 +141,27 @@ fn tool_result(result: Result<Value, tools::ToolError>) -> CallToolResult {
     }
 }
 
+/// A tool as listed. Its annotations carry only what differs from MCP's defaults (not
+/// read-only, destructive, not idempotent, open world), and the title once, on the tool:
+/// the list is part of every session's context.
 fn as_tool(spec: &tools::ToolSpec) -> Tool {
     let schema = spec.schema.as_object().cloned().unwrap_or_default();
-    Tool::new(spec.name, spec.description, Arc::new(schema)).with_title(spec.title).with_annotations(
-        ToolAnnotations::with_title(spec.title)
-            .read_only(spec.read_only)
-            .destructive(spec.destructive)
-            .idempotent(spec.idempotent)
-            .open_world(false),
-    )
+    let mut annotations = ToolAnnotations::default();
+    if spec.read_only {
+        annotations.read_only_hint = Some(true);
+    } else {
+        annotations.destructive_hint = Some(spec.destructive);
+        annotations.idempotent_hint = spec.idempotent.then_some(true);
+    }
+    annotations.open_world_hint = Some(false);
+    Tool::new(spec.name, spec.description, Arc::new(schema)).with_title(spec.title).with_annotations(annotations)
 }
+
+/// The tools of `mneme mcp --tools memory`: the memory itself, without the agent's
+/// workspace loops (sync, inner life, modules, reflection), for hosts that only want
+/// memory in their context.
+pub const MEMORY_TOOLS: &[&str] =
+    &["remember", "remember_fact", "recall", "show", "correct", "retract", "contest", "feedback", "session_context", "forget"];
 
 const RECORD_PREFIX: &str = "mneme://records/";
 const FILE_PREFIX: &str = "mneme://workspace/";
@@ -231,12 +254,12 @@ impl ServerHandler for MnemeMcp {
     }
 
     async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::tools().iter().map(as_tool).collect()))
+        Ok(ListToolsResult::with_all_items(tools::tools().iter().filter(|t| self.offers(t.name)).map(as_tool).collect()))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
-        if !tools::tools().iter().any(|t| t.name == request.name) {
-            let names: Vec<&str> = tools::tools().iter().map(|t| t.name).collect();
+        if !tools::tools().iter().any(|t| t.name == request.name && self.offers(t.name)) {
+            let names: Vec<&str> = tools::tools().iter().filter(|t| self.offers(t.name)).map(|t| t.name).collect();
             return Err(McpError::invalid_params(format!("no tool named {:?}; the tools are {}", request.name, names.join(", ")), None));
         }
         let backend = self.backend(&context);

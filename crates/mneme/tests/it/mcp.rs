@@ -447,3 +447,44 @@ fn an_mcp_session_can_be_bound_to_an_end_user() {
     });
     assert_eq!(remembered["result"]["structuredContent"]["record"]["scope"], "user:kim", "{remembered}");
 }
+
+/// `mneme mcp --tools memory` offers only the memory tools: a smaller list in every
+/// session's context, and the workspace's tools are not callable.
+#[test]
+fn the_memory_tool_set_lists_and_calls_only_memory_tools() {
+    let m = Mneme::init();
+    let lines = [
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "agent_state", "arguments": { "op": "inner_status" } } }),
+    ];
+    let mut child = m
+        .command()
+        .args(["mcp", "--tools", "memory"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mneme mcp");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        for line in lines {
+            writeln!(stdin, "{line}").expect("write");
+        }
+    }
+    let out = child.wait_with_output().expect("mcp ends");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let answers: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let list = answers.iter().find(|a| a["id"] == 1).expect("tools/list");
+    let names: Vec<&str> = list["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 10, "{names:?}");
+    assert!(names.contains(&"recall") && names.contains(&"forget") && !names.contains(&"inner"), "{names:?}");
+    let list_bytes = text.lines().find(|l| l.contains("\"id\":1")).map(str::len).unwrap_or_default();
+    assert!(list_bytes < 11_000, "the memory tool list is {list_bytes} bytes");
+    let refused = answers.iter().find(|a| a["id"] == 2).expect("tools/call");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("no tool named \"agent_state\""), "{refused}");
+}

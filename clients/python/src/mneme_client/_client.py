@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,11 +105,16 @@ class _Requests:
         return body
 
 
-def _http_options(url: str, api_key: str | None, timeout: float, ca_file: str | None) -> dict[str, Any]:
+def _http_options(
+    url: str, api_key: str | None, timeout: float, ca_file: str | None, cert: tuple[str, str] | None
+) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     options: dict[str, Any] = {"base_url": url.rstrip("/"), "headers": headers, "timeout": timeout}
-    if ca_file:
-        options["verify"] = ca_file
+    if ca_file or cert:
+        context = ssl.create_default_context(cafile=ca_file)
+        if cert:
+            context.load_cert_chain(cert[0], cert[1])
+        options["verify"] = context
     return options
 
 
@@ -116,13 +122,22 @@ class Client:
     """A mneme daemon's HTTP API, blocking.
 
     ``url`` is the daemon's HTTP address (``https://`` when it serves TLS; ``ca_file``
-    names the authority that signed its certificate). ``api_key`` is sent as a bearer
+    names the authority that signed its certificate, ``cert`` a client certificate and its
+    key, as PEM file paths, for a daemon that requires one). ``api_key`` is sent as a bearer
     token (loopback daemons without principals need none). Error answers raise
     :class:`MnemeError`.
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float = 10.0, ca_file: str | None = None) -> None:
-        self._http = httpx2.Client(**_http_options(url, api_key, timeout, ca_file))
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        ca_file: str | None = None,
+        cert: tuple[str, str] | None = None,
+    ) -> None:
+        self._http = httpx2.Client(**_http_options(url, api_key, timeout, ca_file, cert))
 
     def __enter__(self) -> Client:
         return self
@@ -238,8 +253,16 @@ class Client:
 class AsyncClient:
     """:class:`Client` for asyncio: the same methods, awaited."""
 
-    def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float = 10.0, ca_file: str | None = None) -> None:
-        self._http = httpx2.AsyncClient(**_http_options(url, api_key, timeout, ca_file))
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        ca_file: str | None = None,
+        cert: tuple[str, str] | None = None,
+    ) -> None:
+        self._http = httpx2.AsyncClient(**_http_options(url, api_key, timeout, ca_file, cert))
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -96,12 +96,9 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "recall",
             title: "Recall memories",
-            description: "Search memory by meaning and words, ranked by relevance, salience and recency. Returns each \
-                          memory's id, type, text, date and score (full=true: the whole records; `show` gives one). Ask in plain words (`where does dana live`); an empty \
-                          query lists the most salient recent memories. Filter by type (semantic = facts, episodic = \
-                          events), scope (`user:<id>`), tags and time. Name the end user you are talking to \
-                          with `user`: without `user` or `scopes` only the owner's own (global) memories are \
-                          searched, never another user's.",
+            description: "Search memory by meaning and words (`where does dana live`; empty: the most salient recent). \
+                          Returns each memory's id, type, text, date and score (full=true: whole records). Name the end \
+                          user with `user`: without `user` or `scopes` only global memories are searched.",
             schema: object(
                 json!({
                     "query": string("What to look for, in plain words. Any text is safe."),
@@ -311,11 +308,10 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "modules",
             title: "Knowledge modules",
-            description: "Change the domain patterns merged by priority into the effective playbook the agent follows \
-                          (owner only; agent_state lists them). op=activate (optionally at priority), op=suspend, op=disable and op=priority change one \
-                          (priorities stay in the manifest's range, locked modules stay active); op=extract draws a new \
-                          module from the playbook and the last days of logs (id, domain, keywords; it starts \
-                          suspended); op=sync redeploys the agent's files and regenerates the effective playbook.",
+            description: "Change the knowledge modules merged by priority into the agent's playbook (owner only). \
+                          activate (at priority), suspend, disable, priority: one module (locked ones stay active); \
+                          extract: a new, suspended module from the playbook and recent logs (id, domain, keywords); \
+                          sync: redeploy the agent's files and regenerate the playbook.",
             schema: object(
                 json!({
                     "op": { "type": "string", "enum": ["activate", "suspend", "disable", "priority", "extract", "sync"] },
@@ -357,12 +353,10 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "agent_state",
             title: "Read the agent's state",
-            description: "Read-only views of the agent's files and loops (owner only). op=sync_status: conversations not \
-                          yet summarized into the memory files; op=sync_fetch: them (begin..=end); op=inner_status: how the \
-                          agent is (connection, confidence, curiosity, boredom, ... and their hints); op=inner_context: the \
-                          context of a level (1 how I am .. 4 deep); op=modules: every knowledge module and the active \
-                          stack; op=module: one (id); op=reflection_status: the last heartbeat ticks, the directive, \
-                          effectiveness and pending spawned tasks.",
+            description: "Read-only views (owner only): sync_status / sync_fetch (begin..=end): conversations not yet \
+                          summarized into the memory files; inner_status: how the agent is, with hints; inner_context: a \
+                          level's context (1..4); modules / module (id): knowledge modules; reflection_status: the last \
+                          heartbeat ticks and their directive.",
             schema: object(
                 json!({
                     "op": { "type": "string", "enum": ["sync_status", "sync_fetch", "inner_status", "inner_context", "modules", "module", "reflection_status"] },

@@ -265,6 +265,10 @@ pub struct ServerConfig {
     /// requests may carry in `Host`; anything else is refused (DNS rebinding). `"*"`
     /// accepts any, for a daemon behind a proxy that checks it.
     pub allowed_hosts: Vec<String>,
+    /// Addresses of the proxies in front of the daemon whose `X-Forwarded-For` names the
+    /// client (its last entry, the one the proxy added): rate limits then apply to each
+    /// client behind them. From any other peer the header is ignored.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Web origins (`https://app.example`) whose pages may call the HTTP API from a
     /// browser (CORS). Empty by default: only the daemon's own pages (the console).
     pub cors_origins: Vec<String>,
@@ -303,6 +307,7 @@ impl Default for ServerConfig {
             idle_timeout: Span::secs(60),
             body_read_timeout: Span::secs(30),
             allowed_hosts: Vec::new(),
+            trusted_proxies: Vec::new(),
             cors_origins: Vec::new(),
             tls_cert_file: None,
             tls_key_file: None,

@@ -274,7 +274,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
     // The listeners stop on their own signal, after the health service has told its
     // watchers NOT_SERVING.
     let (stop_listeners, listeners_rx) = watch::channel(false);
-    let gate = Gate::new(ConnectionLimits::from_config(&app.config));
+    let gate = Gate::new(ConnectionLimits::from_config(&app.config), app.config.server.trusted_proxies.clone());
     let (grpc, health) = grpc_server(app.clone(), grpc_listener, gate.clone(), listeners_rx.clone()).await.map_err(StartError::Internal)?;
     let http = tokio::spawn(crate::serve::serve(
         "http",

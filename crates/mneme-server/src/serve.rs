@@ -61,6 +61,8 @@ impl ConnectionLimits {
 #[derive(Debug)]
 pub struct Gate {
     limits: ConnectionLimits,
+    /// Peers whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
+    trusted_proxies: Vec<std::net::IpAddr>,
     /// Invariant: one permit per open connection; the permit lives in the connection's
     /// socket wrapper and is returned when the socket is dropped.
     slots: Arc<Semaphore>,
@@ -84,8 +86,8 @@ pub enum Protocol {
 }
 
 impl Gate {
-    pub fn new(limits: ConnectionLimits) -> Arc<Self> {
-        Arc::new(Gate { limits, slots: Arc::new(Semaphore::new(limits.max_connections)), full: Mutex::default() })
+    pub fn new(limits: ConnectionLimits, trusted_proxies: Vec<std::net::IpAddr>) -> Arc<Self> {
+        Arc::new(Gate { limits, trusted_proxies, slots: Arc::new(Semaphore::new(limits.max_connections)), full: Mutex::default() })
     }
 
     /// A slot for the next connection; at the cap, waits (and says so in the log).
@@ -169,7 +171,8 @@ pub async fn serve<S, B>(
                 backoff = ACCEPT_BACKOFF_MIN;
                 // Small request/response calls: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
                 let _ = stream.set_nodelay(true);
-                let connection = Connection { name, peer, limits: gate.limits, activity: Arc::new(Activity::new()) };
+                let forwarded = gate.trusted_proxies.contains(&peer.ip());
+                let connection = Connection { name, peer, forwarded, limits: gate.limits, activity: Arc::new(Activity::new()) };
                 connections.spawn(connection.run(protocol, stream, tls.clone(), permit, service.clone(), shutdown.clone()));
             }
             // The peer gave up before we accepted: nothing to do.
@@ -216,6 +219,8 @@ const MACOS_OPEN_MAX: u64 = 10_240;
 struct Connection {
     name: &'static str,
     peer: SocketAddr,
+    /// The peer is a trusted proxy: `X-Forwarded-For` names the client.
+    forwarded: bool,
     limits: ConnectionLimits,
     activity: Arc<Activity>,
 }
@@ -238,7 +243,7 @@ impl Connection {
         let tracked = Tracked { stream, activity: self.activity.clone(), _permit: permit };
         let peer = hyper::header::HeaderValue::from_str(&self.peer.ip().to_string()).ok();
         let Some(tls) = tls else {
-            let service = Counted { service, activity: self.activity.clone(), client: None, peer };
+            let service = Counted { service, activity: self.activity.clone(), client: None, peer, forwarded: self.forwarded };
             return self.serve_io(protocol, tracked, service, shutdown).await;
         };
         // The handshake is bounded like a request's headers: a peer that stalls in it is
@@ -260,7 +265,7 @@ impl Connection {
             let cn = c.common_name.and_then(|cn| hyper::header::HeaderValue::from_bytes(cn.as_bytes()).ok());
             Some(Arc::new((subject, cn)))
         });
-        let service = Counted { service, activity: self.activity.clone(), client, peer };
+        let service = Counted { service, activity: self.activity.clone(), client, peer, forwarded: self.forwarded };
         self.serve_io(protocol, stream, service, shutdown).await;
     }
 
@@ -430,6 +435,8 @@ struct Counted<S> {
     client: Option<Arc<(hyper::header::HeaderValue, Option<hyper::header::HeaderValue>)>>,
     /// The peer's IP address, as a header value.
     peer: Option<hyper::header::HeaderValue>,
+    /// The peer is a trusted proxy: the client is the last `X-Forwarded-For` entry.
+    forwarded: bool,
 }
 
 impl<S, B> hyper::service::Service<Request<Incoming>> for Counted<S>
@@ -446,9 +453,15 @@ where
         let headers = request.headers_mut();
         headers.remove(CLIENT_SUBJECT);
         headers.remove(CLIENT_CN);
+        let behind_proxy = self
+            .forwarded
+            .then(|| headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()).and_then(|v| v.rsplit(',').next()))
+            .flatten()
+            .and_then(|last| last.trim().parse::<std::net::IpAddr>().ok())
+            .and_then(|ip| hyper::header::HeaderValue::from_str(&ip.to_string()).ok());
         headers.remove(CLIENT_PEER);
-        if let Some(peer) = &self.peer {
-            headers.insert(CLIENT_PEER, peer.clone());
+        if let Some(peer) = behind_proxy.or_else(|| self.peer.clone()) {
+            headers.insert(CLIENT_PEER, peer);
         }
         if let Some((subject, cn)) = self.client.as_deref() {
             headers.insert(CLIENT_SUBJECT, subject.clone());

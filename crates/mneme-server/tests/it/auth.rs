@@ -194,10 +194,29 @@ async fn rate_limits_are_per_principal_and_client() {
     // A client claiming another address in a header is still this one.
     let claimed = d.http.post(d.url("/v1/retrieve")).bearer_auth(READER).header("x-mneme-peer", "127.0.0.9").json(&json!({}));
     assert_eq!(claimed.send().await.expect("req").status().as_u16(), 429);
+    let forwarded = d.http.post(d.url("/v1/retrieve")).bearer_auth(READER).header("x-forwarded-for", "10.0.0.9").json(&json!({}));
+    assert_eq!(forwarded.send().await.expect("req").status().as_u16(), 429, "not a trusted proxy: its X-Forwarded-For is ignored");
     // Another client of the same key (another address) has its own bucket, as membraned's.
     let other = reqwest::Client::builder().local_address(Some("127.0.0.2".parse().expect("ip"))).build().expect("client");
     let response = other.post(d.url("/v1/retrieve")).bearer_auth(READER).json(&json!({})).send().await.expect("req");
     assert_eq!(response.status().as_u16(), 200);
+    d.stop().await;
+
+    // Behind a trusted proxy (127.0.0.3 here), each client it forwards has its own bucket.
+    let mut config = test_config();
+    let mut slow = principal("slow", READER);
+    slow.rate_limit_per_second = Some(0.5);
+    config.principals = vec![slow];
+    config.server.rate_limit_burst = 1.0;
+    config.server.trusted_proxies = vec!["127.0.0.3".parse().expect("ip")];
+    let d = TestDaemon::with(config).await;
+    let proxy = reqwest::Client::builder().local_address(Some("127.0.0.3".parse().expect("ip"))).build().expect("client");
+    let via = |client: &'static str| {
+        proxy.post(d.url("/v1/retrieve")).bearer_auth(READER).header("x-forwarded-for", format!("203.0.113.7, {client}")).json(&json!({}))
+    };
+    assert_eq!(via("10.0.0.1").send().await.expect("req").status().as_u16(), 200);
+    assert_eq!(via("10.0.0.1").send().await.expect("req").status().as_u16(), 429);
+    assert_eq!(via("10.0.0.2").send().await.expect("req").status().as_u16(), 200);
     d.stop().await;
 }
 

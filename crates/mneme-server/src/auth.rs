@@ -39,11 +39,6 @@ impl Credentials {
         }
     }
 
-    /// Only a key (`Bearer KEY`), as a client in process presents it.
-    pub fn bearer(authorization: Option<String>) -> Self {
-        Credentials { authorization, client: None, peer: None }
-    }
-
     /// The same client certificate with another `Authorization` value.
     pub fn with_authorization(mut self, authorization: Option<String>) -> Self {
         self.authorization = authorization;

@@ -761,12 +761,6 @@ impl Daemon {
         let _ = self.shutdown.send(true);
     }
 
-    /// Reads the TLS certificate files again (SIGHUP): `false` when the daemon has no TLS
-    /// or they did not load (then the certificate in use stays; logged).
-    pub fn reload_tls(&self) -> bool {
-        self.app.tls.as_deref().is_some_and(|tls| reload_tls(tls, "reload asked"))
-    }
-
     /// A handle that can trigger the shutdown from elsewhere (a signal handler).
     pub fn shutdown_handle(&self) -> watch::Sender<bool> {
         self.shutdown.clone()

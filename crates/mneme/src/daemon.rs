@@ -50,12 +50,19 @@ impl std::error::Error for NotRunning {}
 
 /// The daemon serving this data directory, if it is alive and answers.
 pub fn running_daemon(ctx: &Invocation) -> Option<DaemonFile> {
+    local_daemon(ctx, None).map(|(file, _)| file)
+}
+
+/// The daemon serving this data directory, if it is alive and answers, with the client
+/// that asked it (sending `key` to the calls that need one).
+fn local_daemon(ctx: &Invocation, key: Option<String>) -> Option<(DaemonFile, DaemonClient)> {
     let file = DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE))?;
     if !crate::supervise::pid_alive(file.pid) {
         return None;
     }
-    let health = DaemonClient::local(&ctx.config, &file.http_addr, file.tls, None).ok()?.healthz()?;
-    (health.pid == Some(file.pid)).then_some(file)
+    let client = DaemonClient::local(&ctx.config, &file.http_addr, file.tls, key).ok()?;
+    let health = client.healthz()?;
+    (health.pid == Some(file.pid)).then_some((file, client))
 }
 
 /// The daemon `status`, `recall`, `hook` and `mcp` call, with its client: the one
@@ -63,11 +70,7 @@ pub fn running_daemon(ctx: &Invocation) -> Option<DaemonFile> {
 /// this data directory, if any.
 pub fn daemon_to_call(ctx: &Invocation) -> Result<Option<(DaemonFile, DaemonClient)>> {
     let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
-    let Some(url) = &ctx.config.client.daemon_url else {
-        let Some(d) = running_daemon(ctx) else { return Ok(None) };
-        let client = DaemonClient::local(&ctx.config, &d.http_addr, d.tls, key)?;
-        return Ok(Some((d, client)));
-    };
+    let Some(url) = &ctx.config.client.daemon_url else { return Ok(local_daemon(ctx, key)) };
     let client = DaemonClient::remote(&ctx.config, url, key)?;
     let health = client.health().with_context(|| format!("the daemon at [client] daemon_url {url} does not answer"))?;
     let file = DaemonFile {

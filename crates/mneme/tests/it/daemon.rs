@@ -768,35 +768,11 @@ fn the_cli_the_mcp_bridge_and_membranes_client_speak_tls_to_the_daemon() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&url) && stderr.contains("certificate"), "{stderr}");
     // `mneme mcp` bridges to it: a tool call answered by the remote daemon.
-    let mut mcp = other
-        .command()
-        .args(["mcp"])
-        .env("MNEME_DAEMON_URL", &url)
-        .env("MNEME_TLS_CA_FILE", p("ca.crt"))
-        .env("MNEME_API_KEY", KEY)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("mcp");
-    let lines = [
-        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "tls-test", "version": "1" } } }),
-        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
-        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "recall", "arguments": { "query": "deploy key" } } }),
-    ];
-    // Closed after the last request: the server answers what is in flight, then ends.
-    let mut stdin = mcp.stdin.take().expect("stdin");
-    for line in lines {
-        writeln!(stdin, "{line}").expect("write");
-    }
-    drop(stdin);
-    let out = mcp.wait_with_output().expect("mcp ends");
-    let answer = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["id"] == 1)
-        .expect("the tool call's answer");
+    let mut mcp = other.command();
+    mcp.args(["mcp"]).env("MNEME_DAEMON_URL", &url).env("MNEME_TLS_CA_FILE", p("ca.crt")).env("MNEME_API_KEY", KEY);
+    let recall = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "recall", "arguments": { "query": "deploy key" } } });
+    let (_, answers) = crate::mcp::stdio_exchange(mcp, &[recall]);
+    let answer = answers.into_iter().find(|v| v["id"] == 1).expect("the tool call's answer");
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     assert!(answer.to_string().contains("Fridays"), "{answer}");
 

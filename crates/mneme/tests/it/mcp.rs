@@ -366,10 +366,10 @@ fn a_line_that_is_not_json_gets_a_parse_error_over_stdio_and_the_session_goes_on
 #[test]
 fn an_mcp_session_can_be_bound_to_an_end_user() {
     let m = Mneme::init();
+    let [init, initialized] = handshake();
     let first = [
-        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
-        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        init,
+        initialized,
         json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "remember", "arguments": { "text": "I drink green tea every morning" } } }),
         json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "remember", "arguments": { "text": "the team drinks coffee", "scope": "agent:office" } } }),
     ];
@@ -453,31 +453,15 @@ fn an_mcp_session_can_be_bound_to_an_end_user() {
 #[test]
 fn the_memory_tool_set_lists_and_calls_only_memory_tools() {
     let m = Mneme::init();
-    let lines = [
-        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
-        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
-        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }),
-        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "agent_state", "arguments": { "op": "inner_status" } } }),
-    ];
-    let mut child = m
-        .command()
-        .args(["mcp", "--tools", "memory"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("mneme mcp");
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().expect("stdin");
-        for line in lines {
-            writeln!(stdin, "{line}").expect("write");
-        }
-    }
-    let out = child.wait_with_output().expect("mcp ends");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let answers: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let mut command = m.command();
+    command.args(["mcp", "--tools", "memory"]);
+    let (text, answers) = stdio_exchange(
+        command,
+        &[
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }),
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "agent_state", "arguments": { "op": "inner_status" } } }),
+        ],
+    );
     let list = answers.iter().find(|a| a["id"] == 1).expect("tools/list");
     let names: Vec<&str> = list["result"]["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names.len(), 10, "{names:?}");
@@ -487,4 +471,30 @@ fn the_memory_tool_set_lists_and_calls_only_memory_tools() {
     let refused = answers.iter().find(|a| a["id"] == 2).expect("tools/call");
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("no tool named \"agent_state\""), "{refused}");
+}
+
+/// An MCP client's opening: `initialize`, then `notifications/initialized`.
+pub(crate) fn handshake() -> [Value; 2] {
+    [
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+    ]
+}
+
+/// Runs `command` (a `mneme mcp`) as a client that sends the handshake, then `requests`,
+/// then closes its input (the server answers what is in flight and ends): its stdout, and
+/// the JSON-RPC messages in it.
+pub(crate) fn stdio_exchange(mut command: std::process::Command, requests: &[Value]) -> (String, Vec<Value>) {
+    use std::io::Write as _;
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("mneme mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for line in handshake().iter().chain(requests) {
+        writeln!(stdin, "{line}").expect("write");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("mcp ends");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let answers = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    (text, answers)
 }

@@ -223,8 +223,8 @@ pub struct ReflectionConfig {
     pub spawn_threshold_step: f64,
     /// The threshold never goes above this.
     pub spawn_threshold_max: f64,
-    /// Phase 2 tips count as outputs for effectiveness (offline, the insight stage never
-    /// produces any).
+    /// Phase 2 tips, and the lessons in force once a day, count as outputs for
+    /// effectiveness.
     pub count_tips_as_outputs: bool,
     /// Days of daily memory files the miner looks at (and the mining index keeps).
     pub mining_window_days: u32,

@@ -100,6 +100,9 @@ pub(crate) struct Output {
     pub(crate) at: Timestamp,
     text: String,
     scores: Vec<f64>,
+    /// A lesson in force (delivered through the playbook): what a report naming no output
+    /// means is never this, it is what the heartbeat sent.
+    pub(crate) standing: bool,
 }
 
 /// The outputs in `lines` (newest first, as `playbook_log::read` gives them) from `since`
@@ -122,15 +125,14 @@ pub(crate) fn outputs(lines: &[LogLine], since: Timestamp, count_tips: bool) -> 
         if let Some((id, text)) = delivered
             && !out.iter().any(|o| o.id == id)
         {
-            out.push(Output { id, at, text, scores: Vec::new() });
+            out.push(Output { id, at, text, scores: Vec::new(), standing: v["standing"] == true });
         }
     }
     out
 }
 
 /// The figures over the lines from `since` on. `count_tips`: Phase 2 tips count as
-/// outputs too (without an LLM the insight stage always skips, and the loop would never
-/// leave `insufficient_data` otherwise).
+/// outputs too (without them an offline loop would score only the insights it finds).
 pub fn figures(lines: &[LogLine], since: Timestamp, count_tips: bool) -> FeedbackFigures {
     let mut outputs = outputs(lines, since, count_tips);
     let index: BTreeMap<String, usize> = outputs.iter().enumerate().map(|(i, o)| (o.id.clone(), i)).collect();
@@ -140,7 +142,7 @@ pub fn figures(lines: &[LogLine], since: Timestamp, count_tips: bool) -> Feedbac
         let target = match line.value["outputId"].as_str() {
             Some(id) => index.get(id).copied(),
             // No id: the latest output delivered before the report.
-            None => outputs.iter().rposition(|o| o.at <= at),
+            None => outputs.iter().rposition(|o| o.at <= at && !o.standing),
         };
         if let Some(i) = target {
             outputs[i].scores.push(score);

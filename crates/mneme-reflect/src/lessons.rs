@@ -96,6 +96,9 @@ pub struct Lesson {
     /// The normalised error (fix lessons).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The steps that fixed it (fix lessons), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fix: Vec<String>,
     /// The words that recur (correction and question lessons), normalised.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub words: Option<String>,
@@ -405,6 +408,7 @@ fn fixes(events: &[Event]) -> Vec<Lesson> {
                 last,
                 action: Some(action),
                 mode,
+                fix: steps,
                 words: None,
                 text: None,
                 members,
@@ -530,6 +534,7 @@ fn corrections(events: &[Event], meanings: &Meanings) -> Vec<Lesson> {
                 aliases: Vec::new(),
                 action: g.action,
                 mode: None,
+                fix: Vec::new(),
             }
         })
         .collect()
@@ -558,7 +563,20 @@ fn questions(events: &[Event], meanings: &Meanings) -> Vec<Lesson> {
             let text = Some(g.members[0].clone());
             let (count, last, words, members) = (g.count, g.last, g.words(), g.members);
             let aliases = Vec::new();
-            Lesson { kind: LessonKind::Question, head, line, count, last, words, text, members, aliases, action: None, mode: None }
+            Lesson {
+                kind: LessonKind::Question,
+                head,
+                line,
+                count,
+                last,
+                words,
+                text,
+                members,
+                aliases,
+                action: None,
+                mode: None,
+                fix: Vec::new(),
+            }
         })
         .collect()
 }

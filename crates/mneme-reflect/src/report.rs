@@ -50,7 +50,7 @@ pub fn feedback(settings: &WorkspaceSettings, now: Timestamp, f: &Feedback) -> R
                 "outputId {id:?}: no heartbeat output has that id in the last {FEEDBACK_DAYS} days (`mneme reflect status` lists the recent ones)"
             )));
         }
-        None => match outputs.iter().rev().find(|o| o.at <= now) {
+        None => match outputs.iter().rev().find(|o| o.at <= now && !o.standing) {
             Some(o) => o.id.clone(),
             None => {
                 return Err(WorkspaceError::Invalid(format!(

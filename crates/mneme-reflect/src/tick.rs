@@ -23,7 +23,7 @@ use super::actions::{SpawnPolicy, daily_minimum_due, settle_spawns};
 use super::curator::{CurateInput, curate, stale_due};
 use super::engine::{Calls, Reflector, StageOutcome};
 use super::feedback::{figures, interpret};
-use super::insight::synthesize;
+use super::insight::{Week, synthesize};
 use super::lessons::{LESSON_DAYS, LESSON_EVENTS, Lesson, Meanings, delivered, learn, observe, recognise, trigger};
 use super::setup::{History, summarize};
 use super::signals::{ActionKind, SignalInput, analyze};
@@ -176,6 +176,15 @@ pub fn tick(
         }
         let line = playbook_log::LogLine { day: today, kind: "feedback".into(), ts: Some(now), value: value.clone() };
         lines.insert(0, line);
+    }
+    // Lessons in force: a day's work with a learned line at every session start is an
+    // output too, scored like its tip by the ticks after it.
+    let standing = if engine.config.count_tips_as_outputs { standing_outputs(&lines, &base, &week, &tick_id, now) } else { Vec::new() };
+    for value in &standing {
+        if !options.dry_run {
+            playbook_log::append(settings, now, value)?;
+        }
+        lines.insert(0, playbook_log::LogLine { day: today, kind: "output".into(), ts: Some(now), value: value.clone() });
     }
     let mut stale_actions: BTreeMap<String, u32> = BTreeMap::new();
     let mut acted_today: Vec<String> = Vec::new();
@@ -384,7 +393,8 @@ pub fn tick(
         .filter(|l| l.kind == "output" && l.ts.is_some_and(|t| t >= since))
         .filter_map(|l| l.value["suggestion"].as_str().map(str::to_string))
         .collect();
-    let (insight, outcome) = synthesize(engine, &read_effective(settings), &recent_logs, &recent_outputs);
+    let (insight, outcome) =
+        synthesize(engine, &read_effective(settings), &recent_logs, &recent_outputs, &Week { history: &week, lessons: &lessons });
     let output_id = format!("{tick_id}-insight");
     let mut output = json!({ "kind": "output", "v": 1, "ts": now.to_string(), "tickId": tick_id, "stage": outcome });
     if let (Some(o), Some(i)) = (output.as_object_mut(), serde_json::to_value(&insight).ok().and_then(|v| v.as_object().cloned())) {
@@ -441,8 +451,21 @@ fn unresolved(repeated: &[(String, usize)], lessons: &[Lesson]) -> Vec<String> {
         .collect()
 }
 
-/// Feedback lines for the tips of `lines` (from `since` on) that carry a lesson and have
-/// no observed score yet, where `week` shows what followed them.
+/// A delivered lesson in `line`: a tick's tip that carries one, or a standing output;
+/// as (output id, the lesson's trigger).
+fn lesson_output(line: &playbook_log::LogLine) -> Option<(&str, &Value)> {
+    let v = &line.value;
+    match line.kind.as_str() {
+        "tick" if v["actionTaken"]["kind"] == "telegram_tip" => {
+            Some((v["actionTaken"]["outputId"].as_str()?, v["actionTaken"].get("lesson")?))
+        }
+        "output" if v["standing"] == true => Some((v["outputId"].as_str()?, v.get("lesson")?)),
+        _ => None,
+    }
+}
+
+/// Feedback lines for the lessons delivered in `lines` (tips and standing outputs, from
+/// `since` on) that have no observed score yet, where `week` shows what followed them.
 fn observe_tips(lines: &[playbook_log::LogLine], week: &History, meanings: &Meanings, since: Timestamp, now: Timestamp) -> Vec<Value> {
     let scored: Vec<&str> = lines
         .iter()
@@ -451,16 +474,57 @@ fn observe_tips(lines: &[playbook_log::LogLine], week: &History, meanings: &Mean
         .collect();
     lines
         .iter()
-        .filter(|l| l.kind == "tick" && l.ts.is_some_and(|t| t >= since))
+        .filter(|l| l.ts.is_some_and(|t| t >= since))
         .filter_map(|l| {
-            let taken = &l.value["actionTaken"];
-            let id = taken["outputId"].as_str().filter(|id| taken["kind"] == "telegram_tip" && !scored.contains(id))?;
-            let (score, evidence) = observe(week, meanings, taken.get("lesson")?, l.ts?)?;
+            let (id, lesson) = lesson_output(l).filter(|(id, _)| !scored.contains(id))?;
+            let (score, evidence) = observe(week, meanings, lesson, l.ts?)?;
             Some(json!({
                 "kind": "feedback", "v": 1, "ts": now.to_string(), "outputId": id,
                 "compositeScore": score, "source": "observed", "evidence": evidence,
-                "lessonHead": taken["lesson"]["head"],
+                "lessonHead": lesson["head"],
             }))
+        })
+        .collect()
+}
+
+/// Hours between two outputs of one lesson in force.
+pub const STANDING_HOURS: i64 = 24;
+
+/// The lessons in force (sinain's outputs, extended; issue 36): a lesson whose tip was
+/// delivered and whose line is still in the playbook reaches the agent at every session
+/// start, so once a day with work since its last delivery it is an output of its own,
+/// scored by [`observe_tips`] like the tip. This keeps the feedback loop informed after
+/// everything is learned, instead of falling back to `insufficient_data` once no new
+/// tip is due.
+fn standing_outputs(lines: &[playbook_log::LogLine], base: &Playbook, week: &History, tick_id: &str, now: Timestamp) -> Vec<Value> {
+    // Head → (its newest delivery, its trigger); `lines` are newest first.
+    let mut newest: Vec<(String, Timestamp, &Value)> = Vec::new();
+    for l in lines {
+        let (Some((_, lesson)), Some(at)) = (lesson_output(l), l.ts) else { continue };
+        let Some(head) = lesson["head"].as_str() else { continue };
+        if !newest.iter().any(|(h, ..)| h == head) {
+            newest.push((head.to_string(), at, lesson));
+        }
+    }
+    let patterns = base.patterns();
+    let last_event = week.events.last().map(|e| match e {
+        super::setup::Event::Message { at, .. } | super::setup::Event::Tool { at, .. } => *at,
+    });
+    newest
+        .into_iter()
+        .filter(|(_, at, _)| now.duration_since(*at) >= SignedDuration::from_hours(STANDING_HOURS) && last_event.is_some_and(|e| e > *at))
+        .filter_map(|(head, _, lesson)| {
+            let head_key = normalize(&head);
+            patterns.iter().find(|(_, p)| normalize(&p.text).starts_with(&head_key)).map(|(_, p)| (p.text.clone(), lesson))
+        })
+        .enumerate()
+        .map(|(i, (text, lesson))| {
+            json!({
+                "kind": "output", "v": 1, "ts": now.to_string(), "tickId": tick_id,
+                "outputId": format!("{tick_id}-standing-{i}"), "skip": false, "standing": true,
+                "suggestion": text, "lesson": lesson,
+                "stage": StageOutcome::ok(), "delivery": { "channel": "playbook", "ok": true },
+            })
         })
         .collect()
 }
@@ -551,7 +615,9 @@ pub fn run_stage(
             let outputs: Vec<String> =
                 lines.iter().filter(|l| l.kind == "output").filter_map(|l| l.value["suggestion"].as_str().map(str::to_string)).collect();
             let logs: Vec<Value> = lines.iter().filter(|l| l.kind == "tick").take(20).map(|l| l.value.clone()).collect();
-            let (i, outcome) = synthesize(engine, &read_effective(settings), &logs, &outputs);
+            let week = History::gather_window(owner, now, SignedDuration::from_hours(24 * LESSON_DAYS), LESSON_EVENTS)?;
+            let (_, lessons) = week_lessons(engine, owner, &week, &base, &delivered(&lines));
+            let (i, outcome) = synthesize(engine, &read_effective(settings), &logs, &outputs, &Week { history: &week, lessons: &lessons });
             with_stage(json!(i), &outcome)
         }
         other => return Err(mneme_workspace::WorkspaceError::Invalid(format!("no stage {other:?} (one of {})", STAGES.join(", "))).into()),

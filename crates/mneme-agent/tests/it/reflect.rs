@@ -343,7 +343,10 @@ mod tick {
         assert_eq!(logged[1].value, report.line, "the report is the line written");
         assert_eq!(logged[0].value, report.output);
         assert_eq!(report.output["skip"], true);
-        assert_eq!(report.output["stage"], serde_json::json!({ "status": "skipped", "reason": "no LLM configured" }));
+        assert_eq!(
+            report.output["stage"],
+            serde_json::json!({ "status": "skipped", "reason": "no LLM configured; offline: examined 0 lessons and 1 failing actions of the last 7 days: no two share a fix, an error or a directory" })
+        );
         let line = &report.line;
         let stages = &line["stages"];
         for (stage, status) in [
@@ -745,6 +748,51 @@ mod lessons {
         assert_eq!(observe(&History { events }, &Meanings::default(), &trigger(fix), tip_at), None);
     }
 
+    /// Offline insight: distinct observations of the week that share a cause are
+    /// connected, with the evidence; nothing connected is a skip naming what was examined.
+    #[test]
+    fn offline_insight_connects_distinct_failures_that_share_a_fix_or_an_error() {
+        use mneme_reflect::insight::{Week, offline};
+        let mut events = Vec::new();
+        for day in 0..2 {
+            for action in ["npm test", "npm run migrate"] {
+                events.push(tool(at(day, 0), action, Some(REFUSED)));
+                events.push(tool(at(day, 1), "docker compose up -d db", None));
+                events.push(tool(at(day, 2), action, None));
+            }
+        }
+        let history = History { events };
+        let lessons = learn(&history, &Meanings::default());
+        assert_eq!(lessons.len(), 2, "{lessons:#?}");
+        let insight = offline(&Week { history: &history, lessons: &lessons }, &[]);
+        assert!(!insight.skip, "{insight:?}");
+        let suggestion = insight.suggestion.as_deref().expect("suggestion");
+        assert_eq!(
+            suggestion,
+            "Run `docker compose up -d db` before `npm run migrate` and `npm test` (or once at the start of a session): it was the fix for each of them."
+        );
+        assert!(
+            insight.insight.as_deref().is_some_and(|i| i.starts_with("4 failures of 2 different actions this week have one cause")),
+            "{insight:?}"
+        );
+        assert!(insight.total_chars.is_some_and(|n| n < 500));
+        // Delivered within three days: the next connection (the shared error) instead.
+        let next = offline(&Week { history: &history, lessons: &lessons }, &[suggestion.to_string()]);
+        assert!(next.suggestion.as_deref().is_some_and(|s| s.starts_with("Find the one cause of “connect econnrefused")), "{next:?}");
+        let both = [suggestion.to_string(), next.suggestion.clone().expect("suggestion")];
+        let none = offline(&Week { history: &history, lessons: &lessons }, &both);
+        assert_eq!(
+            none.skip_reason.as_deref(),
+            Some(
+                "examined 2 lessons and 2 failing actions of the last 7 days: every connection found repeats an output of the last three days"
+            )
+        );
+        // One failing action alone connects nothing.
+        let alone = History { events: vec![tool(at(0, 0), "cargo build", Some("linker `cc` not found"))] };
+        let skipped = offline(&Week { history: &alone, lessons: &[] }, &[]);
+        assert!(skipped.skip && skipped.suggestion.is_none(), "{skipped:?}");
+    }
+
     #[test]
     fn a_correction_of_the_agents_last_step_counts_when_it_recurs_or_states_a_rule() {
         assert!(is_correction("No, don't use npm here, this repo uses pnpm."));
@@ -928,10 +976,16 @@ mod lessons {
         assert_eq!(observed[0]["evidence"], "`npm test` failed with the same error 1× after the tip");
         let line = week.tick();
         let observed = line["observedFeedback"].as_array().expect("observed");
-        assert_eq!(observed.len(), 4, "{observed:#?}");
+        // The four tips of day 1, and the `npm test` lesson in force on day 1 (its tip a
+        // day old, its line in the playbook): a standing output, scored the same way.
+        assert_eq!(observed.len(), 5, "{observed:#?}");
         assert!(observed.iter().all(|o| o["compositeScore"] == 0.6 && o["source"] == "observed"), "{observed:#?}");
-        assert_eq!(line["feedback"]["effectiveness"]["outputs"], 5);
-        assert_eq!(line["feedback"]["effectiveness"]["positive"], 4);
+        let standing: Vec<&Value> =
+            observed.iter().filter(|o| o["outputId"].as_str().is_some_and(|id| id.contains("-standing-"))).collect();
+        assert_eq!(standing.len(), 1, "{observed:#?}");
+        assert_eq!(standing[0]["lessonHead"], "When `npm test` fails with “connect econnrefused #.#.#.#:<port>”");
+        assert_eq!(line["feedback"]["effectiveness"]["outputs"], 6);
+        assert_eq!(line["feedback"]["effectiveness"]["positive"], 5);
         assert_eq!(line["feedback"]["curateDirective"], "stability", "{}", line["feedback"]);
         let again = week.tick();
         assert!(again["observedFeedback"].as_array().is_some_and(Vec::is_empty), "a tip is scored once");
@@ -940,16 +994,35 @@ mod lessons {
         let count = |needle: &str| week.playbook().lines().filter(|l| l.contains(needle)).count();
         assert_eq!(count("When `npm test` fails"), 1, "updated in place, never added twice");
         assert_eq!(count("fixed it 2 of 4×"), 1, "its evidence grew on day 1: {}", week.playbook());
-        // Each lesson's line carries what its tip scored: law 2 keeps what worked.
-        assert_eq!(count("(score: 0.6)"), 4, "{}", week.playbook());
+        // Each lesson's line carries what it scored last: law 2 keeps what worked. The
+        // `npm test` tip failed once more (-0.5), then its lesson in force passed (0.6).
+        assert_eq!(count("(score: 0.6)"), 5, "{}", week.playbook());
         assert_eq!(
             count(
-                "When `npm test` fails with “connect econnrefused #.#.#.#:<port>”, first run `docker compose up -d db`, then retry (fixed it 2 of 4×, last 2027-01-17) (score: -0.5)"
+                "When `npm test` fails with “connect econnrefused #.#.#.#:<port>”, first run `docker compose up -d db`, then retry (fixed it 2 of 4×, last 2027-01-17) (score: 0.6)"
             ),
             1,
             "{}",
             week.playbook()
         );
+
+        // Everything is learned, and the work goes on without a failure for ten days:
+        // the tips leave the 7-day window, but the lessons in force are scored each day,
+        // so the directive stays informed instead of returning to insufficient_data.
+        let mut directives = Vec::new();
+        for _ in 0..10 {
+            week.next_day();
+            for (action, _, fix) in modes {
+                week.run(fix, None);
+                week.run(action, None);
+            }
+            week.tick();
+            week.clock.advance(SignedDuration::from_mins(30));
+            directives.push(week.tick()["feedback"]["curateDirective"].as_str().expect("directive").to_string());
+        }
+        assert!(directives.iter().all(|d| d == "stability"), "{directives:?}");
+        let again: Vec<Value> = (0..2).map(|_| week.tick()).collect();
+        assert!(again.iter().all(|l| l["observedFeedback"].as_array().is_some_and(Vec::is_empty)), "at most one standing output a day");
     }
 
     #[test]

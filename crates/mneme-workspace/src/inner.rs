@@ -420,12 +420,17 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
     }
     let root = &settings.dir;
     let state = read_state(settings)?.unwrap_or_else(|| InnerState::fresh(now));
-    let mut parts = vec![format!("## How I am\n\n{}", state.mood(now).block())];
+    // What this level holds, so a reader (and a model) knows what it was given.
+    let mut parts = vec![format!("Context level {level} of 4: {}.", LEVEL_PARTS[..usize::from(level)].join(", "))];
+    parts.push(format!("## How I am\n\n{}", state.mood(now).block()));
+    // What this level would show but nobody has written yet.
+    let mut missing: Vec<String> = Vec::new();
     if level >= 2 {
         // Validated: a broken file is an error naming it and the field, not silent text.
         crate::inner_data::read_drive(settings)?;
-        if let Some(drive) = read_text(root, DRIVE) {
-            parts.push(format!("## Drive\n\n{}", capped(&drive, 2_000)));
+        match read_text(root, DRIVE) {
+            Some(drive) => parts.push(format!("## Drive\n\n{}", capped(&drive, 2_000))),
+            None => missing.push(DRIVE.to_string()),
         }
         let notes = daily_notes(settings, now, 2);
         let signals: Vec<String> = tag_sources(settings, now)
@@ -437,6 +442,9 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
             .collect();
         if !signals.is_empty() {
             parts.push(format!("## Signals\n\n- {}", signals.join("\n- ")));
+        }
+        if notes.is_empty() {
+            missing.push("daily notes of the last two days".into());
         }
         for (name, text) in notes {
             parts.push(format!("## Notes {name}\n\n{}", capped(&text, 2_500)));
@@ -451,20 +459,26 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
             }
         }
         for (title, file) in [("Habits", HABITS), ("Relationship", RELATIONSHIP), ("Questions", "questions.md")] {
-            if let Some(text) = read_text(root, file) {
-                parts.push(format!("## {title}\n\n{}", capped(&text, 3_000)));
+            match read_text(root, file) {
+                Some(text) => parts.push(format!("## {title}\n\n{}", capped(&text, 3_000))),
+                None => missing.push(file.to_string()),
             }
         }
         for (dir, title) in [("memory/diary", "Diary"), ("memory/dreams", "Dream")] {
-            for (name, text) in newest_notes(root, dir, 2) {
+            let newest = newest_notes(root, dir, 2);
+            if newest.is_empty() {
+                missing.push(format!("{dir}/"));
+            }
+            for (name, text) in newest {
                 parts.push(format!("## {title} {name}\n\n{}", capped(&text, 2_500)));
             }
         }
     }
     if level >= 4 {
         for file in ["BRAIN.md", "SELF.md", "MEMORY.md", "QUEUE.md"] {
-            if let Some(text) = read_text(root, file) {
-                parts.push(format!("## {file}\n\n{}", capped(&text, 6_000)));
+            match read_text(root, file) {
+                Some(text) => parts.push(format!("## {file}\n\n{}", capped(&text, 6_000))),
+                None => missing.push(file.to_string()),
             }
         }
         let digest: Vec<String> = daily_notes(settings, now, 7)
@@ -474,12 +488,25 @@ pub fn context(settings: &WorkspaceSettings, now: Timestamp, level: u8) -> Works
                 format!("- {name}: {}", if heads.is_empty() { "(no entries)".to_string() } else { heads.join(", ") })
             })
             .collect();
-        if !digest.is_empty() {
+        if digest.is_empty() {
+            missing.push("daily notes of the last seven days".into());
+        } else {
             parts.push(format!("## Weekly digest\n\n{}", digest.join("\n")));
         }
     }
+    if !missing.is_empty() {
+        parts.push(format!("## Not written yet\n\n{}", missing.join(", ")));
+    }
     Ok(capped(&parts.join("\n\n"), LEVEL_BUDGETS[usize::from(level) - 1]))
 }
+
+/// What each context level adds, in order.
+const LEVEL_PARTS: [&str; 4] = [
+    "how I am",
+    "drive, signals and the last two days' notes",
+    "habits, relationship, questions, diary and dreams",
+    "BRAIN.md, SELF.md, MEMORY.md, QUEUE.md and the week's digest",
+];
 
 /// The session-start block: how I am and the hints, when the state file exists.
 pub fn injectable(settings: &WorkspaceSettings, now: Timestamp) -> Option<String> {

@@ -1,7 +1,7 @@
 //! The brain loop and the five extensions: each job's trigger, prompt, answer validation,
 //! deterministic fallback, dispatch text, and the writes mneme applies for it.
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use mneme_service::Owner;
 use mneme_workspace::inner::{self, DRIVE, HABITS, INNER_STATE, InnerEvent, InnerState, Job};
 use mneme_workspace::inner_data::{self, Drive, Habits};
@@ -9,6 +9,7 @@ use mneme_workspace::{WorkspaceSettings, paths};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::digest;
 use super::sense::{self, Sensed};
 use crate::ReflectError;
 use crate::config::{OutboundTarget, Stage};
@@ -382,12 +383,50 @@ fn dream_topics(settings: &WorkspaceSettings, state: &InnerState, now: Timestamp
 
 /// The deterministic version of a job's thinking; `None` when the job has none (the
 /// brain loop) or there is nothing to do (with the reason).
-fn fallback(job: Job, settings: &WorkspaceSettings, now: Timestamp, state: &InnerState, sensed: &Sensed) -> Result<Plan, String> {
+fn fallback(
+    job: Job,
+    owner: &Owner<'_>,
+    settings: &WorkspaceSettings,
+    now: Timestamp,
+    state: &InnerState,
+    sensed: &Sensed,
+) -> Result<Plan, String> {
     let day = date(settings, now);
     let mood = state.mood(now);
     let mut plan = Plan::default();
     match job {
-        Job::BrainLoop => return Err("the brain loop's thinking steps (3–6) need a model or the agent".into()),
+        Job::BrainLoop => {
+            // Without a model the loop cannot think (steps 3–6), but it can say what
+            // happened, what is pending and what changed since the last loop, route by the
+            // state, and queue the failures nothing has fixed. Handoffs stay unconsumed:
+            // nobody worked on them.
+            let since = inner::last_run(settings, Job::BrainLoop)
+                .unwrap_or(now - SignedDuration::from_hours(24))
+                .max(now - SignedDuration::from_hours(24 * 7));
+            let handoffs: Vec<String> = sense::unconsumed(settings, state, "handoff", now).into_iter().map(|(h, _)| h).collect();
+            let d = digest::digest(owner, sensed, state, &handoffs, since, now).map_err(|e| e.to_string())?;
+            if d.happened.is_empty() && d.changed.is_empty() {
+                return Err(format!(
+                    "nothing happened or changed since the last loop ({}); {} pending",
+                    since.to_zoned(settings.timezone.clone()).strftime("%Y-%m-%d %H:%M"),
+                    d.pending.len()
+                ));
+            }
+            let mut note = format!(
+                "\n## Brain loop {} (without a model)\n\nSince {}.\n\n{}",
+                hhmm(settings, now),
+                since.to_zoned(settings.timezone.clone()).strftime("%Y-%m-%d %H:%M"),
+                d.markdown(false)
+            );
+            if !mood.hints.is_empty() {
+                note.push_str(&format!("\nRouting by how I am:\n{}", bullets(&mood.hints)));
+            }
+            plan.writes.push((format!("memory/{day}.md"), note, true));
+            if let Some(lines) = queue_lines(settings, &d.open_failures, &day, "") {
+                plan.writes.push(("QUEUE.md".into(), lines, true));
+            }
+            plan.output = json!({ "happened": d.happened, "pending": d.pending, "changed": d.changed, "newTasks": d.open_failures });
+        }
         Job::Reflect => {
             // Repeated problems become habits; the strength rule does the rest.
             let mut habits = inner_data::read_habits(settings).map_err(|e| e.to_string())?.unwrap_or_default();
@@ -485,18 +524,51 @@ fn fallback(job: Job, settings: &WorkspaceSettings, now: Timestamp, state: &Inne
             let note = read(settings, &format!("memory/{day}.md"));
             let heads: Vec<String> =
                 note.lines().filter(|l| l.starts_with("## ")).map(|l| l.trim_start_matches("## ").to_string()).collect();
-            let mut body = format!("# {day}\n\n(Written without a model, from the day's state and notes.)\n\nHow I am: {}\n", mood.block());
-            body.push_str(&format!("\nToday: {}\n", if heads.is_empty() { "no notes written.".to_string() } else { heads.join("; ") }));
-            if !mood.impatience.is_empty() {
-                let waiting: Vec<String> = mood.impatience.iter().map(|(w, d)| format!("{w} ({d} days)")).collect();
-                body.push_str(&format!("\nWaiting:\n{}", bullets(&waiting)));
+            let handoffs: Vec<String> = sense::unconsumed(settings, state, "handoff", now).into_iter().map(|(h, _)| h).collect();
+            let d =
+                digest::digest(owner, sensed, state, &handoffs, now - SignedDuration::from_hours(24), now).map_err(|e| e.to_string())?;
+            let mut body = format!("# {day}\n\n(Written without a model, from the day's events, state and notes.)\n\n");
+            if d.is_empty() && heads.is_empty() {
+                body.push_str("A quiet day: nothing was recorded, nothing is waiting.\n\n");
+            } else {
+                body.push_str(&d.markdown(true));
+            }
+            body.push_str(&format!("## How I feel, and why\n\n{}\n", mood.block()));
+            let mut why = vec![match d.user_messages {
+                0 => format!("Connection {:.2}: no word from the user today.", mood.connection),
+                n => format!("Connection {:.2}: {n} message{} from the user today.", mood.connection, if n == 1 { "" } else { "s" }),
+            }];
+            if d.mistakes > 0 {
+                why.push(format!("Confidence {:.2}: corrected or stuck on the same problem {}× today.", mood.confidence, d.mistakes));
+            }
+            if mood.boredom_days >= 3 {
+                why.push(format!("Nothing new for {} days.", mood.boredom_days));
+            }
+            for (w, days) in mood.impatience.iter().filter(|(_, d)| *d >= 2).take(3) {
+                why.push(format!("Impatient: “{w}” has waited {days} days."));
+            }
+            body.push_str(&format!("\n{}", bullets(&why)));
+            // What I wonder about: the newest open questions (`- question? (date)`).
+            let wonder: Vec<String> = read(settings, "questions.md")
+                .lines()
+                .rev()
+                .filter_map(|l| l.trim().strip_prefix("- "))
+                .filter(|l| !l.starts_with("[x]") && l.contains('?'))
+                .map(|l| l.trim_start_matches("[ ] ").to_string())
+                .take(3)
+                .collect();
+            if !wonder.is_empty() {
+                body.push_str(&format!("\n## What I wonder about\n\n{}", bullets(&wonder)));
+            }
+            if !heads.is_empty() {
+                body.push_str(&format!("\nToday's notes: {}\n", heads.join("; ")));
             }
             let drive = inner_data::read_drive(settings).map_err(|e| e.to_string())?.unwrap_or_default();
             if let Some(top) = drive.seeking.iter().max_by(|a, b| a.intensity.total_cmp(&b.intensity)) {
                 body.push_str(&format!("\n<!-- dream-topic: {} -->\n", top.topic));
             }
             plan.writes.push((format!("memory/diary/{day}.md"), body, false));
-            plan.output = json!({ "headings": heads });
+            plan.output = json!({ "headings": heads, "happened": d.happened, "pending": d.pending, "changed": d.changed });
         }
         Job::Evolve => {
             let mut proposals = Vec::new();
@@ -660,7 +732,7 @@ pub fn run(
         }
     }
     if plan.is_none() && report.status == "skipped" {
-        match fallback(job, settings, now, &state, &report.sensed) {
+        match fallback(job, owner, settings, now, &state, &report.sensed) {
             Ok(p) => {
                 report.status = "fallback";
                 plan = Some(p);
@@ -671,8 +743,9 @@ pub fn run(
     if !reasons.is_empty() {
         report.reason = Some(reasons.join("; "));
     }
-    if job == Job::BrainLoop {
-        // The handoffs of earlier loops are read by this one.
+    if job == Job::BrainLoop && report.status != "fallback" {
+        // The handoffs of earlier loops are read by this one (not by the offline note,
+        // which only lists them as pending).
         let handoffs = sense::unconsumed(settings, &state, "handoff", now);
         if let Some(p) = plan.as_mut() {
             p.consumed.extend(handoffs.into_iter().map(|(_, key)| key));

@@ -9,15 +9,17 @@
 //!    context level for a JSON answer that is validated, then applied by mneme;
 //! 2. with no model and `[inner] dispatch = true`, an instruction for the agent at its next
 //!    hook (it writes through `mneme inner write --job …`, which enforces the same lanes);
-//! 3. the job's deterministic fallback, where one exists (reflect, memory, dream,
-//!    chronicle, evolve);
-//! 4. otherwise the run is logged as skipped with the reason (the brain loop's thinking
-//!    steps have no honest deterministic version).
+//! 3. the job's deterministic fallback (the brain loop's and the diary's from
+//!    [`digest`]: what happened, what is pending, what changed);
+//! 4. otherwise the run is logged as skipped with the reason (nothing to say: the brain
+//!    loop's thinking steps themselves have no honest deterministic version, so with
+//!    nothing new since the last loop it writes nothing).
 //!
 //! Every write goes through `inner::job_write` / `job_check`: a job writes only its own
 //! files, and an attempt outside them (a model answer naming another file, included) is
 //! refused, recorded in `memory/inner-jobs.jsonl` and reported, with nothing changed.
 
+pub mod digest;
 pub mod jobs;
 pub mod sense;
 

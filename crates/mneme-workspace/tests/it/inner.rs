@@ -166,7 +166,7 @@ fn context_levels_hold_their_contents_within_budget() {
     std::fs::write(root.join(inner::RELATIONSHIP), relationship).expect("relationship");
     let level = |n| inner::context(&settings, now, n).expect("context");
     let (l1, l2, l3, l4) = (level(1), level(2), level(3), level(4));
-    assert!(l1.starts_with("## How I am") && !l1.contains("Drive"), "{l1}");
+    assert!(l1.starts_with("Context level 1 of 4: how I am.\n\n## How I am") && !l1.contains("Drive"), "{l1}");
     assert!(l2.contains("## Drive") && l2.contains("Worked on the store") && l2.contains("- dream-topic: tides"), "{l2}");
     assert!(!l2.contains("Habits") && l3.contains("## Habits") && l3.contains("Quiet day."), "{l3}");
     assert!(l3.contains("## Trust rules in force\n\n- spending (trust 0.10 < 0.50): ask before any purchase\n"), "{l3}");

@@ -404,7 +404,10 @@ fn reflect_commands_from_a_fresh_install() {
     assert!(status.contains("no tick yet"), "{status}");
     let out = m.ok(&["reflect", "tick"]);
     assert!(out.trim_end().ends_with("HEARTBEAT_OK"), "{out}");
-    assert!(out.contains("signals: fallback (no LLM configured)") && out.contains("insight: skipped (no LLM configured)"), "{out}");
+    assert!(
+        out.contains("signals: fallback (no LLM configured)") && out.contains("insight: skipped (no LLM configured; offline: "),
+        "{out}"
+    );
     let log = m.dir.path().join("workspace/memory/playbook-logs");
     let lines = || -> usize {
         std::fs::read_dir(&log)
@@ -460,15 +463,19 @@ fn inner_commands_from_a_fresh_install() {
     assert!(
         status["mood"]["hints"].as_array().expect("hints").iter().any(|h| h.as_str().expect("hint").starts_with("reminder: review PR 12"))
     );
-    assert!(m.ok(&["inner", "context", "--level", "2"]).starts_with("## How I am"));
+    assert!(m.ok(&["inner", "context", "--level", "2"]).starts_with("Context level 2 of 4: how I am, drive"));
     assert!(m.fails(&["inner", "context", "--level", "7"], 2).contains("level 7"));
     let after = m.ok(&["claude-hook", "session-start"]);
     assert!(after.contains("=== HOW I AM ===") && after.contains("reminder: review PR 12"), "{after}");
 
-    // The jobs, offline: the brain loop says why it skipped, the chronicle falls back.
+    // The jobs, offline: the brain loop notes what happened (the user's words), then, with
+    // nothing new, says why it skipped; the chronicle falls back.
+    let brain = m.json(&["inner", "run", "brain-loop"]);
+    assert_eq!(brain["status"], "fallback", "{brain}");
+    assert_eq!(brain["output"]["happened"][1], "the user: “morning! the deploy is on Friday”", "{brain}");
     let brain = m.json(&["inner", "run", "brain-loop"]);
     assert_eq!(brain["status"], "skipped", "{brain}");
-    assert!(brain["reason"].as_str().is_some_and(|r| r.starts_with("no LLM configured")), "{brain}");
+    assert!(brain["reason"].as_str().is_some_and(|r| r.starts_with("no LLM configured; nothing happened or changed")), "{brain}");
     assert!(m.ok(&["inner", "run", "chronicle"]).starts_with("chronicle fallback"));
     assert!(m.dir.path().join("workspace/memory/diary").is_dir());
     assert!(m.ok(&["inner", "run", "reflect", "--if-triggered"]).starts_with("reflect not_triggered"));

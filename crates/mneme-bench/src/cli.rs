@@ -192,9 +192,15 @@ pub enum Command {
         /// Probability from which `eval` counts a reply as a correction (the runtime's).
         #[arg(long, default_value_t = mneme_reflect::lessons::CORRECTION_MIN_P)]
         threshold: f32,
+        /// ...and a reply that asks (the runtime's).
+        #[arg(long, default_value_t = mneme_reflect::lessons::CORRECTION_QUESTION_MIN_P)]
+        question_threshold: f32,
         /// `eval` prints up to this many replies it got wrong.
         #[arg(long, default_value_t = 0)]
         show_errors: usize,
+        /// `eval` reads this layer file (as `train` wrote it) instead of the compiled-in one.
+        #[arg(long)]
+        layer: Option<PathBuf>,
         /// Training epochs (full batch).
         #[arg(long, default_value_t = 100)]
         epochs: usize,

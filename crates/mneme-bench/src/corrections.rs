@@ -84,21 +84,49 @@ impl Counts {
     }
 }
 
-pub fn eval(dir: &Path, data: &[PathBuf], threshold: f32, show_errors: usize, json_out: bool) -> Result<()> {
+pub fn eval(
+    dir: &Path,
+    data: &[PathBuf],
+    layer_file: Option<&Path>,
+    (threshold, question_threshold): (f32, f32),
+    show_errors: usize,
+    json_out: bool,
+) -> Result<()> {
     let rows = rows(data)?;
     let model = crate::topics::load(dir)?;
-    let layer = mneme_reflect::lessons::CorrectionLayer::builtin(model.model_id())
-        .with_context(|| format!("no compiled-in correction layer for {}", model.model_id()))?;
+    let from_file = match layer_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the layer {}", path.display()))?;
+            let layer: mneme_truth::topics::TopicModel =
+                serde_json::from_str(&text).with_context(|| format!("{}: not a layer `train` wrote", path.display()))?;
+            anyhow::ensure!(layer.model == model.model_id(), "{}: trained on {}, not {}", path.display(), layer.model, model.model_id());
+            Some(layer)
+        }
+        None => None,
+    };
+    let builtin = match &from_file {
+        Some(_) => None,
+        None => Some(
+            mneme_reflect::lessons::CorrectionLayer::builtin(model.model_id())
+                .with_context(|| format!("no compiled-in correction layer for {}", model.model_id()))?,
+        ),
+    };
+    let probability = |v: &[f32]| match (&from_file, builtin) {
+        (Some(l), _) => l.probabilities(v).first().copied().unwrap_or(0.0),
+        (None, Some(b)) => b.probability(v),
+        (None, None) => 0.0,
+    };
     let vectors = embed(&model, &rows)?;
     let (mut rule, mut learned, mut either) = (Counts::default(), Counts::default(), Counts::default());
     let mut errors = Vec::new();
     for (r, v) in rows.iter().zip(&vectors) {
         let by_rule = mneme_reflect::lessons::is_correction(&r.text);
         rule.add(r.correction, by_rule);
-        let p = layer.probability(v);
-        learned.add(r.correction, p >= threshold);
-        either.add(r.correction, by_rule || p >= threshold);
-        if (p >= threshold) != r.correction && errors.len() < show_errors {
+        let p = probability(v);
+        let said = mneme_reflect::lessons::corrects_at(p, &r.text, threshold, question_threshold);
+        learned.add(r.correction, said);
+        either.add(r.correction, by_rule || said);
+        if said != r.correction && errors.len() < show_errors {
             errors.push(format!("{:.2} {} {}", p, if r.correction { "missed" } else { "false" }, r.text));
         }
     }

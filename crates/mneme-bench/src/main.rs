@@ -115,12 +115,12 @@ fn run(cli: Cli) -> Result<()> {
                 _ => crate::topics::eval(&dir, data, layer.as_deref(), *threshold, *show_errors, json),
             }
         }
-        Command::Corrections { action, data, out, threshold, show_errors, epochs, l2, model_dir } => {
+        Command::Corrections { action, data, out, threshold, question_threshold, show_errors, layer, epochs, l2, model_dir } => {
             let config = config(&cli, &data_dir(&cli)?)?;
             let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
             match action.as_str() {
                 "train" => crate::corrections::train(&dir, data, out, *epochs, *l2, json),
-                _ => crate::corrections::eval(&dir, data, *threshold, *show_errors, json),
+                _ => crate::corrections::eval(&dir, data, layer.as_deref(), (*threshold, *question_threshold), *show_errors, json),
             }
         }
         Command::Embed { texts, batch, model_dir, file } => {

@@ -203,11 +203,16 @@ fn day(at: Timestamp) -> String {
 pub const CORRECTION: &str = "correction";
 /// Probability from which the layer calls a reply a correction.
 pub const CORRECTION_MIN_P: f32 = 0.5;
+/// ...and a reply that asks: most questions ask for something ("how do I open a db shell
+/// on prod?"); a question corrects only when the layer is sure ("why did you delete the
+/// fixtures?"). Chosen on a validation split of the training files.
+pub const CORRECTION_QUESTION_MIN_P: f32 = 0.7;
 
 /// A two-class layer over the local encoder: does a reply correct what the agent just
 /// did? Trained by `mneme-bench corrections train` on
-/// `bench/reflect/train/corrections_train.jsonl` (replies a helper wrote without seeing
-/// this code); measured on the held-out `bench/reflect/corrections.jsonl`.
+/// `bench/reflect/train/*.jsonl` (replies three helpers wrote without seeing this code);
+/// measured on the held-out `bench/reflect/corrections.jsonl` and
+/// `corrections_terse_heldout.jsonl`.
 #[derive(Debug)]
 pub struct CorrectionLayer(TopicModel);
 
@@ -227,6 +232,18 @@ impl CorrectionLayer {
     pub fn probability(&self, v: &[f32]) -> f32 {
         self.0.probabilities(v).first().copied().unwrap_or(0.0)
     }
+
+    /// Whether the reply `text` with unit vector `v` corrects the agent:
+    /// [`CORRECTION_MIN_P`], or [`CORRECTION_QUESTION_MIN_P`] for a reply that [`asks`].
+    pub fn corrects(&self, text: &str, v: &[f32]) -> bool {
+        corrects_at(self.probability(v), text, CORRECTION_MIN_P, CORRECTION_QUESTION_MIN_P)
+    }
+}
+
+/// The layer's decision at probability `p` with the two thresholds (`mneme-bench
+/// corrections eval` varies them).
+pub fn corrects_at(p: f32, text: &str, min_p: f32, question_min_p: f32) -> bool {
+    p >= if asks(text) { question_min_p } else { min_p }
 }
 
 /// The vectors of the user's questions and replies, from the attached model, so
@@ -278,7 +295,7 @@ impl Meanings {
     /// text's vector are there, else [`is_correction`].
     pub fn corrects(&self, text: &str) -> bool {
         match (self.layer, self.vectors.get(text)) {
-            (Some(layer), Some(v)) => layer.probability(v) >= CORRECTION_MIN_P,
+            (Some(layer), Some(v)) => layer.corrects(text, v),
             _ => is_correction(text),
         }
     }

@@ -612,7 +612,32 @@ pub fn extract(text: &str) -> Vec<Claim> {
             clauses.push(Clause { text: clause.trim().to_string(), toks });
         }
     }
-    claims(&clauses, lang)
+    let mut out = claims(&clauses, lang);
+    // Polarity: a change whose new value is the one negated ("been on X for a month,
+    // haven't opened Y once") has its two values the wrong way round.
+    for c in &mut out {
+        if let Some(old) = c.old.clone()
+            && c.op == Op::Set
+            && negated_before(&c.clause, &c.value)
+            && !negated_before(&c.clause, &old)
+        {
+            c.old = Some(std::mem::replace(&mut c.value, old));
+        }
+    }
+    out
+}
+
+/// Whether `value` appears in `clause` right after a negation: one of the three words
+/// before it denies ("not", "never", "no", "-n't", "nicht", "kein…").
+fn negated_before(clause: &str, value: &str) -> bool {
+    let lower = clause.to_lowercase();
+    let Some(at) = lower.find(&value.to_lowercase()) else { return false };
+    lower[..at].split_whitespace().rev().take(3).any(|w| {
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
+        w.ends_with("n't")
+            || w.ends_with("nt") && ["dont", "didnt", "havent", "cant", "wont", "isnt", "arent"].contains(&w)
+            || ["not", "never", "no", "nicht", "kein", "keine", "keinen", "nie"].contains(&w)
+    })
 }
 
 struct Clause {
@@ -1500,8 +1525,16 @@ fn correction(text: &str) -> Option<(String, String)> {
         }
         s.trim().to_string()
     };
-    if let Some((new, old)) = t.split_once(", not ") {
-        let (new, old) = (clean(new), clean(old));
+    // "X, not Y" in any case, anywhere in the clause: X is what follows the last break
+    // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
+    // what is not a word ("…, not Y 🤦").
+    if let Some(at) = t.to_lowercase().find(", not ") {
+        let before = &t[..at];
+        let start =
+            ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| before.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
+        let after = &t[at + ", not ".len()..];
+        let end = after.find(|c: char| !(c.is_alphanumeric() || c.is_whitespace() || "'’&+#.-".contains(c))).unwrap_or(after.len());
+        let (new, old) = (clean(&before[start..]), clean(after[..end].trim_end_matches(['.', ' '])));
         let trivial = |x: &str| {
             let x = x.to_lowercase();
             x.len() < 2
@@ -1556,7 +1589,10 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
     }
     let mut out = Vec::new();
     for (ci, c) in clauses.iter().enumerate() {
-        if let Some((new, old)) = correction(&c.text) {
+        // "Correction: X. NOT Y." over two clauses reads as "X, not Y".
+        let joined = (ci > 0 && c.text.to_lowercase().starts_with("not "))
+            .then(|| format!("{}, {}", clauses[ci - 1].text.trim_end_matches(['.', '!']), c.text));
+        if let Some((new, old)) = correction(joined.as_deref().unwrap_or(&c.text)) {
             // "my manager is Aurelio, not Aurelia": the new part states the slot itself.
             let stated = if new.split_whitespace().count() > 1 { extract(&new).into_iter().find(|x| x.op == Op::Set) } else { None };
             let (slot, value) = match stated {

@@ -126,6 +126,11 @@ fn changes_negations_and_corrections() {
         ("We adopted a puppy, Mango; sadly Rocket passed away in the winter.", &["pet Set Mango", "pet Negate Rocket"]),
         ("I started eating meat again, so I eat everything now.", &["diet Set omnivore"]),
         ("Jonas and I split up.", &["partner Negate Jonas"]),
+        // "X, not Y" after a break and before an emoji; over two sentences; the negated
+        // value is the old one ("haven't opened Y"), whatever the order.
+        ("Wait no, scratch that -- Northvane, not Mossgrove Games 🤦", &["? Set Northvane (was Mossgrove Games)"]),
+        ("Correction: arepas. NOT shakshuka. autocorrect strikes again", &["? Set arepas (was shakshuka)"]),
+        ("Been on Kakoune for a month, haven't opened Zed once", &["editor Set Kakoune (was Zed)"]),
         ("My sister lives in Rome.", &["my sister: city Set Rome"]),
         ("Should I move to Madrid?", &[]),
         ("If I moved to Madrid, would my rent go up a lot?", &[]),

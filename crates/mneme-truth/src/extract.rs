@@ -570,6 +570,7 @@ fn is_word(t: &Tok, words: &[&str]) -> bool {
 /// the assistant's own turns, which state no facts about anyone.
 pub fn extract(text: &str) -> Vec<Claim> {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}', '\u{201e}'], "\"");
+    let text = asides(&text);
     let lang = language(&text);
     let stem = stemmer(lang);
     let lower_case = !text.chars().any(char::is_uppercase);
@@ -624,6 +625,35 @@ pub fn extract(text: &str) -> Vec<Claim> {
             c.old = Some(std::mem::replace(&mut c.value, old));
         }
     }
+    out
+}
+
+/// Parenthetical asides: one that denies ("… (not that it matters lol)") says nothing
+/// about the sentence, so it goes before a negation in it can leak into the clause; an
+/// apposition that names a relation ("Dario (my partner)") is read as "my partner Dario".
+fn asides(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('(') {
+        let Some(len) = rest[open..].find(')') else { break };
+        let (before, inner, after) = (&rest[..open], &rest[open + 1..open + len], &rest[open + len + 1..]);
+        let lower = inner.to_lowercase();
+        let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
+        let denies = words.iter().any(|w| ["not", "no", "never", "nicht", "kein", "keine"].contains(w) || w.ends_with("n't"));
+        let name = before.trim_end().rsplit(char::is_whitespace).next().filter(|w| w.chars().next().is_some_and(char::is_uppercase));
+        let relation = (words.first().is_some_and(|w| ["my", "our", "mein", "meine", "unser", "unsere"].contains(w)) && words.len() <= 4)
+            .then_some(inner.trim());
+        match (denies, name, relation) {
+            (true, ..) => out.push_str(before.trim_end()),
+            (false, Some(name), Some(relation)) => {
+                out.push_str(&before.trim_end()[..before.trim_end().len() - name.len()]);
+                out.push_str(&format!("{relation} {name}"));
+            }
+            _ => out.push_str(&rest[..open + len + 1]),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
     out
 }
 

@@ -8,13 +8,10 @@ only; deterministic.
 
     python3 bench/topics/build.py            # -> bench/topics/train.jsonl, heldout.jsonl
 
-train.jsonl:   the dev template family (seeds 1-3), families B and C, and one half of
-               paraphrases.jsonl and of paraphrases_changes.jsonl (hand-written by two
-               helpers, independent of every template family; the second one states
-               changes, mostly without the old value, and hard negatives).
-heldout.jsonl: family D (never trained on, never tuned on) and the other halves.
-               Family E (bench/truth/family_e.py) is in neither: it is the truth
-               benchmark's tuning split. `mneme-bench topics eval` reports both.
+train.jsonl:   the dev template family (seeds 1-3), families B and C, and the even half
+               of paraphrases.jsonl (hand-written, independent of every template family).
+heldout.jsonl: family D (never trained on, never tuned on) and the odd half of
+               paraphrases.jsonl. `mneme-bench topics eval` reports both.
 """
 from __future__ import annotations
 
@@ -50,9 +47,9 @@ def generated(templates: str | None, seed: int, n: int, family: str) -> list[dic
     return rows
 
 
-def paraphrases(name: str = "paraphrases") -> tuple[list[dict], list[dict]]:
+def paraphrases() -> tuple[list[dict], list[dict]]:
     train, held = [], []
-    path = HERE / f"{name}.jsonl"
+    path = HERE / "paraphrases.jsonl"
     if not path.exists():
         print(f"warning: {path} is missing; the sets leave it out", file=sys.stderr)
         return train, held
@@ -60,7 +57,7 @@ def paraphrases(name: str = "paraphrases") -> tuple[list[dict], list[dict]]:
         if not line.strip():
             continue
         row = json.loads(line)
-        row = {"text": row["text"], "slot": row["slot"], "kind": "turn", "family": name}
+        row = {"text": row["text"], "slot": row["slot"], "kind": "turn", "family": "paraphrases"}
         # A stable half by content, not by position: the split survives edits to the file.
         (held if hashlib.sha256(row["text"].encode()).digest()[0] % 2 else train).append(row)
     return train, held
@@ -91,9 +88,8 @@ def main() -> None:
     train += generated(str(ROOT / "bench/truth/family_b.py"), 2, 40, "B")
     train += generated(str(ROOT / "bench/truth/family_c.py"), 3, 40, "C")
     para_train, para_held = paraphrases()
-    change_train, change_held = paraphrases("paraphrases_changes")
-    train += para_train + change_train
-    held = generated(str(ROOT / "bench/truth/family_d.py"), 4, 40, "D") + para_held + change_held
+    train += para_train
+    held = generated(str(ROOT / "bench/truth/family_d.py"), 4, 40, "D") + para_held
     write(HERE / "train.jsonl", dedup(train))
     seen = {r["text"].strip().lower() for r in train}
     write(HERE / "heldout.jsonl", [r for r in dedup(held) if r["text"].strip().lower() not in seen])

@@ -70,6 +70,11 @@ pub enum Command {
         /// Print the playbook (heartbeat on) after each week, on stderr.
         #[arg(long)]
         show_playbook: bool,
+        /// `scripted`: every heartbeat stage asks a loopback model scripted to follow its
+        /// prompt and add nothing of its own (the tip it recommends is the first lesson it
+        /// is given that no recent heartbeat acted on); default: no LLM.
+        #[arg(long, value_parser = ["scripted"])]
+        llm: Option<String>,
     },
     /// What each web-console view costs to load (its API requests) on a store of N
     /// records, against an empty store.

@@ -40,6 +40,7 @@ use mneme_workspace::playbook::{PatternLine, Playbook, normalize};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::scripted::ScriptedModel;
 use crate::synth::Rng;
 
 /// A failure mode: the action, its error (`{n}` a fresh number, `{p}` a fresh path, `{h}`
@@ -222,7 +223,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64, start: Timestamp, model: Option<&crate::truth::Model>) -> Result<Sim> {
+    fn new(seed: u64, start: Timestamp, model: Option<&crate::truth::Model>, engine: Reflector) -> Result<Sim> {
         let dir = tempfile::tempdir()?;
         let clock = Arc::new(FixedClock::new(start));
         let store = StoreOptions { path: dir.path().join("mneme.db"), key: None, create: true, decay: Default::default() };
@@ -241,7 +242,7 @@ impl Sim {
             owner: Principal::owner("bench"),
             hooks,
             settings,
-            engine: Reflector::offline(ReflectionConfig::default()),
+            engine,
             rng: Rng(seed),
             noise: Rng(seed ^ 0x5eed),
             failed_before: vec![false; MODES.len()],
@@ -481,9 +482,17 @@ fn judge(p: &PatternLine) -> Judged {
 }
 
 /// One arm: `weeks` weeks of daily sessions, with the heartbeat or without.
-fn arm(seed: u64, weeks: usize, loop_on: bool, model: Option<&crate::truth::Model>, show_playbook: bool) -> Result<Vec<Week>> {
+fn arm(
+    seed: u64,
+    weeks: usize,
+    loop_on: bool,
+    model: Option<&crate::truth::Model>,
+    llm: Option<&ScriptedModel>,
+    show_playbook: bool,
+) -> Result<Vec<Week>> {
     let start = Timestamp::from_second(1_800_000_000)?;
-    let mut sim = Sim::new(seed, start, model)?;
+    let engine = llm.map_or_else(|| Reflector::offline(ReflectionConfig::default()), ScriptedModel::engine);
+    let mut sim = Sim::new(seed, start, model, engine)?;
     let mut out = Vec::new();
     let (mut tips, mut observed) = (0, 0);
     for w in 0..weeks {
@@ -519,20 +528,38 @@ fn arm(seed: u64, weeks: usize, loop_on: bool, model: Option<&crate::truth::Mode
 
 /// Runs both arms and prints the table (or JSON); `show_playbook` prints the loop-on
 /// playbook after each week on stderr.
-pub fn learning(seed: u64, weeks: usize, model: Option<crate::truth::Model>, show_playbook: bool, json_out: bool) -> Result<()> {
+pub fn learning(
+    seed: u64,
+    weeks: usize,
+    model: Option<crate::truth::Model>,
+    scripted: bool,
+    show_playbook: bool,
+    json_out: bool,
+) -> Result<()> {
     anyhow::ensure!((1..=52).contains(&weeks), "--weeks {weeks}: between 1 and 52");
     eprintln!("learning: {weeks} simulated weeks, seed {seed}, with the heartbeat and without");
-    let on = arm(seed, weeks, true, model.as_ref(), show_playbook)?;
-    let off = arm(seed, weeks, false, model.as_ref(), false)?;
+    let llm = if scripted { Some(ScriptedModel::start()?) } else { None };
+    let on = arm(seed, weeks, true, model.as_ref(), llm.as_ref(), show_playbook)?;
+    let off = arm(seed, weeks, false, model.as_ref(), llm.as_ref(), false)?;
     let grouping = match &model {
         Some(m) => format!("paraphrases grouped with {}", m.model_id()),
         None => "paraphrases grouped by words (no embedding model)".to_string(),
     };
+    let (stages, calls) = match &llm {
+        Some(l) => ("the scripted model", l.calls()),
+        None => ("no LLM", 0),
+    };
     if json_out {
-        outln!("{}", json!({ "seed": seed, "weeks": weeks, "grouping": grouping, "loop_on": on, "loop_off": off }));
+        outln!(
+            "{}",
+            json!({ "seed": seed, "weeks": weeks, "grouping": grouping, "llm": stages, "llm_calls": calls, "loop_on": on, "loop_off": off })
+        );
         return Ok(());
     }
-    outln!("Reflection's effect, no LLM ({grouping}), seed {seed}: per week, repeated failures and corrections");
+    outln!("Reflection's effect, {stages} ({grouping}), seed {seed}: per week, repeated failures and corrections");
+    if llm.is_some() {
+        outln!("({calls} model calls; each stage's answer as scripted in crates/mneme-bench/src/scripted.rs)");
+    }
     outln!("(tasks on a failure or correction already met in an earlier session that went wrong again)");
     outln!();
     outln!(

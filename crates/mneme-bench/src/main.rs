@@ -31,6 +31,7 @@ mod learning;
 mod lexical;
 mod reflect;
 mod retrieval;
+mod scripted;
 mod store;
 mod synth;
 mod topics;
@@ -96,10 +97,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
-        Command::Learning { weeks, seed, show_playbook } => {
+        Command::Learning { weeks, seed, show_playbook, llm } => {
             let data_dir = data_dir(&cli)?;
             let (_, model) = crate::truth::pipeline("learning", &config(&cli, &data_dir)?, &data_dir)?;
-            crate::learning::learning(*seed, *weeks, model, *show_playbook, json)
+            crate::learning::learning(*seed, *weeks, model, llm.as_deref() == Some("scripted"), *show_playbook, json)
         }
         Command::Inner { days, runs } => crate::inner::inner(*days, *runs, json),
         Command::Console { records, runs } => crate::console::console(*records, *runs, json),

@@ -172,6 +172,12 @@ pub struct SignalInput<'a> {
     pub delivered: &'a [String],
 }
 
+/// Whether `action` is a tip with the line of a lesson whose tip was delivered before.
+fn repeats_a_delivered_lesson(action: &RecommendedAction, input: &SignalInput<'_>) -> bool {
+    action.action == ActionKind::TelegramTip
+        && input.lessons.iter().any(|l| l.is_line(&action.task) && input.delivered.iter().any(|h| l.is_line(h)))
+}
+
 /// Runs the analyzer: the model's validated answer, else the offline rules. The repeated
 /// failures (for the curator) always come from the history.
 pub fn analyze(engine: &Reflector, input: &SignalInput<'_>) -> (SignalReport, StageOutcome) {
@@ -193,6 +199,11 @@ pub fn analyze(engine: &Reflector, input: &SignalInput<'_>) -> (SignalReport, St
     .to_string();
     match engine.ask(Stage::SignalAnalyzer, PROMPT, &user) {
         Ok(v) => match validate(&v, input.idle) {
+            // The model sees three heartbeats; a lesson delivered before them is known
+            // here, and a tip that repeats it is not sent again.
+            Ok(report) if repeats_a_delivered_lesson(&report.recommended_action, input) => {
+                (offline, StageOutcome::fallback("the model's tip repeats a lesson already delivered"))
+            }
             Ok(mut report) => {
                 report.repeated_failures = offline.repeated_failures;
                 (report, StageOutcome::ok())

@@ -107,4 +107,15 @@ fn learning_shows_the_loop_on_repeating_fewer_failures_than_the_loop_off() {
     assert!(last["tips"].as_u64().expect("tips") >= 5 && last["observed"].as_u64().expect("observed") >= 1, "{last}");
     let none = bench(dir.path()).args(["learning", "--weeks", "0"]).output().expect("runs");
     assert!(!none.status.success() && String::from_utf8_lossy(&none.stderr).contains("--weeks 0: between 1 and 52"));
+
+    // With the scripted model at every stage: the model's tips are the lessons it is
+    // given, each delivered once (a tip that repeats a lesson delivered before the three
+    // heartbeats the model sees is not sent again), so the loop learns as offline.
+    let out = bench(dir.path()).args(["--json", "learning", "--weeks", "2", "--seed", "5", "--llm", "scripted"]).output().expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(m["llm"], "the scripted model");
+    assert!(m["llm_calls"].as_u64().is_some_and(|n| n > 100), "{}", m["llm_calls"]);
+    assert_eq!(m["loop_on"][1]["playbook"]["tips"], v["loop_on"][1]["playbook"]["tips"], "one tip per lesson, as offline");
+    assert_eq!(m["loop_on"][1]["repeated_failures"], v["loop_on"][1]["repeated_failures"]);
 }

@@ -1558,11 +1558,13 @@ fn correction(text: &str) -> Option<(String, String)> {
     // "X, not Y" in any case, anywhere in the clause: X is what follows the last break
     // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
     // what is not a word ("…, not Y 🤦").
-    if let Some(at) = t.to_lowercase().find(", not ") {
+    // (Searched in `t` itself: lower-casing can change byte offsets, "İ" for one.)
+    const NOT: &str = ", not ";
+    if let Some(at) = t.char_indices().map(|(i, _)| i).find(|&i| t.get(i..i + NOT.len()).is_some_and(|s| s.eq_ignore_ascii_case(NOT))) {
         let before = &t[..at];
         let start =
             ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| before.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
-        let after = &t[at + ", not ".len()..];
+        let after = &t[at + NOT.len()..];
         let end = after.find(|c: char| !(c.is_alphanumeric() || c.is_whitespace() || "'’&+#.-".contains(c))).unwrap_or(after.len());
         let (new, old) = (clean(&before[start..]), clean(after[..end].trim_end_matches(['.', ' '])));
         let trivial = |x: &str| {

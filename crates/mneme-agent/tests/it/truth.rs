@@ -131,6 +131,9 @@ fn changes_negations_and_corrections() {
         ("Wait no, scratch that -- Northvane, not Mossgrove Games 🤦", &["? Set Northvane (was Mossgrove Games)"]),
         ("Correction: arepas. NOT shakshuka. autocorrect strikes again", &["? Set arepas (was shakshuka)"]),
         ("Been on Kakoune for a month, haven't opened Zed once", &["editor Set Kakoune (was Zed)"]),
+        // Lower-casing changes byte offsets ("İ" is longer in lower case): read in the
+        // text itself, not a panic inside "ö".
+        ("İ Lisbon, not öPorto", &["city Set İ Lisbon (was öPorto)"]),
         // A denying aside does not deny the sentence; an apposition names the relation.
         ("I've been with Ximena since the summer (not that it matters lol)", &["partner Set Ximena"]),
         ("Need a bday gift idea for Dario (my partner), budget ~80 eur", &["partner Set Dario"]),

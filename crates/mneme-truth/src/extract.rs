@@ -1507,15 +1507,18 @@ fn diet(toks: &[Tok]) -> Option<String> {
     None
 }
 
+/// Where `needle` (ASCII) first occurs in `hay`, ignoring ASCII case: an offset into
+/// `hay` itself (lower-casing a copy can change byte offsets: "İ", the Kelvin sign).
+fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+    hay.char_indices().map(|(i, _)| i).find(|&i| hay.get(i..i + needle.len()).is_some_and(|s| s.eq_ignore_ascii_case(needle)))
+}
+
 /// Bare corrections: "actually it's X, not Y", "X, not Y", "nicht Y, sondern X".
 fn correction(text: &str) -> Option<(String, String)> {
     let t = text.trim().trim_end_matches(['.', '!']);
     let clean = |s: &str| {
-        let s = s.trim().trim_matches(|c: char| c == '"' || c == ',');
-        let lower = s.to_lowercase();
-        let mut s = s;
+        let mut s = s.trim().trim_matches(|c: char| c == '"' || c == ',');
         // Leading interjections: "sorry, I meant …", "oops, it's …", "correction — …".
-        let mut lower = lower;
         loop {
             let before = s.len();
             for p in [
@@ -1543,9 +1546,8 @@ fn correction(text: &str) -> Option<(String, String)> {
                 "sorry, ich meinte ",
                 "pardon, ",
             ] {
-                if lower.starts_with(p) {
+                if s.get(..p.len()).is_some_and(|head| head.eq_ignore_ascii_case(p)) {
                     s = s[p.len()..].trim_start();
-                    lower = s.to_lowercase();
                     break;
                 }
             }
@@ -1558,9 +1560,8 @@ fn correction(text: &str) -> Option<(String, String)> {
     // "X, not Y" in any case, anywhere in the clause: X is what follows the last break
     // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
     // what is not a word ("…, not Y 🤦").
-    // (Searched in `t` itself: lower-casing can change byte offsets, "İ" for one.)
     const NOT: &str = ", not ";
-    if let Some(at) = t.char_indices().map(|(i, _)| i).find(|&i| t.get(i..i + NOT.len()).is_some_and(|s| s.eq_ignore_ascii_case(NOT))) {
+    if let Some(at) = find_ci(t, NOT) {
         let before = &t[..at];
         let start =
             ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| before.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
@@ -1579,14 +1580,13 @@ fn correction(text: &str) -> Option<(String, String)> {
         return (!new.is_empty() && !old.is_empty() && new.split_whitespace().count() <= 4 && old.split_whitespace().count() <= 4)
             .then_some((new, old));
     }
-    let lower = t.to_lowercase();
-    if let Some(at) = lower.find("i meant ")
-        && let Some(when) = lower[at..].find(" when i said ").map(|w| w + at)
+    if let Some(at) = find_ci(t, "i meant ")
+        && let Some(when) = find_ci(&t[at..], " when i said ").map(|w| w + at)
     {
         let (new, old) = (clean(&t[at + 8..when]), clean(&t[when + 13..]));
         return (!new.is_empty() && !old.is_empty()).then_some((new, old));
     }
-    if let Some(w) = lower.find(" was wrong, it's ").or_else(|| lower.find(" was wrong, it is ")) {
+    if let Some(w) = find_ci(t, " was wrong, it's ").or_else(|| find_ci(t, " was wrong, it is ")) {
         let head = &t[..w];
         let old = head.rsplit(',').next().unwrap_or(head);
         let tail = &t[w..];

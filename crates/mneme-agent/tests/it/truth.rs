@@ -134,6 +134,7 @@ fn changes_negations_and_corrections() {
         // Lower-casing changes byte offsets ("İ" is longer in lower case): read in the
         // text itself, not a panic inside "ö".
         ("İ Lisbon, not öPorto", &["city Set İ Lisbon (was öPorto)"]),
+        ("İİ I meant Lisbon when I said öPorto", &["city Set Lisbon (was öPorto)"]),
         // A denying aside does not deny the sentence; an apposition names the relation.
         ("I've been with Ximena since the summer (not that it matters lol)", &["partner Set Ximena"]),
         ("Need a bday gift idea for Dario (my partner), budget ~80 eur", &["partner Set Dario"]),

@@ -219,7 +219,11 @@ fn shared_fixes(lessons: &[Lesson]) -> Vec<Connection> {
         .into_iter()
         .filter_map(|step| {
             let group: Vec<&&Lesson> = fixes.iter().filter(|l| l.fix.iter().any(|s| s == step)).collect();
-            let actions: Vec<&str> = group.iter().filter_map(|l| l.action.as_deref()).collect();
+            let mut actions: Vec<&str> = group.iter().filter_map(|l| l.action.as_deref()).collect();
+            // One action failing with two errors is one action.
+            actions.dedup();
+            actions.sort_unstable();
+            actions.dedup();
             if actions.len() < 2 {
                 return None;
             }

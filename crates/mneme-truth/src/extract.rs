@@ -637,6 +637,13 @@ fn asides(text: &str) -> String {
     while let Some(open) = rest.find('(') {
         let Some(len) = rest[open..].find(')') else { break };
         let (before, inner, after) = (&rest[..open], &rest[open + 1..open + len], &rest[open + len + 1..]);
+        // An aside opens after a space (":(" is a face) and holds no other bracket.
+        let aside = before.chars().next_back().is_none_or(char::is_whitespace) && !inner.contains('(') && inner.chars().count() <= 60;
+        if !aside {
+            out.push_str(&rest[..open + 1]);
+            rest = &rest[open + 1..];
+            continue;
+        }
         let lower = inner.to_lowercase();
         let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
         let denies = words.iter().any(|w| ["not", "no", "never", "nicht", "kein", "keine"].contains(w) || w.ends_with("n't"));
@@ -661,7 +668,13 @@ fn asides(text: &str) -> String {
 /// before it denies ("not", "never", "no", "-n't", "nicht", "kein…").
 fn negated_before(clause: &str, value: &str) -> bool {
     let lower = clause.to_lowercase();
-    let Some(at) = lower.find(&value.to_lowercase()) else { return false };
+    let value = value.to_lowercase();
+    // The value as a whole word ("go" is not in "going", "java" not in "javascript").
+    let whole = |at: usize| {
+        lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+            && lower[at + value.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric())
+    };
+    let Some(at) = lower.match_indices(&value).map(|(i, _)| i).find(|&i| whole(i)) else { return false };
     lower[..at].split_whitespace().rev().take(3).any(|w| {
         let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
         w.ends_with("n't")
@@ -1580,10 +1593,10 @@ fn correction(text: &str) -> Option<(String, String)> {
         return (!new.is_empty() && !old.is_empty() && new.split_whitespace().count() <= 4 && old.split_whitespace().count() <= 4)
             .then_some((new, old));
     }
-    if let Some(at) = find_ci(t, "i meant ")
-        && let Some(when) = find_ci(&t[at..], " when i said ").map(|w| w + at)
+    if let Some(at) = find_ci(t, "i meant ").map(|at| at + "i meant ".len())
+        && let Some(when) = find_ci(&t[at..], "when i said ").map(|w| w + at)
     {
-        let (new, old) = (clean(&t[at + 8..when]), clean(&t[when + 13..]));
+        let (new, old) = (clean(&t[at..when]), clean(&t[when + "when i said ".len()..]));
         return (!new.is_empty() && !old.is_empty()).then_some((new, old));
     }
     if let Some(w) = find_ci(t, " was wrong, it's ").or_else(|| find_ci(t, " was wrong, it is ")) {
@@ -1622,15 +1635,27 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
     let mut out = Vec::new();
     for (ci, c) in clauses.iter().enumerate() {
         // "Correction: X. NOT Y." over two clauses reads as "X, not Y".
-        let joined = (ci > 0 && c.text.to_lowercase().starts_with("not "))
-            .then(|| format!("{}, {}", clauses[ci - 1].text.trim_end_matches(['.', '!']), c.text));
+        let named =
+            c.text.split_whitespace().skip(1).map(|w| w.trim_matches(|ch: char| !ch.is_alphanumeric()).to_lowercase()).collect::<Vec<_>>();
+        let short_not = c.text.to_lowercase().starts_with("not ")
+            && (1..=2).contains(&named.len())
+            && !named.iter().any(|w| {
+                ["a", "an", "the", "at", "all", "really", "sure", "that", "this", "so", "too", "yet", "now", "bad"].contains(&w.as_str())
+            });
+        let joined = (ci > 0 && short_not).then(|| format!("{}, {}", clauses[ci - 1].text.trim_end_matches(['.', '!']), c.text));
         if let Some((new, old)) = correction(joined.as_deref().unwrap_or(&c.text)) {
             // "my manager is Aurelio, not Aurelia": the new part states the slot itself.
-            let stated = if new.split_whitespace().count() > 1 { extract(&new).into_iter().find(|x| x.op == Op::Set) } else { None };
+            let words = new.split_whitespace().count();
+            let stated = if words > 1 { extract(&new).into_iter().find(|x| x.op == Op::Set) } else { None };
             let (slot, value) = match stated {
                 Some(x) => (x.slot, x.value),
+                // "I don't like Python, not at all": words that state no value are no correction.
+                None if words > 2 => continue,
                 None => {
-                    let k = (0..SLOTS.len()).find(|&k| !GAZETTEERS[k].is_empty() && !gazetteer_hits(&c.toks, k).is_empty());
+                    // The slot of the new value's own words ("I code in Python: Django, not
+                    // Flask" is no change of language), else whichever fact holds the old one.
+                    let toks = tokenize(&new, &stemmer(lang));
+                    let k = (0..SLOTS.len()).find(|&k| !GAZETTEERS[k].is_empty() && !gazetteer_hits(&toks, k).is_empty());
                     (k.map(|k| SLOTS[k].id), new)
                 }
             };

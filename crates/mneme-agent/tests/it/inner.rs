@@ -346,7 +346,7 @@ fn offline_the_brain_loop_and_the_diary_say_what_happened_what_is_pending_and_wh
     }
     let queue = file(&b, "QUEUE.md");
     assert!(
-        queue.contains("- [ ] Find the cause of `npm test` failing with “error: connect econnrefused #.#.#.#:<port>” (2× since "),
+        queue.contains("- [ ] Find the cause of `npm test` failing with “error: connect econnrefused #.#.#.#:<port>” (added "),
         "{queue}"
     );
     // Nobody worked on the handoff: it is still there for the next loop (or the model).

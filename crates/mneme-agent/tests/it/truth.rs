@@ -135,6 +135,12 @@ fn changes_negations_and_corrections() {
         // text itself, not a panic inside "ö".
         ("İ Lisbon, not öPorto", &["city Set İ Lisbon (was öPorto)"]),
         ("İİ I meant Lisbon when I said öPorto", &["city Set Lisbon (was öPorto)"]),
+        ("What I meant when I said Berlin was the office.", &[]),
+        // The new value's own words give the slot, and words that state no value are no
+        // correction; a value is a whole word ("Go" is not in "going").
+        ("I code in Python at work: Django, not Flask", &["? Set Django (was Flask)"]),
+        ("I don't like Python, not at all", &[]),
+        ("Not going back to Python, all in on Go now", &[]),
         // A denying aside does not deny the sentence; an apposition names the relation.
         ("I've been with Ximena since the summer (not that it matters lol)", &["partner Set Ximena"]),
         ("Need a bday gift idea for Dario (my partner), budget ~80 eur", &["partner Set Dario"]),

@@ -138,11 +138,8 @@ pub fn digest(
         let after = if *passed { "then passed" } else { "not passed since" };
         d.happened.push(format!("`{action}` failed {}× (“{}”), {after}", n, cut(mode, 60)));
         if !*passed && *n >= 2 {
-            d.open_failures.push(format!(
-                "Find the cause of `{action}` failing with “{}” ({n}× since {})",
-                cut(mode, 60),
-                since.strftime("%Y-%m-%d")
-            ));
+            // The same text every loop, so the queue holds one task per failure.
+            d.open_failures.push(format!("Find the cause of `{action}` failing with “{}”", cut(mode, 60)));
         }
     }
 

@@ -221,7 +221,6 @@ fn shared_fixes(lessons: &[Lesson]) -> Vec<Connection> {
             let group: Vec<&&Lesson> = fixes.iter().filter(|l| l.fix.iter().any(|s| s == step)).collect();
             let mut actions: Vec<&str> = group.iter().filter_map(|l| l.action.as_deref()).collect();
             // One action failing with two errors is one action.
-            actions.dedup();
             actions.sort_unstable();
             actions.dedup();
             if actions.len() < 2 {

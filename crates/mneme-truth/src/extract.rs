@@ -1520,6 +1520,20 @@ fn diet(toks: &[Tok]) -> Option<String> {
     None
 }
 
+/// A clause that is only "NOT Y", Y one or two words that name something ("NOT shakshuka."),
+/// not "Not a big deal." (the words are read only when the clause opens with "not").
+fn short_not(clause: &str) -> bool {
+    if !clause.get(..4).is_some_and(|h| h.eq_ignore_ascii_case("not ")) {
+        return false;
+    }
+    let named: Vec<String> =
+        clause.split_whitespace().skip(1).map(|w| w.trim_matches(|ch: char| !ch.is_alphanumeric()).to_lowercase()).collect();
+    (1..=2).contains(&named.len())
+        && !named.iter().any(|w| {
+            ["a", "an", "the", "at", "all", "really", "sure", "that", "this", "so", "too", "yet", "now", "bad"].contains(&w.as_str())
+        })
+}
+
 /// Where `needle` (ASCII) first occurs in `hay`, ignoring ASCII case: an offset into
 /// `hay` itself (lower-casing a copy can change byte offsets: "İ", the Kelvin sign).
 fn find_ci(hay: &str, needle: &str) -> Option<usize> {
@@ -1635,14 +1649,7 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
     let mut out = Vec::new();
     for (ci, c) in clauses.iter().enumerate() {
         // "Correction: X. NOT Y." over two clauses reads as "X, not Y".
-        let named =
-            c.text.split_whitespace().skip(1).map(|w| w.trim_matches(|ch: char| !ch.is_alphanumeric()).to_lowercase()).collect::<Vec<_>>();
-        let short_not = c.text.to_lowercase().starts_with("not ")
-            && (1..=2).contains(&named.len())
-            && !named.iter().any(|w| {
-                ["a", "an", "the", "at", "all", "really", "sure", "that", "this", "so", "too", "yet", "now", "bad"].contains(&w.as_str())
-            });
-        let joined = (ci > 0 && short_not).then(|| format!("{}, {}", clauses[ci - 1].text.trim_end_matches(['.', '!']), c.text));
+        let joined = (ci > 0 && short_not(&c.text)).then(|| format!("{}, {}", clauses[ci - 1].text.trim_end_matches(['.', '!']), c.text));
         if let Some((new, old)) = correction(joined.as_deref().unwrap_or(&c.text)) {
             // "my manager is Aurelio, not Aurelia": the new part states the slot itself.
             let words = new.split_whitespace().count();

@@ -1125,6 +1125,20 @@ fn precision_recall(rows: &[(String, bool)], said: impl Fn(usize, &str) -> bool)
     (f64::from(tp) / f64::from((tp + fp).max(1)), f64::from(tp) / f64::from((tp + fneg).max(1)))
 }
 
+/// The labelled replies of `bench/reflect/NAME` as (text, is a correction).
+fn labelled(name: &str) -> Vec<(String, bool)> {
+    let path = format!("{}/../../bench/reflect/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("json line");
+            (v["text"].as_str().expect("text").to_string(), v["correction"].as_bool().expect("label"))
+        })
+        .collect()
+}
+
 /// The correction readers on 120 replies a helper wrote without seeing them or their word
 /// lists (`bench/reflect/corrections.jsonl`, held out: never used to tune or train). The
 /// floors are just under the figures measured when they were written (bench/reflect/README.md:
@@ -1133,16 +1147,7 @@ fn precision_recall(rows: &[(String, bool)], said: impl Fn(usize, &str) -> bool)
 #[test]
 fn the_correction_layer_reads_held_out_replies_far_better_than_the_word_rule() {
     use mneme_embed::Embedder as _;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/reflect/corrections.jsonl");
-    let rows: Vec<(String, bool)> = std::fs::read_to_string(path)
-        .expect("the held-out set")
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("json line");
-            (v["text"].as_str().expect("text").to_string(), v["correction"].as_bool().expect("label"))
-        })
-        .collect();
+    let rows = labelled("corrections.jsonl");
     assert_eq!(rows.len(), 120);
     let (p, r) = precision_recall(&rows, |_, t| mneme_reflect::lessons::is_correction(t));
     assert!(p >= 0.5 && r >= 0.25, "word rule: precision {p:.3} recall {r:.3}");
@@ -1153,16 +1158,7 @@ fn the_correction_layer_reads_held_out_replies_far_better_than_the_word_rule() {
     let (p, r) = precision_recall(&rows, |i, t| layer.corrects(t, &vectors[i]));
     assert!(p >= 0.9 && r >= 0.75, "layer: precision {p:.3} recall {r:.3}");
     // The second held-out set: terse replies that name the alternative ("poetry, not pip").
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/reflect/corrections_terse_heldout.jsonl");
-    let terse: Vec<(String, bool)> = std::fs::read_to_string(path)
-        .expect("the terse held-out set")
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("json line");
-            (v["text"].as_str().expect("text").to_string(), v["correction"].as_bool().expect("label"))
-        })
-        .collect();
+    let terse = labelled("corrections_terse_heldout.jsonl");
     assert_eq!(terse.len(), 160);
     let texts: Vec<&str> = terse.iter().map(|(t, _)| t.as_str()).collect();
     let vectors: Vec<Vec<f32>> = texts.chunks(64).flat_map(|c| model.embed(c).expect("embed")).collect();

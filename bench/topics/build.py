@@ -6,12 +6,15 @@ is in a fact's `history`) or `null` (chit-chat, third-party facts, hypotheticals
 user's own questions); every harness question is labelled with its slot. Standard library
 only; deterministic.
 
-    python3 bench/topics/build.py            # -> bench/topics/train.jsonl, heldout.jsonl
+    python3 bench/topics/build.py            # -> bench/topics/train.jsonl, tune.jsonl, heldout.jsonl
 
-train.jsonl:   the dev template family (seeds 1-3), families B and C, and the even half
-               of paraphrases.jsonl (hand-written, independent of every template family).
+train.jsonl:   the dev template family (seeds 1-3), families B and C, and the even halves
+               of paraphrases.jsonl and paraphrases_changes.jsonl (hand-written,
+               independent of every template family).
+tune.jsonl:    family E (seed 5) and the odd half of paraphrases_changes.jsonl: what the
+               layer's size, decay and threshold were chosen on.
 heldout.jsonl: family D (never trained on, never tuned on) and the odd half of
-               paraphrases.jsonl. `mneme-bench topics eval` reports both.
+               paraphrases.jsonl. `mneme-bench topics eval` reports each.
 """
 from __future__ import annotations
 
@@ -47,9 +50,9 @@ def generated(templates: str | None, seed: int, n: int, family: str) -> list[dic
     return rows
 
 
-def paraphrases() -> tuple[list[dict], list[dict]]:
+def paraphrases(name: str = "paraphrases.jsonl", family: str = "paraphrases") -> tuple[list[dict], list[dict]]:
     train, held = [], []
-    path = HERE / "paraphrases.jsonl"
+    path = HERE / name
     if not path.exists():
         print(f"warning: {path} is missing; the sets leave it out", file=sys.stderr)
         return train, held
@@ -57,7 +60,7 @@ def paraphrases() -> tuple[list[dict], list[dict]]:
         if not line.strip():
             continue
         row = json.loads(line)
-        row = {"text": row["text"], "slot": row["slot"], "kind": "turn", "family": "paraphrases"}
+        row = {"text": row["text"], "slot": row["slot"], "kind": "turn", "family": family}
         # A stable half by content, not by position: the split survives edits to the file.
         (held if hashlib.sha256(row["text"].encode()).digest()[0] % 2 else train).append(row)
     return train, held
@@ -88,11 +91,14 @@ def main() -> None:
     train += generated(str(ROOT / "bench/truth/family_b.py"), 2, 40, "B")
     train += generated(str(ROOT / "bench/truth/family_c.py"), 3, 40, "C")
     para_train, para_held = paraphrases()
-    train += para_train
+    changes_train, changes_tune = paraphrases("paraphrases_changes.jsonl", "changes")
+    train += para_train + changes_train
     held = generated(str(ROOT / "bench/truth/family_d.py"), 4, 40, "D") + para_held
+    tune = generated(str(ROOT / "bench/truth/family_e.py"), 5, 40, "E") + changes_tune
     write(HERE / "train.jsonl", dedup(train))
     seen = {r["text"].strip().lower() for r in train}
     write(HERE / "heldout.jsonl", [r for r in dedup(held) if r["text"].strip().lower() not in seen])
+    write(HERE / "tune.jsonl", [r for r in dedup(tune) if r["text"].strip().lower() not in seen])
 
 
 if __name__ == "__main__":

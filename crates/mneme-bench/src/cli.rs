@@ -175,8 +175,18 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         show_errors: usize,
         /// Training epochs (full batch).
-        #[arg(long, default_value_t = 400)]
+        #[arg(long, default_value_t = 300)]
         epochs: usize,
+        /// Units of a hidden layer trained beside the linear one (0: linear only). The
+        /// defaults train the compiled-in layer.
+        #[arg(long, default_value_t = 64)]
+        hidden: usize,
+        /// Weight decay (times the squared weights).
+        #[arg(long, default_value_t = 1e-4)]
+        l2: f32,
+        /// Adam's learning rate.
+        #[arg(long, default_value_t = 0.01)]
+        learning_rate: f32,
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,

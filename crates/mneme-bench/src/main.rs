@@ -108,11 +108,17 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dump { records, postgres } => crate::store::dump(*records, postgres.as_deref(), json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
-        Command::Topics { action, data, out, layer, threshold, show_errors, epochs, model_dir } => {
+        Command::Topics { action, data, out, layer, threshold, show_errors, epochs, hidden, l2, learning_rate, model_dir } => {
             let config = config(&cli, &data_dir(&cli)?)?;
             let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
             match action.as_str() {
-                "train" => crate::topics::train(&dir, data, out, *epochs, json),
+                "train" => crate::topics::train(
+                    &dir,
+                    data,
+                    out,
+                    mneme_truth::topics::Training { epochs: *epochs, hidden: *hidden, l2: *l2, learning_rate: *learning_rate },
+                    json,
+                ),
                 _ => crate::topics::eval(&dir, data, layer.as_deref(), *threshold, *show_errors, json),
             }
         }

@@ -82,6 +82,12 @@ pub(crate) fn write_layer(layer: &TopicModel, out: &Path) -> Result<()> {
         "bias": layer.bias.iter().map(rounded).collect::<Vec<_>>(),
         "weights": layer.weights.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>(),
     });
+    let mut file = file;
+    if let Some(h) = &layer.hidden {
+        let rows = |m: &[Vec<f32>]| m.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>();
+        file["hidden"] =
+            json!({ "weights": rows(&h.weights), "bias": h.bias.iter().map(rounded).collect::<Vec<_>>(), "out": rows(&h.out) });
+    }
     std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))
 }
 
@@ -90,7 +96,7 @@ pub(crate) fn load(dir: &Path) -> Result<MiniLm> {
     Ok(MiniLm::load(dir, DEFAULT_MODEL)?)
 }
 
-pub fn train(dir: &Path, data: &Path, out: &Path, epochs: usize, json: bool) -> Result<()> {
+pub fn train(dir: &Path, data: &Path, out: &Path, settings: Training, json: bool) -> Result<()> {
     let raw = rows(data)?;
     let model = load(dir)?;
     // Each turn twice: as written and as the store embeds it (with its sender).
@@ -106,7 +112,7 @@ pub fn train(dir: &Path, data: &Path, out: &Path, epochs: usize, json: bool) -> 
             (v, classes.iter().position(|c| c == class).expect("checked slot"))
         })
         .collect();
-    let layer = TopicModel::train(model.model_id(), classes, &examples, Training { epochs, ..Training::default() });
+    let layer = TopicModel::train(model.model_id(), classes, &examples, settings);
     let accuracy = examples.iter().filter(|(v, y)| argmax(&layer.probabilities(v)) == *y).count() as f64 / examples.len() as f64;
     write_layer(&layer, out)?;
     if json {

@@ -40,7 +40,21 @@ pub(crate) struct Semantic {
     synced: Mutex<i64>,
     /// Vectors of recent queries ([`QueryCache`]).
     queries: Mutex<QueryCache>,
+    /// A hidden topic layer's readings of indexed records ([`Readings`]).
+    readings: Mutex<Readings>,
 }
+
+/// What a layer with a hidden part read from each record's vector, keyed by the layer
+/// and the record, with the vector's scale it was read from: a record whose vector
+/// changed (erased, re-embedded) is read again. Reading costs the hidden layer's
+/// multiply per record, and retrieval reads the same records for every question.
+#[derive(Debug, Default)]
+struct Readings {
+    entries: std::collections::HashMap<(usize, i64), (u32, Option<(Option<&'static str>, f32)>)>,
+}
+
+/// Past this many readings the memo starts afresh.
+const READINGS: usize = 200_000;
 
 /// How many query vectors [`QueryCache`] keeps.
 const QUERY_CACHE: usize = 256;
@@ -146,6 +160,7 @@ impl MemoryService {
             query_failure_reported: AtomicBool::new(false),
             synced: Mutex::new(version),
             queries: Mutex::new(QueryCache::default()),
+            readings: Mutex::new(Readings::default()),
         };
         self.semantic.set(semantic).map_err(|_| ServiceError::Precondition("another embedding model was attached meanwhile".into()))?;
         Ok(n)
@@ -410,6 +425,27 @@ impl MemoryService {
     ) -> Vec<Option<(Option<&'static str>, f32)>> {
         let (Some(s), Some(layer)) = (self.semantic.get(), layer) else { return vec![None; seqs.len()] };
         let index = s.index.read().unwrap_or_else(|p| p.into_inner());
+        if !layer.is_linear() {
+            // A hidden layer reads the vector itself, not cosines to the class directions.
+            let id = std::ptr::from_ref(layer) as usize;
+            let mut memo = s.readings.lock().unwrap_or_else(|p| p.into_inner());
+            if memo.entries.len() > READINGS {
+                memo.entries.clear();
+            }
+            return seqs
+                .iter()
+                .map(|&seq| {
+                    let (scale, vector) = index.vector(seq)?;
+                    let key = (id, seq);
+                    if let Some((_, reading)) = memo.entries.get(&key).filter(|(bits, _)| *bits == scale.to_bits()) {
+                        return *reading;
+                    }
+                    let reading = layer.classify(&vector).map(|t| (t.slot, t.p));
+                    memo.entries.insert(key, (scale.to_bits(), reading));
+                    reading
+                })
+                .collect();
+        }
         let mut logits: Vec<Option<Vec<f32>>> = vec![Some(Vec::with_capacity(layer.classes.len())); seqs.len()];
         for (i, b) in layer.bias.iter().enumerate() {
             let (unit, norm) = layer.direction(i);

@@ -168,6 +168,14 @@ impl VectorIndex {
         Some(dot_i8(self.codes_of(sa), self.codes_of(sb)) as f32 * self.scales[sa] * self.scales[sb])
     }
 
+    /// The stored vector of a record (its int8 codes times its scale) and its scale, if
+    /// indexed.
+    pub fn vector(&self, seq: i64) -> Option<(f32, Vec<f32>)> {
+        let &slot = self.slot_of.get(&seq)?;
+        let scale = self.scales[slot];
+        Some((scale, self.codes_of(slot).iter().map(|&c| f32::from(c) * scale).collect()))
+    }
+
     /// Cosines between a unit query and the stored vectors of `seqs` (`None` where a
     /// record is not indexed), quantising the query once.
     pub fn similarities_to(&self, query: &[f32], seqs: &[i64]) -> Vec<Option<f32>> {

@@ -170,6 +170,46 @@ pub fn query_tokens(text: &str) -> Vec<String> {
     out
 }
 
+/// Phrases of a question that say *when* or *whom about* rather than *what*: its time
+/// frame ("these days", "at the moment") and the agent's name for the person it serves
+/// ("the user's"). They match any turn that mentions a day or a user ("summarize the pros
+/// and cons of a 4 day work week" for "What city is the user based in these days?").
+const FRAME: &[&[&str]] = &[
+    &["these", "days"],
+    &["at", "the", "moment"],
+    &["at", "the", "minute"],
+    &["at", "present"],
+    &["right", "now"],
+    &["nowadays"],
+    &["currently"],
+    &["presently"],
+    &["the", "user"],
+    &["the", "users"],
+    &["this", "user"],
+    &["derzeit"],
+    &["zurzeit"],
+    &["momentan"],
+];
+
+/// [`query_tokens`] of a retrieval query without its frame (`FRAME`): the words that say
+/// what is asked. A query that is all frame keeps its words.
+pub fn retrieval_tokens(text: &str) -> Vec<String> {
+    let all: Vec<String> = text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(|t| t.to_lowercase()).collect();
+    let mut kept: Vec<&str> = Vec::with_capacity(all.len());
+    let mut i = 0;
+    while i < all.len() {
+        match FRAME.iter().find(|p| all[i..].len() >= p.len() && p.iter().zip(&all[i..]).all(|(a, b)| a == b)) {
+            Some(p) => i += p.len(),
+            None => {
+                kept.push(&all[i]);
+                i += 1;
+            }
+        }
+    }
+    let tokens = query_tokens(&kept.join(" "));
+    if tokens.is_empty() { query_tokens(text) } else { tokens }
+}
+
 /// Whether `text` holds `word` as whole words (no letter or digit right before or after
 /// it), compared as given: lower-case both for a case-insensitive check.
 pub fn contains_word(text: &str, word: &str) -> bool {
@@ -210,6 +250,14 @@ mod tests {
         // "dog's" searched "s" too, which matched every "that's" and "it's".
         assert_eq!(query_tokens("my dog's name"), ["dog", "name"]);
         assert_eq!(query_tokens("we'll see, I've been, they're here"), ["see"]);
+    }
+
+    #[test]
+    fn a_retrieval_query_searches_what_it_asks_not_when_or_about_whom() {
+        assert_eq!(retrieval_tokens("What city is the user based in these days?"), ["city", "based"]);
+        assert_eq!(retrieval_tokens("Which DB backs the user's app at the moment?"), ["db", "backs", "app"]);
+        assert_eq!(retrieval_tokens("how many days did the trip take"), ["many", "days", "trip", "take"]);
+        assert_eq!(retrieval_tokens("the user"), ["user"], "a query that is all frame keeps its words");
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mneme_core::query::{fts5_any, query_tokens};
+use mneme_core::query::{fts5_any, retrieval_tokens};
 use mneme_core::scoring::ScoreParts;
 use mneme_core::validate::check_unit;
 use mneme_core::{MemoryType, Scope};
@@ -37,7 +37,7 @@ impl MemoryService {
         let filter = self.effective_filter(request, access);
         let now = self.now();
         let min_salience = request.min_salience.unwrap_or(0.0);
-        let tokens = query_tokens(&request.query);
+        let tokens = retrieval_tokens(&request.query);
         // The user's own questions are not memories unless asked for by their tag: rank
         // twice the limit, so that dropping them still leaves `limit` answers.
         let hide_questions = !request.tags.iter().any(|t| t == mneme_core::QUESTION_TAG);
@@ -251,22 +251,38 @@ impl MemoryService {
         let events =
             RecordFilter { types: vec![MemoryType::Episodic], since: Some(filter.since.map_or(since, |s| s.max(since))), ..filter.clone() };
         let seqs: Vec<i64> = tx.newest_candidates(&events, TOPIC_WINDOW)?.iter().map(|c| c.seq).collect();
-        let on_topic: Vec<i64> = seqs
+        let on_topic: HashSet<i64> = seqs
             .iter()
             .zip(self.topics_of(&seqs))
             .filter(|(_, t)| t.is_some_and(|(s, p)| s == slot && p >= min))
             .map(|(seq, _)| *seq)
             .collect();
+        let value = mneme_truth::normalize_value(&f.object);
+        // Only a slot with known values (a gazetteer) reads every event's text.
+        let typed = slot.and_then(mneme_truth::slot).is_some_and(|d| !d.gazetteer.is_empty());
+        let read: Vec<i64> = if typed { seqs.clone() } else { seqs.iter().copied().filter(|s| on_topic.contains(s)).collect() };
         let mut newest: Option<mneme_core::MemoryRecord> = None;
-        for r in tx.get_many(&on_topic)? {
+        for (r, seq) in tx.get_many(&read)?.into_iter().zip(&read) {
             let said = match &r.payload {
                 Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
                 _ => continue,
+            };
+            // Or it names another known value of the slot and not the fact's ("Learning
+            // curve on Zig is steep but it's what I use daily now" after "I code in Dart"):
+            // the encoder does not know every language, database or diet by name.
+            let names_another = || {
+                let named: Vec<String> =
+                    mneme_truth::named_values(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default(), slot.unwrap_or_default())
+                        .iter()
+                        .map(|v| mneme_truth::normalize_value(v))
+                        .collect();
+                !named.is_empty() && !named.contains(&value)
             };
             if said > since
                 && !f.evidence.contains(&r.id.to_string())
                 && is_users(&r)
                 && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
+                && (on_topic.contains(seq) || names_another())
                 && !read_as_other(tx, &r, slot.unwrap_or_default())?
             {
                 newest = Some(r);
@@ -608,7 +624,7 @@ struct Relevance {
 #[derive(Debug)]
 struct Query<'a> {
     text: &'a str,
-    /// The searchable words (`mneme_core::query::query_tokens`); empty without any.
+    /// The searchable words (`mneme_core::query::retrieval_tokens`); empty without any.
     tokens: &'a [String],
     /// The query's embedding, when a model is attached.
     vector: Option<&'a [f32]>,

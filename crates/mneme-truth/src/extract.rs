@@ -569,6 +569,69 @@ fn is_word(t: &Tok, words: &[&str]) -> bool {
 /// The utterance's claims, in the order it states them. `speaker_is_user`: false for
 /// the assistant's own turns, which state no facts about anyone.
 pub fn extract(text: &str) -> Vec<Claim> {
+    let (clauses, lang) = asserted_clauses(text);
+    let mut out = claims(&clauses, lang);
+    // Polarity: a change whose new value is the one negated ("been on X for a month,
+    // haven't opened Y once") has its two values the wrong way round.
+    for c in &mut out {
+        if let Some(old) = c.old.clone()
+            && c.op == Op::Set
+            && negated_before(&c.clause, &c.value)
+            && !negated_before(&c.clause, &old)
+        {
+            c.old = Some(std::mem::replace(&mut c.value, old));
+        }
+    }
+    out
+}
+
+/// The known values of `slot` (its gazetteer: programming languages, databases, diets,
+/// …; canonical) that `text` names in what it asserts: not in a question, a hypothetical
+/// or a denied aside ("Learning curve on Zig is steep but it's what I use daily now"
+/// names Zig; "should I try Zig?" and "If we moved to Zig …" do not). Empty for a slot
+/// without a gazetteer or an unknown slot.
+pub fn named_values(text: &str, slot: &str) -> Vec<String> {
+    let Some(k) = SLOTS.iter().position(|d| d.id == slot).filter(|&k| !GAZETTEERS[k].is_empty()) else { return Vec::new() };
+    // Most texts name no value: look for an entry's first word before tokenising.
+    static FIRST_WORDS: LazyLock<Vec<std::collections::HashSet<String>>> =
+        LazyLock::new(|| GAZETTEERS.iter().map(|g| g.iter().filter_map(|(w, _)| w.first().cloned()).collect()).collect());
+    let lower = text.replace('\u{2019}', "'").to_lowercase();
+    let named = |raw: &str| {
+        // As `tokenize` trims a word, with or without a possessive "'s".
+        let w = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '+' || c == '#'));
+        FIRST_WORDS[k].contains(w) || w.strip_suffix("'s").is_some_and(|b| FIRST_WORDS[k].contains(b))
+    };
+    if !lower.split_whitespace().any(named) {
+        return Vec::new();
+    }
+    let (clauses, _) = asserted_clauses(text);
+    let mut out: Vec<String> = Vec::new();
+    // Only what the speaker says of themselves: a first-person word ("it's what I use")
+    // or a verb that drops its "I" ("Ripped out X", "Been doing X since march"), and no
+    // one else as the subject ("my roommate has gone dairy-free"). A request ("explain
+    // kubernetes operators") or someone else's habit ("Kofi keeps pitching DynamoDB")
+    // names a value the speaker does not hold.
+    let lead = |toks: &[Tok]| toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "also", "btw", "und"])).cloned();
+    for c in &clauses {
+        let own = c.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE))
+            || lead(&c.toks).is_some_and(|t| looks_like_a_verb(&t) && !is_word(&t, &["no", "not", "never"]));
+        // "my old roommate", "our new neighbour": a relation a word or two after "my".
+        let relation = c.toks.windows(3).any(|w| is_word(&w[0], POSSESSIVE) && (is_word(&w[1], RELATIONS) || is_word(&w[2], RELATIONS)));
+        if !own || relation || matches!(subject(&c.toks, &SLOTS[k]), Ok(Some(_))) {
+            continue;
+        }
+        for (_, _, _, canonical) in gazetteer_hits(&c.toks, k) {
+            if !out.contains(&canonical) {
+                out.push(canonical);
+            }
+        }
+    }
+    out
+}
+
+/// The clauses of `text` that assert something (questions and hypotheticals left out),
+/// tokenised, and the text's language.
+fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}', '\u{201e}'], "\"");
     let text = asides(&text);
     let lang = language(&text);
@@ -613,19 +676,7 @@ pub fn extract(text: &str) -> Vec<Claim> {
             clauses.push(Clause { text: clause.trim().to_string(), toks });
         }
     }
-    let mut out = claims(&clauses, lang);
-    // Polarity: a change whose new value is the one negated ("been on X for a month,
-    // haven't opened Y once") has its two values the wrong way round.
-    for c in &mut out {
-        if let Some(old) = c.old.clone()
-            && c.op == Op::Set
-            && negated_before(&c.clause, &c.value)
-            && !negated_before(&c.clause, &old)
-        {
-            c.old = Some(std::mem::replace(&mut c.value, old));
-        }
-    }
-    out
+    (clauses, lang)
 }
 
 /// Parenthetical asides: one that denies ("… (not that it matters lol)") says nothing

@@ -180,6 +180,26 @@ fn changes_negations_and_corrections() {
 }
 
 #[test]
+fn named_values_are_what_the_speaker_says_of_themselves() {
+    let named = truth::named_values;
+    assert_eq!(named("Learning curve on Zig is steep but it's what I use daily now", "prog_language"), ["zig"]);
+    assert_eq!(named("Ripped out DynamoDB, MariaDB handles everything now", "database"), ["dynamodb", "mariadb"]);
+    assert_eq!(named("Been doing Swift since march, not looking back", "prog_language"), ["swift"]);
+    for other in [
+        "explain kubernetes operators like im five",
+        "Kofi keeps pitching DynamoDB in every architecture meeting",
+        "My old roommate has gone full dairy-free and won't shut up about it",
+        "should I switch to Zig?",
+        "If we moved to Zig it would take a year",
+    ] {
+        for slot in ["cloud", "database", "diet", "prog_language"] {
+            assert!(named(other, slot).is_empty(), "{other:?} names no {slot} of the speaker's: {:?}", named(other, slot));
+        }
+    }
+    assert!(named("I use Zig", "city").is_empty() && named("I use Zig", "no-such-slot").is_empty());
+}
+
+#[test]
 fn a_message_that_only_asks_is_a_question() {
     for q in [
         "what editor does sam use",

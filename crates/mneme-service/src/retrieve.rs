@@ -231,9 +231,10 @@ impl MemoryService {
     }
 
     /// The newest statement of the user's (`role:user`) after a single-valued fact about the user that the topic
-    /// layer puts in the fact's slot: a change the extractor did not read ("been in
-    /// portland about 6 yrs now" after "I live in Austin"). Looks at the newest
-    /// `TOPIC_WINDOW` events after the fact.
+    /// layer puts in the fact's slot (with the model), or that names another known value of
+    /// the slot (`mneme_truth::named_values`, with or without it): a change the extractor
+    /// did not read ("been in portland about 6 yrs now" after "I live in Austin"). Looks
+    /// at the newest `TOPIC_WINDOW` events after the fact.
     pub(crate) fn newer_on_topic(
         &self,
         tx: &ReadTx<'_>,
@@ -244,22 +245,27 @@ impl MemoryService {
         let min = self.config.retrieval.topic_min_p as f32;
         let slot = fact.tags.iter().find_map(|t| t.strip_prefix("slot:"));
         let single = slot.and_then(mneme_truth::slot).is_some_and(|d| d.kind == mneme_truth::SlotKind::Single);
-        if min >= 1.0 || !single || !fact.tags.iter().any(|t| t == "about:user") || self.topic_layer().is_none() {
+        // The topic layer reads every slot (with the model); a slot with known values (a
+        // gazetteer) is also read by the values a statement names, with or without it.
+        let layer = min < 1.0 && self.topic_layer().is_some();
+        let typed = slot.and_then(mneme_truth::slot).is_some_and(|d| !d.gazetteer.is_empty());
+        if !single || !fact.tags.iter().any(|t| t == "about:user") || !(layer || typed) {
             return Ok(None);
         }
         let since = f.valid_from.unwrap_or(fact.created_at);
         let events =
             RecordFilter { types: vec![MemoryType::Episodic], since: Some(filter.since.map_or(since, |s| s.max(since))), ..filter.clone() };
         let seqs: Vec<i64> = tx.newest_candidates(&events, TOPIC_WINDOW)?.iter().map(|c| c.seq).collect();
-        let on_topic: HashSet<i64> = seqs
-            .iter()
-            .zip(self.topics_of(&seqs))
-            .filter(|(_, t)| t.is_some_and(|(s, p)| s == slot && p >= min))
-            .map(|(seq, _)| *seq)
-            .collect();
+        let on_topic: HashSet<i64> = if layer {
+            seqs.iter()
+                .zip(self.topics_of(&seqs))
+                .filter(|(_, t)| t.is_some_and(|(s, p)| s == slot && p >= min))
+                .map(|(seq, _)| *seq)
+                .collect()
+        } else {
+            HashSet::new()
+        };
         let value = mneme_truth::normalize_value(&f.object);
-        // Only a slot with known values (a gazetteer) reads every event's text.
-        let typed = slot.and_then(mneme_truth::slot).is_some_and(|d| !d.gazetteer.is_empty());
         let read: Vec<i64> = if typed { seqs.clone() } else { seqs.iter().copied().filter(|s| on_topic.contains(s)).collect() };
         let mut newest: Option<mneme_core::MemoryRecord> = None;
         for (r, seq) in tx.get_many(&read)?.into_iter().zip(&read) {

@@ -50,8 +50,12 @@ pub(crate) struct Semantic {
 /// multiply per record, and retrieval reads the same records for every question.
 #[derive(Debug, Default)]
 struct Readings {
-    entries: std::collections::HashMap<(usize, i64), (u32, Option<(Option<&'static str>, f32)>)>,
+    entries: std::collections::HashMap<(usize, i64), (u32, Reading)>,
 }
+
+/// A record's most likely class (`None` for `none`) and its probability; `None` when
+/// the layer gave no answer.
+type Reading = Option<(Option<&'static str>, f32)>;
 
 /// Past this many readings the memo starts afresh.
 const READINGS: usize = 200_000;

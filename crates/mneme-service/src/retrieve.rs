@@ -704,11 +704,13 @@ pub(crate) fn is_users(r: &mneme_core::MemoryRecord) -> bool {
 
 /// Did extraction read `statement` as something other than the user's `slot`: a fact of
 /// another slot, or about someone else ("my sister moved to Denver")? Then the topic
-/// layer's reading does not stand against the extractor's.
+/// layer's reading does not stand against the extractor's. A fact of no slot (the hooks'
+/// first-person sentence kept as it was said) reads nothing against it.
 fn read_as_other(tx: &ReadTx<'_>, statement: &mneme_core::MemoryRecord, slot: &str) -> ServiceResult<bool> {
     Ok(tx.derived_from(&statement.id)?.iter().any(|fact| {
+        let slotted = fact.tags.iter().any(|t| t.starts_with("slot:"));
         let same_slot = fact.tags.iter().any(|t| t.strip_prefix("slot:") == Some(slot));
-        !(same_slot && fact.tags.iter().any(|t| t == "about:user"))
+        slotted && !(same_slot && fact.tags.iter().any(|t| t == "about:user"))
     }))
 }
 

@@ -145,6 +145,23 @@ fn a_fact_yields_to_a_newer_statement_that_names_its_value() {
 }
 
 #[test]
+fn a_fact_yields_to_a_newer_statement_naming_another_known_value_of_its_slot() {
+    let m = workspace();
+    hook(&m, "prompt-submit", r#"{"prompt":"My primary programming language is Dart."}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"Learning curve on Zig is steep but it's what I use daily now"}"#);
+    // Someone else's habit names a language the user does not use.
+    hook(&m, "prompt-submit", r#"{"prompt":"Kofi keeps pitching Haskell in every architecture meeting"}"#);
+    let hits = m.json(&["recall", "Which programming language does the user code in?"]);
+    assert!(hits[0]["record"]["payload"].to_string().contains("Zig is steep"), "the newer words come first: {hits}");
+    let start = hook(&m, "session-start", r#"{"session_id":"s2"}"#);
+    // The hooks keep the first-person sentence as a fact of no slot; that reads nothing
+    // against the statement (it hid it before).
+    assert!(start.contains("- Learning curve on Zig is steep"), "{start}");
+    assert!(start.contains("Dart (since ") && start.contains("possibly outdated: on "), "{start}");
+    assert!(start.contains("they said \"Learning curve on Zig"), "{start}");
+}
+
+#[test]
 fn what_was_said_before_a_fact_changed_is_marked_as_possibly_outdated() {
     let m = workspace();
     hook(&m, "prompt-submit", r#"{"prompt":"I live in Lisbon."}"#);

@@ -75,18 +75,17 @@ fn embed_all(model: &MiniLm, rows: &[Row]) -> Result<Vec<Vec<f32>>> {
 /// plenty for the layer and keep the file reviewable.
 pub(crate) fn write_layer(layer: &TopicModel, out: &Path) -> Result<()> {
     let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
-    let file = json!({
+    let row = |w: &[f32]| w.iter().map(rounded).collect::<Vec<_>>();
+    let rows = |m: &[Vec<f32>]| m.iter().map(|w| row(w)).collect::<Vec<_>>();
+    let mut file = json!({
         "model": layer.model,
         "dim": layer.dim,
         "classes": layer.classes,
-        "bias": layer.bias.iter().map(rounded).collect::<Vec<_>>(),
-        "weights": layer.weights.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "bias": row(&layer.bias),
+        "weights": rows(&layer.weights),
     });
-    let mut file = file;
     if let Some(h) = &layer.hidden {
-        let rows = |m: &[Vec<f32>]| m.iter().map(|w| w.iter().map(rounded).collect::<Vec<_>>()).collect::<Vec<_>>();
-        file["hidden"] =
-            json!({ "weights": rows(&h.weights), "bias": h.bias.iter().map(rounded).collect::<Vec<_>>(), "out": rows(&h.out) });
+        file["hidden"] = json!({ "weights": rows(&h.weights), "bias": row(&h.bias), "out": rows(&h.out) });
     }
     std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))
 }

@@ -439,12 +439,12 @@ impl MemoryService {
             return seqs
                 .iter()
                 .map(|&seq| {
-                    let (scale, vector) = index.vector(seq)?;
+                    let scale = index.scale(seq)?;
                     let key = (id, seq);
                     if let Some((_, reading)) = memo.entries.get(&key).filter(|(bits, _)| *bits == scale.to_bits()) {
                         return *reading;
                     }
-                    let reading = layer.classify(&vector).map(|t| (t.slot, t.p));
+                    let reading = index.vector(seq).and_then(|v| layer.classify(&v)).map(|t| (t.slot, t.p));
                     memo.entries.insert(key, (scale.to_bits(), reading));
                     reading
                 })

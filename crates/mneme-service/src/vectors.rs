@@ -168,12 +168,16 @@ impl VectorIndex {
         Some(dot_i8(self.codes_of(sa), self.codes_of(sb)) as f32 * self.scales[sa] * self.scales[sb])
     }
 
-    /// The stored vector of a record (its int8 codes times its scale) and its scale, if
-    /// indexed.
-    pub fn vector(&self, seq: i64) -> Option<(f32, Vec<f32>)> {
+    /// The scale of a record's stored vector, if indexed: it changes when the vector does.
+    pub fn scale(&self, seq: i64) -> Option<f32> {
+        self.slot_of.get(&seq).map(|&slot| self.scales[slot])
+    }
+
+    /// The stored vector of a record (its int8 codes times its scale), if indexed.
+    pub fn vector(&self, seq: i64) -> Option<Vec<f32>> {
         let &slot = self.slot_of.get(&seq)?;
         let scale = self.scales[slot];
-        Some((scale, self.codes_of(slot).iter().map(|&c| f32::from(c) * scale).collect()))
+        Some(self.codes_of(slot).iter().map(|&c| f32::from(c) * scale).collect())
     }
 
     /// Cosines between a unit query and the stored vectors of `seqs` (`None` where a

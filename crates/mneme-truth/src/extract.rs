@@ -611,10 +611,10 @@ pub fn named_values(text: &str, slot: &str) -> Vec<String> {
     // one else as the subject ("my roommate has gone dairy-free"). A request ("explain
     // kubernetes operators") or someone else's habit ("Kofi keeps pitching DynamoDB")
     // names a value the speaker does not hold.
-    let lead = |toks: &[Tok]| toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "also", "btw", "und"])).cloned();
     for c in &clauses {
+        let lead = c.toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "also", "btw", "und"]));
         let own = c.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE))
-            || lead(&c.toks).is_some_and(|t| looks_like_a_verb(&t) && !is_word(&t, &["no", "not", "never"]));
+            || lead.is_some_and(|t| looks_like_a_verb(t) && !is_word(t, &["no", "not", "never"]));
         // "my old roommate", "our new neighbour": a relation a word or two after "my".
         let relation = c.toks.windows(3).any(|w| is_word(&w[0], POSSESSIVE) && (is_word(&w[1], RELATIONS) || is_word(&w[2], RELATIONS)));
         if !own || relation || matches!(subject(&c.toks, &SLOTS[k]), Ok(Some(_))) {

@@ -138,6 +138,8 @@ const GERMAN_MARKERS: &[&str] = &[
 
 const FIRST_PERSON: &[&str] = &["i", "we", "me", "us", "ich", "wir", "mich", "mir", "uns"];
 const POSSESSIVE: &[&str] = &["my", "our", "mein", "meine", "meinen", "meiner", "meinem", "unser", "unsere", "unseren", "unserem"];
+/// Subjects that name no one: what they do is no one's fact.
+const INDEFINITE: &[&str] = &["someone", "somebody", "anyone", "anybody", "jemand"];
 const GENERIC_SUBJECTS: &[&str] = &["everyone", "everybody", "nobody", "people", "everything", "all", "it", "call", "please"];
 const PROJECT_WORDS: &[&str] = &[
     "project",
@@ -616,7 +618,7 @@ pub fn named_values(text: &str, slot: &str) -> Vec<String> {
         let own = c.toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE))
             || lead.is_some_and(|t| looks_like_a_verb(t) && !is_word(t, &["no", "not", "never"]));
         // "my old roommate", "our new neighbour": a relation a word or two after "my".
-        let relation = c.toks.windows(3).any(|w| is_word(&w[0], POSSESSIVE) && (is_word(&w[1], RELATIONS) || is_word(&w[2], RELATIONS)));
+        let relation = c.toks.windows(3).any(|w| is_word(&w[0], POSSESSIVE) && (is_relation(&w[1]) || is_relation(&w[2])));
         if !own || relation || matches!(subject(&c.toks, &SLOTS[k]), Ok(Some(_))) {
             continue;
         }
@@ -900,21 +902,35 @@ fn tokenize(clause: &str, stem: &Stemmer) -> Vec<Tok> {
         let lower = w.to_lowercase();
         let split =
             |suffix: &str, expansion: &str| lower.strip_suffix(suffix).filter(|b| !b.is_empty()).map(|b| (b.len(), expansion.to_string()));
-        let contraction = if lower == "can't" || lower == "won't" {
-            Some((2, "not".to_string()))
-        } else {
-            split("n't", "not")
-                .or_else(|| split("'m", "am"))
-                .or_else(|| split("'re", "are"))
-                .or_else(|| split("'ve", "have"))
-                .or_else(|| split("'ll", "will"))
-                .or_else(|| split("'d", "would"))
-                .or_else(|| {
-                    ["it's", "that's", "he's", "she's", "there's", "what's", "here's", "who's", "everything's"]
-                        .contains(&lower.as_str())
-                        .then(|| (lower.len() - 2, "is".to_string()))
-                })
+        // "can't", "won't": the modal, then "not" ("Can't go near kiwi" has no "Ca").
+        let modal = match lower.as_str() {
+            "can't" => Some("can"),
+            "won't" => Some("will"),
+            _ => None,
         };
+        if let Some(modal) = modal {
+            let mut modal = modal.to_string();
+            if w.starts_with(char::is_uppercase) {
+                modal[..1].make_ascii_uppercase();
+            }
+            push(&mut out, &modal);
+            push(&mut out, "not");
+            if trailing_comma {
+                push(&mut out, ",");
+            }
+            continue;
+        }
+        let contraction = split("n't", "not")
+            .or_else(|| split("'m", "am"))
+            .or_else(|| split("'re", "are"))
+            .or_else(|| split("'ve", "have"))
+            .or_else(|| split("'ll", "will"))
+            .or_else(|| split("'d", "would"))
+            .or_else(|| {
+                ["it's", "that's", "he's", "she's", "there's", "what's", "here's", "who's", "everything's"]
+                    .contains(&lower.as_str())
+                    .then(|| (lower.len() - 2, "is".to_string()))
+            });
         match contraction {
             Some((n, expansion)) => {
                 push(&mut out, &w[..n]);
@@ -960,7 +976,7 @@ fn assume_capitals(toks: &mut [Tok]) {
             || is_word(t, FIRST_PERSON)
             || is_word(t, POSSESSIVE)
             || is_word(t, NOT_NAMES)
-            || is_word(t, RELATIONS)
+            || is_relation(t)
             || is_word(t, HYPOTHETICAL)
             || is_lexicon_word(t)
             || is_word(t, CASUAL)
@@ -1061,8 +1077,9 @@ fn gazetteer_hits(toks: &[Tok], slot: usize) -> Vec<(usize, usize, String, Strin
         match best {
             // One-letter languages ("C", "R", "V", "D") only when written as capitals.
             Some((w, _)) if w.len() == 1 && w[0].chars().count() == 1 && !toks[i].text.chars().all(char::is_uppercase) => i += 1,
-            // Place names are written with a capital ("split up" is not Split).
-            Some(_) if SLOTS[slot].id == "city" && !toks[i].cap => i += 1,
+            // Place names are written with a capital ("split up" is not Split), and so is a
+            // value that is also a common verb ("Can't go near kiwi" is not Go).
+            Some(_) if (SLOTS[slot].id == "city" || toks[i].lower == "go") && !toks[i].cap => i += 1,
             Some((w, canonical)) => {
                 let text = toks[i..i + w.len()].iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join(" ");
                 let canonical = canonical.clone().unwrap_or_else(|| w.join(" "));
@@ -1087,11 +1104,19 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
         if is_word(t, FIRST_PERSON) {
             return Ok(None);
         }
+        // "Someone on my team is a principal engineer": no one the memory knows.
+        if !after_verb && is_word(t, INDEFINITE) {
+            return Ok(Some(t.lower.clone()));
+        }
         if i == 0 && t.cap && looks_like_a_verb(t) {
             after_verb = true;
             continue;
         }
         if is_word(t, POSSESSIVE) {
+            // "my best mate", "my old roommate": a word before the relation describes it.
+            if toks.get(i + 2).is_some_and(is_relation) && toks.get(i + 1).is_some_and(|a| !a.cap && !is_relation(a)) {
+                return Ok(Some(format!("{} {} {}", t.lower, toks[i + 1].lower, toks[i + 2].lower)));
+            }
             let noun = toks.get(i + 1);
             // "my partner works at X": the partner does; "my partner is X", "my cat Pixel",
             // "my partner Sofia and I": the speaker's slot.
@@ -1109,7 +1134,7 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
             if noun.is_some_and(thing) {
                 return Ok(None);
             }
-            if let Some(n) = noun.filter(|n| !is_word(n, RELATIONS) && !is_word(n, FIRST_PERSON)) {
+            if let Some(n) = noun.filter(|n| !is_relation(n) && !is_word(n, FIRST_PERSON)) {
                 // The possessed phrase: adjectives, then the longest slot noun here
                 // ("favourite food"), else one word.
                 let mut i = i;
@@ -1144,11 +1169,11 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
                     let phrase = toks[i + 1..end].iter().map(|t| t.lower.as_str()).collect::<Vec<_>>().join(" ");
                     return Ok(Some(format!("{} {phrase}", t.text.to_lowercase())));
                 }
-                if !is_word(n, RELATIONS) && !n.lower.ends_with("-in-law") {
+                if !is_relation(n) {
                     return Ok(None);
                 }
             }
-            if let Some(n) = noun.filter(|n| is_word(n, RELATIONS) || n.lower.ends_with("-in-law")) {
+            if let Some(n) = noun.filter(|n| is_relation(n)) {
                 let mut who = format!("{} {}", t.text.to_lowercase(), n.lower);
                 if toks.get(i + 2).is_some_and(|x| x.lower == "'s") {
                     who.push_str("'s");
@@ -1157,7 +1182,7 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
             }
             return Ok(None);
         }
-        if t.lower == "a" && toks.get(i + 1).is_some_and(|n| is_word(n, RELATIONS)) {
+        if t.lower == "a" && toks.get(i + 1).is_some_and(is_relation) {
             return Ok(Some(format!("a {}", toks[i + 1].lower)));
         }
         if is_word(t, GENERIC_SUBJECTS) {
@@ -1198,6 +1223,14 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
         }
     }
     Err(())
+}
+
+/// A word for someone the speaker knows: "sister", "mate", "stepdad", "grandson",
+/// "sister-in-law".
+fn is_relation(t: &Tok) -> bool {
+    let w = t.lower.as_str();
+    let base = w.strip_prefix("step").or_else(|| w.strip_prefix("grand")).or_else(|| w.strip_prefix("half-")).unwrap_or(w);
+    RELATIONS.contains(&w) || RELATIONS.contains(&base) || w.ends_with("-in-law")
 }
 
 /// Past forms that do not end in "-ed".
@@ -1408,8 +1441,9 @@ fn job_titles(toks: &[Tok]) -> Vec<(usize, usize)> {
         if !is_head(t) || toks.get(i + 1).is_some_and(|n| n.lower == "'s" || is_head(n)) {
             continue;
         }
-        // Not "my manager" (the manager slot), "the developer of …".
-        if i >= 1 && (is_word(&toks[i - 1], POSSESSIVE) || toks[i - 1].lower == "'s") {
+        // Not "my manager" (the manager slot), "my new manager", "it's my daily driver",
+        // "as my primary editor" (things of the speaker's), "the developer of …".
+        if (i >= 1 && toks[i - 1].lower == "'s") || toks[i.saturating_sub(2)..i].iter().any(|t| is_word(t, POSSESSIVE)) {
             continue;
         }
         let mut start = i;
@@ -1728,8 +1762,12 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
             continue;
         }
         if carried {
-            // A neighbour's slot: the previous clause's, else the next one's.
-            let near = (0..ci).rev().chain(ci + 1..clauses.len()).find_map(|j| found[j].first().copied());
+            // A neighbour's slot: the previous clause's, else the next one's. A fragment of a
+            // word or two that opens the message ("Fyi: …", "Random but …", "Correction:
+            // …", "New obsession: …") is a label, not a value of what follows.
+            let label = ci == 0 && c.toks.iter().filter(|t| t.text != ",").count() <= 2;
+            let later = if label { 0..0 } else { ci + 1..clauses.len() };
+            let near = (0..ci).rev().chain(later).find_map(|j| found[j].first().copied());
             match near {
                 Some((k, s, _)) => slots.push((k, s, None)),
                 None => continue,
@@ -1765,6 +1803,9 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 }
             }
             let other = if carried { None } else { other };
+            if other.as_deref().is_some_and(|o| INDEFINITE.contains(&o)) {
+                continue;
+            }
             // "My partner works at X": the partner is the subject, not the partner slot's value.
             if other.as_deref().and_then(|o| o.split_whitespace().last()).is_some_and(|w| def.nouns.contains(&w)) {
                 continue;
@@ -1773,6 +1814,12 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 .into_iter()
                 .filter(|(a, b, _)| a == b || !used.iter().any(|(x, y)| a < y && x < b))
                 .filter(|(_, _, v)| !v.is_empty() && !is_pronoun(v))
+                // "Allergic to mustard & latex, fyi", "… too now. great.": chat, not a value.
+                .filter(|(_, _, v)| {
+                    !v.split_whitespace()
+                        .all(|w| CASUAL.contains(&w.to_lowercase().as_str()) || COURTESY.contains(&w.to_lowercase().as_str()))
+                })
+                .filter(|&(_, b, _)| !verb_with_object(&c.toks, b, k))
                 .collect();
             // A value is not its own subject ("Postgres runs on port 5432").
             let vals: Vec<(usize, usize, String)> = vals.into_iter().filter(|(_, _, v)| other.as_deref() != Some(v.as_str())).collect();
@@ -1804,6 +1851,16 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
         }
     }
     out
+}
+
+/// Whether the value ending at `end` is a verb whose object is a known value of another
+/// slot ("We've been running on DynamoDB", "been coding in Rust"): the clause states
+/// that slot, not a hobby.
+fn verb_with_object(toks: &[Tok], end: usize, k: usize) -> bool {
+    end > 0
+        && toks[end - 1].lower.ends_with("ing")
+        && toks.get(end).is_some_and(|t| is_word(t, &["on", "in", "with"]))
+        && (0..SLOTS.len()).filter(|&j| j != k).any(|j| gazetteer_hits(&toks[end + 1..], j).first().is_some_and(|h| h.0 == 0))
 }
 
 /// A capitalised word at the start of a clause that is a verb, not a name: "Got hired",

@@ -179,6 +179,36 @@ fn changes_negations_and_corrections() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// What is not the speaker's fact: a label or chat word in a value's place, someone the
+/// memory does not know, a thing of the speaker's read as a job, a verb with an object read
+/// as a hobby. (Phrasings written for this test, not taken from a benchmark.)
+#[test]
+fn labels_chat_words_and_no_ones_facts_are_not_the_speakers() {
+    let cases: &[(&str, &[&str])] = &[
+        ("Somebody at work just moved to Porto", &[]),
+        ("Someone on my team speaks Finnish", &[]),
+        ("Anyone at my gym does keto lol", &[]),
+        ("Heads up: my new manager is Petra", &["manager Set Petra"]),
+        ("Psa: I moved to Leeds", &["city Set Leeds"]),
+        ("Correction: Tallinn. NOT Riga.", &["city Set Tallinn (was Riga)"]),
+        ("Allergic to shellfish & pollen, fyi", &["allergies Add shellfish", "allergies Add pollen"]),
+        ("Quick question about VS Code, it's my daily driver", &["editor Set VS Code"]),
+        ("I now use Zed as my main editor", &["editor Set Zed"]),
+        ("We've been running on Postgres since May", &["database Set Postgres"]),
+        ("Can't go near peanuts, I swell up", &[]),
+        ("My best mate is a nurse in Leeds", &["my best mate: job_title Set nurse"]),
+        ("My stepmom got super into pottery", &["my stepmom: hobbies Add pottery"]),
+    ];
+    let mut wrong = Vec::new();
+    for (text, want) in cases {
+        let got = claims(text);
+        if got != *want {
+            wrong.push(format!("{text}\n    want {want:?}\n    got  {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn named_values_are_what_the_speaker_says_of_themselves() {
     let named = truth::named_values;

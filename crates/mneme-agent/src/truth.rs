@@ -80,7 +80,8 @@ impl Reconciler<'_> {
                 let lower = other.to_lowercase();
                 for p in ["my ", "our ", "mein ", "meine ", "unser ", "unsere "] {
                     if let Some(rest) = lower.strip_prefix(p) {
-                        return format!("{speaker}'s {rest}");
+                        // "my sister's dog is called Biscuit": the sister has the pet.
+                        return format!("{speaker}'s {}", rest.trim_end_matches("'s"));
                     }
                 }
                 other.clone()

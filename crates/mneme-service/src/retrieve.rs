@@ -67,9 +67,13 @@ impl MemoryService {
             }
             if !slots.is_empty() {
                 // A question about the user's facts: the assistant's words are not
-                // evidence of them ("Postgres would also work"), so they come after the
-                // user's own words and the facts (stable: their order is kept).
-                hits.sort_by_key(|h| h.record.tags.iter().any(|t| t == "role:assistant"));
+                // evidence of them ("Postgres would also work"), so they come last; a fact
+                // of a slot the query does not ask about ("hosted on Vercel" for the
+                // database), or about someone else when the query asks about the user
+                // ("Henrik has pet Bramble" for "the user's pet"), answers something else,
+                // so it comes after the user's own words (stable: the order is kept).
+                let about_user = mneme_truth::asks_about_speaker(&request.query);
+                hits.sort_by_key(|h| off_question(&h.record.tags, &slots, about_user));
             }
             self.yield_to_newer_statements(tx, &mut hits, &filter)?;
             hits.truncate(request.limit);
@@ -700,6 +704,25 @@ fn is_statement(r: &mneme_core::MemoryRecord) -> bool {
 /// facts are read from), not a question: what the topic layer may read as the user's.
 pub(crate) fn is_users(r: &mneme_core::MemoryRecord) -> bool {
     is_statement(r) && r.tags.iter().any(|t| t == "role:user")
+}
+
+/// How far a hit is from answering a question about `slots`: 0 what may answer it, 1 a
+/// fact of another slot, or about someone else than the question asks about (`about_user`:
+/// `mneme_truth::asks_about_speaker`), 2 the assistant's words.
+fn off_question(tags: &[String], slots: &[&str], about_user: Option<bool>) -> u8 {
+    if tags.iter().any(|t| t == "role:assistant") {
+        return 2;
+    }
+    match tags.iter().find_map(|t| t.strip_prefix("slot:")) {
+        // A project's facts ("Prod lives on UpCloud") are the user's whoever the extractor
+        // took for their subject.
+        Some(slot) => {
+            let project = mneme_truth::slot(slot).is_some_and(|d| d.project);
+            let users = tags.iter().any(|t| t == "about:user");
+            u8::from(!slots.contains(&slot) || (!project && about_user.is_some_and(|u| u != users)))
+        }
+        None => 0,
+    }
 }
 
 /// Did extraction read `statement` as something other than the user's `slot`: a fact of

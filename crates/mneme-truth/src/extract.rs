@@ -352,8 +352,8 @@ const HYPOTHETICAL: &[&str] = &[
     "hypothetically",
 ];
 const INTERROGATIVE: &[&str] = &[
-    "should", "would", "could", "can", "do", "does", "did", "is", "are", "what", "how", "which", "who", "where", "why", "when", "soll",
-    "sollte", "kann", "ist", "was", "wie", "wo", "welche", "welcher", "warum", "wann",
+    "should", "would", "could", "can", "do", "does", "did", "is", "are", "what", "how", "which", "who", "where", "why", "when", "whats",
+    "hows", "wheres", "whos", "soll", "sollte", "kann", "ist", "was", "wie", "wo", "welche", "welcher", "warum", "wann",
 ];
 /// Words skipped between a cue and its value.
 const SKIP: &[&str] = &[
@@ -631,6 +631,21 @@ pub fn named_values(text: &str, slot: &str) -> Vec<String> {
     out
 }
 
+/// Whom a question asks about: `Some(true)` the speaker (the user: a first-person word or
+/// "the user", as in "what's my dog called", "the user's editor"), `Some(false)` someone
+/// they know ("my sister's dog", "my best mate's job"), `None` neither (a name).
+pub fn asks_about_speaker(question: &str) -> Option<bool> {
+    let toks = tokenize(&question.replace('\u{2019}', "'"), &stemmer(Lang::En));
+    let relation = toks.windows(2).any(|w| is_word(&w[0], POSSESSIVE) && is_relation(&w[1]))
+        || toks.windows(3).any(|w| is_word(&w[0], POSSESSIVE) && is_relation(&w[2]));
+    let speaker = toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE) || is_word(t, &["user", "users", "mine"]));
+    match (relation, speaker) {
+        (true, _) => Some(false),
+        (false, true) => Some(true),
+        (false, false) => None,
+    }
+}
+
 /// The clauses of `text` that assert something (questions and hypotheticals left out),
 /// tokenised, and the text's language.
 fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
@@ -756,9 +771,88 @@ const COURTESY: &[&str] = &[
     "hallo", "danke", "super", "gut", "ja", "nein", "morning", "good", "so", "well", "hmm", "oh",
 ];
 
+/// Verbs that open a request to the assistant ("recommend a podcast", "help me name my
+/// wifi network", "summarize the pros and cons"): the imperative, which in chat asks
+/// for something and states nothing.
+const REQUESTS: &[&str] = &[
+    "recommend",
+    "suggest",
+    "give",
+    "help",
+    "summarize",
+    "summarise",
+    "explain",
+    "write",
+    "draft",
+    "tell",
+    "list",
+    "translate",
+    "show",
+    "compare",
+    "generate",
+    "create",
+    "describe",
+    "rewrite",
+    "review",
+    "outline",
+    "brainstorm",
+    "convert",
+    "calculate",
+    "teach",
+    "proofread",
+    "simplify",
+    "shorten",
+    "debug",
+    "refactor",
+    "find",
+    "name",
+    "plan",
+    "remind",
+    "fix",
+    "check",
+    "draw",
+    "pick",
+    "empfiehl",
+    "erkläre",
+    "erklär",
+    "schreib",
+    "schreibe",
+    "gib",
+    "hilf",
+    "fasse",
+    "übersetze",
+    "zeig",
+    "nenne",
+];
+
+/// A sentence that only asks something of the assistant: a request verb first ("pls
+/// give me three icebreakers"), or thanks without a word about the speaker ("thx that
+/// helped a lot").
+fn requests(toks: &[Tok]) -> bool {
+    let lead = toks.iter().position(|t| !is_word(t, &["pls", "please", "ok", "okay", "so", "hey", "now", "also", "and", "then", "bitte"]));
+    let Some(lead) = lead else { return false };
+    let first = &toks[lead];
+    let thanks = is_word(first, &["thanks", "thank", "thx", "ty", "cheers", "danke"])
+        && !toks.iter().any(|t| is_word(t, &["i", "my", "we", "our", "ich", "mein", "meine", "wir"]));
+    // A verb that is also a noun ("Help desk job at Globex starts Monday", "Name's Dana",
+    // "Plan B fell through") requests only with its object after it: "help me …",
+    // "name my …", "plan a …".
+    let next = toks.get(lead + 1);
+    let object = next.is_some_and(|n| {
+        is_word(
+            n,
+            &["me", "us", "a", "an", "the", "my", "our", "some", "three", "two", "five", "ten", "mir", "uns", "einen", "eine", "ein"],
+        )
+    });
+    let noun_too =
+        is_word(first, &["help", "list", "name", "plan", "check", "fix", "draft", "review", "outline", "show", "pick", "find", "draw"]);
+    let request = is_word(first, REQUESTS) && (object || (!noun_too && next.is_some_and(|n| n.lower != "'s" && n.lower != "is")));
+    thanks || request
+}
+
 /// Whether a message only asks: every sentence is a question (a `?`, or a question word
-/// or inverted verb first). Such a message states no fact, and is not recalled as a
-/// memory of what the user knows.
+/// or inverted verb first), a request to the assistant or thanks. Such a message states
+/// no fact, and is not recalled as a memory of what the user knows.
 pub fn is_question(text: &str) -> bool {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'");
     let lang = language(&text);
@@ -772,6 +866,7 @@ pub fn is_question(text: &str) -> bool {
         && sentences.iter().all(|sentence| {
             // Every clause asks: "which reminds me, I use Helix now" states something.
             sentence.contains('?')
+                || requests(&tokenize(sentence, &stem))
                 || split_clauses(sentence).iter().map(|c| tokenize(c, &stem)).filter(|t| !t.is_empty()).all(|t| asks(&t, true, lang))
         })
 }
@@ -1164,6 +1259,8 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
                         )
                         && x.text != ","
                         && x.lower != "'s"
+                        // "my leisure activities are …": a plural noun before its verb.
+                        && !toks.get(end + 1).is_some_and(|y| is_word(y, COPULAS))
                 });
                 if verb && !toks[end..].iter().any(|x| is_word(x, FIRST_PERSON)) {
                     let phrase = toks[i + 1..end].iter().map(|t| t.lower.as_str()).collect::<Vec<_>>().join(" ");
@@ -1393,6 +1490,11 @@ fn value_after(toks: &[Tok], from: usize, def: &SlotDef) -> Option<(usize, usize
     while i < toks.len() && (is_word(&toks[i], SKIP) || toks[i].text == ",") {
         // Only skip a capitalised SKIP word when it is a function word ("The").
         i += 1;
+    }
+    // A clause that opens with its verb ("Took Pepper to the vet") drops its "I": the
+    // verb is no part of a name.
+    if i == 0 && toks.first().is_some_and(|t| t.cap && !t.lowered && looks_like_a_verb(t) && !t.lower.ends_with("ing")) {
+        i = 1;
     }
     let start = i;
     match def.shape {

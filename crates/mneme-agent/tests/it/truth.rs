@@ -198,6 +198,8 @@ fn labels_chat_words_and_no_ones_facts_are_not_the_speakers() {
         ("Can't go near peanuts, I swell up", &[]),
         ("My best mate is a nurse in Leeds", &["my best mate: job_title Set nurse"]),
         ("My stepmom got super into pottery", &["my stepmom: hobbies Add pottery"]),
+        ("Took Pepper to the vet, my pet greyhound hates the car", &["pet Set Pepper"]),
+        ("My leisure activities are knitting and chess", &["hobbies Add knitting", "hobbies Add chess"]),
     ];
     let mut wrong = Vec::new();
     for (text, want) in cases {
@@ -237,13 +239,25 @@ fn a_message_that_only_asks_is_a_question() {
         "ok so which db should we pick",
         "Wo wohnt Anna jetzt",
         "Thanks! Any tips for Lisbon?",
+        // Requests and thanks ask too (phrasings written for this test).
+        "pls draft a polite reply to my landlord",
+        "Suggest three names for a sourdough starter",
+        "whats a quick lunch I can make in ten minutes",
+        "cheers, that did the trick",
     ] {
         assert!(truth::is_question(q), "{q:?} asks");
         assert!(truth::extract(q).is_empty(), "{q:?} states no fact: {:?}", claims(q));
     }
-    for s in
-        ["my editor is zed", "I moved to Munich. Where should I eat?", "was in Hamburg last week", "which reminds me, I use Helix now", ""]
-    {
+    for s in [
+        "my editor is zed",
+        "I moved to Munich. Where should I eat?",
+        "was in Hamburg last week",
+        "which reminds me, I use Helix now",
+        "",
+        "Thanks, I moved to Porto last week",
+        "Help desk job at Globex starts Monday. Write me a checklist",
+        "Name's Dana",
+    ] {
         assert!(!truth::is_question(s), "{s:?} does not only ask");
     }
 }

@@ -162,6 +162,18 @@ fn a_fact_yields_to_a_newer_statement_naming_another_known_value_of_its_slot() {
 }
 
 #[test]
+fn a_fact_about_someone_else_does_not_answer_a_question_about_the_user() {
+    let m = workspace();
+    hook(&m, "prompt-submit", r#"{"prompt":"My sister's dog is called Biscuit."}"#);
+    hook(&m, "prompt-submit", r#"{"prompt":"Took Pepper to the vet, my pet greyhound hates the car"}"#);
+    let first = |q: &str| m.json(&["recall", q])[0]["record"]["payload"].to_string();
+    // The sister's pet is hers: the user's own words come first.
+    assert!(first("What is the name of my pet?").contains("Pepper"), "{}", m.json(&["recall", "What is the name of my pet?"]));
+    // Asked about the sister, her fact stands.
+    assert!(first("What is my sister's dog called?").contains("Biscuit"));
+}
+
+#[test]
 fn what_was_said_before_a_fact_changed_is_marked_as_possibly_outdated() {
     let m = workspace();
     hook(&m, "prompt-submit", r#"{"prompt":"I live in Lisbon."}"#);

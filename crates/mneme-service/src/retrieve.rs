@@ -73,7 +73,7 @@ impl MemoryService {
                 // ("Henrik has pet Bramble" for "the user's pet"), answers something else,
                 // so it comes after the user's own words (stable: the order is kept).
                 let about_user = mneme_truth::asks_about_speaker(&request.query);
-                hits.sort_by_key(|h| off_question(&h.record.tags, &slots, about_user));
+                hits.sort_by_cached_key(|h| off_question(&h.record, &slots, about_user));
             }
             self.yield_to_newer_statements(tx, &mut hits, &filter)?;
             hits.truncate(request.limit);
@@ -708,10 +708,17 @@ pub(crate) fn is_users(r: &mneme_core::MemoryRecord) -> bool {
 
 /// How far a hit is from answering a question about `slots`: 0 what may answer it, 1 a
 /// fact of another slot, or about someone else than the question asks about (`about_user`:
-/// `mneme_truth::asks_about_speaker`), 2 the assistant's words.
-fn off_question(tags: &[String], slots: &[&str], about_user: Option<bool>) -> u8 {
+/// `mneme_truth::asks_about_speaker`), or a message of the user's that asserts nothing
+/// (`mneme_truth::asserts_nothing`: "If we ever get a second cat I'm calling her
+/// Clementine"), 2 the assistant's words.
+fn off_question(record: &mneme_core::MemoryRecord, slots: &[&str], about_user: Option<bool>) -> u8 {
+    let tags = &record.tags;
     if tags.iter().any(|t| t == "role:assistant") {
         return 2;
+    }
+    if tags.iter().any(|t| t == "role:user") {
+        let text = record.payload.as_ref().map(|p| p.own_text()).unwrap_or_default();
+        return u8::from(mneme_truth::asserts_nothing(&text));
     }
     match tags.iter().find_map(|t| t.strip_prefix("slot:")) {
         // A project's facts ("Prod lives on UpCloud") are the user's whoever the extractor

@@ -646,6 +646,24 @@ pub fn asks_about_speaker(question: &str) -> Option<bool> {
     }
 }
 
+/// Whether `text` only supposes or asks: every sentence opens with "if", "suppose",
+/// "imagine", … ("If we ever get a second cat I'm calling her Clementine") or asks. Such
+/// words say what the speaker considers, not what is true.
+pub fn asserts_nothing(text: &str) -> bool {
+    let text = text.replace(['\u{2019}', '\u{2018}'], "'");
+    let stem = stemmer(language(&text));
+    let all = sentences(&text);
+    !all.is_empty()
+        && all.iter().all(|sentence| {
+            let toks = tokenize(sentence, &stem);
+            let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also", "ok", "okay"]));
+            sentence.contains('?') || lead.is_some_and(|t| is_word(t, SUPPOSE))
+        })
+}
+
+/// Words that open a sentence that supposes.
+const SUPPOSE: &[&str] = &["if", "wenn", "falls", "suppose", "imagine", "unless"];
+
 /// The clauses of `text` that assert something (questions and hypotheticals left out),
 /// tokenised, and the text's language.
 fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
@@ -675,7 +693,7 @@ fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
             }
             // "If I moved to X, …": the whole sentence is hypothetical.
             let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also"]));
-            if first && lead.is_some_and(|t| is_word(t, &["if", "wenn", "falls", "suppose", "imagine", "unless"])) {
+            if first && lead.is_some_and(|t| is_word(t, SUPPOSE)) {
                 break;
             }
             first = false;

@@ -211,6 +211,19 @@ fn labels_chat_words_and_no_ones_facts_are_not_the_speakers() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// What only supposes or asks is not what is true now: recall ranks it after the user's
+/// statements for a question about their facts.
+#[test]
+fn a_message_that_only_supposes_asserts_nothing() {
+    for s in ["If we ever adopt a puppy I'm naming him Waffles", "Should we move to Leeds?", "Imagine I quit and moved to Oslo. What then?"]
+    {
+        assert!(truth::asserts_nothing(s), "{s:?} only supposes or asks");
+    }
+    for s in ["I'm going by Mo now", "If anything, I prefer Rust. I moved to Leeds.", "Moved to Leeds, if you must know", ""] {
+        assert!(!truth::asserts_nothing(s), "{s:?} asserts something");
+    }
+}
+
 #[test]
 fn named_values_are_what_the_speaker_says_of_themselves() {
     let named = truth::named_values;

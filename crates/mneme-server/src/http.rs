@@ -91,7 +91,8 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." {
+        // A syntax error has no field to name ("." or "?"): the body is what is invalid.
+        if path == "." || path == "?" {
             ApiError::BadRequest(format!("invalid request body: {}", e.inner()))
         } else {
             ApiError::BadRequest(format!("invalid {path}: {}", e.inner()))

@@ -1146,7 +1146,7 @@ fn tool_call_terms(tool: &str, params: Option<&serde_json::Value>) -> (String, V
 /// seed's regex patterns: for a user message that states nothing about a person
 /// ([`mneme_truth::extract`] found no claim) and asks nothing.
 pub fn general_facts(content: &str) -> Vec<patterns::Triple> {
-    if content.contains('?') || !mneme_truth::extract(content).is_empty() {
+    if content.contains('?') || mneme_truth::is_question(content) || !mneme_truth::extract(content).is_empty() {
         return Vec::new();
     }
     patterns::extract(content)

@@ -883,9 +883,13 @@ pub fn is_question(text: &str) -> bool {
     !sentences.is_empty()
         && sentences.iter().all(|sentence| {
             // Every clause asks: "which reminds me, I use Helix now" states something.
-            sentence.contains('?')
-                || requests(&tokenize(sentence, &stem))
-                || split_clauses(sentence).iter().map(|c| tokenize(c, &stem)).filter(|t| !t.is_empty()).all(|t| asks(&t, true, lang))
+            let clauses: Vec<Vec<Tok>> = split_clauses(sentence).iter().map(|c| tokenize(c, &stem)).filter(|t| !t.is_empty()).collect();
+            // A question word first governs the sentence ("how do I tell a coworker their
+            // mic is always muted"), unless a later clause speaks of the speaker ("which
+            // reminds me, I use Helix now").
+            let led = clauses.first().is_some_and(|t| asks(t, true, lang))
+                && !clauses.iter().skip(1).any(|t| t.iter().any(|w| is_word(w, &["i", "we", "ich", "wir"])));
+            sentence.contains('?') || requests(&tokenize(sentence, &stem)) || led
         })
 }
 

@@ -211,6 +211,17 @@ fn labels_chat_words_and_no_ones_facts_are_not_the_speakers() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Consolidation's and the hooks' regex facts are statements too: a question without a
+/// question mark or a request gives none (it gave "I tell a coworker their mic is always
+/// muted" before).
+#[test]
+fn a_question_or_request_gives_no_regex_fact() {
+    for q in ["how do I tell my landlord the boiler is broken again", "explain why the build server keeps crashing"] {
+        assert!(mneme_agent::hooks::general_facts(q).is_empty(), "{q:?}: {:?}", mneme_agent::hooks::general_facts(q));
+    }
+    assert!(!mneme_agent::hooks::general_facts("The build server requires the sg wrapper").is_empty());
+}
+
 /// What only supposes or asks is not what is true now: recall ranks it after the user's
 /// statements for a question about their facts.
 #[test]
@@ -257,6 +268,7 @@ fn a_message_that_only_asks_is_a_question() {
         "Suggest three names for a sourdough starter",
         "whats a quick lunch I can make in ten minutes",
         "cheers, that did the trick",
+        "how do I tell my landlord the boiler is broken again",
     ] {
         assert!(truth::is_question(q), "{q:?} asks");
         assert!(truth::extract(q).is_empty(), "{q:?} states no fact: {:?}", claims(q));

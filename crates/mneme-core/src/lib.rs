@@ -29,7 +29,8 @@ pub use record::*;
 pub use scoring::RankWeights;
 pub use validate::Limits;
 
-/// The tag of a user message that only asks (`mneme_truth::is_question`): it stays in the
-/// log and the store, but default recall, auto-recall and the session-start block do not
-/// offer the user's own questions as memories. A recall that names this tag finds them.
+/// The tag of a user message that only asks, requests or thanks
+/// (`mneme_truth::is_question`): it stays in the log and the store, but default recall,
+/// auto-recall and the session-start block do not offer the user's own questions as
+/// memories. A recall that names this tag finds them.
 pub const QUESTION_TAG: &str = "kind:question";

@@ -288,11 +288,15 @@ impl MemoryService {
                         .collect();
                 !named.is_empty() && !named.contains(&value)
             };
+            // What only supposes ("If we ever get a second cat I'm calling her Clementine")
+            // changes nothing.
+            let supposes = || mneme_truth::asserts_nothing(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default());
             if said > since
                 && !f.evidence.contains(&r.id.to_string())
                 && is_users(&r)
                 && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
                 && (on_topic.contains(seq) || names_another())
+                && !supposes()
                 && !read_as_other(tx, &r, slot.unwrap_or_default())?
             {
                 newest = Some(r);
@@ -782,10 +786,13 @@ fn newer_statement(
                 Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
                 _ => return false,
             };
+            let text = r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default();
             said > since
                 && !f.evidence.contains(&r.id.to_string())
                 && !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
-                && mneme_core::query::contains_word(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default().to_lowercase(), &value)
+                && mneme_core::query::contains_word(&text.to_lowercase(), &value)
+                // "If we ever leave Austin …" supposes: it puts nothing in doubt.
+                && !mneme_truth::asserts_nothing(&text)
         })
         .max_by_key(|r| r.created_at))
 }

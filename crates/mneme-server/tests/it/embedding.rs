@@ -135,6 +135,14 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     let before = embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(4)).await;
     let (_, hits) = d.post("/v1/retrieve", ask.clone()).await;
     assert_eq!(hits["hits"][0]["record"]["payload"]["object"], "Austin", "another person's city moves nothing: {hits}");
+    // Nor does what only supposes, on the topic as it is.
+    let (status, body) = d
+        .post("/v1/hooks/message_received", dana_says("If we ever leave Austin we'd move somewhere by the sea", "2026-02-20T09:00:00Z"))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let before = embedding_status_until(&d, "the supposing embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(5)).await;
+    let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "early" } })).await;
+    assert!(!start.to_string().contains("possibly outdated"), "{start}");
 
     for (text, at) in [("been in portland about 6 yrs now", "2026-03-10T09:00:00Z"), ("vegetarian since March", "2026-03-12T09:00:00Z")] {
         let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;

@@ -178,15 +178,20 @@ fn opening_a_second_connection_keeps_the_first_ones_locks() {
     assert_eq!(stats.by_type.values().sum::<i64>(), 2, "both acknowledged writes are in the store");
 }
 
-/// Whether `/proc/locks` lists a lock of this process on `path`'s inode.
+/// Whether `/proc/locks` lists a lock of this process on `path`'s inode. The kernel
+/// writes that file a page at a time from a list other processes change as they lock and
+/// unlock (the other tests' SQLite files), so one read can skip a line: a lock seen in
+/// any of five reads is held (a lock the second connection dropped is never seen again).
 fn holds_a_lock_on(path: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let inode = std::fs::metadata(path).expect("stat").ino();
     let pid = std::process::id().to_string();
-    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks is readable on Linux");
-    locks.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // "1: POSIX  ADVISORY  READ 1234 fe:00:5308690 1073741826 1073742335"
-        fields.len() >= 6 && fields[4] == pid && fields[5].rsplit(':').next().and_then(|i| i.parse::<u64>().ok()) == Some(inode)
+    (0..5).any(|_| {
+        let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks is readable on Linux");
+        locks.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // "1: POSIX  ADVISORY  READ 1234 fe:00:5308690 1073741826 1073742335"
+            fields.len() >= 6 && fields[4] == pid && fields[5].rsplit(':').next().and_then(|i| i.parse::<u64>().ok()) == Some(inode)
+        })
     })
 }

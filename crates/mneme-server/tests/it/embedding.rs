@@ -132,7 +132,7 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
         assert_eq!(status, 200, "{body}");
     }
     // Two messages and the two facts read from them.
-    let before = embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(4)).await;
+    embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(4)).await;
     let (_, hits) = d.post("/v1/retrieve", ask.clone()).await;
     assert_eq!(hits["hits"][0]["record"]["payload"]["object"], "Austin", "another person's city moves nothing: {hits}");
     // Nor does what only supposes, on the topic as it is.

@@ -277,20 +277,18 @@ impl MemoryService {
                 Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
                 _ => continue,
             };
+            let text = r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default();
             // Or it names another known value of the slot and not the fact's ("Learning
             // curve on Zig is steep but it's what I use daily now" after "I code in Dart"):
             // the encoder does not know every language, database or diet by name.
             let names_another = || {
                 let named: Vec<String> =
-                    mneme_truth::named_values(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default(), slot.unwrap_or_default())
-                        .iter()
-                        .map(|v| mneme_truth::normalize_value(v))
-                        .collect();
+                    mneme_truth::named_values(&text, slot.unwrap_or_default()).iter().map(|v| mneme_truth::normalize_value(v)).collect();
                 !named.is_empty() && !named.contains(&value)
             };
             // What only supposes ("If we ever get a second cat I'm calling her Clementine")
             // changes nothing.
-            let supposes = || mneme_truth::asserts_nothing(&r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default());
+            let supposes = || mneme_truth::asserts_nothing(&text);
             if said > since
                 && !f.evidence.contains(&r.id.to_string())
                 && is_users(&r)

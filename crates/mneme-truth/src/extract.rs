@@ -636,8 +636,7 @@ pub fn named_values(text: &str, slot: &str) -> Vec<String> {
 /// they know ("my sister's dog", "my best mate's job"), `None` neither (a name).
 pub fn asks_about_speaker(question: &str) -> Option<bool> {
     let toks = tokenize(&question.replace('\u{2019}', "'"), &stemmer(Lang::En));
-    let relation = toks.windows(2).any(|w| is_word(&w[0], POSSESSIVE) && is_relation(&w[1]))
-        || toks.windows(3).any(|w| is_word(&w[0], POSSESSIVE) && is_relation(&w[2]));
+    let relation = (0..toks.len()).any(|i| is_word(&toks[i], POSSESSIVE) && toks[i + 1..].iter().take(2).any(is_relation));
     let speaker = toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE) || is_word(t, &["user", "users", "mine"]));
     match (relation, speaker) {
         (true, _) => Some(false),
@@ -653,16 +652,15 @@ pub fn asserts_nothing(text: &str) -> bool {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'");
     let stem = stemmer(language(&text));
     let all = sentences(&text);
-    !all.is_empty()
-        && all.iter().all(|sentence| {
-            let toks = tokenize(sentence, &stem);
-            let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also", "ok", "okay"]));
-            sentence.contains('?') || lead.is_some_and(|t| is_word(t, SUPPOSE))
-        })
+    !all.is_empty() && all.iter().all(|sentence| sentence.contains('?') || supposes(&tokenize(sentence, &stem)))
 }
 
-/// Words that open a sentence that supposes.
-const SUPPOSE: &[&str] = &["if", "wenn", "falls", "suppose", "imagine", "unless"];
+/// Whether a sentence (or its first clause) opens with "if", "suppose", "imagine", … after
+/// a filler ("so", "but", …): all of it is hypothetical.
+fn supposes(toks: &[Tok]) -> bool {
+    let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also"]));
+    lead.is_some_and(|t| is_word(t, &["if", "wenn", "falls", "suppose", "imagine", "unless"]))
+}
 
 /// The clauses of `text` that assert something (questions and hypotheticals left out),
 /// tokenised, and the text's language.
@@ -692,8 +690,7 @@ fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
                 continue;
             }
             // "If I moved to X, …": the whole sentence is hypothetical.
-            let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also"]));
-            if first && lead.is_some_and(|t| is_word(t, SUPPOSE)) {
+            if first && supposes(&toks) {
                 break;
             }
             first = false;
@@ -1939,10 +1936,7 @@ fn claims(clauses: &[Clause], lang: Lang) -> Vec<Claim> {
                 .filter(|(a, b, _)| a == b || !used.iter().any(|(x, y)| a < y && x < b))
                 .filter(|(_, _, v)| !v.is_empty() && !is_pronoun(v))
                 // "Allergic to mustard & latex, fyi", "… too now. great.": chat, not a value.
-                .filter(|(_, _, v)| {
-                    !v.split_whitespace()
-                        .all(|w| CASUAL.contains(&w.to_lowercase().as_str()) || COURTESY.contains(&w.to_lowercase().as_str()))
-                })
+                .filter(|&(a, b, _)| a == b || !c.toks[a..b].iter().all(|t| is_word(t, CASUAL) || is_word(t, COURTESY)))
                 .filter(|&(_, b, _)| !verb_with_object(&c.toks, b, k))
                 .collect();
             // A value is not its own subject ("Postgres runs on port 5432").

@@ -112,6 +112,17 @@ fn claims(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Each text's claims are the expected ones; the failure lists every text that differs.
+fn assert_claims(cases: &[(&str, &[&str])]) {
+    let wrong: Vec<String> = cases
+        .iter()
+        .map(|(text, want)| (text, want, claims(text)))
+        .filter(|(_, want, got)| got != *want)
+        .map(|(text, want, got)| format!("{text}\n    want {want:?}\n    got  {got:?}"))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn changes_negations_and_corrections() {
     let cases: &[(&str, &[&str])] = &[
@@ -169,14 +180,7 @@ fn changes_negations_and_corrections() {
         ("Postgres runs on port 5432. Remember that the deploy is on Friday.", &[]),
         ("Zed is always open on my laptop.", &["editor Set Zed"]),
     ];
-    let mut wrong = Vec::new();
-    for (text, want) in cases {
-        let got = claims(text);
-        if got != *want {
-            wrong.push(format!("{text}\n    want {want:?}\n    got  {got:?}"));
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_claims(cases);
 }
 
 /// What is not the speaker's fact: a label or chat word in a value's place, someone the
@@ -201,14 +205,7 @@ fn labels_chat_words_and_no_ones_facts_are_not_the_speakers() {
         ("Took Pepper to the vet, my pet greyhound hates the car", &["pet Set Pepper"]),
         ("My leisure activities are knitting and chess", &["hobbies Add knitting", "hobbies Add chess"]),
     ];
-    let mut wrong = Vec::new();
-    for (text, want) in cases {
-        let got = claims(text);
-        if got != *want {
-            wrong.push(format!("{text}\n    want {want:?}\n    got  {got:?}"));
-        }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_claims(cases);
 }
 
 /// Consolidation's and the hooks' regex facts are statements too: a question without a

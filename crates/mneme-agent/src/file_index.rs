@@ -3,7 +3,10 @@
 //! heading path) and indexed in the store's `workspace_chunks` FTS5 table. [`sync`] brings
 //! the index in line with the files (new and changed files re-chunked, deleted ones
 //! dropped) by comparing modification time and size; the daemon calls it on a short timer
-//! with a debounce, `mneme search` calls it before searching (`Owner::search_files`).
+//! with a debounce, `mneme search` calls it before searching ([`search`]). With a model
+//! attached, each sync also embeds the chunks that have no vector, so [`search`] finds
+//! them by meaning too (`mneme_service::MemoryService::search_files`); [`knowledge`] lists
+//! each file's memory type, freshness, reads and related files.
 //!
 //! Only regular files are indexed: symlinks are not followed (a link cannot pull a file
 //! from outside the workspace into the index), hidden files and directories (`.git`,
@@ -11,11 +14,15 @@
 //! instruction files the sync engine deploys at the root (`HEARTBEAT.md`, `SKILL.md`,
 //! `CLAUDE.md`).
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use mneme_service::{IndexedFile, NewChunk, Owner, ServiceResult};
+use jiff::Timestamp;
+use mneme_service::{FileHit, FileRanking, IndexedFile, NewChunk, Owner, ServiceResult};
 use mneme_workspace::chunk::{ChunkConfig, chunk_markdown};
+use mneme_workspace::consolidate::FileReads;
+use mneme_workspace::knowledge::{self, Freshness, MemoryKind, markdown_files};
 use serde::Serialize;
 
 /// Larger files are skipped (and reported): a memory file this big is a mistake.
@@ -37,6 +44,11 @@ pub struct IndexReport {
     pub skipped: Vec<(String, String)>,
     /// Chunks written by this pass.
     pub chunks: u64,
+    /// Chunks given a vector by this pass (an attached model embeds what has none).
+    pub embedded: u64,
+    /// Why embedding failed, when it did (the index itself is up to date; the next pass retries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embed_error: Option<String>,
 }
 
 impl IndexReport {
@@ -45,68 +57,18 @@ impl IndexReport {
     }
 }
 
-/// A Markdown file on disk.
-#[derive(Debug, Clone)]
-struct DiskFile {
-    relative: String,
-    mtime_ms: i64,
-    size: u64,
-}
-
-fn mtime_ms(time: SystemTime) -> i64 {
-    match time.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_millis() as i64,
-        Err(e) => -(e.duration().as_millis() as i64),
-    }
-}
-
-/// Every regular `*.md` file under `root` (not following symlinks, skipping hidden names).
-fn scan(root: &Path, skipped: &mut Vec<(String, String)>) -> Vec<DiskFile> {
-    let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            if !prefix.is_empty() {
-                skipped.push((prefix, "directory cannot be read".into()));
-            }
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            // Hidden names, and the instruction files the sync engine deploys (mneme's
-            // protocol, not the agent's memory).
-            if name.starts_with('.') || prefix.is_empty() && mneme_workspace::deploy::INSTRUCTION_FILES.contains(&name) {
-                continue;
-            }
-            let relative = if prefix.is_empty() { name.to_string() } else { format!("{prefix}/{name}") };
-            // file_type() does not follow symlinks.
-            let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() {
-                stack.push((entry.path(), relative));
-            } else if kind.is_file() && name.ends_with(".md") {
-                let Ok(meta) = entry.metadata() else { continue };
-                if meta.len() > MAX_FILE_BYTES {
-                    skipped.push((relative, format!("larger than {MAX_FILE_BYTES} bytes")));
-                    continue;
-                }
-                out.push(DiskFile { relative, mtime_ms: meta.modified().map(mtime_ms).unwrap_or(0), size: meta.len() });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.relative.cmp(&b.relative));
-    out
-}
-
 /// Brings the index in line with the files under `root`. With `debounce`, a changed file
 /// is only re-indexed once its modification time is at least that old (an editor's burst
-/// of writes is indexed once); deletions apply at once.
-pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>) -> ServiceResult<IndexReport> {
+/// of writes is indexed once); deletions apply at once. Then, with a model attached, the
+/// chunks without a vector are embedded (`background`: behind queries, for the daemon's
+/// pass); an embedding failure is reported, not returned.
+pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>, background: bool) -> ServiceResult<IndexReport> {
     let mut report = IndexReport::default();
-    let disk = if root.is_dir() { scan(root, &mut report.skipped) } else { Vec::new() };
+    let disk = if root.is_dir() { markdown_files(root, MAX_FILE_BYTES, &mut report.skipped) } else { Vec::new() };
     let indexed = owner.indexed_files()?;
     let known: std::collections::HashMap<&str, &IndexedFile> = indexed.iter().map(|f| (f.path.as_str(), f)).collect();
-    let settled_before = debounce.map(|d| mtime_ms(SystemTime::now()) - d.as_millis() as i64);
+    let settled_before =
+        debounce.map(|d| jiff::Timestamp::try_from(SystemTime::now()).map_or(0, |t| t.as_millisecond()) - d.as_millis() as i64);
     let on_disk: std::collections::HashSet<&str> = disk.iter().map(|f| f.relative.as_str()).collect();
     report.removed = indexed.iter().filter(|f| !on_disk.contains(f.path.as_str())).map(|f| f.path.clone()).collect();
 
@@ -147,5 +109,136 @@ pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>) -> Servi
         }
     }
     owner.update_file_index(&batch, &report.removed)?;
+    match owner.embed_file_chunks(background) {
+        Ok(n) => report.embedded = n,
+        Err(e) => report.embed_error = Some(e.to_string()),
+    }
     Ok(report)
+}
+
+/// A file search hit with what is known of its file.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnownHit {
+    #[serde(flatten)]
+    pub hit: FileHit,
+    pub memory_type: MemoryKind,
+    pub freshness: Freshness,
+    /// Reads of the file counted so far (this search's included).
+    pub reads: u64,
+}
+
+/// A file search's answer (`ranking`: `hybrid` or `lexical`).
+#[derive(Debug, Clone, Serialize)]
+pub struct KnownSearch {
+    pub ranking: &'static str,
+    pub hits: Vec<KnownHit>,
+}
+
+/// Searches the indexed files ([`mneme_service::MemoryService::search_files`]) and gives each
+/// hit its file's memory type, freshness and reads.
+pub fn search(owner: &Owner<'_>, query: &str, limit: usize, ranking: FileRanking, now: Timestamp) -> ServiceResult<KnownSearch> {
+    let found = owner.search_files(query, limit, ranking)?;
+    let modified: HashMap<String, Timestamp> = owner
+        .indexed_files()?
+        .into_iter()
+        .map(|f| (f.path, Timestamp::from_millisecond(f.mtime_ms).unwrap_or(Timestamp::UNIX_EPOCH)))
+        .collect();
+    let reads = file_reads(owner)?;
+    let hits = found
+        .hits
+        .into_iter()
+        .map(|hit| {
+            let path = hit.chunk.path.clone();
+            let read = reads.get(&path);
+            let confirmed = knowledge::confirmed_at(modified.get(&path).copied().unwrap_or(now), read.map(|r| r.last));
+            KnownHit {
+                memory_type: MemoryKind::of(&path),
+                freshness: Freshness::of(&path, confirmed, now, knowledge::AGING_AFTER_DAYS),
+                reads: read.map_or(0, |r| r.count),
+                hit,
+            }
+        })
+        .collect();
+    Ok(KnownSearch { ranking: found.ranking, hits })
+}
+
+/// Reads of whole files (not entries), by path.
+pub fn file_reads(owner: &Owner<'_>) -> ServiceResult<HashMap<String, FileReads>> {
+    Ok(owner
+        .workspace_reads()?
+        .into_iter()
+        .filter(|r| r.heading.is_empty())
+        .map(|r| (r.path, FileReads { count: r.count, last: r.last_at }))
+        .collect())
+}
+
+/// What is known of one indexed file: the seed's knowledge-base columns (§16.4).
+#[derive(Debug, Clone, Serialize)]
+pub struct FileKnowledge {
+    pub path: String,
+    pub memory_type: MemoryKind,
+    pub freshness: Freshness,
+    pub modified: Timestamp,
+    pub reads: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_read: Option<Timestamp>,
+    pub chunks: u64,
+    /// Other files near it in meaning (their mean chunk vectors), best first; needs the model.
+    pub related: Vec<RelatedFile>,
+    /// Its entries (heading paths) that were read, most read first.
+    pub entries: Vec<EntryReads>,
+}
+
+/// A file near another in meaning.
+#[derive(Debug, Clone, Serialize)]
+pub struct RelatedFile {
+    pub path: String,
+    pub cosine: f32,
+}
+
+/// The reads of one entry of a file.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryReads {
+    pub heading: String,
+    pub reads: u64,
+    pub last_read: Timestamp,
+}
+
+/// Every indexed file with its memory type, freshness, reads, entries and related files.
+pub fn knowledge(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<Vec<FileKnowledge>> {
+    let reads = owner.workspace_reads()?;
+    let mut related = owner.related_files(mneme_service::RELATED_PER_HIT)?;
+    let mut out: Vec<FileKnowledge> = owner
+        .indexed_files()?
+        .into_iter()
+        .map(|f| {
+            let modified = Timestamp::from_millisecond(f.mtime_ms).unwrap_or(Timestamp::UNIX_EPOCH);
+            let file_read = reads.iter().find(|r| r.path == f.path && r.heading.is_empty());
+            let confirmed = knowledge::confirmed_at(modified, file_read.map(|r| r.last_at));
+            let mut entries: Vec<EntryReads> = reads
+                .iter()
+                .filter(|r| r.path == f.path && !r.heading.is_empty())
+                .map(|r| EntryReads { heading: r.heading.clone(), reads: r.count, last_read: r.last_at })
+                .collect();
+            entries.sort_by(|a, b| b.reads.cmp(&a.reads).then_with(|| a.heading.cmp(&b.heading)));
+            FileKnowledge {
+                memory_type: MemoryKind::of(&f.path),
+                freshness: Freshness::of(&f.path, confirmed, now, knowledge::AGING_AFTER_DAYS),
+                modified,
+                reads: file_read.map_or(0, |r| r.count),
+                last_read: file_read.map(|r| r.last_at),
+                chunks: f.chunks,
+                related: related
+                    .remove(&f.path)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(path, cosine)| RelatedFile { path, cosine })
+                    .collect(),
+                entries,
+                path: f.path,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }

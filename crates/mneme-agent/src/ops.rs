@@ -91,10 +91,12 @@ pub struct Written {
     pub append: bool,
 }
 
-/// The workspace's Markdown files.
+/// The workspace's Markdown files, and what is known of those the search index holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkspaceFiles {
     pub files: Vec<String>,
+    /// Memory type, freshness, reads, read entries and related files of each indexed file.
+    pub knowledge: Vec<crate::file_index::FileKnowledge>,
 }
 
 /// One workspace file's text.
@@ -338,7 +340,21 @@ impl AgentOps {
             }
         }
         files.sort();
-        Ok(WorkspaceFiles { files })
+        let knowledge = crate::file_index::knowledge(&self.ops.owner_for(p, "the workspace's files")?, self.ops.now())?;
+        Ok(WorkspaceFiles { files, knowledge })
+    }
+
+    /// Searches the workspace's files by words, and by meaning with a model; each hit with
+    /// its file's memory type, freshness and reads (`file_index::search`).
+    pub fn search_files(
+        &self,
+        p: &Principal,
+        query: &str,
+        limit: usize,
+        ranking: mneme_service::FileRanking,
+    ) -> AgentResult<crate::file_index::KnownSearch> {
+        let owner = self.ops.owner_for(p, "workspace search")?;
+        Ok(crate::file_index::search(&owner, query, limit, ranking, self.ops.now())?)
     }
 
     /// One of those files: only a path the listing offers (never one a caller made up, such
@@ -353,6 +369,8 @@ impl AgentOps {
         let resolved = mneme_workspace::paths::resolve(&self.workspace.dir, path)?;
         let text =
             std::fs::read_to_string(&resolved).map_err(|source| WorkspaceError::Io { action: "cannot read", path: resolved, source })?;
+        // A read renews the file's freshness (`mneme_workspace::knowledge`).
+        self.ops.owner_for(p, "the workspace's files")?.record_file_reads(&[(path.to_string(), String::new())])?;
         Ok(WorkspaceFile { path: path.to_string(), text })
     }
 

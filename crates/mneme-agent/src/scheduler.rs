@@ -342,11 +342,13 @@ fn perform(
             Ok((serde_json::to_string(&report).unwrap_or_default(), None))
         }
         TaskAction::ConsolidationReport => {
-            let report = mneme_workspace::consolidate::consolidate(settings, now).map_err(|e| e.to_string())?;
+            let reads = crate::file_index::file_reads(owner).map_err(|e| e.to_string())?;
+            let report = mneme_workspace::consolidate::consolidate_with_reads(settings, now, &reads).map_err(|e| e.to_string())?;
             let detail = format!(
-                "{} recommendation(s), {} session log(s) to archive",
+                "{} recommendation(s), {} session log(s) to archive, {} file(s) aging or fading",
                 report.recommendations.len(),
-                report.sessions.archive_candidates.len()
+                report.sessions.archive_candidates.len(),
+                report.freshness.len()
             );
             let dispatch = (!report.recommendations.is_empty()).then(|| {
                 let mut text = String::from("[Memory Consolidation] The weekly report recommends:\n");

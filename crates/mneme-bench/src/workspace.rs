@@ -57,13 +57,13 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
     let owner = ops.owner(&me)?;
 
     let started = Instant::now();
-    let report = file_index::sync(&owner, &ws, None)?;
+    let report = file_index::sync(&owner, &ws, None, false)?;
     let index_secs = started.elapsed().as_secs_f64();
 
     let mut refresh = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        let r = file_index::sync(&owner, &ws, None)?;
+        let r = file_index::sync(&owner, &ws, None, false)?;
         refresh.push(t.elapsed().as_secs_f64() * 1e3);
         anyhow::ensure!(!r.changed(), "a refresh with no change re-indexed files");
     }
@@ -74,7 +74,7 @@ pub fn workspace(files: usize, queries: usize, runs: usize, json_out: bool) -> R
     let query_texts: Vec<String> = (0..queries.max(1)).map(|_| text.query()).collect();
     for q in &query_texts {
         let t = Instant::now();
-        hits += ops.search_files(&me, q, 10)?.len();
+        hits += ops.search_files(&me, q, 10, mneme_service::FileRanking::Lexical)?.hits.len();
         latencies.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let (search_p50, search_p99) = summarize(latencies);

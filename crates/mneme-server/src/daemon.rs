@@ -532,13 +532,17 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     return;
                 }
                 let report = blocking_job(&app, "workspace_index", move |job| {
-                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.agent.workspace().dir, Some(debounce))
+                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.agent.workspace().dir, Some(debounce), true)
                 });
                 if let Some(report) = report.await.filter(|r| r.changed()) {
+                    if let Some(error) = &report.embed_error {
+                        tracing::warn!(%error, "workspace chunks not embedded (retried at every pass)");
+                    }
                     tracing::info!(
                         indexed = report.indexed.len(),
                         removed = report.removed.len(),
                         chunks = report.chunks,
+                        embedded = report.embedded,
                         "workspace re-indexed"
                     );
                     app.metrics.job("workspace_index", true);

@@ -482,6 +482,8 @@ struct SearchFilesBody {
     query: String,
     #[serde(default = "default_search_limit")]
     limit: usize,
+    #[serde(default)]
+    ranking: mneme_service::FileRanking,
 }
 
 fn default_search_limit() -> usize {
@@ -759,7 +761,7 @@ handler!(forget, Operation::Forget, |app, p, body: ForgetBody| {
 });
 
 handler!(search_files, Operation::SearchFiles, |app, p, body: SearchFilesBody| {
-    Ok(json!({ "hits": app.ops.search_files(p, &body.query, body.limit)? }))
+    Ok(json!(app.agent.search_files(p, &body.query, body.limit, body.ranking)?))
 });
 
 /// The ingest endpoints: authenticate, parse, then the group-commit writer.

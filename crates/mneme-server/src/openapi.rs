@@ -671,10 +671,18 @@ pub fn document() -> Value {
             }
         },
         "FileHits": {
-            "type": "object", "required": ["hits"],
-            "properties": { "hits": { "type": "array", "items": {
-                "type": "object", "required": ["path", "start_line", "end_line", "heading", "snippet", "score"],
-                "properties": { "path": string(), "start_line": count(), "end_line": count(), "heading": string(), "snippet": string(), "score": { "type": "number" } }
+            "type": "object", "required": ["ranking", "hits"],
+            "properties": { "ranking": enumeration(&["hybrid", "lexical"]), "hits": { "type": "array", "items": {
+                "type": "object", "required": ["path", "start_line", "end_line", "heading", "snippet", "score", "memory_type", "freshness", "reads"],
+                "properties": {
+                    "path": string(), "start_line": count(), "end_line": count(), "heading": string(), "snippet": string(),
+                    "score": { "type": "number", "description": "BM25 (lexical), or the fused reciprocal rank (hybrid)" },
+                    "cosine": { "type": "number", "description": "hybrid: the chunk's cosine to the query" },
+                    "related": { "type": "array", "items": { "type": "object", "properties": { "path": string(), "heading": string(), "cosine": { "type": "number" } } } },
+                    "memory_type": enumeration(&["factual", "experiential", "procedural", "strategic"]),
+                    "freshness": enumeration(&["active", "aging", "fading", "archived"]),
+                    "reads": count()
+                }
             } } }
         }
     });
@@ -794,7 +802,11 @@ pub fn document() -> Value {
         },
         "SearchFilesRequest": {
             "type": "object", "additionalProperties": false, "required": ["query"],
-            "properties": { "query": { "type": "string", "pattern": "[^\\W_]", "description": "at least one letter or digit" }, "limit": { "type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 10 } }
+            "properties": {
+                "query": { "type": "string", "pattern": "[^\\W_]", "description": "at least one letter or digit" },
+                "limit": { "type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 10 },
+                "ranking": { "type": "string", "enum": ["auto", "lexical", "semantic"], "default": "auto", "description": "auto: by words and meaning when the embedding model is attached, else by words; semantic: refused (412) without the model" }
+            }
         },
         "HookRequest": {
             "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId, userId (the end user: memory per user). Any body is accepted: a hook never fails its caller, so a body that is not a JSON object is answered 200 with the problem in `error`."
@@ -996,8 +1008,8 @@ pub fn document() -> Value {
             }
         },
         "WorkspaceFiles": {
-            "type": "object", "required": ["files"], "additionalProperties": false,
-            "properties": { "files": strings() }
+            "type": "object", "required": ["files", "knowledge"], "additionalProperties": false,
+            "properties": { "files": strings(), "knowledge": { "type": "array", "description": "Each indexed file: path, memory_type, freshness, modified, reads, last_read, chunks, related files, read entries", "items": { "type": "object" } } }
         },
         "WorkspaceFile": {
             "type": "object", "required": ["path", "text"], "additionalProperties": false,

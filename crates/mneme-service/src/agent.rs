@@ -8,9 +8,7 @@
 
 use jiff::Timestamp;
 use mneme_core::{CoreError, private};
-use mneme_store::{
-    Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState, TaskRow, TaskRun,
-};
+use mneme_store::{Checkpoint, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState, TaskRow, TaskRun};
 use serde::Serialize;
 
 use crate::{MemoryService, ServiceError, ServiceResult};
@@ -327,18 +325,8 @@ impl MemoryService {
             for path in removed {
                 tx.unindex_file(path)?;
             }
+            tx.prune_chunk_vectors()?;
             Ok(())
         })
-    }
-
-    /// Full-text search over the workspace's chunks: best first, at most `limit`. A query
-    /// without a searchable word is refused.
-    pub fn search_files(&self, query: &str, limit: usize) -> ServiceResult<Vec<ChunkHit>> {
-        let expression =
-            mneme_core::query::fts5_expression(query).ok_or_else(|| invalid("query", format!("{query:?} has no word to search for")))?;
-        if limit == 0 {
-            return Err(invalid("limit", "must be at least 1"));
-        }
-        self.reader()?.read(|tx| tx.search_chunks(&expression, limit).map_err(ServiceError::from))
     }
 }

@@ -15,6 +15,7 @@ mod agent;
 mod config;
 mod depends;
 mod error;
+mod files;
 mod forget;
 mod ivf;
 mod ops;
@@ -42,8 +43,11 @@ use serde_json::json;
 pub use agent::{CheckpointResult, ConversationInput, MAX_FETCH};
 pub use config::{AccessConfig, ServiceConfig};
 pub use error::{ErrorKind, ServiceError, ServiceResult};
+pub use files::{FileHit, FileRanking, FileSearch, RELATED_MIN_COSINE, RELATED_PER_HIT, RelatedEntry};
 pub use forget::{ForgetItem, ForgetReport, ForgetRequest};
-pub use mneme_store::{Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, SyncState, TaskRow, TaskRun};
+pub use mneme_store::{
+    Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, SyncState, TaskRow, TaskRun, WorkspaceRead,
+};
 pub use ops::Ops;
 pub use owner::Owner;
 pub use policy::Principal;

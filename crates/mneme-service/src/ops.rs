@@ -11,12 +11,13 @@
 use std::sync::Arc;
 
 use crate::{
-    Actor, CheckpointResult, ChunkHit, ContestRequest, Conversation, ConversationInput, History, Hit, IngestOptions, MemoryService,
-    Metrics, OutcomeRequest, OutcomeResult, RetrieveRequest, Revision, SalienceChange, SkillUse, SyncState,
+    Actor, CheckpointResult, ContestRequest, Conversation, ConversationInput, History, Hit, IngestOptions, MemoryService, Metrics,
+    OutcomeRequest, OutcomeResult, RetrieveRequest, Revision, SalienceChange, SkillUse, SyncState,
 };
 use mneme_core::{MemoryRecord, Payload, RecordId, Sensitivity};
 
 use crate::Principal;
+use crate::{FileRanking, FileSearch};
 use crate::{ServiceError, ServiceResult};
 
 #[derive(Debug, Clone)]
@@ -329,8 +330,8 @@ impl Ops {
         self.service.sync_checkpoint(end_id, summary)
     }
 
-    pub fn search_files(&self, p: &Principal, query: &str, limit: usize) -> ServiceResult<Vec<ChunkHit>> {
+    pub fn search_files(&self, p: &Principal, query: &str, limit: usize, ranking: FileRanking) -> ServiceResult<FileSearch> {
         p.require_unrestricted("workspace search")?;
-        self.service.search_files(query, limit)
+        self.service.search_files(query, limit, ranking)
     }
 }

@@ -166,6 +166,31 @@ impl<'a> Owner<'a> {
         self.service().update_file_index(files, removed)
     }
 
+    /// Searches the workspace's chunks (`MemoryService::search_files`).
+    pub fn search_files(&self, query: &str, limit: usize, ranking: crate::FileRanking) -> ServiceResult<crate::FileSearch> {
+        self.ops.search_files(self.principal, query, limit, ranking)
+    }
+
+    /// Embeds the indexed chunks without a vector from the attached model (none: 0).
+    pub fn embed_file_chunks(&self, background: bool) -> ServiceResult<u64> {
+        self.service().embed_file_chunks(background)
+    }
+
+    /// Counts one read of each `(path, heading)` (heading empty: the whole file).
+    pub fn record_file_reads(&self, reads: &[(String, String)]) -> ServiceResult<()> {
+        self.service().record_file_reads(reads)
+    }
+
+    /// Every counted read of a workspace file or entry.
+    pub fn workspace_reads(&self) -> ServiceResult<Vec<mneme_store::WorkspaceRead>> {
+        self.service().workspace_reads()
+    }
+
+    /// Other files near each file in meaning (`MemoryService::related_files`).
+    pub fn related_files(&self, per_file: usize) -> ServiceResult<std::collections::HashMap<String, Vec<(String, f32)>>> {
+        self.service().related_files(per_file)
+    }
+
     /// The conversation log's sync boundary.
     pub fn sync_status(&self) -> ServiceResult<SyncState> {
         self.ops.sync_status(self.principal)

@@ -329,6 +329,13 @@ impl MemoryService {
         if s.index.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
             return None;
         }
+        self.text_query_vector(query)
+    }
+
+    /// A query's unit vector from the attached model, whatever the records' index holds (the
+    /// workspace's chunks have their own vectors): cached like [`Self::query_vector`]'s.
+    pub(crate) fn text_query_vector(&self, query: &str) -> Option<Vec<f32>> {
+        let s = self.semantic.get()?;
         if let Some(v) = s.queries.lock().unwrap_or_else(|p| p.into_inner()).get(query) {
             return Some(v);
         }

@@ -145,8 +145,58 @@ pub struct ChunkHit {
     pub heading: String,
     /// The best-matching passage with the query terms in `[` `]`.
     pub snippet: String,
-    /// BM25 (higher is better).
+    /// The rank score: BM25 for a lexical search (higher is better); with a model, the
+    /// fusion of the lexical and the meaning ranks (`MemoryService::search_files`).
     pub score: f64,
+    /// Cosine of the chunk to the query, when a model ranked it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f32>,
+    /// The chunk's row in the index (SQLite's rowid, PostgreSQL's id).
+    #[serde(skip)]
+    pub id: i64,
+}
+
+/// A chunk's text and the digest its vectors are keyed by ([`chunk_digest`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkTodo {
+    pub digest: String,
+    /// What the model reads: the heading path, a line break, the chunk's text.
+    pub text: String,
+}
+
+/// An indexed chunk's vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkVector {
+    pub id: i64,
+    pub path: String,
+    pub scale: f32,
+    pub codes: Vec<i8>,
+}
+
+/// How often a workspace file (`heading` empty) or one of its entries (a chunk's heading
+/// path) was read: search hits, file reads, session-start injection.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkspaceRead {
+    pub path: String,
+    pub heading: String,
+    pub count: u64,
+    pub last_at: Timestamp,
+}
+
+/// The digest of a chunk's heading and text (SHA-256, the first 16 bytes in hex): the key
+/// of its vectors, so an edited file's unchanged chunks keep theirs.
+pub fn chunk_digest(heading: &str, text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(heading.as_bytes());
+    hash.update([0u8]);
+    hash.update(text.as_bytes());
+    hash.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the model reads of a chunk: its heading path, then its text.
+pub fn chunk_model_text(heading: &str, text: &str) -> String {
+    if heading.is_empty() { text.to_string() } else { format!("{heading}\n{text}") }
 }
 
 const CONVERSATION_COLUMNS: &str = "id, at, channel, user_id, direction, priority, content";
@@ -262,7 +312,7 @@ impl ReadTx<'_> {
         let tokens = crate::search::phrases(fts_query);
         let (sql, params): (String, Vec<&dyn crate::sql::Param>) = match self.dialect() {
             Dialect::Sqlite => (
-                "SELECT path, start_line, end_line, heading, snippet(workspace_chunks, 4, '[', ']', '…', 24), -bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) \
+                "SELECT path, start_line, end_line, heading, snippet(workspace_chunks, 4, '[', ']', '…', 24), -bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0), rowid \
                  FROM workspace_chunks WHERE workspace_chunks MATCH ?1 ORDER BY bm25(workspace_chunks, 0, 0, 0, 2.0, 1.0) LIMIT ?2"
                     .to_string(),
                 vec![&fts_query as &dyn crate::sql::Param],
@@ -276,7 +326,7 @@ impl ReadTx<'_> {
                     format!(
                         "SELECT path, start_line, end_line, heading, \
                          ts_headline('english', text, q.q, 'StartSel=[, StopSel=], MaxWords=24, MinWords=6, MaxFragments=1, FragmentDelimiter=…'), \
-                         ts_rank('{{0, 0, 0.5, 1.0}}', tsv, q.q)::float8 AS score \
+                         ts_rank('{{0, 0, 0.5, 1.0}}', tsv, q.q)::float8 AS score, id \
                          FROM (SELECT {any} AS q) q, workspace_chunks WHERE tsv @@ q.q ORDER BY score DESC, id LIMIT ?"
                     ),
                     tokens.iter().map(|t| t as &dyn crate::sql::Param).collect(),
@@ -294,8 +344,135 @@ impl ReadTx<'_> {
                 heading: r.text(3)?,
                 snippet: r.text(4)?,
                 score: r.f64(5)?,
+                cosine: None,
+                id: r.i64(6)?,
             })
         })
+    }
+
+    /// Indexed chunks whose digest has no vector from `model`, at most `limit` (one per digest).
+    pub fn chunks_needing_vectors(&self, model: &str, limit: usize) -> StoreResult<Vec<ChunkTodo>> {
+        let rows = self.query_all(
+            "SELECT c.digest, min(c.heading), min(c.text) FROM workspace_chunks c \
+             WHERE NOT EXISTS (SELECT 1 FROM workspace_chunk_vectors v WHERE v.digest = c.digest AND v.model = ?1) \
+             GROUP BY c.digest ORDER BY c.digest LIMIT ?2",
+            &[&model, &(limit as i64)],
+            |r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)),
+        )?;
+        Ok(rows.into_iter().map(|(digest, heading, text)| ChunkTodo { digest, text: chunk_model_text(&heading, &text) }).collect())
+    }
+
+    /// How many indexed chunks have (`.0`) and lack (`.1`) a vector from `model`.
+    pub fn chunk_vector_coverage(&self, model: &str) -> StoreResult<(u64, u64)> {
+        let (with, all) = self
+            .exec
+            .row(
+                "SELECT count(v.digest), count(*) FROM workspace_chunks c \
+                 LEFT JOIN workspace_chunk_vectors v ON v.digest = c.digest AND v.model = ?1",
+                &[&model],
+                |r| Ok((r.i64(0)?, r.i64(1)?)),
+            )?
+            .unwrap_or((0, 0));
+        Ok((with as u64, (all - with) as u64))
+    }
+
+    /// Every indexed chunk that has a vector from `model`, with it.
+    pub fn chunk_vectors(&self, model: &str) -> StoreResult<Vec<ChunkVector>> {
+        let id = if self.dialect() == Dialect::Sqlite { "c.rowid" } else { "c.id" };
+        self.query_all(
+            &format!(
+                "SELECT {id}, c.path, v.scale, v.codes FROM workspace_chunks c \
+                 JOIN workspace_chunk_vectors v ON v.digest = c.digest AND v.model = ?1"
+            ),
+            &[&model],
+            |r| {
+                Ok(ChunkVector {
+                    id: r.i64(0)?,
+                    path: r.text(1)?,
+                    scale: r.f64(2)? as f32,
+                    codes: r.blob(3)?.into_iter().map(|b| b as i8).collect(),
+                })
+            },
+        )
+    }
+
+    /// The chunks with these ids (in no particular order), their snippet the start of the text.
+    pub fn chunks_by_id(&self, ids: &[i64]) -> StoreResult<Vec<ChunkHit>> {
+        let id = if self.dialect() == Dialect::Sqlite { "rowid" } else { "id" };
+        let mut hits = Vec::with_capacity(ids.len());
+        for chunk in ids {
+            let hit = self.exec.row(
+                &format!("SELECT path, start_line, end_line, heading, text FROM workspace_chunks WHERE {id} = ?1"),
+                &[chunk],
+                |r| {
+                    Ok(ChunkHit {
+                        path: r.text(0)?,
+                        start_line: r.i64(1)? as u32,
+                        end_line: r.i64(2)? as u32,
+                        heading: r.text(3)?,
+                        snippet: opening_words(&r.text(4)?, 24),
+                        score: 0.0,
+                        cosine: None,
+                        id: *chunk,
+                    })
+                },
+            )?;
+            hits.extend(hit);
+        }
+        Ok(hits)
+    }
+
+    /// The reads of every workspace file and entry.
+    pub fn workspace_reads(&self) -> StoreResult<Vec<WorkspaceRead>> {
+        self.query_all("SELECT path, heading, count, last_at FROM workspace_reads ORDER BY path, heading", &[], |r| {
+            Ok(WorkspaceRead { path: r.text(0)?, heading: r.text(1)?, count: r.i64(2)? as u64, last_at: ts(r.i64(3)?, self.path)? })
+        })
+    }
+}
+
+/// The first `words` words of a text, on one line, with `…` when cut.
+fn opening_words(text: &str, words: usize) -> String {
+    let mut out: Vec<&str> = text.split_whitespace().take(words + 1).collect();
+    let cut = out.len() > words;
+    out.truncate(words);
+    let mut s = out.join(" ");
+    if cut {
+        s.push('…');
+    }
+    s
+}
+
+impl WriteTx<'_> {
+    /// Stores the vectors of chunk digests from `model` (a digest already stored keeps its vector).
+    pub fn put_chunk_vectors(&self, model: &str, vectors: &[(String, f32, Vec<i8>)]) -> StoreResult<()> {
+        for (digest, scale, codes) in vectors {
+            let blob: Vec<u8> = codes.iter().map(|c| *c as u8).collect();
+            self.exec.execute(
+                "INSERT INTO workspace_chunk_vectors (digest, model, scale, codes) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (digest, model) DO NOTHING",
+                &[digest, &model, &f64::from(*scale), &blob],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the vectors whose chunk text is no longer indexed (an edit, a deleted file, a
+    /// forget): a vector is derived from its text and goes with it. Returns how many.
+    pub fn prune_chunk_vectors(&self) -> StoreResult<usize> {
+        self.exec.execute("DELETE FROM workspace_chunk_vectors WHERE digest NOT IN (SELECT digest FROM workspace_chunks)", &[])
+    }
+
+    /// Counts one read of each `(path, heading)` at `at` (heading empty: the whole file).
+    pub fn record_reads(&self, reads: &[(String, String)], at: Timestamp) -> StoreResult<()> {
+        for (path, heading) in reads {
+            self.exec.execute(
+                "INSERT INTO workspace_reads (path, heading, count, last_at) VALUES (?1, ?2, 1, ?3) \
+                 ON CONFLICT (path, heading) DO UPDATE SET count = workspace_reads.count + 1, \
+                 last_at = CASE WHEN excluded.last_at > workspace_reads.last_at THEN excluded.last_at ELSE workspace_reads.last_at END",
+                &[path, heading, &at.as_millisecond()],
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -394,8 +571,8 @@ impl WriteTx<'_> {
         self.unindex_file(&file.path)?;
         for c in chunks {
             self.exec.execute(
-                "INSERT INTO workspace_chunks (path, start_line, end_line, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)",
-                &[&file.path, &i64::from(c.start_line), &i64::from(c.end_line), &c.heading, &c.text],
+                "INSERT INTO workspace_chunks (path, start_line, end_line, heading, text, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                &[&file.path, &i64::from(c.start_line), &i64::from(c.end_line), &c.heading, &c.text, &chunk_digest(&c.heading, &c.text)],
             )?;
         }
         self.exec.execute(

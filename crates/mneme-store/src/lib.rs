@@ -32,7 +32,8 @@ use mneme_core::DecayConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 pub use agent::{
-    Checkpoint, ChunkHit, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState, TaskRow, TaskRun,
+    Checkpoint, ChunkHit, ChunkTodo, ChunkVector, Conversation, Direction, Dispatch, IndexedFile, NewChunk, NewConversation, SyncState,
+    TaskRow, TaskRun, WorkspaceRead, chunk_digest, chunk_model_text,
 };
 pub use dump::{DUMP_FORMAT, DUMP_VERSION, DumpSummary};
 pub use error::{StoreError, StoreResult};

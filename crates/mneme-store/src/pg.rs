@@ -34,8 +34,9 @@ use crate::{SecretKey, Store};
 /// The schema version this build writes on PostgreSQL (its own numbering: version 1 holds
 /// what SQLite's versions 1 to 8 built but the full-text tables, version 2 the records'
 /// full-text rows, version 3 the workspace search index, version 4 the embeddings in
-/// pgvector, version 5 the match estimate of bounded lexical search).
-pub const PG_SCHEMA_VERSION: i64 = 6;
+/// pgvector, version 5 the match estimate of bounded lexical search, version 6 mneme's own
+/// lexemes, version 7 the workspace's chunk vectors and reads).
+pub const PG_SCHEMA_VERSION: i64 = 7;
 
 /// The advisory lock key of migrations ("mnem").
 const MIGRATION_LOCK: i64 = 0x6d6e_656d;
@@ -330,6 +331,12 @@ const PG_MIGRATIONS: &[PgMigration] = &[
         description: "full-text rows hold the lexemes mneme computes (no to_tsvector in the server)",
         sql: include_str!("pg_v6.sql"),
         then: Some(lexemes_from_v5),
+    },
+    PgMigration {
+        version: 7,
+        description: "workspace knowledge: chunk digests and their vectors, reads of files and entries",
+        sql: include_str!("pg_v7.sql"),
+        then: None,
     },
 ];
 

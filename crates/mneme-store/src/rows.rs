@@ -518,6 +518,7 @@ impl<'a> WriteTx<'a> {
         };
         let paths = self.query_all(&format!("SELECT DISTINCT path FROM workspace_chunks WHERE {contains}"), &[&text], |r| r.text(0))?;
         self.exec.execute(&format!("DELETE FROM workspace_chunks WHERE {contains}"), &[&text])?;
+        self.prune_chunk_vectors()?;
         Ok(paths)
     }
 

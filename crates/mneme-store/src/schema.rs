@@ -31,10 +31,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration { version: 6, description: "facts by subject and predicate (exact look-up index)", apply: v6 },
     Migration { version: 7, description: "competence records by skill (exact look-up index)", apply: v7 },
     Migration { version: 8, description: "forgetting: erased records, redaction of audit text and the conversation log", apply: v8 },
+    Migration { version: 9, description: "workspace knowledge: chunk digests and their vectors, reads of files and entries", apply: v9 },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 fn v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -301,6 +302,38 @@ fn v8(tx: &Transaction<'_>) -> rusqlite::Result<()> {
                       AND NEW.channel = OLD.channel AND NEW.direction = OLD.direction
                       AND NEW.priority = OLD.priority AND NEW.user_id IS OLD.user_id)
             BEGIN SELECT RAISE(ABORT, 'the conversation log is append-only'); END;
+        "#,
+    )
+}
+
+fn v9(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        r#"
+        -- Chunks carry the digest of their text, which their vectors are keyed by: an edited
+        -- file's unchanged chunks keep their vectors, and a vector whose text is gone goes.
+        -- The index is derived data: emptied here, the next sync rebuilds it.
+        DROP TABLE workspace_chunks;
+        DELETE FROM workspace_files;
+        CREATE VIRTUAL TABLE workspace_chunks USING fts5(
+            path UNINDEXED, start_line UNINDEXED, end_line UNINDEXED, heading, text, digest UNINDEXED,
+            tokenize = 'porter unicode61'
+        );
+        CREATE TABLE workspace_chunk_vectors (
+            digest TEXT NOT NULL,
+            model TEXT NOT NULL,
+            scale REAL NOT NULL,
+            codes BLOB NOT NULL,
+            PRIMARY KEY (digest, model)
+        ) WITHOUT ROWID;
+        -- Reads of the agent's files (heading '') and of their entries (a chunk's heading
+        -- path): search hits, file reads, session-start injection.
+        CREATE TABLE workspace_reads (
+            path TEXT NOT NULL,
+            heading TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            last_at INTEGER NOT NULL,
+            PRIMARY KEY (path, heading)
+        ) WITHOUT ROWID;
         "#,
     )
 }

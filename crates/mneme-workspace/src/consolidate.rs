@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::atomic::{WorkspaceLock, ensure_dir, sync_dir};
 use crate::config::WorkspaceSettings;
 use crate::error::{WorkspaceError, WorkspaceResult};
+use crate::knowledge::{self, Freshness, MemoryKind};
 use crate::paths;
 
 /// Session logs whose date is more than this many days before today are archive candidates.
@@ -39,7 +40,33 @@ pub struct ConsolidationReport {
     pub sessions: SessionsReport,
     pub reference: Vec<ReferenceFileReport>,
     pub users: Vec<UserReport>,
+    /// Files not confirmed (edited or read) for 30 days or more, stalest first, each with a
+    /// suggested action (mneme's addition: the seed's §16.6 freshness).
+    #[serde(default)]
+    pub freshness: Vec<FreshnessReport>,
     pub recommendations: Vec<String>,
+}
+
+/// A file whose freshness is aging or fading ([`crate::knowledge`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FreshnessReport {
+    pub file: String,
+    pub memory_type: MemoryKind,
+    pub freshness: Freshness,
+    /// The later of its last edit and its last read.
+    pub last_confirmed: Timestamp,
+    pub idle_days: i64,
+    /// Reads counted (search hits, file reads, session-start injection).
+    pub reads: u64,
+    pub suggested_action: String,
+}
+
+/// How often a file was read, and when last: what the store counts (`workspace_reads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileReads {
+    pub count: u64,
+    pub last: Timestamp,
 }
 
 /// An always-loaded file against its budget.
@@ -95,8 +122,18 @@ pub struct MovedFile {
     pub to: PathBuf,
 }
 
-/// Builds the consolidation report for the workspace (which must exist). Read-only.
+/// Builds the consolidation report for the workspace (which must exist), with freshness from
+/// the files' modification times alone. Read-only.
 pub fn consolidate(settings: &WorkspaceSettings, now: Timestamp) -> WorkspaceResult<ConsolidationReport> {
+    consolidate_with_reads(settings, now, &std::collections::HashMap::new())
+}
+
+/// [`consolidate`], a file's reads (by workspace-relative path) counting as confirmations.
+pub fn consolidate_with_reads(
+    settings: &WorkspaceSettings,
+    now: Timestamp,
+    reads: &std::collections::HashMap<String, FileReads>,
+) -> WorkspaceResult<ConsolidationReport> {
     let root = &settings.dir;
     let mut report = ConsolidationReport {
         timestamp: now,
@@ -104,6 +141,7 @@ pub fn consolidate(settings: &WorkspaceSettings, now: Timestamp) -> WorkspaceRes
         sessions: SessionsReport { archive_candidates: Vec::new() },
         reference: Vec::new(),
         users: Vec::new(),
+        freshness: Vec::new(),
         recommendations: Vec::new(),
     };
 
@@ -161,6 +199,37 @@ pub fn consolidate(settings: &WorkspaceSettings, now: Timestamp) -> WorkspaceRes
         if let Some((size, modified)) = file_facts(&profile)? {
             report.users.push(UserReport { user_id, size_bytes: size, last_modified: modified });
         }
+    }
+
+    let mut skipped = Vec::new();
+    for file in knowledge::markdown_files(root, u64::MAX, &mut skipped) {
+        if !knowledge::reviewed(&file.relative) {
+            continue;
+        }
+        let read = reads.get(&file.relative);
+        let confirmed = knowledge::confirmed_at(file.modified(), read.map(|r| r.last));
+        let freshness = Freshness::of(&file.relative, confirmed, now, knowledge::AGING_AFTER_DAYS);
+        let Some(action) = freshness.suggestion() else { continue };
+        report.freshness.push(FreshnessReport {
+            memory_type: MemoryKind::of(&file.relative),
+            freshness,
+            last_confirmed: confirmed,
+            idle_days: knowledge::idle_days(confirmed, now),
+            reads: read.map_or(0, |r| r.count),
+            suggested_action: action.to_string(),
+            file: file.relative,
+        });
+    }
+    report.freshness.sort_by(|a, b| b.idle_days.cmp(&a.idle_days).then_with(|| a.file.cmp(&b.file)));
+    let count = |f: Freshness| report.freshness.iter().filter(|r| r.freshness == f).count();
+    let (aging, fading) = (count(Freshness::Aging), count(Freshness::Fading));
+    if aging + fading > 0 {
+        report.recommendations.push(format!(
+            "{aging} file(s) aging and {fading} fading (not edited or read for {} and {} days or more): \
+             review them (see `freshness`); nothing is archived or deleted without you.",
+            knowledge::AGING_AFTER_DAYS,
+            2 * knowledge::AGING_AFTER_DAYS
+        ));
     }
     Ok(report)
 }

@@ -73,6 +73,18 @@ pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&Unsumma
     Ok(parts.join("\n\n"))
 }
 
+/// The memory files [`session_start`] injects that exist (workspace-relative): each
+/// injection counts as a read of the file (`mneme_workspace::knowledge`).
+pub fn session_start_files(settings: &WorkspaceSettings) -> Vec<String> {
+    let Ok(profile) = paths::profile(&settings.primary_user) else { return Vec::new() };
+    let profile = profile.to_string_lossy().replace('\\', "/");
+    [paths::IDENTITY, paths::STATE, paths::REFERENCES, profile.as_str()]
+        .into_iter()
+        .filter(|f| paths::resolve(&settings.dir, f).is_ok_and(|p| p.is_file()))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The mid-session threshold check: the Memory Sync instruction when more than
 /// `sync_threshold` conversations are unsummarized, else nothing.
 pub fn prompt_submit(settings: &WorkspaceSettings, unsummarized: Option<&UnsummarizedInfo>) -> Option<String> {

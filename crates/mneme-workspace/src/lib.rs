@@ -30,6 +30,7 @@ pub mod init;
 pub mod inner;
 pub mod inner_data;
 pub mod journal;
+pub mod knowledge;
 pub mod modules;
 pub mod paths;
 pub mod playbook;

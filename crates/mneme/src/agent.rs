@@ -10,6 +10,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use mneme_agent::ops::AgentOps;
 use mneme_agent::{file_index, scheduler};
+use mneme_service::FileRanking;
 
 use crate::cli::{InnerCommand, ModuleCommand, ReflectCommand, ScheduleCommand, SearchArgs, SyncCommand};
 use crate::commands::{Invocation, input_error as input, parse_time};
@@ -602,19 +603,42 @@ pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
         return Err(input("--limit must be at least 1"));
     }
     let settings = crate::workspace::settings(ctx, args.dir.as_deref())?;
-    let door = ctx.door(false)?;
-    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&door.owner()?, &settings.dir, None)?) };
-    let hits = door.ops.search_files(&door.me, &args.query, args.limit)?;
+    let (door, lexical_only) = if args.lexical { (ctx.door(false)?, None) } else { ctx.door_semantic()? };
+    let ranking = match (args.semantic, args.lexical) {
+        (true, _) => {
+            if let Some(why) = &lexical_only {
+                return Err(input(format!(
+                    "--semantic needs the embedding model ({why}); run `mneme model install`, or leave out --semantic"
+                )));
+            }
+            FileRanking::Semantic
+        }
+        (_, true) => FileRanking::Lexical,
+        _ => FileRanking::Auto,
+    };
+    let owner = door.owner()?;
+    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&owner, &settings.dir, None, false)?) };
+    let found = file_index::search(&owner, &args.query, args.limit, ranking, door.ops.now())?;
     if ctx.json {
-        return print_json(&serde_json::json!({ "workspace": settings.dir, "hits": hits, "refreshed": refreshed }));
+        return print_json(
+            &serde_json::json!({ "workspace": settings.dir, "ranking": found.ranking, "hits": found.hits, "refreshed": refreshed }),
+        );
     }
-    if hits.is_empty() {
+    if found.hits.is_empty() {
         outln!("no matches in {}", settings.dir.display());
     }
-    for h in &hits {
-        let heading = if h.heading.is_empty() { String::new() } else { format!("  ({})", h.heading) };
-        outln!("{}:{}-{}{}", h.path, h.start_line, h.end_line, heading);
-        outln!("    {}", h.snippet.replace('\n', " "));
+    for h in &found.hits {
+        let c = &h.hit.chunk;
+        let heading = if c.heading.is_empty() { String::new() } else { format!("  ({})", c.heading) };
+        outln!("{}:{}-{}{}  [{}, {}]", c.path, c.start_line, c.end_line, heading, h.memory_type.as_str(), h.freshness.as_str());
+        outln!("    {}", c.snippet.replace('\n', " "));
+        for r in &h.hit.related {
+            let heading = if r.heading.is_empty() { String::new() } else { format!(" ({})", r.heading) };
+            outln!("    related: {}{heading}", r.path);
+        }
+    }
+    if let Some(why) = lexical_only.filter(|_| !args.lexical) {
+        outln!("(by words only: {why})");
     }
     Ok(())
 }

@@ -144,8 +144,11 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Search the workspace's Markdown files: file, line range, heading and snippet per hit.
-    #[command(after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json")]
+    /// Search the workspace's Markdown files by words, and by meaning when the embedding model
+    /// is installed: file, line range, heading, snippet, memory type, freshness per hit.
+    #[command(
+        after_help = "Examples:\n  mneme search \"deploy checklist\"\n  mneme search \"dana birthday\" --limit 3 --json\n  mneme search \"where do we host things\" --semantic"
+    )]
     Search(SearchArgs),
     /// A guided tour: initialise a store, ingest, revise, recall and show history.
     #[command(after_help = "Examples:\n  mneme --data-dir /tmp/mneme-tour demo")]
@@ -1039,6 +1042,13 @@ pub struct SearchArgs {
     /// Search the index as it is, without first re-indexing changed files.
     #[arg(long)]
     pub no_refresh: bool,
+    /// Rank by meaning as well as words, and fail when the embedding model is not installed
+    /// (by default meaning is used whenever the model is installed).
+    #[arg(long, conflicts_with = "lexical")]
+    pub semantic: bool,
+    /// Rank by words only (no model is loaded).
+    #[arg(long)]
+    pub lexical: bool,
     /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
     #[arg(long)]
     pub dir: Option<PathBuf>,

@@ -93,7 +93,14 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
         }
         WorkspaceCommand::Consolidate { dir, apply } => {
             let s = settings(ctx, dir.as_deref())?;
-            let report = consolidate::consolidate(&s, now)?;
+            // Reads counted in the store renew a file's freshness; without a store, edits alone do.
+            let reads = if ctx.store_path().exists() {
+                let door = ctx.door(false)?;
+                mneme_agent::file_index::file_reads(&door.owner()?)?
+            } else {
+                Default::default()
+            };
+            let report = consolidate::consolidate_with_reads(&s, now, &reads)?;
             let applied = if apply { Some(consolidate::apply(&s, &report)?) } else { None };
             if ctx.json {
                 return match applied {
@@ -102,10 +109,20 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
                 };
             }
             if report.recommendations.is_empty() {
-                outln!("nothing to do: every file is within its budget");
+                outln!("nothing to do: every file is within its budget and fresh");
             }
             for r in &report.recommendations {
                 outln!("- {r}");
+            }
+            for f in &report.freshness {
+                outln!(
+                    "  {} [{}, {}]: not confirmed for {} days; {}",
+                    f.file,
+                    f.memory_type.as_str(),
+                    f.freshness.as_str(),
+                    f.idle_days,
+                    f.suggested_action
+                );
             }
             if let Some(applied) = applied {
                 outln!("moved {} old session logs to the archive", applied.moved.len());
@@ -229,6 +246,16 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         }
         _ => mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()),
     };
+    // Injected files count as read (their freshness, `mneme_workspace::knowledge`).
+    if args.name == "session-start"
+        && let Some(service) = &agent.service
+    {
+        let reads: Vec<(String, String)> =
+            mneme_workspace::context::session_start_files(&s).into_iter().map(|f| (f, String::new())).collect();
+        if let Err(e) = service.record_file_reads(&reads) {
+            eprintln!("mneme claude-hook {}: file reads not counted: {e}", args.name);
+        }
+    }
     // The store's part: what is true now (session-start), the memories relevant to the
     // prompt (prompt-submit, `[hooks.auto_recall]`).
     let memory = agent.memory.clone();

@@ -224,12 +224,14 @@ pub fn tools() -> Vec<ToolSpec> {
         ToolSpec {
             name: "search_files",
             title: "Search the workspace's memory files",
-            description: "Search the agent's Markdown memory files (profile, people, projects, session logs): file, line \
-                          range, heading and snippet per hit. Owner only.",
+            description: "Search the agent's Markdown memory files (profile, people, projects, session logs) by words, and by \
+                          meaning when the embedding model is installed: file, line range, heading, snippet, memory type, \
+                          freshness and related entries per hit. Owner only.",
             schema: object(
                 json!({
                     "query": string("What to look for."),
-                    "limit": { "type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 10)." }
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 10)." },
+                    "ranking": { "type": "string", "enum": ["auto", "lexical", "semantic"], "description": "auto (default): words and meaning when the model is installed; semantic requires the model." }
                 }),
                 &["query"],
             ),
@@ -584,7 +586,7 @@ pub async fn call(backend: &dyn Backend, name: &str, args: Map<String, Value>) -
             }
         }
         "search_files" => {
-            let mut body = pick(&args, &["query", "limit"]);
+            let mut body = pick(&args, &["query", "limit", "ranking"]);
             body.entry("limit").or_insert(json!(10));
             send("POST", "/v1/search/files".into(), Some(Value::Object(body))).await
         }

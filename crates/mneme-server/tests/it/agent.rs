@@ -5,13 +5,22 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use mneme_agent::scheduler::{self, NewTask};
-use mneme_service::{MemoryService, ServiceConfig};
+use mneme_service::{FileRanking, MemoryService, ServiceConfig};
 use mneme_store::StoreOptions;
 
 use crate::{TestDaemon, after_passes, skip, test_config};
 
 fn paths(daemon: &TestDaemon, query: &str) -> Vec<String> {
-    daemon.daemon.app.ops.search_files(&daemon.daemon.app.internal, query, 10).expect("search").into_iter().map(|h| h.path).collect()
+    daemon
+        .daemon
+        .app
+        .ops
+        .search_files(&daemon.daemon.app.internal, query, 10, FileRanking::Lexical)
+        .expect("search")
+        .hits
+        .into_iter()
+        .map(|h| h.chunk.path)
+        .collect()
 }
 
 #[tokio::test]
@@ -29,7 +38,15 @@ async fn the_daemon_reindexes_changed_and_deleted_files() {
 
     let app = &daemon.daemon.app;
     after_passes(app, "workspace_index", "the initial index", async || paths(&daemon, "kubernetes") == ["reference/projects.md"]).await;
-    let hit = daemon.daemon.app.ops.search_files(&daemon.daemon.app.internal, "kubernetes", 1).expect("search").remove(0);
+    let hit = daemon
+        .daemon
+        .app
+        .ops
+        .search_files(&daemon.daemon.app.internal, "kubernetes", 1, FileRanking::Lexical)
+        .expect("search")
+        .hits
+        .remove(0)
+        .chunk;
     assert_eq!((hit.start_line, hit.end_line), (1, 5), "{hit:?}");
     assert!(hit.heading.starts_with("Projects"), "{hit:?}");
     assert!(hit.snippet.contains("[kubernetes]"), "{hit:?}");

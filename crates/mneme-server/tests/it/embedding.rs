@@ -161,3 +161,88 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     assert!(block.contains(r#"diet: not recorded as a fact; on 2026-03-12 they said \"vegetarian since March\""#), "{start}");
     d.stop().await;
 }
+
+/// The workspace's files are knowledge (zylos §16.3–16.4): with the model, a chunk that
+/// shares no word with the query is found by meaning right after the index pass that
+/// wrote it, each hit knows its file's memory type, freshness and reads, searches and
+/// file reads are counted per file and entry, and an edit takes the old text's vector
+/// with it (no vector outlives its text).
+#[tokio::test(flavor = "multi_thread")]
+async fn workspace_files_are_found_by_meaning_and_know_their_type_freshness_and_reads() {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    let write = |file: &str, text: &str| {
+        let path = ws.path().join(file);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    write("reference/projects.md", "# Projects\n\n## Infra\n\nThe kubernetes migration is blocked on the load balancer.\n");
+    write("users/dana/profile.md", "# User Profile: Dana\n\n## Notes\n\n- Dana adopted a beagle puppy called Biscuit in May.\n");
+    let mut config = test_config();
+    config.embedding.model_dir = Some(test_model());
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    config.workspace.index = true;
+    config.workspace.reindex_debounce_ms = 200;
+    let d = TestDaemon::with(config).await;
+    let search = async |body: Value| {
+        let (status, found) = d.post("/v1/search/files", body).await;
+        assert_eq!(status, 200, "{found}");
+        found
+    };
+    let paths = |found: &Value| -> Vec<String> {
+        found["hits"].as_array().expect("hits").iter().map(|h| h["path"].as_str().expect("path").to_string()).collect()
+    };
+    let app = &d.daemon.app;
+    crate::after_passes(app, "workspace_index", "both files indexed and embedded", async || {
+        let (_, files) = d.get("/v1/workspace/files").await;
+        files["knowledge"].as_array().is_some_and(|k| k.len() == 2)
+            && paths(&search(json!({ "query": "dog", "ranking": "semantic" })).await).first().map(String::as_str)
+                == Some("users/dana/profile.md")
+    })
+    .await;
+
+    // No word of "dog" is in the profile: words alone find nothing, meaning finds it.
+    let lexical = search(json!({ "query": "dog", "ranking": "lexical" })).await;
+    assert_eq!((lexical["ranking"].as_str(), paths(&lexical).len()), (Some("lexical"), 0), "{lexical}");
+    let found = search(json!({ "query": "dog" })).await;
+    assert_eq!(found["ranking"], "hybrid", "{found}");
+    let hit = &found["hits"][0];
+    assert_eq!(
+        (hit["path"].as_str(), hit["memory_type"].as_str(), hit["freshness"].as_str()),
+        (Some("users/dana/profile.md"), Some("factual"), Some("active")),
+        "{found}"
+    );
+    assert!(hit["cosine"].as_f64().is_some_and(|c| c >= 0.2), "{found}");
+    assert!(hit["reads"].as_u64().is_some_and(|r| r >= 2), "each search that returned it counts: {found}");
+    // Words still rank: the kubernetes chunk comes first for its own words.
+    let infra = search(json!({ "query": "kubernetes load balancer" })).await;
+    assert_eq!(paths(&infra).first().map(String::as_str), Some("reference/projects.md"), "{infra}");
+    assert_eq!(infra["hits"][0]["memory_type"], "strategic", "{infra}");
+
+    // Reads per file and per entry, and a file read counts too.
+    let (status, file) = d.get("/v1/workspace/file?path=users/dana/profile.md").await;
+    assert_eq!(status, 200, "{file}");
+    let (_, files) = d.get("/v1/workspace/files").await;
+    let profile = files["knowledge"].as_array().expect("knowledge").iter().find(|k| k["path"] == "users/dana/profile.md").expect("profile");
+    let reads = profile["reads"].as_u64().expect("reads");
+    assert!(reads > hit["reads"].as_u64().expect("reads"), "the file read counted: {profile}");
+    assert!(
+        profile["entries"].as_array().expect("entries").iter().any(|e| e["heading"] == hit["heading"] && e["reads"].as_u64() >= Some(2)),
+        "the entry's reads: {profile}"
+    );
+    assert_eq!((profile["memory_type"].as_str(), profile["freshness"].as_str()), (Some("factual"), Some("active")), "{profile}");
+
+    // An edit re-indexes the file, and the old text's vector goes with it.
+    write("users/dana/profile.md", "# User Profile: Dana\n\n## Notes\n\n- Dana prefers green tea in the afternoon.\n");
+    crate::after_passes(app, "workspace_index", "the edit indexed", async || {
+        paths(&search(json!({ "query": "green tea", "ranking": "lexical" })).await) == ["users/dana/profile.md"]
+    })
+    .await;
+    crate::after_passes(app, "workspace_index", "the edit embedded", async || {
+        let db = rusqlite::Connection::open(d.dir.path().join("mneme.db")).expect("open");
+        let count = |sql: &str| db.query_row(sql, [], |r| r.get::<_, i64>(0)).expect("count");
+        count("SELECT count(*) FROM workspace_chunk_vectors") == count("SELECT count(DISTINCT digest) FROM workspace_chunks")
+            && count("SELECT count(*) FROM workspace_chunk_vectors WHERE digest NOT IN (SELECT digest FROM workspace_chunks)") == 0
+    })
+    .await;
+    d.stop().await;
+}

@@ -551,9 +551,49 @@ fn the_workspace_index_finds_the_same_chunks_on_both_engines() {
         assert!(hits[1].snippet.contains("[docker]"), "{engine:?}: {:?}", hits[1].snippet);
         assert_eq!((hits[1].start_line, hits[1].end_line, hits[1].heading.as_str()), (1, 3, "Deploys"));
         assert!(search(store, "descaled kettles").iter().any(|h| h.heading == "Kettle"), "{engine:?}: stemmed");
+        // Vectors are keyed by the chunk's digest, one per distinct text.
+        let todo = store.read(|tx| tx.chunks_needing_vectors("m", 10)).expect("todo");
+        assert_eq!(todo.len(), 3, "{engine:?}");
+        assert!(todo.iter().any(|t| t.text == "Kettle\nThe kettle needs descaling"), "{engine:?}: {todo:?}");
+        let vectors: Vec<(String, f32, Vec<i8>)> = todo.iter().map(|t| (t.digest.clone(), 0.5, vec![1, -2, 3])).collect();
+        store.write(|tx| tx.put_chunk_vectors("m", &vectors)).expect("vectors");
+        assert_eq!(store.read(|tx| tx.chunk_vector_coverage("m")).expect("coverage"), (3, 0), "{engine:?}");
+        let stored = store.read(|tx| tx.chunk_vectors("m")).expect("vectors");
+        assert_eq!((stored.len(), stored[0].codes.as_slice(), stored[0].scale), (3, &[1i8, -2, 3][..], 0.5), "{engine:?}");
+        let ids: Vec<i64> = stored.iter().map(|v| v.id).collect();
+        let mut by_id: Vec<String> = store.read(|tx| tx.chunks_by_id(&ids)).expect("by id").into_iter().map(|h| h.heading).collect();
+        by_id.sort();
+        assert_eq!(by_id, ["Deploys", "Docker", "Kettle"], "{engine:?}");
         let dropped = store.write(|tx| tx.drop_chunks_with("NEEDS DESCALING")).expect("drop");
         assert_eq!(dropped, ["memory/2026-11-20.md"], "{engine:?}");
         assert!(search(store, "kettle").is_empty(), "{engine:?}");
+        // The forgotten text's vector went with it: the same text indexed again needs one.
+        store
+            .write(|tx| {
+                tx.index_file(
+                    &IndexedFile { path: "notes.md".into(), mtime_ms: 3, size: 5, chunks: 0 },
+                    &[chunk(1, "Kettle", "The kettle needs descaling")],
+                )
+            })
+            .expect("index");
+        assert_eq!(store.read(|tx| tx.chunks_needing_vectors("m", 10)).expect("todo").len(), 1, "{engine:?}");
+        store.write(|tx| tx.unindex_file("notes.md")).expect("unindex");
+        // Reads are counted per file and entry.
+        let at = jiff::Timestamp::from_second(1_800_000_000).expect("time");
+        let reads = [("MEMORY.md".to_string(), String::new()), ("MEMORY.md".to_string(), "Docker".to_string())];
+        store.write(|tx| tx.record_reads(&reads, at)).expect("reads");
+        store.write(|tx| tx.record_reads(&reads[..1], at + jiff::SignedDuration::from_secs(60))).expect("reads");
+        let counted: Vec<(String, String, u64, i64)> = store
+            .read(|tx| tx.workspace_reads())
+            .expect("reads")
+            .into_iter()
+            .map(|r| (r.path, r.heading, r.count, r.last_at.as_second()))
+            .collect();
+        assert_eq!(
+            counted,
+            [("MEMORY.md".into(), String::new(), 2, 1_800_000_060), ("MEMORY.md".into(), "Docker".into(), 1, 1_800_000_000)],
+            "{engine:?}"
+        );
         store.write(|tx| tx.unindex_file("MEMORY.md")).expect("unindex");
         let files = store.read(|tx| tx.indexed_files()).expect("files");
         assert_eq!(files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["memory/2026-11-20.md"], "{engine:?}");

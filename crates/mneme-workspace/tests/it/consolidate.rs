@@ -86,3 +86,90 @@ fn apply_refuses_a_report_naming_anything_but_a_session_log() {
     assert!(matches!(error, WorkspaceError::PathRefused { reason: PathRefusal::NotAName, .. }), "{error}");
     assert!(settings.dir.join("state.md").exists());
 }
+
+/// Sets a file's modification time.
+fn touch(path: &std::path::Path, at: &str) {
+    let file = std::fs::File::options().write(true).open(path).expect("open");
+    file.set_modified(std::time::SystemTime::from(ts(at))).expect("set mtime");
+}
+
+/// Freshness (zylos §16.4, §16.6): a file not edited or read for 30 days is aging, for 60
+/// fading; a read renews it; the report lists both with a suggested action and moves or
+/// deletes nothing; the session logs, the archive and mneme's journals are left to their
+/// own rules.
+#[test]
+fn files_not_confirmed_for_a_month_age_then_fade_and_a_read_renews_them() {
+    use std::collections::HashMap;
+
+    use mneme_workspace::consolidate::{FileReads, consolidate_with_reads};
+    use mneme_workspace::knowledge::{Freshness, MemoryKind};
+
+    let (_dir, settings) = initialised("UTC", "2024-01-01T00:00:00Z");
+    let now = "2024-06-01T12:00:00Z";
+    let files = [
+        ("reference/decisions.md", "2024-05-20T00:00:00Z"), // 12 days: active
+        ("reference/projects.md", "2024-04-20T00:00:00Z"),  // 42 days: aging
+        ("users/dana/profile.md", "2024-03-01T00:00:00Z"),  // 92 days: fading
+        ("notes/gift-ideas.md", "2024-03-01T00:00:00Z"),    // 92 days, but read last week
+        ("sessions/2024-01-01.md", "2024-01-01T00:00:00Z"), // a session log: its own rule
+        ("archive/old.md", "2023-01-01T00:00:00Z"),         // archived
+    ];
+    for (file, at) in files {
+        write(settings.dir.join(file), "# Notes\n\n- something worth keeping\n");
+        touch(&settings.dir.join(file), at);
+    }
+    for core in ["identity.md", "state.md", "references.md", "users/owner/profile.md"] {
+        touch(&settings.dir.join(core), "2024-05-30T00:00:00Z");
+    }
+    let reads = HashMap::from([("notes/gift-ideas.md".to_string(), FileReads { count: 3, last: ts("2024-05-25T00:00:00Z") })]);
+
+    let report = consolidate_with_reads(&settings, ts(now), &reads).expect("report");
+
+    let listed: Vec<(&str, Freshness, MemoryKind, i64)> =
+        report.freshness.iter().map(|f| (f.file.as_str(), f.freshness, f.memory_type, f.idle_days)).collect();
+    assert_eq!(
+        listed,
+        [
+            ("users/dana/profile.md", Freshness::Fading, MemoryKind::Factual, 92),
+            ("reference/projects.md", Freshness::Aging, MemoryKind::Strategic, 42),
+        ],
+        "{:#?}",
+        report.freshness
+    );
+    assert!(report.freshness.iter().all(|f| !f.suggested_action.is_empty()));
+    assert!(report.recommendations.iter().any(|r| r.starts_with("1 file(s) aging and 1 fading")), "{:?}", report.recommendations);
+    // Without the reads, the gift ideas fade too.
+    let unread = consolidate_with_reads(&settings, ts(now), &HashMap::new()).expect("report");
+    assert!(unread.freshness.iter().any(|f| f.file == "notes/gift-ideas.md" && f.freshness == Freshness::Fading));
+    // Nothing moved or deleted.
+    for (file, _) in files {
+        assert!(settings.dir.join(file).is_file(), "{file}");
+    }
+    let json = serde_json::to_value(&report).expect("serialise");
+    for key in ["file", "memoryType", "freshness", "lastConfirmed", "idleDays", "reads", "suggestedAction"] {
+        assert!(json["freshness"][0].get(key).is_some(), "freshness lacks {key}: {json}");
+    }
+}
+
+#[test]
+fn a_files_memory_type_follows_the_layout() {
+    use mneme_workspace::knowledge::MemoryKind::{self, *};
+    let cases = [
+        ("identity.md", Strategic),
+        ("state.md", Strategic),
+        ("reference/decisions.md", Strategic),
+        ("references.md", Factual),
+        ("users/dana/profile.md", Factual),
+        ("reference/preferences.md", Factual),
+        ("notes.md", Factual),
+        ("sessions/current.md", Experiential),
+        ("archive/sessions/2024-01-01.md", Experiential),
+        ("memory/2024-01-01.md", Experiential),
+        ("memory/sinain-playbook.md", Procedural),
+        ("modules/react-native/patterns.md", Procedural),
+        ("sessionsX.md", Factual),
+    ];
+    for (path, want) in cases {
+        assert_eq!(MemoryKind::of(path), want, "{path}");
+    }
+}

@@ -119,6 +119,11 @@ pub struct SessionStartConfig {
     pub format: ContextFormat,
     /// The most characters the block's facts take (the user's first). Default 4000.
     pub max_chars: usize,
+    /// The most characters of the whole block: the workspace's files, what is true now, the
+    /// relevant knowledge, the conversation since the last sync, the playbook (in that
+    /// order; what does not fit is cut with a note). Instructions from mneme come on top.
+    /// Default 16000.
+    pub budget_chars: usize,
     /// Reinforcement given to the injected records when the session ends successfully.
     pub reinforce_on_success: f64,
     /// Also write every block to the workspace's `memory/membrane/context.md`, for hosts
@@ -135,6 +140,7 @@ impl Default for SessionStartConfig {
             min_salience: 0.3,
             memory_types: vec![MemoryType::Semantic, MemoryType::Competence, MemoryType::Working],
             max_chars: 4000,
+            budget_chars: 16_000,
             format: ContextFormat::Markdown,
             reinforce_on_success: 0.05,
             context_file: false,

@@ -32,6 +32,7 @@ use mneme_service::{Ops, Principal, ServiceError, ServiceResult};
 use crate::config::{ContextFormat, HooksConfig};
 use crate::format;
 use mneme_truth::patterns;
+use mneme_workspace::knowledge::MemoryKind;
 
 pub const ACTOR: &str = "mneme:hooks";
 pub const COMPETENCE_ACTOR: &str = "mneme:competence";
@@ -285,6 +286,9 @@ pub struct Hooks {
     journal: Option<Journal>,
     /// The workspace whose inner state hook events move (`memory/inner-state.json`).
     inner: Option<mneme_workspace::WorkspaceSettings>,
+    /// The workspace whose files the session-start block opens with (identity, state,
+    /// references, the speaking user's profile), and whose knowledge it searches.
+    files: Option<mneme_workspace::WorkspaceSettings>,
 }
 
 /// The sinain journals the hooks keep in the workspace's `memory/` folder.
@@ -296,7 +300,7 @@ struct Journal {
 
 impl Hooks {
     pub fn new(ops: Ops, config: HooksConfig) -> Self {
-        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()), journal: None, inner: None }
+        Hooks { ops, config, state: Mutex::new(State::default()), competence: Mutex::new(()), journal: None, inner: None, files: None }
     }
 
     /// Also keep the workspace journals: per-session tool and message counts with a summary
@@ -304,14 +308,16 @@ impl Hooks {
     /// the daily log, and session starts and ends in `memory/commands.log`.
     pub fn with_workspace(mut self, settings: mneme_workspace::WorkspaceSettings) -> Self {
         self.inner = Some(settings.clone());
+        self.files = Some(settings.clone());
         self.journal = Some(Journal { settings, sessions: Mutex::new(Default::default()) });
         self
     }
 
-    /// Only move the workspace's inner state (without the journals): what a one-shot hook
-    /// process such as `mneme claude-hook` wants.
+    /// Only move the workspace's inner state and build the session-start block from its
+    /// files (without the journals): what a one-shot hook process such as `mneme claude-hook` wants.
     pub fn with_inner_life(mut self, settings: mneme_workspace::WorkspaceSettings) -> Self {
-        self.inner = Some(settings);
+        self.inner = Some(settings.clone());
+        self.files = Some(settings);
         self
     }
 
@@ -532,6 +538,118 @@ impl Hooks {
 
     // ---- session start ---------------------------------------------------------------
 
+    /// The one session-start block (zylos §8.2 and §16.1, membrane's context), in this order
+    /// and within `[hooks.session_start] budget_chars`: the workspace's identity, active
+    /// state and references and the speaking user's profile; what is true now (`truth`:
+    /// facts and chosen memories); the knowledge entries relevant to the session (file
+    /// search on its task, `event.query`, else on the active state); the last sync checkpoint's
+    /// summary and the conversation since; the curated memory, the playbook, how the agent
+    /// is. A section that does not fit is cut at a line with a note; the injected files
+    /// count as read.
+    fn one_block(
+        &self,
+        p: &Principal,
+        input: &HookInput,
+        settings: &mneme_workspace::WorkspaceSettings,
+        truth: String,
+        stale: &std::collections::HashSet<String>,
+    ) -> String {
+        let mut sections: Vec<(String, String)> = Vec::new();
+        let user = self.user_of(input, None);
+        let core = mneme_workspace::context::core_files(settings, user.as_deref()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the workspace's files are not in the session-start block");
+            Vec::new()
+        });
+        for f in &core {
+            sections.push((format!("## {} ({})", f.title, f.path), f.text.clone()));
+        }
+        if !truth.trim().is_empty() {
+            sections.push((String::new(), truth.trim_end().to_string()));
+        }
+        let owner = self.ops.owner(p);
+        if let Ok(owner) = &owner {
+            // The session's task when the caller names one, else what the agent is working on:
+            // the active state's own lines (not its headings, nor the template's placeholders).
+            let template = mneme_workspace::templates::TEMPLATES.iter().find(|t| t.path == mneme_workspace::paths::STATE).map(|t| t.source);
+            let state: Option<String> = core.iter().find(|f| f.path == mneme_workspace::paths::STATE).map(|f| {
+                f.text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| {
+                        !l.starts_with('#')
+                            && !l.starts_with("Last updated:")
+                            && !template.is_some_and(|t| t.lines().any(|t| t.trim() == *l))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+            let task = input.event.query.clone().filter(|q| !q.trim().is_empty());
+            let query = task.or(state).unwrap_or_default();
+            if let Some(knowledge) = self.relevant_knowledge(owner, &query, &core) {
+                sections.push(("## Relevant knowledge (the agent's files)".into(), knowledge));
+            }
+            if let Some(since) = since_last_sync(owner, stale) {
+                sections.push(("## Since the last sync".into(), since));
+            }
+            let reads: Vec<(String, String)> = core.iter().map(|f| (f.path.clone(), String::new())).collect();
+            if let Err(e) = owner.record_file_reads(&reads) {
+                tracing::warn!(error = %e, "the injected files' reads were not counted");
+            }
+        }
+        let extra = [
+            ("Curated memory", mneme_workspace::context::curated_memory(settings).map(|(_, text)| text)),
+            ("Playbook", mneme_workspace::playbook::injectable(settings, settings.budgets.playbook as usize)),
+            ("How I am", mneme_workspace::inner::injectable(settings, self.ops.now())),
+        ];
+        for (title, text) in extra {
+            if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
+                sections.push((format!("## {title}"), text.trim_end().to_string()));
+            }
+        }
+        within_budget(&sections, self.config.session_start.budget_chars)
+    }
+
+    /// Up to three chunks of the agent's files matching `query` (by meaning too with a model),
+    /// other than the files the block already holds (the core files, the playbook and its
+    /// modules), as Markdown lines.
+    fn relevant_knowledge(
+        &self,
+        owner: &mneme_service::Owner<'_>,
+        query: &str,
+        core: &[mneme_workspace::context::FileSection],
+    ) -> Option<String> {
+        mneme_core::query::fts5_expression(query)?;
+        let found = match owner.find_files(query, 8, mneme_service::FileRanking::Auto) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "no knowledge entries in the session-start block");
+                return None;
+            }
+        };
+        let shown: Vec<&mneme_service::ChunkHit> = found
+            .hits
+            .iter()
+            .map(|h| &h.chunk)
+            // The playbook and the modules merged into it come in their own section.
+            .filter(|c| !core.iter().any(|f| f.path == c.path) && MemoryKind::of(&c.path) != MemoryKind::Procedural)
+            .take(3)
+            .collect();
+        // What the block injects counts as read (file and entry), not what it passed over.
+        let reads: Vec<(String, String)> =
+            shown.iter().flat_map(|c| [(c.path.clone(), String::new()), (c.path.clone(), c.heading.clone())]).collect();
+        if let Err(e) = owner.record_file_reads(&reads) {
+            tracing::warn!(error = %e, "the knowledge entries' reads were not counted");
+        }
+        let lines: Vec<String> = shown
+            .iter()
+            .map(|c| {
+                let heading = if c.heading.is_empty() { String::new() } else { format!(" ({})", c.heading) };
+                format!("- `{}:{}-{}`{heading}: {}", c.path, c.start_line, c.end_line, c.snippet.replace('\n', " "))
+            })
+            .collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+
     fn session_start(&self, p: &Principal, input: &HookInput, outcome: &mut HookOutcome) -> ServiceResult<()> {
         // Agent start: the agent's files are deployed and the effective playbook
         // regenerated before anything reads them (sinain §3.2).
@@ -627,30 +745,17 @@ impl Hooks {
                 }
                 let others: Vec<Hit> = hits.iter().filter(|h| h.record.memory_type != MemoryType::Semantic).cloned().collect();
                 let rest = format::markdown(&others);
-                match (facts.is_empty(), rest.is_empty()) {
+                let truth = match (facts.is_empty(), rest.is_empty()) {
                     (true, _) => rest,
                     (false, true) => format!("## What is true now\n\n{facts}"),
                     (false, false) => format!("## What is true now\n\n{facts}\n{rest}"),
+                };
+                match (&self.files, p.unrestricted()) {
+                    (Some(settings), true) => self.one_block(p, input, settings, truth, &stale),
+                    _ => truth,
                 }
             }
             ContextFormat::Json => format::json_with_facts(&user_facts, &hits),
-        };
-        // What reflection learned (the curated playbook) and how the agent is (inner
-        // life), for the owner (they are workspace files), in the Markdown block.
-        let block = match (&self.journal, format) {
-            (Some(j), ContextFormat::Markdown) if p.unrestricted() => {
-                let extra = [
-                    ("Curated memory", mneme_workspace::context::curated_memory(&j.settings).map(|(_, text)| text)),
-                    ("Playbook", mneme_workspace::playbook::injectable(&j.settings, j.settings.budgets.playbook as usize)),
-                    ("How I am", mneme_workspace::inner::injectable(&j.settings, self.ops.now())),
-                ];
-                extra.into_iter().fold(block, |block, (title, text)| match text {
-                    Some(text) if block.is_empty() => format!("## {title}\n\n{text}\n"),
-                    Some(text) => format!("{}\n\n## {title}\n\n{text}\n", block.trim_end()),
-                    None => block,
-                })
-            }
-            _ => block,
         };
         if input.event.write_context_file.unwrap_or(cfg.context_file) {
             self.write_context_file(p, &block)?;
@@ -1206,4 +1311,93 @@ pub fn summarize_messages(messages: &[CompactingMessage], max: usize, chars: usi
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Conversations of the log quoted at session start, at most (the newest since the checkpoint).
+const RECENT_CONVERSATIONS: i64 = 10;
+/// The most characters of one quoted conversation.
+const CONVERSATION_CHARS: usize = 300;
+
+/// The last sync checkpoint's summary (with its date) and the newest conversations logged
+/// since, for the session-start block; `None` when there is neither. A message naming a
+/// value the user has since changed (`stale`) is left out, as from the rest of the block:
+/// the block never states an old value.
+fn since_last_sync(owner: &mneme_service::Owner<'_>, stale: &std::collections::HashSet<String>) -> Option<String> {
+    let status = owner.sync_status().map_err(|e| tracing::warn!(error = %e, "the sync state is not in the session-start block")).ok()?;
+    let mut out = String::new();
+    if let Some(c) = &status.last_checkpoint {
+        out.push_str(&format!(
+            "Last checkpoint ({}, up to conversation {}): {}\n",
+            c.at.strftime("%Y-%m-%d %H:%M UTC"),
+            c.end_id,
+            c.summary.trim()
+        ));
+    }
+    if let (Some(begin), Some(end)) = (status.begin_id, status.end_id) {
+        let from = begin.max(end - RECENT_CONVERSATIONS + 1);
+        if let Ok(mut recent) = owner.sync_fetch(from, end) {
+            let fetched = recent.len();
+            recent.retain(|m| !crate::truth::mentions_any(&m.content, stale));
+            let dropped = fetched - recent.len();
+            if !recent.is_empty() {
+                let shown = if status.unsummarized as usize > recent.len() {
+                    format!("the newest {} of {} since", recent.len(), status.unsummarized)
+                } else {
+                    format!("{} since", recent.len())
+                };
+                out.push_str(&format!("{}Conversation ({shown}):\n", if out.is_empty() { "" } else { "\n" }));
+            }
+            for m in recent {
+                let who = match (m.direction, m.user_id.as_deref()) {
+                    (mneme_service::Direction::Out, _) => "agent".to_string(),
+                    (_, Some(user)) => user.to_string(),
+                    (_, None) => "user".to_string(),
+                };
+                let mut text: String = m.content.split_whitespace().collect::<Vec<_>>().join(" ");
+                if text.chars().count() > CONVERSATION_CHARS {
+                    text = text.chars().take(CONVERSATION_CHARS).collect::<String>() + "…";
+                }
+                out.push_str(&format!("- {} {who}: {text}\n", m.at.strftime("%Y-%m-%d %H:%M")));
+            }
+            if dropped > 0 {
+                out.push_str(&format!("({dropped} earlier message(s) naming values the user has since changed left out)\n"));
+            }
+        }
+    }
+    (!out.trim().is_empty()).then(|| out.trim_end().to_string())
+}
+
+/// The sections (heading, body; an empty heading: the body is already headed) joined in
+/// order within `budget` characters: a section that does not fit is cut at a line with a
+/// note, and the ones after it are named in a last note.
+fn within_budget(sections: &[(String, String)], budget: usize) -> String {
+    let mut out = String::new();
+    let mut left_out = Vec::new();
+    for (heading, body) in sections {
+        let text = if heading.is_empty() { body.clone() } else { format!("{heading}\n\n{body}") };
+        let room = budget.saturating_sub(out.len() + 2);
+        if !left_out.is_empty() || room < 200 {
+            left_out.push(if heading.is_empty() { "what is true now".to_string() } else { heading.trim_start_matches("## ").to_string() });
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        if text.len() <= room {
+            out.push_str(&text);
+        } else {
+            let note = "\n[… cut to fit the session-start budget]";
+            let mut cut = room.saturating_sub(note.len());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let head = text[..cut].rfind('\n').map_or(&text[..cut], |at| &text[..at]);
+            out.push_str(head);
+            out.push_str(note);
+        }
+    }
+    if !left_out.is_empty() {
+        out.push_str(&format!("\n\n[Left out to fit the session-start budget: {}.]", left_out.join(", ")));
+    }
+    if out.is_empty() { out } else { out + "\n" }
 }

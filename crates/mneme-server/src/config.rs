@@ -543,6 +543,9 @@ impl MnemeConfig {
                 format!("must be between 1 and limits.max_limit ({})", self.limits.max_limit),
             ));
         }
+        if ss.budget_chars < 1000 {
+            return Err(err("hooks.session_start.budget_chars", format!("{} (must be at least 1000)", ss.budget_chars)));
+        }
         unit("hooks.session_start.min_salience", ss.min_salience)?;
         unit("hooks.session_start.reinforce_on_success", ss.reinforce_on_success)?;
         let c = &self.hooks.competence;

@@ -123,6 +123,19 @@ impl MemoryService {
     /// Search over the workspace's chunks: best first, at most `limit`; each hit counts as a
     /// read of its file and entry. A query without a searchable word is refused.
     pub fn search_files(&self, query: &str, limit: usize, ranking: FileRanking) -> ServiceResult<FileSearch> {
+        let found = self.find_files(query, limit, ranking)?;
+        let reads: Vec<(String, String)> = found
+            .hits
+            .iter()
+            .flat_map(|h| [(h.chunk.path.clone(), String::new()), (h.chunk.path.clone(), h.chunk.heading.clone())])
+            .collect();
+        self.record_file_reads(&reads)?;
+        Ok(found)
+    }
+
+    /// [`Self::search_files`] without counting reads: for a caller that passes on only some
+    /// hits and counts those (the session-start block).
+    pub fn find_files(&self, query: &str, limit: usize, ranking: FileRanking) -> ServiceResult<FileSearch> {
         let expression = mneme_core::query::fts5_expression(query)
             .ok_or_else(|| ServiceError::from(mneme_core::CoreError::invalid("query", format!("{query:?} has no word to search for"))))?;
         if limit == 0 {
@@ -151,9 +164,6 @@ impl MemoryService {
             }
             _ => lexical.into_iter().take(limit).map(|chunk| FileHit { chunk, related: Vec::new() }).collect(),
         };
-        let reads: Vec<(String, String)> =
-            hits.iter().flat_map(|h| [(h.chunk.path.clone(), String::new()), (h.chunk.path.clone(), h.chunk.heading.clone())]).collect();
-        self.record_file_reads(&reads)?;
         Ok(FileSearch { ranking: if query_vector.is_some() { "hybrid" } else { "lexical" }, hits })
     }
 

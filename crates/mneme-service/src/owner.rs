@@ -171,6 +171,12 @@ impl<'a> Owner<'a> {
         self.ops.search_files(self.principal, query, limit, ranking)
     }
 
+    /// [`Self::search_files`] without counting reads (`MemoryService::find_files`).
+    pub fn find_files(&self, query: &str, limit: usize, ranking: crate::FileRanking) -> ServiceResult<crate::FileSearch> {
+        self.principal.require_unrestricted("workspace search")?;
+        self.service().find_files(query, limit, ranking)
+    }
+
     /// Embeds the indexed chunks without a vector from the attached model (none: 0).
     pub fn embed_file_chunks(&self, background: bool) -> ServiceResult<u64> {
         self.service().embed_file_chunks(background)

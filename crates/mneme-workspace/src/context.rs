@@ -73,16 +73,43 @@ pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&Unsumma
     Ok(parts.join("\n\n"))
 }
 
-/// The memory files [`session_start`] injects that exist (workspace-relative): each
-/// injection counts as a read of the file (`mneme_workspace::knowledge`).
-pub fn session_start_files(settings: &WorkspaceSettings) -> Vec<String> {
-    let Ok(profile) = paths::profile(&settings.primary_user) else { return Vec::new() };
-    let profile = profile.to_string_lossy().replace('\\', "/");
-    [paths::IDENTITY, paths::STATE, paths::REFERENCES, profile.as_str()]
-        .into_iter()
-        .filter(|f| paths::resolve(&settings.dir, f).is_ok_and(|p| p.is_file()))
-        .map(str::to_string)
-        .collect()
+/// One of the files that open the session-start block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSection {
+    /// `Identity`, `Active state`, `References`, `User: dana` or `Primary user: owner`.
+    pub title: String,
+    /// Workspace-relative, `/`-separated.
+    pub path: String,
+    /// The file's text as injected (capped at [`MAX_INJECTED_BYTES`], cut at a line).
+    pub text: String,
+}
+
+/// The files that open the one session-start block (zylos §8.2): identity, active state,
+/// references, and the profile of the user who is speaking (`user`, when that user has a
+/// `users/<user>/profile.md`; zylos §3 loads a user's profile when that user writes), else
+/// the primary user's. Missing and blank files are left out.
+pub fn core_files(settings: &WorkspaceSettings, user: Option<&str>) -> WorkspaceResult<Vec<FileSection>> {
+    let root = &settings.dir;
+    let speaker = user
+        .filter(|u| *u != settings.primary_user)
+        .and_then(|u| paths::profile(u).ok().map(|p| (u, p)))
+        .filter(|(_, p)| paths::resolve(root, p).is_ok_and(|p| p.is_file()));
+    let (profile_title, profile) = match speaker {
+        Some((u, p)) => (format!("User: {u}"), p),
+        None => (format!("Primary user: {}", settings.primary_user), paths::profile(&settings.primary_user)?),
+    };
+    let mut out = Vec::new();
+    for (title, relative) in [
+        ("Identity".to_owned(), Path::new(paths::IDENTITY)),
+        ("Active state".to_owned(), Path::new(paths::STATE)),
+        ("References".to_owned(), Path::new(paths::REFERENCES)),
+        (profile_title, profile.as_path()),
+    ] {
+        if let Some(text) = read_memory_file(root, relative)? {
+            out.push(FileSection { title, path: relative.to_string_lossy().replace('\\', "/"), text });
+        }
+    }
+    Ok(out)
 }
 
 /// The mid-session threshold check: the Memory Sync instruction when more than

@@ -228,37 +228,33 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
     // The store part (conversation log, dispatches, activity) is optional: without a store
     // the workspace files are still injected.
     let user = args.user.clone().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| s.primary_user.clone());
-    let agent = match agent_state(ctx, &s, prompt, user, args.name == "session-start") {
+    let speaker = args.user.clone().filter(|u| !u.trim().is_empty());
+    let agent = match agent_state(ctx, &s, prompt, user, speaker, args.name == "session-start") {
         Ok(state) => state,
         Err(e) => {
             eprintln!("mneme claude-hook {}: conversation log unavailable: {e:#}", args.name);
             AgentState::default()
         }
     };
-    let base = match args.name.as_str() {
+    let (base, memory) = match args.name.as_str() {
+        // With a store, the one block the daemon's session_start gives too (the hook engine's:
+        // files, what is true now, knowledge, the conversation since the last sync, the
+        // playbook), then the Memory Sync instruction when one is due.
+        "session-start" if agent.service.is_some() => {
+            (agent.memory.clone(), mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()))
+        }
         "session-start" => {
+            // No store: the workspace's files alone, in the seed's shape.
             let mut context = mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?;
             // How the agent is (inner life), once its state exists.
             if let Some(mood) = mneme_workspace::inner::injectable(&s, jiff::Timestamp::now()) {
                 context.push_str(&format!("\n\n=== HOW I AM ===\n\n{mood}"));
             }
-            Some(context).filter(|c| !c.trim().is_empty())
+            (Some(context).filter(|c| !c.trim().is_empty()), None)
         }
-        _ => mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()),
+        // The memories relevant to the prompt (`[hooks.auto_recall]`).
+        _ => (mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()), agent.memory.clone()),
     };
-    // Injected files count as read (their freshness, `mneme_workspace::knowledge`).
-    if args.name == "session-start"
-        && let Some(service) = &agent.service
-    {
-        let reads: Vec<(String, String)> =
-            mneme_workspace::context::session_start_files(&s).into_iter().map(|f| (f, String::new())).collect();
-        if let Err(e) = service.record_file_reads(&reads) {
-            eprintln!("mneme claude-hook {}: file reads not counted: {e}", args.name);
-        }
-    }
-    // The store's part: what is true now (session-start), the memories relevant to the
-    // prompt (prompt-submit, `[hooks.auto_recall]`).
-    let memory = agent.memory.clone();
     // Dispatches are taken (marked delivered) last, once nothing else can fail.
     let dispatches = match &agent.service {
         Some(service) => match service.take_dispatches(20) {
@@ -316,6 +312,7 @@ fn agent_state(
     s: &mneme_workspace::WorkspaceSettings,
     prompt: Option<String>,
     user: String,
+    speaker: Option<String>,
     session_start: bool,
 ) -> Result<AgentState> {
     if !ctx.store_path().exists() {
@@ -348,7 +345,15 @@ fn agent_state(
             }
         }
         None if session_start => {
-            let input = mneme_agent::hooks::HookInput { event: Default::default(), ctx: hook_ctx };
+            // The file index first, so the block's knowledge entries are current (no model
+            // in a hook process: words only).
+            let index = mneme_service::Ops::new(service.clone(), false);
+            if let Err(e) = index.owner(&owner).and_then(|o| mneme_agent::file_index::sync(&o, &s.dir, None, false)) {
+                eprintln!("mneme claude-hook session-start: the file index was not refreshed: {e}");
+            }
+            // A user named with --user sees their facts and their profile.
+            let ctx = mneme_agent::hooks::HookContext { user_id: speaker, ..hook_ctx };
+            let input = mneme_agent::hooks::HookInput { event: Default::default(), ctx };
             let outcome = hooks.handle(&owner, mneme_agent::hooks::HookName::SessionStart, input, &mut Vec::new());
             match outcome.error {
                 Some(e) => eprintln!("mneme claude-hook session-start: no memory context: {e}"),

@@ -278,3 +278,36 @@ async fn the_daemon_deploys_at_start_queues_boot_md_once_and_serves_modules() {
     assert_eq!(outcome["files"].as_array().map(Vec::len), Some(2), "{outcome}");
     d.stop().await;
 }
+
+/// The daemon's `session_start` gives the one block too (issue 40): the workspace's files
+/// open it, with the profile of the user the session is for (`ctx.userId`, zylos §3) and
+/// the primary user's when that user has none.
+#[tokio::test]
+async fn the_daemons_session_start_opens_with_the_files_and_the_speaking_users_profile() {
+    let ws = tempfile::tempdir().expect("workspace dir");
+    for (file, text) in [
+        ("identity.md", "# Identity\n\nI am Pip, the team's assistant.\n"),
+        ("users/owner/profile.md", "# User Profile: Owner\n\n- Prefers mornings\n"),
+        ("users/dana/profile.md", "# User Profile: Dana\n\n- Likes short answers\n"),
+    ] {
+        let path = ws.path().join(file);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    let mut config = test_config();
+    config.workspace.dir = Some(ws.path().to_path_buf());
+    let daemon = TestDaemon::with(config).await;
+    let start = async |user: &str| {
+        let body = serde_json::json!({ "event": {}, "ctx": { "sessionId": format!("s-{user}"), "userId": user } });
+        let (status, outcome) = daemon.post("/v1/hooks/session_start", body).await;
+        assert_eq!(status, 200, "{outcome}");
+        outcome["context"].as_str().expect("context").to_string()
+    };
+    let dana = start("dana").await;
+    assert!(dana.starts_with("## Identity (identity.md)\n\n# Identity\n\nI am Pip"), "{dana}");
+    assert!(dana.contains("## User: dana (users/dana/profile.md)") && dana.contains("Likes short answers"), "{dana}");
+    assert!(!dana.contains("Prefers mornings"), "{dana}");
+    let erin = start("erin").await;
+    assert!(erin.contains("## Primary user: owner (users/owner/profile.md)") && erin.contains("Prefers mornings"), "{erin}");
+    daemon.stop().await;
+}

@@ -17,13 +17,85 @@ fn workspace() -> Mneme {
 
 /// Runs a hook with `stdin` and returns its additionalContext ("" when none).
 fn hook(m: &Mneme, name: &str, stdin: &str) -> String {
-    let mut child =
-        m.command().args(["hook", name]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    hook_with(m, &["hook", name], stdin)
+}
+
+/// [`hook`] with the command's arguments given whole (`claude-hook NAME --user dana`).
+fn hook_with(m: &Mneme, args: &[&str], stdin: &str) -> String {
+    let mut child = m.command().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
     child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
     let out = child.wait_with_output().expect("hook runs");
     assert!(out.status.success(), "hooks never fail: {}", String::from_utf8_lossy(&out.stderr));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     value["hookSpecificOutput"]["additionalContext"].as_str().unwrap_or("").to_string()
+}
+
+/// One session-start block (zylos §8.2, §16.1; issue 40): with a store, Claude Code's
+/// session-start gives the hook engine's block (the daemon's `session_start` builds it too),
+/// in one documented order and within one budget: the workspace's files with the profile of
+/// the user who is speaking (zylos §3), what is true now, the knowledge entries relevant to
+/// the active state, the last checkpoint's summary and the conversation since, the playbook.
+#[test]
+fn session_start_gives_one_block_in_order_within_one_budget() {
+    let m = workspace();
+    let ws = m.dir.path().join("workspace");
+    std::fs::create_dir_all(ws.join("users/dana")).expect("mkdir");
+    std::fs::write(ws.join("users/dana/profile.md"), "# User Profile: Dana\n\n## Preferences\n- Likes short answers\n").expect("profile");
+    std::fs::write(
+        ws.join("reference/projects.md"),
+        "# Projects\n\n## Infra\n\nThe kubernetes migration is blocked on the load balancer.\n",
+    )
+    .expect("projects");
+    std::fs::write(ws.join("state.md"), "# Active State\n\n## Current Focus\n- unblock the kubernetes migration\n").expect("state");
+    let say = |prompt: &str| {
+        hook_with(&m, &["claude-hook", "prompt-submit", "--user", "dana"], &serde_json::json!({ "prompt": prompt }).to_string())
+    };
+    say("the standup moved to 10am");
+    m.ok(&["sync", "checkpoint", "1", "--summary", "Standup time recorded"]);
+    say("I live in Lisbon.");
+    say("Quick update: we moved to Munich last month.");
+
+    let start = hook_with(&m, &["claude-hook", "session-start", "--user", "dana"], "{}");
+    let order = [
+        "## Identity (identity.md)",
+        "## Active state (state.md)",
+        "## References (references.md)",
+        "## User: dana (users/dana/profile.md)",
+        "Likes short answers",
+        "## What is true now",
+        "- lives in: Munich",
+        "## Relevant knowledge (the agent's files)",
+        "`reference/projects.md:1-5` (Projects)",
+        "## Since the last sync",
+        "Last checkpoint (",
+        "Standup time recorded",
+        "dana: Quick update: we moved to Munich last month.",
+        "## Playbook",
+        "## How I am",
+    ];
+    let mut at = 0;
+    for part in order {
+        let found = start[at..].find(part).unwrap_or_else(|| panic!("{part:?} missing or out of order in:\n{start}"));
+        at += found + part.len();
+    }
+    assert!(!start.contains("Lisbon"), "the old city is in no section, the conversation's neither: {start}");
+    assert!(start.contains("earlier message(s) naming values the user has since changed left out"), "{start}");
+    assert!(!start.contains("=== "), "one block, not the files' block beside the store's: {start}");
+    // The files the block injected count as read.
+    let found = m.json(&["search", "unblock", "--lexical"]);
+    let state = found["hits"].as_array().expect("hits").iter().find(|h| h["path"] == "state.md").expect("state.md");
+    assert_eq!(state["reads"], 2, "injected once, found once: {found}");
+    // Without --user: the primary user's profile.
+    let primary = hook(&m, "session-start", "{}");
+    assert!(primary.contains("## Primary user: owner (users/owner/profile.md)") && !primary.contains("Likes short answers"), "{primary}");
+
+    // One budget: what does not fit is cut or named as left out.
+    std::fs::write(m.dir.path().join("config.toml"), "[hooks.session_start]\nbudget_chars = 1500\n").expect("config");
+    let small = hook_with(&m, &["claude-hook", "session-start", "--user", "dana"], "{}");
+    assert!(small.len() <= 1600, "{} bytes: {small}", small.len());
+    assert!(small.contains("[Left out to fit the session-start budget: ") && small.contains("Playbook"), "{small}");
+    std::fs::write(m.dir.path().join("config.toml"), "[hooks.session_start]\nbudget_chars = 10\n").expect("config");
+    assert!(m.fails(&["config", "show"], 6).contains("hooks.session_start.budget_chars"));
 }
 
 #[test]
@@ -495,7 +567,7 @@ fn inner_commands_from_a_fresh_install() {
     assert!(m.ok(&["inner", "context", "--level", "2"]).starts_with("Context level 2 of 4: how I am, drive"));
     assert!(m.fails(&["inner", "context", "--level", "7"], 2).contains("level 7"));
     let after = m.ok(&["claude-hook", "session-start"]);
-    assert!(after.contains("=== HOW I AM ===") && after.contains("reminder: review PR 12"), "{after}");
+    assert!(after.contains("## How I am") && after.contains("reminder: review PR 12"), "{after}");
 
     // The jobs, offline: the brain loop notes what happened (the user's words), then, with
     // nothing new, says why it skipped; the chronicle falls back.

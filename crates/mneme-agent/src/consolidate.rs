@@ -135,6 +135,10 @@ pub struct CycleReport {
     pub retracted: usize,
     /// Decisions not applied because a newer statement holds the slot (the latest wins).
     pub kept_newer: usize,
+    /// The model's `corrections` (membrane §11) that named a known fact, applied as its new value.
+    pub corrections: usize,
+    /// Corrections that named no known fact, or gave no new value: not applied.
+    pub corrections_unmatched: usize,
     /// `ok`, `disabled` (no endpoint), `backoff` (skipped), or the failure.
     pub llm: String,
     pub errors: Vec<String>,
@@ -288,7 +292,19 @@ impl Consolidator {
             Ok(()) => match self.call_llm_until(&sendable, &group.scope, deadline).await {
                 Ok((extraction, known)) => {
                     let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
-                    group.known = known;
+                    group.known = known.iter().map(|f| f.id.clone()).collect();
+                    // A correction is the known fact it names with its new value, reconciled
+                    // as the model's other facts are (`ingest_or_revise`: confident, so it
+                    // supersedes, with lineage).
+                    for c in &extraction.corrections {
+                        match correction_fact(c, &known) {
+                            Some(fact) => {
+                                report.corrections += 1;
+                                group.facts.push((fact, sensitivity));
+                            }
+                            None => report.corrections_unmatched += 1,
+                        }
+                    }
                     for d in extraction.memory {
                         report.llm_facts += usize::from(d.event != DecisionKind::None);
                         let at = decision_time(&d, &sendable);
@@ -362,7 +378,7 @@ impl Consolidator {
         batch: &[&BufferedMessage],
         scope: &Scope,
         deadline: Option<tokio::time::Instant>,
-    ) -> Result<(Extraction, Vec<RecordId>), LlmError> {
+    ) -> Result<(Extraction, Vec<crate::truth::LiveFact>), LlmError> {
         match deadline {
             None => self.call_llm(batch, scope).await,
             Some(at) => tokio::time::timeout_at(at, self.call_llm(batch, scope)).await.unwrap_or(Err(LlmError::Timeout)),
@@ -372,7 +388,7 @@ impl Consolidator {
     /// Asks the model about `batch`, showing it the live facts about the speakers and the
     /// subjects the batch names (`F1`, `F2`, … in the prompt; their record ids returned in
     /// that order).
-    async fn call_llm(&self, batch: &[&BufferedMessage], scope: &Scope) -> Result<(Extraction, Vec<RecordId>), LlmError> {
+    async fn call_llm(&self, batch: &[&BufferedMessage], scope: &Scope) -> Result<(Extraction, Vec<crate::truth::LiveFact>), LlmError> {
         let known = self.known_facts(batch, scope);
         let mut prompt = String::new();
         if !known.is_empty() {
@@ -398,7 +414,7 @@ impl Consolidator {
             self.llm.failed();
             LlmError::BadResponse(e)
         })?;
-        Ok((extraction, known.into_iter().map(|f| f.id).collect()))
+        Ok((extraction, known))
     }
 
     /// Live facts about the batch's speakers and about subjects its messages name.
@@ -710,4 +726,46 @@ pub fn extraction_from(value: serde_json::Value) -> Result<Extraction, String> {
         return Err("model output has none of facts, competence, corrections, memory".into());
     }
     Ok(Extraction { facts, competence, corrections, memory })
+}
+
+/// Confidence of a fact the model corrected: explicit evidence, so it supersedes.
+const CORRECTION_CONFIDENCE: f64 = 0.9;
+
+/// The model's correction as a fact: the known fact `old_fact` names (its value, and its
+/// subject or predicate, or the only known fact with that value) with the value `new_fact`
+/// gives: what the conversational extractor reads there for the fact's slot ("Dana moved
+/// to Munich" → Munich), else the text after the predicate or the subject. `None` when no
+/// known fact matches or no new value is left.
+fn correction_fact(c: &Correction, known: &[crate::truth::LiveFact]) -> Option<Fact> {
+    let old = c.old_fact.to_lowercase();
+    let named = |f: &&crate::truth::LiveFact| mneme_core::query::contains_word(&old, &f.value.to_lowercase());
+    let with_value: Vec<&crate::truth::LiveFact> = known.iter().filter(named).collect();
+    let fact = match with_value.as_slice() {
+        [only] => *only,
+        many => *many.iter().find(|f| old.contains(&f.predicate.to_lowercase()) || old.contains(&f.subject.to_lowercase()))?,
+    };
+    let new = c.new_fact.trim();
+    let read = fact.slot.as_deref().and_then(|slot| {
+        mneme_truth::extract(new)
+            .into_iter()
+            .find(|claim| claim.slot == Some(slot) && matches!(claim.op, mneme_truth::Op::Set | mneme_truth::Op::Add))
+    });
+    let lower = new.to_lowercase();
+    // Byte offsets carry over only when lower-casing kept every length.
+    let after =
+        |phrase: &str| (lower.len() == new.len()).then(|| lower.find(&phrase.to_lowercase()).map(|at| &new[at + phrase.len()..])).flatten();
+    let value = match &read {
+        Some(claim) => claim.value.as_str(),
+        None => after(&fact.predicate).or_else(|| after(&fact.subject)).unwrap_or(new),
+    };
+    let value = value.trim().trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace());
+    if value.is_empty() || value.eq_ignore_ascii_case(&fact.value) {
+        return None;
+    }
+    Some(Fact {
+        subject: fact.subject.clone(),
+        predicate: fact.predicate.clone(),
+        object: value.to_string(),
+        confidence: CORRECTION_CONFIDENCE,
+    })
 }

@@ -582,11 +582,13 @@ pub fn document() -> Value {
     let answers = json!({
         "CycleReport": {
             "type": "object",
-            "required": ["at", "messages", "regex_facts", "llm_facts", "llm_skills", "reinforced", "superseded", "contested", "ingested", "retracted", "kept_newer", "llm", "errors"],
+            "required": ["at", "messages", "regex_facts", "llm_facts", "llm_skills", "reinforced", "superseded", "contested", "ingested", "retracted", "kept_newer", "corrections", "corrections_unmatched", "llm", "errors"],
             "properties": {
                 "at": nullable_time, "messages": count(), "regex_facts": count(), "llm_facts": count(), "llm_skills": count(),
                 "reinforced": count(), "superseded": count(), "contested": count(), "ingested": count(), "retracted": count(),
                 "kept_newer": { "type": "integer", "minimum": 0, "description": "LLM decisions not applied because a newer statement holds the fact" },
+                "corrections": { "type": "integer", "minimum": 0, "description": "the model's corrections applied to the known fact they name" },
+                "corrections_unmatched": { "type": "integer", "minimum": 0, "description": "the model's corrections that named no known fact (not applied)" },
                 "llm": { "type": "string", "description": "ok, disabled, backoff, idle, skipped: ..., or failed: ..." }, "errors": strings()
             }
         },

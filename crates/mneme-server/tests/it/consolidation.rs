@@ -552,3 +552,49 @@ async fn the_relay_runs_the_seeds_flow_on_the_daemon() {
     let (status, err) = d.get("/agent/history?limit=x").await;
     assert_eq!(status, 400, "{err}");
 }
+
+/// The model's `corrections` (membrane §11) go through the same reconciliation as its
+/// facts: a correction naming a known fact gives that fact its new value (read by the
+/// conversational extractor from "Dana moved to Munich"), which supersedes the old one
+/// with lineage; a correction naming no known fact changes nothing and is counted.
+#[tokio::test]
+async fn corrections_from_the_model_supersede_the_fact_they_name() {
+    let reply = json!({
+        "facts": [],
+        "competence": [],
+        "corrections": [
+            { "old_fact": "Dana lives in Berlin", "new_fact": "Dana moved to Munich", "reason": "she said she moved" },
+            { "old_fact": "Dana owns a sailing boat", "new_fact": "Dana sold the boat", "reason": "no such fact" }
+        ]
+    });
+    let (endpoint, script) = llm(vec![Reply::Content(reply.to_string())]).await;
+    let d = daemon(&endpoint).await;
+    let (s, v) = d.post("/v1/hooks/message_received", json!({ "content": "I live in Berlin.", "from": "Dana", "sessionId": "s" })).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = d
+        .post("/v1/hooks/message_received", json!({ "content": "Big news, we packed everything up.", "from": "Dana", "sessionId": "s" }))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let r = cycle(&d).await;
+    assert_eq!(
+        (r["corrections"].as_u64(), r["corrections_unmatched"].as_u64(), r["superseded"].as_u64()),
+        (Some(1), Some(1), Some(1)),
+        "{r}"
+    );
+    // The model was shown the known fact it corrected.
+    let prompt = script.requests.lock().await[0]["messages"][1]["content"].as_str().unwrap_or("").to_string();
+    assert!(prompt.contains("F1: Dana lives in Berlin"), "{prompt}");
+    let (_, hits) =
+        d.post("/v1/retrieve", json!({ "query": "Dana lives", "types": ["semantic"], "limit": 20, "include_tombstones": true })).await;
+    let facts: Vec<(String, String)> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            (h["record"]["payload"]["object"].as_str().unwrap_or("").to_string(), h["record"]["status"].as_str().unwrap_or("").to_string())
+        })
+        .collect();
+    assert!(facts.contains(&("Munich".into(), "active".into())), "{facts:?}");
+    assert!(facts.contains(&("Berlin".into(), "superseded".into())), "{facts:?}");
+    d.stop().await;
+}

@@ -553,6 +553,7 @@ impl Hooks {
         settings: &mneme_workspace::WorkspaceSettings,
         truth: String,
         stale: &std::collections::HashSet<String>,
+        of: &ConversationOf,
     ) -> String {
         let mut sections: Vec<(String, String)> = Vec::new();
         let user = self.user_of(input, None);
@@ -588,7 +589,7 @@ impl Hooks {
             if let Some(knowledge) = self.relevant_knowledge(owner, &query, &core) {
                 sections.push(("## Relevant knowledge (the agent's files)".into(), knowledge));
             }
-            if let Some(since) = since_last_sync(owner, stale) {
+            if let Some(since) = since_last_sync(owner, stale, of) {
                 sections.push(("## Since the last sync".into(), since));
             }
             let reads: Vec<(String, String)> = core.iter().map(|f| (f.path.clone(), String::new())).collect();
@@ -751,7 +752,19 @@ impl Hooks {
                     (false, false) => format!("## What is true now\n\n{facts}\n{rest}"),
                 };
                 match (&self.files, p.unrestricted()) {
-                    (Some(settings), true) => self.one_block(p, input, settings, truth, &stale),
+                    (Some(settings), true) => {
+                        // The conversation quoted is the session user's only (the log holds
+                        // every user's); with user scopes off, memory is shared anyway.
+                        let of = match &scopes {
+                            None => ConversationOf::All,
+                            Some(scopes) => scopes
+                                .iter()
+                                .find(|s| s.as_str().starts_with("user:"))
+                                .cloned()
+                                .map_or(ConversationOf::Nobody, ConversationOf::User),
+                        };
+                        self.one_block(p, input, settings, truth, &stale, &of)
+                    }
                     _ => truth,
                 }
             }
@@ -1313,6 +1326,17 @@ pub fn summarize_messages(messages: &[CompactingMessage], max: usize, chars: usi
         .join("\n")
 }
 
+/// Whose conversations the session-start block may quote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ConversationOf {
+    /// Everyone's (user scopes are off: one shared memory).
+    All,
+    /// The session's user's only (in and out, by the log's `user_id`).
+    User(mneme_core::Scope),
+    /// Nobody's: several users and none known for the session.
+    Nobody,
+}
+
 /// Conversations of the log quoted at session start, at most (the newest since the checkpoint).
 const RECENT_CONVERSATIONS: i64 = 10;
 /// The most characters of one quoted conversation.
@@ -1322,7 +1346,7 @@ const CONVERSATION_CHARS: usize = 300;
 /// since, for the session-start block; `None` when there is neither. A message naming a
 /// value the user has since changed (`stale`) is left out, as from the rest of the block:
 /// the block never states an old value.
-fn since_last_sync(owner: &mneme_service::Owner<'_>, stale: &std::collections::HashSet<String>) -> Option<String> {
+fn since_last_sync(owner: &mneme_service::Owner<'_>, stale: &std::collections::HashSet<String>, of: &ConversationOf) -> Option<String> {
     let status = owner.sync_status().map_err(|e| tracing::warn!(error = %e, "the sync state is not in the session-start block")).ok()?;
     let mut out = String::new();
     if let Some(c) = &status.last_checkpoint {
@@ -1336,6 +1360,11 @@ fn since_last_sync(owner: &mneme_service::Owner<'_>, stale: &std::collections::H
     if let (Some(begin), Some(end)) = (status.begin_id, status.end_id) {
         let from = begin.max(end - RECENT_CONVERSATIONS + 1);
         if let Ok(mut recent) = owner.sync_fetch(from, end) {
+            recent.retain(|m| match of {
+                ConversationOf::All => true,
+                ConversationOf::User(scope) => m.user_id.as_deref().and_then(mneme_core::Scope::user).as_ref() == Some(scope),
+                ConversationOf::Nobody => false,
+            });
             let fetched = recent.len();
             recent.retain(|m| !crate::truth::mentions_any(&m.content, stale));
             let dropped = fetched - recent.len();

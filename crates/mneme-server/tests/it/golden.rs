@@ -300,6 +300,13 @@ impl Golden {
             "# Projects\n\n## Infra\n\nThe kubernetes migration is blocked on the storage class.\n",
         )
         .expect("workspace file");
+        // A fixed modification time: the file's knowledge (`modified`, `freshness`) is pinned too.
+        let modified = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(workspace.path().join("reference/projects.md"))
+            .and_then(|f| f.set_modified(modified))
+            .expect("mtime");
         let mut config = test_config();
         config.workspace.dir = Some(workspace.path().to_path_buf());
         config.workspace.timezone = Some("UTC".into());

@@ -600,3 +600,19 @@ fn inner_commands_from_a_fresh_install() {
     let status = m.json(&["inner", "status"]);
     assert!(status["state"]["impatience"].as_array().expect("list").iter().any(|i| i["what"] == "try pairing on deploys"), "{status}");
 }
+
+/// `mneme search --semantic` (zylos §16.3) needs the model: without one it fails naming
+/// the fix, while the default falls back to words and says so, and `--lexical` loads none.
+#[test]
+fn semantic_file_search_without_the_model_fails_and_the_default_says_words_only() {
+    let m = workspace();
+    std::fs::write(m.dir.path().join("workspace/reference/projects.md"), "# Projects\n\nThe kubernetes migration is blocked.\n")
+        .expect("write");
+    let refused = m.fails(&["search", "kubernetes", "--semantic"], 2);
+    assert!(refused.contains("--semantic needs the embedding model") && refused.contains("mneme model install"), "{refused}");
+    let out = m.ok(&["search", "kubernetes"]);
+    assert!(out.contains("reference/projects.md:1-3  (Projects)  [strategic, active]") && out.contains("(by words only: "), "{out}");
+    let found = m.json(&["search", "kubernetes", "--lexical"]);
+    assert_eq!(found["ranking"], "lexical", "{found}");
+    assert!(m.fails(&["search", "x", "--semantic", "--lexical"], 2).contains("cannot be used with"));
+}

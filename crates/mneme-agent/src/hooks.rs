@@ -827,7 +827,10 @@ impl Hooks {
         buffer: &mut Vec<BufferedMessage>,
         out: &mut HookOutcome,
     ) -> ServiceResult<()> {
-        let content = input.event.content();
+        // What is inside `<private>` is never read for facts, buffered for consolidation (and
+        // so never sent to a model) or stored: the message is stripped before anything reads it.
+        let stripped = mneme_core::private::strip(input.event.content());
+        let content: &str = &stripped;
         if content.trim().is_empty() || !self.config.capture_messages {
             return Ok(());
         }

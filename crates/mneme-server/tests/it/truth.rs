@@ -168,3 +168,24 @@ async fn two_users_of_one_agent_never_see_each_other() {
     assert!(start["context"].as_str().unwrap_or("").contains("Lisbon"), "{start}");
     d.stop().await;
 }
+
+/// What the user keeps `<private>` never becomes a fact, a buffered message for the model
+/// or a stored word: the message is stripped before the extractor reads it, and a message
+/// that is all private is simply not remembered (no error for the agent).
+#[tokio::test]
+async fn a_private_block_is_never_read_for_facts() {
+    let d = TestDaemon::with(crate::test_config()).await;
+    let says = |text: &str| json!({ "event": { "content": text, "from": "Dana" }, "ctx": { "sessionId": "p" } });
+    hook(&d, "message_received", says("I live in Lisbon. <private>Actually I moved to Porto and I work at Initech.</private>")).await;
+    hook(&d, "message_received", says("<private>My manager is Rui.</private>")).await;
+    let all = facts(&d).await;
+    assert!(all.iter().any(|(_, p, o, s)| p == "lives in" && o == "Lisbon" && s == "active"), "{all:?}");
+    for secret in ["Porto", "Initech", "Rui"] {
+        assert!(!all.iter().any(|f| format!("{f:?}").contains(secret)), "{secret}: {all:?}");
+        let (_, found) = d.post("/v1/retrieve", json!({ "query": secret, "include_tombstones": true })).await;
+        assert!(!found.to_string().contains(secret), "{secret}: {found}");
+    }
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!(status["consolidation_buffered"], 1, "only the public part is buffered: {status}");
+    d.stop().await;
+}

@@ -293,14 +293,15 @@ impl Consolidator {
                 Ok((extraction, known)) => {
                     let sensitivity = sendable.iter().map(|m| m.sensitivity).max().unwrap_or(Sensitivity::Low);
                     group.known = known.iter().map(|f| f.id.clone()).collect();
-                    // A correction is the known fact it names with its new value, reconciled
-                    // as the model's other facts are (`ingest_or_revise`: confident, so it
-                    // supersedes, with lineage).
+                    // A correction is an UPDATE of the known fact it names, applied as the
+                    // model's other decisions are (`decide`: that record superseded with
+                    // lineage, unless a newer statement holds it).
                     for c in &extraction.corrections {
-                        match correction_fact(c, &known) {
-                            Some(fact) => {
+                        match correction_update(c, &known) {
+                            Some(d) => {
                                 report.corrections += 1;
-                                group.facts.push((fact, sensitivity));
+                                let at = decision_time(&d, &sendable);
+                                group.decisions.push((d, at, sensitivity));
                             }
                             None => report.corrections_unmatched += 1,
                         }
@@ -728,21 +729,18 @@ pub fn extraction_from(value: serde_json::Value) -> Result<Extraction, String> {
     Ok(Extraction { facts, competence, corrections, memory })
 }
 
-/// Confidence of a fact the model corrected: explicit evidence, so it supersedes.
-const CORRECTION_CONFIDENCE: f64 = 0.9;
-
-/// The model's correction as a fact: the known fact `old_fact` names (its value, and its
-/// subject or predicate, or the only known fact with that value) with the value `new_fact`
-/// gives: what the conversational extractor reads there for the fact's slot ("Dana moved
-/// to Munich" → Munich), else the text after the predicate or the subject. `None` when no
-/// known fact matches or no new value is left.
-fn correction_fact(c: &Correction, known: &[crate::truth::LiveFact]) -> Option<Fact> {
+/// The model's correction as an UPDATE decision of the known fact `old_fact` names (by its
+/// value, and its subject or predicate when several known facts hold that value), with the
+/// value `new_fact` gives: what the conversational extractor reads there for the fact's slot
+/// ("Dana moved to Munich" → Munich), else the text after the predicate or the subject.
+/// `None` when no known fact matches or no new value is left.
+fn correction_update(c: &Correction, known: &[crate::truth::LiveFact]) -> Option<Decision> {
     let old = c.old_fact.to_lowercase();
-    let named = |f: &&crate::truth::LiveFact| mneme_core::query::contains_word(&old, &f.value.to_lowercase());
-    let with_value: Vec<&crate::truth::LiveFact> = known.iter().filter(named).collect();
-    let fact = match with_value.as_slice() {
+    let named: Vec<(usize, &crate::truth::LiveFact)> =
+        known.iter().enumerate().filter(|(_, f)| mneme_core::query::contains_word(&old, &f.value.to_lowercase())).collect();
+    let (index, fact) = match named.as_slice() {
         [only] => *only,
-        many => *many.iter().find(|f| old.contains(&f.predicate.to_lowercase()) || old.contains(&f.subject.to_lowercase()))?,
+        many => *many.iter().find(|(_, f)| old.contains(&f.predicate.to_lowercase()) || old.contains(&f.subject.to_lowercase()))?,
     };
     let new = c.new_fact.trim();
     let read = fact.slot.as_deref().and_then(|slot| {
@@ -762,10 +760,12 @@ fn correction_fact(c: &Correction, known: &[crate::truth::LiveFact]) -> Option<F
     if value.is_empty() || value.eq_ignore_ascii_case(&fact.value) {
         return None;
     }
-    Some(Fact {
+    Some(Decision {
+        event: DecisionKind::Update,
+        id: Some(format!("F{}", index + 1)),
         subject: fact.subject.clone(),
         predicate: fact.predicate.clone(),
         object: value.to_string(),
-        confidence: CORRECTION_CONFIDENCE,
+        reason: if c.reason.trim().is_empty() { "corrected".into() } else { format!("corrected: {}", c.reason.trim()) },
     })
 }

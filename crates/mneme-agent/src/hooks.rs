@@ -32,7 +32,6 @@ use mneme_service::{Ops, Principal, ServiceError, ServiceResult};
 use crate::config::{ContextFormat, HooksConfig};
 use crate::format;
 use mneme_truth::patterns;
-use mneme_workspace::knowledge::MemoryKind;
 
 pub const ACTOR: &str = "mneme:hooks";
 pub const COMPETENCE_ACTOR: &str = "mneme:competence";
@@ -611,8 +610,8 @@ impl Hooks {
     }
 
     /// Up to three chunks of the agent's files matching `query` (by meaning too with a model),
-    /// other than the files the block already holds (the core files, the playbook and its
-    /// modules), as Markdown lines.
+    /// other than the files the block already holds (the core files, the playbook and the
+    /// knowledge modules merged into it), as Markdown lines.
     fn relevant_knowledge(
         &self,
         owner: &mneme_service::Owner<'_>,
@@ -632,7 +631,7 @@ impl Hooks {
             .iter()
             .map(|h| &h.chunk)
             // The playbook and the modules merged into it come in their own section.
-            .filter(|c| !core.iter().any(|f| f.path == c.path) && MemoryKind::of(&c.path) != MemoryKind::Procedural)
+            .filter(|c| !core.iter().any(|f| f.path == c.path) && !in_the_playbook(&c.path))
             .take(3)
             .collect();
         // What the block injects counts as read (file and entry), not what it passed over.
@@ -1432,4 +1431,13 @@ fn within_budget(sections: &[(String, String)], budget: usize) -> String {
         out.push_str(&format!("\n\n[Left out to fit the session-start budget: {}.]", left_out.join(", ")));
     }
     if out.is_empty() { out } else { out + "\n" }
+}
+
+/// Whether the block's playbook section already holds `path`: the playbook, the effective
+/// playbook, and the knowledge modules merged into it.
+fn in_the_playbook(path: &str) -> bool {
+    use mneme_workspace::paths;
+    path == paths::PLAYBOOK
+        || path == paths::EFFECTIVE_PLAYBOOK
+        || path.strip_prefix(mneme_workspace::modules::MODULES_DIR).is_some_and(|rest| rest.starts_with('/'))
 }

@@ -50,6 +50,10 @@ pub enum Command {
         /// Process runs per command.
         #[arg(long, default_value_t = 100)]
         runs: usize,
+        /// Also embed every chunk with this model directory and measure search by words and
+        /// meaning (the hybrid ranking) beside search by words.
+        #[arg(long)]
+        model_dir: Option<std::path::PathBuf>,
     },
     /// The wall time of an offline heartbeat tick on a store of N records with 30 days of
     /// heartbeat logs, against an empty store in the same process.

@@ -95,7 +95,9 @@ fn run(cli: Cli) -> Result<()> {
             let data_dir = data_dir(&cli)?;
             crate::dependents::dependents(&config(&cli, &data_dir)?, &data_dir, data, *k, *show_errors, json)
         }
-        Command::Workspace { files, queries, runs } => crate::workspace::workspace(*files, *queries, *runs, json),
+        Command::Workspace { files, queries, runs, model_dir } => {
+            crate::workspace::workspace(*files, *queries, *runs, model_dir.as_deref(), json)
+        }
         Command::Reflect { records, ticks } => crate::reflect::reflect(*records, *ticks, json),
         Command::Learning { weeks, seed, show_playbook, llm } => {
             let data_dir = data_dir(&cli)?;

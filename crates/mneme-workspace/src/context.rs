@@ -36,13 +36,23 @@ pub struct UnsummarizedInfo {
 /// each under a `=== TITLE ===` header as in the seed, then the Memory Sync instruction if
 /// more than `sync_threshold` conversations are unsummarized.
 pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&UnsummarizedInfo>) -> WorkspaceResult<String> {
+    session_start_for(settings, unsummarized, None)
+}
+
+/// [`session_start`] for the user who is speaking: their profile (`USER: dana`) when they
+/// have one, else the primary user's (zylos §3).
+pub fn session_start_for(
+    settings: &WorkspaceSettings,
+    unsummarized: Option<&UnsummarizedInfo>,
+    user: Option<&str>,
+) -> WorkspaceResult<String> {
     let root = &settings.dir;
-    let profile = paths::profile(&settings.primary_user)?;
+    let (speaking, name, profile) = profile_for(settings, user)?;
     let sections = [
         ("BOT IDENTITY".to_owned(), Path::new(paths::IDENTITY)),
         ("ACTIVE STATE".to_owned(), Path::new(paths::STATE)),
         ("REFERENCES".to_owned(), Path::new(paths::REFERENCES)),
-        (format!("PRIMARY USER: {}", settings.primary_user), profile.as_path()),
+        (if speaking { format!("USER: {name}") } else { format!("PRIMARY USER: {name}") }, profile.as_path()),
     ];
     let mut parts = Vec::new();
     for (title, relative) in sections {
@@ -73,6 +83,19 @@ pub fn session_start(settings: &WorkspaceSettings, unsummarized: Option<&Unsumma
     Ok(parts.join("\n\n"))
 }
 
+/// The profile to inject: the speaking user's (`true`, their name, its path) when `user`
+/// is not the primary user and has a profile, else the primary user's.
+fn profile_for(settings: &WorkspaceSettings, user: Option<&str>) -> WorkspaceResult<(bool, String, std::path::PathBuf)> {
+    let speaker = user
+        .filter(|u| *u != settings.primary_user)
+        .and_then(|u| paths::profile(u).ok().map(|p| (u, p)))
+        .filter(|(_, p)| paths::resolve(&settings.dir, p).is_ok_and(|p| p.is_file()));
+    Ok(match speaker {
+        Some((u, p)) => (true, u.to_string(), p),
+        None => (false, settings.primary_user.clone(), paths::profile(&settings.primary_user)?),
+    })
+}
+
 /// One of the files that open the session-start block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileSection {
@@ -90,14 +113,8 @@ pub struct FileSection {
 /// the primary user's. Missing and blank files are left out.
 pub fn core_files(settings: &WorkspaceSettings, user: Option<&str>) -> WorkspaceResult<Vec<FileSection>> {
     let root = &settings.dir;
-    let speaker = user
-        .filter(|u| *u != settings.primary_user)
-        .and_then(|u| paths::profile(u).ok().map(|p| (u, p)))
-        .filter(|(_, p)| paths::resolve(root, p).is_ok_and(|p| p.is_file()));
-    let (profile_title, profile) = match speaker {
-        Some((u, p)) => (format!("User: {u}"), p),
-        None => (format!("Primary user: {}", settings.primary_user), paths::profile(&settings.primary_user)?),
-    };
+    let (speaking, name, profile) = profile_for(settings, user)?;
+    let profile_title = if speaking { format!("User: {name}") } else { format!("Primary user: {name}") };
     let mut out = Vec::new();
     for (title, relative) in [
         ("Identity".to_owned(), Path::new(paths::IDENTITY)),

@@ -608,7 +608,8 @@ pub struct HookArgs {
     /// Context window usage in percent (the `context` workspace hook).
     #[arg(long)]
     pub usage: Option<f64>,
-    /// Who wrote the prompt (the `prompt-submit` workspace hook) [default: workspace.primary_user].
+    /// Who is speaking: who wrote the prompt (`prompt-submit`), whose facts and profile the
+    /// session-start block holds (`session-start`) [default: workspace.primary_user].
     #[arg(long)]
     pub user: Option<String>,
 }
@@ -623,9 +624,9 @@ pub struct ClaudeHookArgs {
     /// Context window usage in percent (the `context` hook).
     #[arg(long)]
     pub usage: Option<f64>,
-    /// Who wrote the prompt (prompt-submit): Claude Code's hook input names no user, so a
-    /// host shared by several people passes it, e.g. `--user "$USER"`
-    /// [default: workspace.primary_user].
+    /// Who is speaking: who wrote the prompt (prompt-submit), whose facts and profile the
+    /// block holds (session-start). Claude Code's hook input names no user, so a host shared
+    /// by several people passes it, e.g. `--user "$USER"` [default: workspace.primary_user].
     #[arg(long)]
     pub user: Option<String>,
 }
@@ -666,7 +667,8 @@ pub enum WorkspaceCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// The consolidation report (budgets, old session logs, large references, profiles).
+    /// The consolidation report (budgets, old session logs, large references, profiles, and
+    /// files not edited or read for 30 days or more, with a suggested action).
     #[command(after_help = "Examples:\n  mneme workspace consolidate\n  mneme workspace consolidate --apply")]
     Consolidate {
         /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].

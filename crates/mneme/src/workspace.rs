@@ -240,12 +240,14 @@ fn run_hook(ctx: &Invocation, args: &HookArgs) -> Result<(HookEvent, Option<Stri
         // With a store, the one block the daemon's session_start gives too (the hook engine's:
         // files, what is true now, knowledge, the conversation since the last sync, the
         // playbook), then the Memory Sync instruction when one is due.
-        "session-start" if agent.service.is_some() => {
+        "session-start" if agent.memory.is_some() => {
             (agent.memory.clone(), mneme_workspace::context::prompt_submit(&s, agent.unsummarized.as_ref()))
         }
         "session-start" => {
-            // No store: the workspace's files alone, in the seed's shape.
-            let mut context = mneme_workspace::context::session_start(&s, agent.unsummarized.as_ref())?;
+            // No store (or its block is off, JSON, or failed): the workspace's files, in the
+            // seed's shape, so the agent always starts knowing who it is.
+            let speaker = args.user.as_deref().filter(|u| !u.trim().is_empty());
+            let mut context = mneme_workspace::context::session_start_for(&s, agent.unsummarized.as_ref(), speaker)?;
             // How the agent is (inner life), once its state exists.
             if let Some(mood) = mneme_workspace::inner::injectable(&s, jiff::Timestamp::now()) {
                 context.push_str(&format!("\n\n=== HOW I AM ===\n\n{mood}"));

@@ -94,6 +94,10 @@ fn session_start_gives_one_block_in_order_within_one_budget() {
     let small = hook_with(&m, &["claude-hook", "session-start", "--user", "dana"], "{}");
     assert!(small.len() <= 1600, "{} bytes: {small}", small.len());
     assert!(small.contains("[Left out to fit the session-start budget: ") && small.contains("Playbook"), "{small}");
+    // The store's block off: the files still come, in the seed's shape, the speaker's profile too.
+    std::fs::write(m.dir.path().join("config.toml"), "[hooks]\nenabled = false\n").expect("config");
+    let off = hook_with(&m, &["claude-hook", "session-start", "--user", "dana"], "{}");
+    assert!(off.contains("=== BOT IDENTITY ===") && off.contains("=== USER: dana ===") && !off.contains("## What is true now"), "{off}");
     std::fs::write(m.dir.path().join("config.toml"), "[hooks.session_start]\nbudget_chars = 10\n").expect("config");
     assert!(m.fails(&["config", "show"], 6).contains("hooks.session_start.budget_chars"));
 }

@@ -46,9 +46,21 @@ pub struct IndexReport {
     pub chunks: u64,
     /// Chunks given a vector by this pass (an attached model embeds what has none).
     pub embedded: u64,
+    /// Chunks still without a vector when the pass's embedding budget ran out (found by
+    /// words only until a later pass, the daemon or `mneme reindex` embeds them).
+    pub unembedded: u64,
     /// Why embedding failed, when it did (the index itself is up to date; the next pass retries).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embed_error: Option<String>,
+}
+
+/// How a [`sync`] embeds the chunks without a vector (with a model attached).
+#[derive(Debug, Clone, Copy)]
+pub struct Embedding {
+    /// Nobody waits for it (the daemon's pass): the model runs it behind queries.
+    pub background: bool,
+    /// At most this long per sync (a first sync of a large workspace takes minutes); `None`: all.
+    pub budget: Option<Duration>,
 }
 
 impl IndexReport {
@@ -60,9 +72,9 @@ impl IndexReport {
 /// Brings the index in line with the files under `root`. With `debounce`, a changed file
 /// is only re-indexed once its modification time is at least that old (an editor's burst
 /// of writes is indexed once); deletions apply at once. Then, with a model attached, the
-/// chunks without a vector are embedded (`background`: behind queries, for the daemon's
-/// pass); an embedding failure is reported, not returned.
-pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>, background: bool) -> ServiceResult<IndexReport> {
+/// chunks without a vector are embedded, within `embedding`'s budget; an embedding failure
+/// is reported, not returned.
+pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>, embedding: Embedding) -> ServiceResult<IndexReport> {
     let mut report = IndexReport::default();
     let disk = if root.is_dir() { markdown_files(root, MAX_FILE_BYTES, &mut report.skipped) } else { Vec::new() };
     let indexed = owner.indexed_files()?;
@@ -108,10 +120,17 @@ pub fn sync(owner: &Owner<'_>, root: &Path, debounce: Option<Duration>, backgrou
             owner.update_file_index(&std::mem::take(&mut batch), &[])?;
         }
     }
-    owner.update_file_index(&batch, &report.removed)?;
-    match owner.embed_file_chunks(background) {
+    // Nothing changed (the usual case): no write transaction at all.
+    if !batch.is_empty() || !report.removed.is_empty() {
+        owner.update_file_index(&batch, &report.removed)?;
+    }
+    let deadline = embedding.budget.map(|b| std::time::Instant::now() + b);
+    match owner.embed_file_chunks(embedding.background, deadline) {
         Ok(n) => report.embedded = n,
         Err(e) => report.embed_error = Some(e.to_string()),
+    }
+    if report.embedded > 0 || deadline.is_some() {
+        report.unembedded = owner.file_chunk_coverage()?.map_or(0, |(_, without)| without);
     }
     Ok(report)
 }

@@ -585,13 +585,14 @@ impl Hooks {
             });
             let task = input.event.query.clone().filter(|q| !q.trim().is_empty());
             let query = task.or(state).unwrap_or_default();
-            if let Some(knowledge) = self.relevant_knowledge(owner, &query, &core) {
+            // What the block injects counts as read: the files, and each entry shown with its file.
+            let mut reads: Vec<(String, String)> = core.iter().map(|f| (f.path.clone(), String::new())).collect();
+            if let Some(knowledge) = self.relevant_knowledge(owner, &query, &core, &mut reads) {
                 sections.push(("## Relevant knowledge (the agent's files)".into(), knowledge));
             }
             if let Some(since) = since_last_sync(owner, stale, of) {
                 sections.push(("## Since the last sync".into(), since));
             }
-            let reads: Vec<(String, String)> = core.iter().map(|f| (f.path.clone(), String::new())).collect();
             if let Err(e) = owner.record_file_reads(&reads) {
                 tracing::warn!(error = %e, "the injected files' reads were not counted");
             }
@@ -617,6 +618,7 @@ impl Hooks {
         owner: &mneme_service::Owner<'_>,
         query: &str,
         core: &[mneme_workspace::context::FileSection],
+        reads: &mut Vec<(String, String)>,
     ) -> Option<String> {
         mneme_core::query::fts5_expression(query)?;
         let found = match owner.find_files(query, 8, mneme_service::FileRanking::Auto) {
@@ -635,11 +637,7 @@ impl Hooks {
             .take(3)
             .collect();
         // What the block injects counts as read (file and entry), not what it passed over.
-        let reads: Vec<(String, String)> =
-            shown.iter().flat_map(|c| [(c.path.clone(), String::new()), (c.path.clone(), c.heading.clone())]).collect();
-        if let Err(e) = owner.record_file_reads(&reads) {
-            tracing::warn!(error = %e, "the knowledge entries' reads were not counted");
-        }
+        reads.extend(shown.iter().flat_map(|c| [(c.path.clone(), String::new()), (c.path.clone(), c.heading.clone())]));
         let lines: Vec<String> = shown
             .iter()
             .map(|c| {

@@ -57,13 +57,13 @@ pub fn workspace(files: usize, queries: usize, runs: usize, model_dir: Option<&s
     let owner = ops.owner(&me)?;
 
     let started = Instant::now();
-    let report = file_index::sync(&owner, &ws, None, false)?;
+    let report = file_index::sync(&owner, &ws, None, file_index::Embedding { background: false, budget: None })?;
     let index_secs = started.elapsed().as_secs_f64();
 
     let mut refresh = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
-        let r = file_index::sync(&owner, &ws, None, false)?;
+        let r = file_index::sync(&owner, &ws, None, file_index::Embedding { background: false, budget: None })?;
         refresh.push(t.elapsed().as_secs_f64() * 1e3);
         anyhow::ensure!(!r.changed(), "a refresh with no change re-indexed files");
     }
@@ -87,7 +87,7 @@ pub fn workspace(files: usize, queries: usize, runs: usize, model_dir: Option<&s
             let model = mneme_embed::MiniLm::load(dir, mneme_embed::DEFAULT_MODEL).context("loading the model")?;
             service.enable_embeddings(Arc::new(model), Default::default())?;
             let t = Instant::now();
-            let embedded = owner.embed_file_chunks(false)?;
+            let embedded = owner.embed_file_chunks(false, None)?;
             let embed_secs = t.elapsed().as_secs_f64();
             let mut first = Vec::with_capacity(query_texts.len());
             let mut again = Vec::with_capacity(query_texts.len());

@@ -84,6 +84,11 @@ pub struct Daemon {
     task: JoinHandle<()>,
 }
 
+/// Each workspace-index pass embeds chunks for at most this long, behind queries: a first
+/// pass over a large workspace would otherwise hold the index job for minutes.
+const EMBED_PASS: mneme_agent::file_index::Embedding =
+    mneme_agent::file_index::Embedding { background: true, budget: Some(Duration::from_secs(5)) };
+
 fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
@@ -532,7 +537,7 @@ fn spawn_jobs(app: Arc<App>, rx: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
                     return;
                 }
                 let report = blocking_job(&app, "workspace_index", move |job| {
-                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.agent.workspace().dir, Some(debounce), true)
+                    mneme_agent::file_index::sync(&job.ops.owner(&job.internal)?, &job.agent.workspace().dir, Some(debounce), EMBED_PASS)
                 });
                 if let Some(report) = report.await.filter(|r| r.changed()) {
                     if let Some(error) = &report.embed_error {

@@ -10,8 +10,9 @@
 //! - **Search.** [`MemoryService::search_files`] ranks by BM25 and, with a model, by
 //!   cosine too: the two rankings are fused by reciprocal rank (`1/(60 + rank)` summed), and
 //!   a chunk found by meaning alone must reach `retrieval.min_cosine`, the floor records'
-//!   meaning-only matches have. Each hit names up to three related entries of other files
-//!   (nearest by cosine, at least [`RELATED_MIN_COSINE`]).
+//!   meaning-only matches have. The first three hits each name up to three related entries
+//!   of other files (nearest by cosine, at least [`RELATED_MIN_COSINE`]). Cosines are
+//!   computed on the stored int8 codes.
 //! - **Reads.** Every hit a search returns counts as a read of its file and of its entry
 //!   (its heading path); front ends count file reads and session-start injection through
 //!   [`MemoryService::record_file_reads`]. Reads are what freshness is computed from
@@ -71,12 +72,24 @@ pub struct FileSearch {
     pub hits: Vec<FileHit>,
 }
 
-/// A chunk's vector, dequantised.
+/// A chunk's vector, as stored: int8 codes and one scale (cosines are computed on the codes).
 struct Vector {
     id: i64,
     path: String,
-    values: Vec<f32>,
+    scale: f32,
+    codes: Vec<i8>,
 }
+
+impl Vector {
+    /// The cosine of two unit vectors from their codes (within ~1e-3 of the f32 cosine).
+    fn cosine(&self, other: &Vector) -> f32 {
+        let sum: i32 = self.codes.iter().zip(&other.codes).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
+        sum as f32 * self.scale * other.scale
+    }
+}
+
+/// Hits (the best first) that name related entries.
+const RELATED_HITS: usize = 3;
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -86,10 +99,16 @@ impl MemoryService {
     /// Embeds the indexed chunks that have no vector from the attached model (none: 0).
     /// `background`: nobody waits (the daemon's index pass), so the model runs it behind queries.
     pub fn embed_file_chunks(&self, background: bool) -> ServiceResult<u64> {
+        self.embed_file_chunks_until(background, None)
+    }
+
+    /// [`Self::embed_file_chunks`] that stops after the batch in flight once `deadline` has
+    /// passed (what is left is embedded by the next call).
+    pub fn embed_file_chunks_until(&self, background: bool, deadline: Option<std::time::Instant>) -> ServiceResult<u64> {
         let Some(semantic) = self.semantic.get() else { return Ok(0) };
         let model = semantic.embedder.model_id().to_string();
         let mut done = 0u64;
-        loop {
+        while deadline.is_none_or(|d| std::time::Instant::now() < d) {
             let todo = self.reader()?.read(|tx| tx.chunks_needing_vectors(&model, EMBED_BATCH))?;
             if todo.is_empty() {
                 return Ok(done);
@@ -112,6 +131,7 @@ impl MemoryService {
             self.store()?.write(|tx| tx.put_chunk_vectors(&model, &stored))?;
             done += stored.len() as u64;
         }
+        Ok(done)
     }
 
     /// How many indexed chunks have and lack a vector from the attached model (`None` without one).
@@ -156,10 +176,8 @@ impl MemoryService {
             (Some(q), Some(semantic)) => {
                 let model = semantic.embedder.model_id().to_string();
                 let stored = self.reader()?.read(|tx| tx.chunk_vectors(&model))?;
-                let vectors: Vec<Vector> = stored
-                    .into_iter()
-                    .map(|v| Vector { id: v.id, path: v.path, values: v.codes.iter().map(|&c| f32::from(c) * v.scale).collect() })
-                    .collect();
+                let vectors: Vec<Vector> =
+                    stored.into_iter().map(|v| Vector { id: v.id, path: v.path, scale: v.scale, codes: v.codes }).collect();
                 self.fuse(lexical, q, &vectors, limit)?
             }
             _ => lexical.into_iter().take(limit).map(|chunk| FileHit { chunk, related: Vec::new() }).collect(),
@@ -169,7 +187,9 @@ impl MemoryService {
 
     /// Reciprocal-rank fusion of the lexical hits and the chunks nearest `query`.
     fn fuse(&self, lexical: Vec<ChunkHit>, query: &[f32], vectors: &[Vector], limit: usize) -> ServiceResult<Vec<FileHit>> {
-        let cosines: HashMap<i64, f32> = vectors.iter().map(|v| (v.id, dot(&v.values, query))).collect();
+        let (scale, codes) = quantize(query);
+        let query = Vector { id: 0, path: String::new(), scale, codes };
+        let cosines: HashMap<i64, f32> = vectors.iter().map(|v| (v.id, v.cosine(&query))).collect();
         let floor = self.config.retrieval.min_cosine as f32;
         let mut by_meaning: Vec<(i64, f32)> = cosines.iter().map(|(&id, &c)| (id, c)).collect();
         by_meaning.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -201,8 +221,8 @@ impl MemoryService {
             chunk.score = fused;
             chunk.cosine = cosines.get(&id).copied();
             let related = match index.get(&id) {
-                Some(me) => self.related(me, vectors, &mut headings)?,
-                None => Vec::new(),
+                Some(me) if hits.len() < RELATED_HITS => self.related(me, vectors, &mut headings)?,
+                _ => Vec::new(),
             };
             hits.push(FileHit { chunk, related });
         }
@@ -211,12 +231,8 @@ impl MemoryService {
 
     /// The entries of other files nearest to `me` by cosine.
     fn related(&self, me: &Vector, vectors: &[Vector], headings: &mut HashMap<i64, (String, String)>) -> ServiceResult<Vec<RelatedEntry>> {
-        let mut near: Vec<(f32, &Vector)> = vectors
-            .iter()
-            .filter(|v| v.path != me.path)
-            .map(|v| (dot(&v.values, &me.values), v))
-            .filter(|(c, _)| *c >= RELATED_MIN_COSINE)
-            .collect();
+        let mut near: Vec<(f32, &Vector)> =
+            vectors.iter().filter(|v| v.path != me.path).map(|v| (v.cosine(me), v)).filter(|(c, _)| *c >= RELATED_MIN_COSINE).collect();
         near.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
         let mut out: Vec<RelatedEntry> = Vec::new();
         for (cosine, v) in near {

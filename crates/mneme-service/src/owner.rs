@@ -177,9 +177,15 @@ impl<'a> Owner<'a> {
         self.service().find_files(query, limit, ranking)
     }
 
-    /// Embeds the indexed chunks without a vector from the attached model (none: 0).
-    pub fn embed_file_chunks(&self, background: bool) -> ServiceResult<u64> {
-        self.service().embed_file_chunks(background)
+    /// Embeds the indexed chunks without a vector from the attached model (none: 0), until
+    /// `deadline` when one is given.
+    pub fn embed_file_chunks(&self, background: bool, deadline: Option<std::time::Instant>) -> ServiceResult<u64> {
+        self.service().embed_file_chunks_until(background, deadline)
+    }
+
+    /// How many indexed chunks have and lack a vector from the attached model (`None` without one).
+    pub fn file_chunk_coverage(&self) -> ServiceResult<Option<(u64, u64)>> {
+        self.service().file_chunk_coverage()
     }
 
     /// Counts one read of each `(path, heading)` (heading empty: the whole file).

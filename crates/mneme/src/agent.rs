@@ -595,6 +595,12 @@ pub fn reflect(ctx: &Invocation, cmd: ReflectCommand) -> Result<()> {
     }
 }
 
+/// `mneme search` embeds the chunks without a vector for at most this long (a first search of
+/// a large workspace would otherwise take minutes); the rest are found by words until the
+/// daemon or `mneme reindex` embeds them.
+const SEARCH_EMBEDDING: file_index::Embedding =
+    file_index::Embedding { background: false, budget: Some(std::time::Duration::from_secs(3)) };
+
 pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
     if mneme_core::query::fts5_expression(&args.query).is_none() {
         return Err(input(format!("the query {:?} has no word to search for", args.query)));
@@ -617,7 +623,7 @@ pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
         _ => FileRanking::Auto,
     };
     let owner = door.owner()?;
-    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&owner, &settings.dir, None, false)?) };
+    let refreshed = if args.no_refresh { None } else { Some(file_index::sync(&owner, &settings.dir, None, SEARCH_EMBEDDING)?) };
     let found = file_index::search(&owner, &args.query, args.limit, ranking, door.ops.now())?;
     if ctx.json {
         return print_json(
@@ -639,6 +645,8 @@ pub fn search(ctx: &Invocation, args: SearchArgs) -> Result<()> {
     }
     if let Some(why) = lexical_only.filter(|_| !args.lexical) {
         outln!("(by words only: {why})");
+    } else if let Some(n) = refreshed.as_ref().map(|r| r.unembedded).filter(|n| *n > 0 && !args.lexical) {
+        outln!("({n} chunks have no vector yet and were found by words only; the daemon embeds them, or run `mneme reindex`)");
     }
     Ok(())
 }

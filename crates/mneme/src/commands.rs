@@ -766,12 +766,17 @@ fn reindex(ctx: &Invocation, force: bool, batch: usize) -> Result<()> {
     if show {
         eprintln!();
     }
+    // The workspace's indexed chunks too (search by meaning over the agent's files).
+    let chunks = door.owner()?.embed_file_chunks(false, None)?;
     let status = door.ops.embedding_status(&door.me)?;
     if ctx.json {
-        return render::print_json(&serde_json::json!({ "embedded": done, "status": status }));
+        return render::print_json(&serde_json::json!({ "embedded": done, "workspace_chunks_embedded": chunks, "status": status }));
     }
     if let Some(s) = status {
         outln!("embedded {done} records with {}; {} of {} live records have vectors", s.model, s.embedded, s.embedded + s.pending);
+    }
+    if chunks > 0 {
+        outln!("embedded {chunks} chunks of the workspace's files");
     }
     Ok(())
 }

@@ -350,7 +350,14 @@ fn agent_state(
             // The file index first, so the block's knowledge entries are current (no model
             // in a hook process: words only).
             let index = mneme_service::Ops::new(service.clone(), false);
-            if let Err(e) = index.owner(&owner).and_then(|o| mneme_agent::file_index::sync(&o, &s.dir, None, false)) {
+            if let Err(e) = index.owner(&owner).and_then(|o| {
+                mneme_agent::file_index::sync(
+                    &o,
+                    &s.dir,
+                    None,
+                    mneme_agent::file_index::Embedding { background: false, budget: Some(std::time::Duration::ZERO) },
+                )
+            }) {
                 eprintln!("mneme claude-hook session-start: the file index was not refreshed: {e}");
             }
             // A user named with --user sees their facts and their profile.

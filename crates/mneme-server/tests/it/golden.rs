@@ -322,7 +322,13 @@ impl Golden {
         // Indexed once, here, rather than by the daemon's polling job, which could pick up
         // the journals the hook writes mid-run and so change the file search's scores.
         let owner = d.daemon.app.ops.owner(&d.daemon.app.internal).expect("owner");
-        let indexed = mneme_agent::file_index::sync(&owner, workspace.path(), None, false).expect("workspace indexed");
+        let indexed = mneme_agent::file_index::sync(
+            &owner,
+            workspace.path(),
+            None,
+            mneme_agent::file_index::Embedding { background: false, budget: None },
+        )
+        .expect("workspace indexed");
         assert_eq!(indexed.indexed, ["reference/projects.md"], "{indexed:?}");
         // The test's own switch, read here; the daemon's environment is `DaemonOptions::env`.
         #[allow(clippy::disallowed_methods)]

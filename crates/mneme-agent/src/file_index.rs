@@ -5,7 +5,7 @@
 //! dropped) by comparing modification time and size; the daemon calls it on a short timer
 //! with a debounce, `mneme search` calls it before searching ([`search`]). With a model
 //! attached, each sync also embeds the chunks that have no vector, so [`search`] finds
-//! them by meaning too (`mneme_service::MemoryService::search_files`); [`knowledge`] lists
+//! them by meaning too (`mneme_service::MemoryService::search_files`); [`knowledge()`] lists
 //! each file's memory type, freshness, reads and related files.
 //!
 //! Only regular files are indexed: symlinks are not followed (a link cannot pull a file

@@ -22,7 +22,7 @@ use jiff::Timestamp;
 use mneme_service::{FileHit, FileRanking, IndexedFile, NewChunk, Owner, ServiceResult};
 use mneme_workspace::chunk::{ChunkConfig, chunk_markdown};
 use mneme_workspace::consolidate::FileReads;
-use mneme_workspace::knowledge::{self, Freshness, MemoryKind, markdown_files};
+use mneme_workspace::knowledge::{Freshness, MemoryKind, markdown_files};
 use serde::Serialize;
 
 /// Larger files are skipped (and reported): a memory file this big is a mistake.
@@ -157,11 +157,7 @@ pub struct KnownSearch {
 /// hit its file's memory type, freshness and reads.
 pub fn search(owner: &Owner<'_>, query: &str, limit: usize, ranking: FileRanking, now: Timestamp) -> ServiceResult<KnownSearch> {
     let found = owner.search_files(query, limit, ranking)?;
-    let modified: HashMap<String, Timestamp> = owner
-        .indexed_files()?
-        .into_iter()
-        .map(|f| (f.path, Timestamp::from_millisecond(f.mtime_ms).unwrap_or(Timestamp::UNIX_EPOCH)))
-        .collect();
+    let modified: HashMap<String, Timestamp> = owner.indexed_files()?.into_iter().map(|f| (f.path.clone(), f.modified())).collect();
     let reads = file_reads(owner)?;
     let hits = found
         .hits
@@ -169,10 +165,9 @@ pub fn search(owner: &Owner<'_>, query: &str, limit: usize, ranking: FileRanking
         .map(|hit| {
             let path = hit.chunk.path.clone();
             let read = reads.get(&path);
-            let confirmed = knowledge::confirmed_at(modified.get(&path).copied().unwrap_or(now), read.map(|r| r.last));
             KnownHit {
                 memory_type: MemoryKind::of(&path),
-                freshness: Freshness::of(&path, confirmed, now, knowledge::AGING_AFTER_DAYS),
+                freshness: Freshness::of_file(&path, modified.get(&path).copied().unwrap_or(now), read.map(|r| r.last), now),
                 reads: read.map_or(0, |r| r.count),
                 hit,
             }
@@ -225,27 +220,30 @@ pub struct EntryReads {
 
 /// Every indexed file with its memory type, freshness, reads, entries and related files.
 pub fn knowledge(owner: &Owner<'_>, now: Timestamp) -> ServiceResult<Vec<FileKnowledge>> {
-    let reads = owner.workspace_reads()?;
+    // Each file's own reads (heading empty) and its entries', by path.
+    let mut reads: HashMap<String, (Option<mneme_service::WorkspaceRead>, Vec<EntryReads>)> = HashMap::new();
+    for r in owner.workspace_reads()? {
+        let (file, entries) = reads.entry(r.path.clone()).or_default();
+        if r.heading.is_empty() {
+            *file = Some(r);
+        } else {
+            entries.push(EntryReads { heading: r.heading, reads: r.count, last_read: r.last_at });
+        }
+    }
     let mut related = owner.related_files(mneme_service::RELATED_PER_HIT)?;
     let mut out: Vec<FileKnowledge> = owner
         .indexed_files()?
         .into_iter()
         .map(|f| {
-            let modified = Timestamp::from_millisecond(f.mtime_ms).unwrap_or(Timestamp::UNIX_EPOCH);
-            let file_read = reads.iter().find(|r| r.path == f.path && r.heading.is_empty());
-            let confirmed = knowledge::confirmed_at(modified, file_read.map(|r| r.last_at));
-            let mut entries: Vec<EntryReads> = reads
-                .iter()
-                .filter(|r| r.path == f.path && !r.heading.is_empty())
-                .map(|r| EntryReads { heading: r.heading.clone(), reads: r.count, last_read: r.last_at })
-                .collect();
+            let modified = f.modified();
+            let (file_read, mut entries) = reads.remove(&f.path).unwrap_or_default();
             entries.sort_by(|a, b| b.reads.cmp(&a.reads).then_with(|| a.heading.cmp(&b.heading)));
             FileKnowledge {
                 memory_type: MemoryKind::of(&f.path),
-                freshness: Freshness::of(&f.path, confirmed, now, knowledge::AGING_AFTER_DAYS),
+                freshness: Freshness::of_file(&f.path, modified, file_read.as_ref().map(|r| r.last_at), now),
                 modified,
-                reads: file_read.map_or(0, |r| r.count),
-                last_read: file_read.map(|r| r.last_at),
+                reads: file_read.as_ref().map_or(0, |r| r.count),
+                last_read: file_read.as_ref().map(|r| r.last_at),
                 chunks: f.chunks,
                 related: related
                     .remove(&f.path)

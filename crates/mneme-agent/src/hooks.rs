@@ -1437,5 +1437,5 @@ fn in_the_playbook(path: &str) -> bool {
     use mneme_workspace::paths;
     path == paths::PLAYBOOK
         || path == paths::EFFECTIVE_PLAYBOOK
-        || path.strip_prefix(mneme_workspace::modules::MODULES_DIR).is_some_and(|rest| rest.starts_with('/'))
+        || mneme_workspace::knowledge::is_under(path, mneme_workspace::modules::MODULES_DIR)
 }

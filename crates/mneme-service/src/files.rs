@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mneme_store::{ChunkHit, WorkspaceRead, quantize};
+use mneme_store::{ChunkHit, ChunkVector, WorkspaceRead, quantize};
 use serde::{Deserialize, Serialize};
 
 use crate::{MemoryService, ServiceError, ServiceResult};
@@ -72,20 +72,10 @@ pub struct FileSearch {
     pub hits: Vec<FileHit>,
 }
 
-/// A chunk's vector, as stored: int8 codes and one scale (cosines are computed on the codes).
-struct Vector {
-    id: i64,
-    path: String,
-    scale: f32,
-    codes: Vec<i8>,
-}
-
-impl Vector {
-    /// The cosine of two unit vectors from their codes (within ~1e-3 of the f32 cosine).
-    fn cosine(&self, other: &Vector) -> f32 {
-        let sum: i32 = self.codes.iter().zip(&other.codes).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
-        sum as f32 * self.scale * other.scale
-    }
+/// The cosine of two unit vectors from their stored int8 codes (within ~1e-3 of the f32 cosine).
+fn cosine(a: &ChunkVector, b: &ChunkVector) -> f32 {
+    let sum: i32 = a.codes.iter().zip(&b.codes).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
+    sum as f32 * a.scale * b.scale
 }
 
 /// Hits (the best first) that name related entries.
@@ -175,9 +165,7 @@ impl MemoryService {
         let hits = match (&query_vector, self.semantic.get()) {
             (Some(q), Some(semantic)) => {
                 let model = semantic.embedder.model_id().to_string();
-                let stored = self.reader()?.read(|tx| tx.chunk_vectors(&model))?;
-                let vectors: Vec<Vector> =
-                    stored.into_iter().map(|v| Vector { id: v.id, path: v.path, scale: v.scale, codes: v.codes }).collect();
+                let vectors = self.reader()?.read(|tx| tx.chunk_vectors(&model))?;
                 self.fuse(lexical, q, &vectors, limit)?
             }
             _ => lexical.into_iter().take(limit).map(|chunk| FileHit { chunk, related: Vec::new() }).collect(),
@@ -185,11 +173,12 @@ impl MemoryService {
         Ok(FileSearch { ranking: if query_vector.is_some() { "hybrid" } else { "lexical" }, hits })
     }
 
-    /// Reciprocal-rank fusion of the lexical hits and the chunks nearest `query`.
-    fn fuse(&self, lexical: Vec<ChunkHit>, query: &[f32], vectors: &[Vector], limit: usize) -> ServiceResult<Vec<FileHit>> {
+    /// Reciprocal-rank fusion of the lexical hits and the chunks nearest `query`; the first
+    /// [`RELATED_HITS`] hits name their related entries.
+    fn fuse(&self, lexical: Vec<ChunkHit>, query: &[f32], vectors: &[ChunkVector], limit: usize) -> ServiceResult<Vec<FileHit>> {
         let (scale, codes) = quantize(query);
-        let query = Vector { id: 0, path: String::new(), scale, codes };
-        let cosines: HashMap<i64, f32> = vectors.iter().map(|v| (v.id, v.cosine(&query))).collect();
+        let query = ChunkVector { id: 0, path: String::new(), scale, codes };
+        let cosines: HashMap<i64, f32> = vectors.iter().map(|v| (v.id, cosine(v, &query))).collect();
         let floor = self.config.retrieval.min_cosine as f32;
         let mut by_meaning: Vec<(i64, f32)> = cosines.iter().map(|(&id, &c)| (id, c)).collect();
         by_meaning.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -208,50 +197,54 @@ impl MemoryService {
         let mut order: Vec<(i64, f64)> = score.into_iter().collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         order.truncate(limit);
+        // The nearest chunks of other files to each of the first hits, best first.
+        let index: HashMap<i64, &ChunkVector> = vectors.iter().map(|v| (v.id, v)).collect();
+        let near: Vec<Vec<(f32, i64)>> = order
+            .iter()
+            .take(RELATED_HITS)
+            .map(|(id, _)| {
+                let Some(me) = index.get(id) else { return Vec::new() };
+                let mut near: Vec<(f32, i64)> = vectors
+                    .iter()
+                    .filter(|v| v.path != me.path)
+                    .map(|v| (cosine(v, me), v.id))
+                    .filter(|(c, _)| *c >= RELATED_MIN_COSINE)
+                    .collect();
+                near.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                // Enough to fill the entries when a long section's chunks share a heading.
+                near.truncate(RELATED_PER_HIT * 4);
+                near
+            })
+            .collect();
+        // One read for the hits found by meaning alone and every related chunk.
         let mut known: HashMap<i64, ChunkHit> = lexical.into_iter().map(|h| (h.id, h)).collect();
-        let missing: Vec<i64> = order.iter().map(|(id, _)| *id).filter(|id| !known.contains_key(id)).collect();
-        for hit in self.reader()?.read(|tx| tx.chunks_by_id(&missing))? {
+        let mut wanted: Vec<i64> = order.iter().map(|(id, _)| *id).chain(near.iter().flatten().map(|(_, id)| *id)).collect();
+        wanted.retain(|id| !known.contains_key(id));
+        wanted.sort_unstable();
+        wanted.dedup();
+        for hit in self.reader()?.read(|tx| tx.chunks_by_id(&wanted))? {
             known.insert(hit.id, hit);
         }
-        let index: HashMap<i64, &Vector> = vectors.iter().map(|v| (v.id, v)).collect();
-        let mut headings: HashMap<i64, (String, String)> = HashMap::new();
+        let related = |near: &[(f32, i64)]| {
+            let mut out: Vec<RelatedEntry> = Vec::new();
+            for (cosine, id) in near {
+                let Some(c) = known.get(id) else { continue };
+                // One entry per file and heading (a long section has several chunks).
+                if out.len() < RELATED_PER_HIT && !out.iter().any(|r| r.path == c.path && r.heading == c.heading) {
+                    out.push(RelatedEntry { path: c.path.clone(), heading: c.heading.clone(), cosine: *cosine });
+                }
+            }
+            out
+        };
+        let related: Vec<Vec<RelatedEntry>> = near.iter().map(|n| related(n)).collect();
         let mut hits = Vec::with_capacity(order.len());
-        for (id, fused) in order {
+        for (i, (id, fused)) in order.into_iter().enumerate() {
             let Some(mut chunk) = known.remove(&id) else { continue };
             chunk.score = fused;
             chunk.cosine = cosines.get(&id).copied();
-            let related = match index.get(&id) {
-                Some(me) if hits.len() < RELATED_HITS => self.related(me, vectors, &mut headings)?,
-                _ => Vec::new(),
-            };
-            hits.push(FileHit { chunk, related });
+            hits.push(FileHit { chunk, related: related.get(i).cloned().unwrap_or_default() });
         }
         Ok(hits)
-    }
-
-    /// The entries of other files nearest to `me` by cosine.
-    fn related(&self, me: &Vector, vectors: &[Vector], headings: &mut HashMap<i64, (String, String)>) -> ServiceResult<Vec<RelatedEntry>> {
-        let mut near: Vec<(f32, &Vector)> =
-            vectors.iter().filter(|v| v.path != me.path).map(|v| (v.cosine(me), v)).filter(|(c, _)| *c >= RELATED_MIN_COSINE).collect();
-        near.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
-        let mut out: Vec<RelatedEntry> = Vec::new();
-        for (cosine, v) in near {
-            if out.len() == RELATED_PER_HIT {
-                break;
-            }
-            if !headings.contains_key(&v.id) {
-                for hit in self.reader()?.read(|tx| tx.chunks_by_id(&[v.id]))? {
-                    headings.insert(hit.id, (hit.path, hit.heading));
-                }
-            }
-            let Some((path, heading)) = headings.get(&v.id) else { continue };
-            // One entry per file and heading (a long section has several chunks).
-            if out.iter().any(|r| &r.path == path && &r.heading == heading) {
-                continue;
-            }
-            out.push(RelatedEntry { path: path.clone(), heading: heading.clone(), cosine });
-        }
-        Ok(out)
     }
 
     /// Counts one read of each `(path, heading)` now (heading empty: the whole file).

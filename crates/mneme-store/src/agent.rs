@@ -127,6 +127,13 @@ pub struct IndexedFile {
     pub chunks: u64,
 }
 
+impl IndexedFile {
+    /// The modification time (the epoch for a time before it).
+    pub fn modified(&self) -> Timestamp {
+        Timestamp::from_millisecond(self.mtime_ms).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+}
+
 /// A chunk of a workspace file, for the index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewChunk {

@@ -43,7 +43,7 @@ pub enum MemoryKind {
 impl MemoryKind {
     /// The type of the workspace-relative `path` (`/`-separated).
     pub fn of(path: &str) -> MemoryKind {
-        let under = |dir: &str| path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'));
+        let under = |dir: &str| is_under(path, dir);
         if under(paths::SESSIONS_DIR) || under(paths::ARCHIVE_DIR) {
             return MemoryKind::Experiential;
         }
@@ -89,7 +89,7 @@ pub enum Freshness {
 impl Freshness {
     /// The freshness of `path`, last confirmed (edited or read) at `confirmed`, as of `now`.
     pub fn of(path: &str, confirmed: Timestamp, now: Timestamp, aging_after_days: i64) -> Freshness {
-        if path.strip_prefix(paths::ARCHIVE_DIR).is_some_and(|rest| rest.starts_with('/')) {
+        if is_under(path, paths::ARCHIVE_DIR) {
             return Freshness::Archived;
         }
         let idle = idle_days(confirmed, now);
@@ -100,6 +100,12 @@ impl Freshness {
         } else {
             Freshness::Active
         }
+    }
+
+    /// The freshness of `path` last edited at `modified` and last read at `last_read` (the
+    /// later confirms it), as of `now`, with the seed's 30 days ([`AGING_AFTER_DAYS`]).
+    pub fn of_file(path: &str, modified: Timestamp, last_read: Option<Timestamp>, now: Timestamp) -> Freshness {
+        Freshness::of(path, confirmed_at(modified, last_read), now, AGING_AFTER_DAYS)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -198,6 +204,11 @@ pub fn markdown_files(root: &Path, max_bytes: u64, skipped: &mut Vec<(String, St
 /// or mneme's own journals under `memory/` (each has its own lifecycle: rotation, the
 /// 30-day archive rule, the heartbeat's curation).
 pub fn reviewed(path: &str) -> bool {
-    let under = |dir: &str| path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'));
-    !(under(paths::SESSIONS_DIR) || under(paths::ARCHIVE_DIR) || under(paths::MEMORY_DIR))
+    ![paths::SESSIONS_DIR, paths::ARCHIVE_DIR, paths::MEMORY_DIR].iter().any(|dir| is_under(path, dir))
+}
+
+/// Whether the workspace-relative `path` lies inside the folder `dir` (not merely starts
+/// with its name: `sessionsX.md` is not under `sessions`).
+pub fn is_under(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }

@@ -83,6 +83,13 @@ fn facts(list: &[(&str, &str, &str, f64)]) -> Reply {
     Reply::Content(json!({ "facts": facts, "competence": [{ "skill": "skill:git+rebase", "triggers": ["history is messy"], "steps": ["git rebase -i"], "outcome": "success" }], "corrections": [] }).to_string())
 }
 
+/// Each retrieved fact's object and status, for the retrieve request `body`.
+async fn fact_objects(d: &TestDaemon, body: Value) -> Vec<(String, String)> {
+    let (_, hits) = d.post("/v1/retrieve", body).await;
+    let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+    hits["hits"].as_array().expect("hits").iter().map(|h| (text(&h["record"]["payload"]["object"]), text(&h["record"]["status"]))).collect()
+}
+
 #[tokio::test]
 async fn failures_back_off_and_fall_back_to_regex() {
     let (endpoint, script) = llm(vec![
@@ -152,15 +159,7 @@ async fn valid_answers_ingest_reinforce_supersede_and_contest() {
     let r = cycle(&d).await;
     // Same fact → reinforced; conflicting at 0.65 → contested; conflicting at 0.95 → superseded.
     assert_eq!((r["reinforced"].as_u64(), r["contested"].as_u64(), r["superseded"].as_u64()), (Some(1), Some(1), Some(1)), "{r}");
-    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Atlas", "types": ["semantic"], "limit": 20 })).await;
-    let objects: Vec<(String, String)> = hits["hits"]
-        .as_array()
-        .expect("hits")
-        .iter()
-        .map(|h| {
-            (h["record"]["payload"]["object"].as_str().unwrap_or("").to_string(), h["record"]["status"].as_str().unwrap_or("").to_string())
-        })
-        .collect();
+    let objects = fact_objects(&d, json!({ "query": "Atlas", "types": ["semantic"], "limit": 20 })).await;
     assert!(objects.contains(&("Fly.io".into(), "active".into())), "{objects:?}");
     assert!(objects.contains(&("small diffs".into(), "contested".into())), "{objects:?}");
     assert!(objects.contains(&("large diffs".into(), "active".into())), "{objects:?}");
@@ -584,16 +583,7 @@ async fn corrections_from_the_model_supersede_the_fact_they_name() {
     // The model was shown the known fact it corrected.
     let prompt = script.requests.lock().await[0]["messages"][1]["content"].as_str().unwrap_or("").to_string();
     assert!(prompt.contains("F1: Dana lives in Berlin"), "{prompt}");
-    let (_, hits) =
-        d.post("/v1/retrieve", json!({ "query": "Dana lives", "types": ["semantic"], "limit": 20, "include_tombstones": true })).await;
-    let facts: Vec<(String, String)> = hits["hits"]
-        .as_array()
-        .expect("hits")
-        .iter()
-        .map(|h| {
-            (h["record"]["payload"]["object"].as_str().unwrap_or("").to_string(), h["record"]["status"].as_str().unwrap_or("").to_string())
-        })
-        .collect();
+    let facts = fact_objects(&d, json!({ "query": "Dana lives", "types": ["semantic"], "limit": 20, "include_tombstones": true })).await;
     assert!(facts.contains(&("Munich".into(), "active".into())), "{facts:?}");
     assert!(facts.contains(&("Berlin".into(), "superseded".into())), "{facts:?}");
     d.stop().await;

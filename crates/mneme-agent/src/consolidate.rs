@@ -590,16 +590,23 @@ impl Consolidator {
 
     fn ingest_skill(&self, skill: &Skill, sensitivity: Sensitivity, scope: &Scope) -> ServiceResult<()> {
         let p = &*self.principal;
+        // The model's `outcome` (membrane §11): a skill seen failing is penalised, not
+        // reinforced, and a new skill's statistics start with what was seen.
+        let outcome = skill.outcome.as_deref().map(|o| o.trim().to_ascii_lowercase());
+        let failed = outcome.as_deref() == Some("failure");
         if let Some(known) = self.ops.find_skills(p, &skill.skill, scope)?.first() {
-            self.ops.adjust(p, &known.id, true, None, ACTOR.into(), "skill seen again in conversation".into())?;
+            let why = if failed { "skill seen failing in conversation" } else { "skill seen again in conversation" };
+            self.ops.adjust(p, &known.id, !failed, None, ACTOR.into(), why.into())?;
             return Ok(());
         }
-        let payload = CompetencePayload {
-            skill: skill.skill.clone(),
-            triggers: skill.triggers.clone(),
-            steps: skill.steps.clone(),
-            performance: Performance::default(),
-        };
+        let mut performance = Performance::default();
+        match outcome.as_deref() {
+            Some("success") => performance.record(true, None, None),
+            Some("failure") => performance.record(false, None, None),
+            _ => {}
+        }
+        let payload =
+            CompetencePayload { skill: skill.skill.clone(), triggers: skill.triggers.clone(), steps: skill.steps.clone(), performance };
         let mut options = self.options(sensitivity, scope, 0.7);
         options.tags.push("kind:skill".into());
         self.ops.ingest(p, Payload::Competence(payload), options)?;

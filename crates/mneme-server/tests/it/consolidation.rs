@@ -588,3 +588,34 @@ async fn corrections_from_the_model_supersede_the_fact_they_name() {
     assert!(facts.contains(&("Berlin".into(), "superseded".into())), "{facts:?}");
     d.stop().await;
 }
+
+/// The model's skill `outcome` (membrane §11) counts: a new skill seen failing starts with
+/// one failure in its statistics, and a known skill seen failing again loses salience
+/// instead of being reinforced.
+#[tokio::test]
+async fn a_skill_the_model_saw_fail_is_counted_as_a_failure() {
+    let skill = |outcome: &str| {
+        let skill = json!({ "skill": "skill:db+migrate", "triggers": ["schema change"], "steps": ["run migrate"], "outcome": outcome });
+        Reply::Content(json!({ "facts": [], "competence": [skill], "corrections": [] }).to_string())
+    };
+    let (endpoint, _script) = llm(vec![skill("failure"), skill("failure"), skill("success")]).await;
+    let d = daemon(&endpoint).await;
+    let record = async || {
+        let (_, found) = d.post("/v1/retrieve", json!({ "types": ["competence"] })).await;
+        found["hits"][0]["record"].clone()
+    };
+    say(&d, "the migration broke the staging database").await;
+    assert_eq!(cycle(&d).await["llm_skills"], 1);
+    let first = record().await;
+    let performance = &first["payload"]["performance"];
+    assert_eq!((performance["failure_count"].as_u64(), performance["success_count"].as_u64()), (Some(1), Some(0)), "{first}");
+    say(&d, "and it broke again on the second try").await;
+    cycle(&d).await;
+    let second = record().await;
+    assert!(second["salience"]["base"].as_f64() < first["salience"]["base"].as_f64(), "a failure penalises: {first} then {second}");
+    say(&d, "third time it worked").await;
+    cycle(&d).await;
+    let third = record().await;
+    assert!(third["salience"]["base"].as_f64() > second["salience"]["base"].as_f64(), "a success reinforces: {second} then {third}");
+    d.stop().await;
+}

@@ -123,6 +123,25 @@ pub struct App {
     pub started_at: Timestamp,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// The supervisor that started this daemon (`mneme up`), if one did.
+    pub supervisor: Option<Supervisor>,
+}
+
+/// The supervisor (`mneme up`'s `mneme supervise`) that started the daemon, as it told the
+/// daemon in `MNEME_SUPERVISOR_PID` and `MNEME_SUPERVISOR_RESTARTS` (membrane §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Supervisor {
+    pub pid: u32,
+    /// How often the supervisor restarted the daemon after a crash before starting this one.
+    pub restarts: u64,
+}
+
+impl Supervisor {
+    /// From the environment the binary passes on; `None` unless both variables are numbers.
+    pub fn from_env(env: &std::collections::BTreeMap<String, String>) -> Option<Supervisor> {
+        let number = |name: &str| env.get(name).and_then(|v| v.trim().parse::<u64>().ok());
+        Some(Supervisor { pid: u32::try_from(number("MNEME_SUPERVISOR_PID")?).ok()?, restarts: number("MNEME_SUPERVISOR_RESTARTS")? })
+    }
 }
 
 /// Finished passes of each background job (`consolidation`, `scheduler`,
@@ -175,6 +194,9 @@ pub struct DaemonStatus {
     pub embedding: Option<mneme_service::EmbeddingStatus>,
     pub consolidation_buffered: usize,
     pub errors_last_hour: u64,
+    /// Under `mneme up`: the supervisor's pid and its restart count (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<Supervisor>,
 }
 
 impl App {
@@ -352,6 +374,7 @@ impl App {
             embedding: self.ops.embedding_status(p)?,
             consolidation_buffered: self.consolidator.buffered(),
             errors_last_hour: self.metrics.errors_last_hour(),
+            supervisor: self.supervisor,
         })
     }
 

@@ -255,6 +255,7 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
         started_at: clock.now(),
         grpc_addr,
         http_addr,
+        supervisor: crate::app::Supervisor::from_env(&env),
     });
     if let Some(path) = &daemon_file {
         let file = DaemonFile {
@@ -301,6 +302,9 @@ pub async fn start(options: DaemonOptions) -> Result<Daemon, StartError> {
         console = %format!("{scheme}://{http_addr}/"),
         "mneme daemon listening"
     );
+    if !app.config.hooks.enabled {
+        tracing::warn!("hooks are disabled ([hooks] enabled = false): every hook answers at once and remembers nothing");
+    }
 
     let task = tokio::spawn(shut_down(app.clone(), rx, Servers { grpc, http, jobs, health, stop_listeners }, daemon_file));
     Ok(Daemon { app, shutdown, task })

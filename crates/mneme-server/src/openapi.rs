@@ -616,7 +616,12 @@ pub fn document() -> Value {
                 "started_at": time, "uptime_seconds": count(), "store": string(), "encrypted": { "type": "boolean" }, "total_records": count(),
                 "records_by_type": counts(), "live_records_by_type": counts(),
                 "last_consolidation": { "type": "object", "nullable": true, "description": "A CycleReport; null before the first cycle." },
-                "embedding": reference("EmbeddingStatus"), "consolidation_buffered": count(), "errors_last_hour": count()
+                "embedding": reference("EmbeddingStatus"), "consolidation_buffered": count(), "errors_last_hour": count(),
+                "supervisor": {
+                    "type": "object", "required": ["pid", "restarts"],
+                    "description": "Under `mneme up` only: the supervisor's pid and how often it restarted the daemon after a crash.",
+                    "properties": { "pid": count(), "restarts": count() }
+                }
             }
         },
         "OutcomeResult": {

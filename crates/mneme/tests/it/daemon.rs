@@ -286,6 +286,14 @@ fn supervisor_restarts_a_crashed_daemon_three_times_then_gives_up() {
             (s["supervisor"]["restarts"].as_u64() == Some(round)).then_some(s)
         });
         assert_eq!(status["supervisor"]["pid"].as_u64(), Some(u64::from(supervisor)));
+        // So does the daemon's own status (what membrane's `status` reads over HTTP).
+        let http = status["http_addr"].as_str().expect("http_addr").to_string();
+        let own = get(&http, "/v1/status");
+        assert_eq!(
+            (own["supervisor"]["pid"].as_u64(), own["supervisor"]["restarts"].as_u64()),
+            (Some(u64::from(supervisor)), Some(round)),
+            "{own}"
+        );
         let text = m.ok(&["status"]);
         let plural = if round == 1 { "" } else { "s" };
         assert!(text.contains(&format!("supervisor pid {supervisor}: {round} restart{plural}")), "{text}");
@@ -672,6 +680,29 @@ fn the_master_switch_turns_every_hook_off_at_once() {
     assert_eq!(code, 0);
     assert!(on["record_ids"].as_array().is_some_and(|r| !r.is_empty()), "{on}");
     assert!(m.ok(&["recall", "Lisbon"]).contains("Lisbon"));
+    // A daemon started with the hooks off says so in its log, and its hooks store nothing.
+    let child = m
+        .command()
+        .args(["--set", "hooks.enabled=false", "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut child = Guard(child);
+    let addr: String = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").into();
+    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    let said = rt().block_on(async {
+        let body = json!({ "content": "I moved to Porto.", "sessionId": "s3" });
+        let r = reqwest::Client::new().post(format!("http://{addr}/v1/hooks/message_received")).json(&body).send().await.expect("hook");
+        r.json::<Value>().await.expect("json")
+    });
+    assert_eq!(said["record_ids"], json!([]), "{said}");
+    sigterm(child.id());
+    let status = child.wait().expect("exit");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(status.success(), "exit {status}: {stderr}");
+    assert!(stderr.contains("hooks are disabled ([hooks] enabled = false)"), "{stderr}");
 }
 
 /// A daemon serving TLS (`[server] tls_cert_file`, with membrane's protocol on and its

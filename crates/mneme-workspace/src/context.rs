@@ -158,7 +158,10 @@ pub fn context_check(settings: &WorkspaceSettings, usage_percent: f64) -> Option
          1. Update {dir}/state.md with the current work focus and pending tasks\n\
          2. Append any important events to {dir}/sessions/current.md\n\
          3. If there are unsummarized conversations (`mneme sync status`), run Memory Sync\n\
-         4. Then carry on: what is saved is injected again when the session restarts or \
+         4. Save any knowledge worth keeping (a decision, a fact about a project, a lesson) \
+         to its file under {dir}/reference/ (decisions.md, projects.md, preferences.md); \
+         `mneme search` finds it later by words or meaning\n\
+         5. Then carry on: what is saved is injected again when the session restarts or \
          compacts.",
         threshold = settings.flush_at_percent,
     ))

@@ -52,6 +52,42 @@ pub fn init(settings: &WorkspaceSettings, now: jiff::Timestamp) -> WorkspaceResu
     Ok(report)
 }
 
+/// Adds a user (zylos §3.3: "adding a new user = creating a new `users/<id>/profile.md`"):
+/// the profile template for `user` (a plain name), with `name` as its display name and
+/// name line when given. Refused when the workspace has no layout yet (run `init`) or the
+/// profile already has content; nothing else is touched. Returns the workspace-relative path.
+pub fn add_user(settings: &WorkspaceSettings, user: &str, name: Option<&str>, now: jiff::Timestamp) -> WorkspaceResult<PathBuf> {
+    let root = &settings.dir;
+    let relative = paths::profile(user)?;
+    if !root.join(paths::USERS_DIR).is_dir() {
+        return Err(WorkspaceError::NotFound(format!("{} has no users/ directory: run `mneme workspace init` first", root.display())));
+    }
+    let name = name.map(str::trim).filter(|n| !n.is_empty());
+    if let Some(n) = name
+        && n.contains(['\n', '\r'])
+    {
+        return Err(WorkspaceError::Invalid("a display name is one line".into()));
+    }
+    let _lock = WorkspaceLock::acquire(root)?;
+    let path = paths::resolve(root, &relative)?;
+    if has_content(&path)? {
+        return Err(WorkspaceError::Refused(format!("{} already exists; edit it instead", relative.display())));
+    }
+    let mut vars = templates::TemplateVars::new(settings, settings.today(now));
+    vars.user = user.to_owned();
+    let mut text = templates::render(templates::PROFILE, &vars);
+    if let Some(n) = name {
+        text = text.replacen(&format!("# User Profile: {user}"), &format!("# User Profile: {n}"), 1).replacen(
+            "- Name: (to be learned)",
+            &format!("- Name: {n}"),
+            1,
+        );
+    }
+    ensure_dir(path.parent().expect("a profile path has a parent directory"))?;
+    write_atomic(&path, text.as_bytes())?;
+    Ok(relative)
+}
+
 /// Whether the file at `path` exists and holds something other than whitespace. Files
 /// above 4 KiB count as having content without being read.
 fn has_content(path: &Path) -> WorkspaceResult<bool> {

@@ -25,12 +25,15 @@ pub const TEMPLATES: &[Template] = &[
     Template { path: paths::IDENTITY, source: include_str!("../templates/identity.md") },
     Template { path: paths::STATE, source: include_str!("../templates/state.md") },
     Template { path: paths::REFERENCES, source: include_str!("../templates/references.md") },
-    Template { path: "users/{{user}}/profile.md", source: include_str!("../templates/profile.md") },
+    Template { path: "users/{{user}}/profile.md", source: PROFILE },
     Template { path: "reference/decisions.md", source: include_str!("../templates/decisions.md") },
     Template { path: "reference/projects.md", source: include_str!("../templates/projects.md") },
     Template { path: "reference/preferences.md", source: include_str!("../templates/preferences.md") },
     Template { path: paths::CURRENT_SESSION, source: SESSION_LOG },
 ];
+
+/// A user's profile (zylos §3.2); `{{user}}` is the user's id.
+pub const PROFILE: &str = include_str!("../templates/profile.md");
 
 /// The header of a fresh `sessions/current.md`; rotation reads the date back from it.
 const SESSION_LOG: &str = include_str!("../templates/session.md");

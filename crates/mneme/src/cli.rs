@@ -653,6 +653,20 @@ pub enum WorkspaceCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Add a user the agent serves: writes users/<ID>/profile.md from the profile template
+    /// (zylos §3.3), loaded at session start when that user speaks (`--user ID`, a hook's
+    /// `ctx.userId`). Refused if the profile already has content.
+    #[command(after_help = "Examples:\n  mneme workspace add-user dana --name \"Dana Weber\"\n  mneme workspace add-user ben --json")]
+    AddUser {
+        /// The user's id, as the hooks name them (one plain name: no '/', no leading '.').
+        id: String,
+        /// Their display name, for the profile's title and Name line.
+        #[arg(long)]
+        name: Option<String>,
+        /// The workspace [default: $MNEME_WORKSPACE, else workspace.dir, else DATA_DIR/workspace].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Sizes, modification times and budgets of the memory files.
     #[command(after_help = "Examples:\n  mneme workspace status --json")]
     Status {

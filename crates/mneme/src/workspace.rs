@@ -63,6 +63,16 @@ pub fn command(ctx: &Invocation, cmd: WorkspaceCommand) -> Result<()> {
             }
             render_sync(&report)
         }
+        WorkspaceCommand::AddUser { id, name, dir } => {
+            let s = settings(ctx, dir.as_deref())?;
+            let path = init::add_user(&s, &id, name.as_deref(), now)?;
+            if ctx.json {
+                return print_json(&serde_json::json!({ "user": id, "created": path, "dir": s.dir }));
+            }
+            outln!("created {} in {}", path.display(), s.dir.display());
+            outln!("  loaded at session start when {id} speaks (e.g. `mneme claude-hook session-start --user {id}`)");
+            Ok(())
+        }
         WorkspaceCommand::Status { dir } => {
             let s = settings(ctx, dir.as_deref())?;
             for path in mneme_workspace::atomic::sweep_stale_temp_files(&s.dir, std::time::Duration::from_secs(3600)) {

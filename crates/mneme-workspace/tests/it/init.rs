@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use mneme_workspace::init::init;
+use mneme_workspace::init::{add_user, init};
 use mneme_workspace::templates::workspace_files;
 use mneme_workspace::{PathRefusal, WorkspaceError, WorkspaceSettings};
 
@@ -109,4 +109,35 @@ fn init_refuses_a_symlink_that_leads_out_of_the_workspace() {
 
     assert!(matches!(error, WorkspaceError::PathRefused { reason: PathRefusal::SymlinkEscape, .. }), "{error}");
     assert_eq!(read(&outside), "", "nothing was written outside");
+}
+
+/// Adding a user is creating their profile (zylos §3.3): from the template, with the
+/// display name when given; an existing profile, a path-like id, a missing layout and a
+/// two-line name are refused, and nothing is written.
+#[test]
+fn add_user_writes_a_profile_from_the_template_and_overwrites_nothing() {
+    let (_dir, settings) = workspace("UTC");
+    let now = ts("2024-03-09T10:00:00Z");
+    let missing = add_user(&settings, "dana", None, now).expect_err("no layout yet");
+    assert!(matches!(missing, WorkspaceError::NotFound(_)) && missing.to_string().contains("workspace init"), "{missing}");
+    init(&settings, now).expect("init");
+    let path = add_user(&settings, "dana", Some("Dana Weber"), now).expect("add");
+    assert_eq!(path, PathBuf::from("users/dana/profile.md"));
+    let text = read(settings.dir.join(&path));
+    assert!(text.starts_with("# User Profile: Dana Weber\n"), "{text}");
+    assert!(text.contains("- Name: Dana Weber\n") && text.contains("- User ID: dana\n"), "{text}");
+    write(settings.dir.join(&path), "# User Profile: Dana\n\n## Preferences\n- tea\n");
+    let again = add_user(&settings, "dana", None, now).expect_err("exists");
+    assert!(matches!(again, WorkspaceError::Refused(_)) && again.to_string().contains("already exists"), "{again}");
+    assert!(read(settings.dir.join(&path)).contains("- tea"), "the profile was kept");
+    for bad in ["../escape", ".hidden", "a/b", ""] {
+        let error = add_user(&settings, bad, None, now).expect_err(bad);
+        assert!(matches!(error, WorkspaceError::PathRefused { .. }), "{bad}: {error}");
+    }
+    let error = add_user(&settings, "ben", Some("Ben\nEvil: yes"), now).expect_err("two lines");
+    assert!(matches!(error, WorkspaceError::Invalid(_)), "{error}");
+    assert!(!settings.dir.join("users/ben").exists(), "nothing written for a refused user");
+    // Without a name the template's own placeholders stay.
+    let plain = read(settings.dir.join(add_user(&settings, "ben", None, now).expect("plain")));
+    assert!(plain.starts_with("# User Profile: ben\n") && plain.contains("- Name: (to be learned)"), "{plain}");
 }

@@ -175,3 +175,22 @@ fn session_end_writes_the_daily_entry_and_a_snapshot_from_the_transcript() {
     assert!(snapshot.contains("**assistant**: Booked the venue") && !snapshot.contains("4111"), "{snapshot}");
     assert!(std::fs::read_to_string(ws.join(format!("memory/{today}.md"))).expect("daily").contains("Session ended: abc (logout)"));
 }
+
+/// `workspace add-user` creates a new user's profile (zylos §3.3), which the session-start
+/// block then loads when that user speaks; adding them twice is refused (exit 4) and a
+/// path-like id is refused (exit 2), each naming what was wrong.
+#[test]
+fn add_user_creates_the_profile_the_session_start_block_loads() {
+    let m = Mneme::new();
+    m.ok(&["workspace", "init"]);
+    let added: serde_json::Value =
+        serde_json::from_str(&m.ok(&["workspace", "add-user", "dana", "--name", "Dana Weber", "--json"])).expect("JSON");
+    assert_eq!(added["created"], "users/dana/profile.md", "{added}");
+    let out: serde_json::Value = serde_json::from_str(&m.ok(&["claude-hook", "session-start", "--user", "dana"])).expect("JSON");
+    let context = out["hookSpecificOutput"]["additionalContext"].as_str().expect("context");
+    assert!(context.contains("User Profile: Dana Weber"), "{context}");
+    let again = m.fails(&["workspace", "add-user", "dana"], 4);
+    assert!(again.contains("users/dana/profile.md already exists"), "{again}");
+    let bad = m.fails(&["workspace", "add-user", "../root"], 2);
+    assert!(bad.contains("../root"), "{bad}");
+}

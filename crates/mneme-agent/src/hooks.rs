@@ -561,7 +561,7 @@ impl Hooks {
             Vec::new()
         });
         for f in &core {
-            sections.push((format!("## {} ({})", f.title, f.path), f.text.clone()));
+            sections.push((format!("## {} ({})", f.title, f.path), mneme_workspace::context::nest_headings(&f.text, 2)));
         }
         if !truth.trim().is_empty() {
             sections.push((String::new(), truth.trim_end().to_string()));
@@ -604,7 +604,7 @@ impl Hooks {
         ];
         for (title, text) in extra {
             if let Some(text) = text.filter(|t| !t.trim().is_empty()) {
-                sections.push((format!("## {title}"), text.trim_end().to_string()));
+                sections.push((format!("## {title}"), mneme_workspace::context::nest_headings(text.trim_end(), 2)));
             }
         }
         within_budget(&sections, self.config.session_start.budget_chars)

@@ -129,6 +129,30 @@ pub fn core_files(settings: &WorkspaceSettings, user: Option<&str>) -> Workspace
     Ok(out)
 }
 
+/// `text` with each Markdown heading outside code fences `levels` deeper (at most `######`),
+/// so a file placed under a block's own `##` heading nests under it instead of beside it.
+pub fn nest_headings(text: &str, levels: usize) -> String {
+    let mut fenced = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+                fenced = !fenced;
+                return line.to_owned();
+            }
+            let hashes = line.len() - line.trim_start_matches('#').len();
+            let is_heading = !fenced && (1..=6).contains(&hashes) && line[hashes..].starts_with(' ');
+            if is_heading { format!("{}{}", "#".repeat((hashes + levels).min(6)), &line[hashes..]) } else { line.to_owned() }
+        })
+        .collect();
+    let mut out = lines.join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
 /// The mid-session threshold check: the Memory Sync instruction when more than
 /// `sync_threshold` conversations are unsummarized, else nothing.
 pub fn prompt_submit(settings: &WorkspaceSettings, unsummarized: Option<&UnsummarizedInfo>) -> Option<String> {
@@ -352,6 +376,14 @@ mod tests {
 
     fn settings() -> WorkspaceSettings {
         WorkspaceSettings::new("/srv/agent/workspace", jiff::tz::TimeZone::UTC)
+    }
+
+    #[test]
+    fn headings_nest_deeper_except_in_code_and_never_past_six() {
+        let text = "# Identity\n## Who I Am\nplain #hashtag\n```\n# a shell comment\n```\n###### deep\n#nospace\n";
+        let nested = nest_headings(text, 2);
+        assert_eq!(nested, "### Identity\n#### Who I Am\nplain #hashtag\n```\n# a shell comment\n```\n###### deep\n#nospace\n");
+        assert_eq!(nest_headings("## x", 0), "## x");
     }
 
     #[test]

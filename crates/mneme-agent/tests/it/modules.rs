@@ -117,7 +117,7 @@ fn a_module_extracted_by_the_model_starts_suspended_and_reaches_the_next_session
         hooks.handle(&owner, HookName::SessionStart, input, &mut Vec::new()).context.unwrap_or_default()
     };
     let context = start(&hooks);
-    assert!(context.contains("## Playbook\n\n# Deploys") && context.contains("- Check the quota before every deploy"), "{context}");
+    assert!(context.contains("## Playbook\n\n### Deploys") && context.contains("- Check the quota before every deploy"), "{context}");
     modules::suspend(&b.settings, "deploys").expect("suspend");
     assert!(!start(&hooks).contains("Check the quota before every deploy"), "suspended again: gone from the next session");
 }
@@ -198,7 +198,7 @@ fn session_end_tool_results_curated_memory_and_triggers_go_through_the_hooks() {
     // Agent start: the files are deployed, the curated memory injected (private part gone).
     let context = hook(HookName::SessionStart, json!({ "sessionId": "s1" })).context.unwrap_or_default();
     assert!(s.dir.join("HEARTBEAT.md").exists() && s.dir.join("modules/base-behaviors/patterns.md").exists(), "synced at agent start");
-    assert!(context.contains("## Curated memory\n\n# Curated\n\n- The user's cat is called Miso"), "{context}");
+    assert!(context.contains("## Curated memory\n\n### Curated\n\n- The user's cat is called Miso"), "{context}");
     assert!(!context.contains("555-0100"), "{context}");
 
     // A tool call on a .tsx file marks the active module it matches.

@@ -304,7 +304,7 @@ async fn the_daemons_session_start_opens_with_the_files_and_the_speaking_users_p
         outcome["context"].as_str().expect("context").to_string()
     };
     let dana = start("dana").await;
-    assert!(dana.starts_with("## Identity (identity.md)\n\n# Identity\n\nI am Pip"), "{dana}");
+    assert!(dana.starts_with("## Identity (identity.md)\n\n### Identity\n\nI am Pip"), "{dana}");
     assert!(dana.contains("## User: dana (users/dana/profile.md)") && dana.contains("Likes short answers"), "{dana}");
     assert!(!dana.contains("Prefers mornings"), "{dana}");
     let erin = start("erin").await;

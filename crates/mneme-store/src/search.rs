@@ -11,8 +11,11 @@
 //! document frequency, then every matching row is scored and joined with `records`. A
 //! word in most records (the user's name, "docker") would make every query that names it
 //! visit most of the store. `bounded_lexical_candidates` bounds that work per word:
-//! 1. Probe each word: its newest `max_term_matches + 1` matches, in rowid order straight
-//!    from the doclist (O(cap), no scoring, no join). A word with more is *frequent*.
+//! 1. Probe each word: its newest `cap + 1` matches, in rowid order straight from the
+//!    doclist (O(cap), no scoring, no join). A word with more is *frequent*. `cap` is
+//!    `max_term_matches` for a query of up to `RARE_BUDGET` words; a longer query's probes
+//!    share the same `RARE_BUDGET × max_term_matches` rows (a 20-word paragraph probes each
+//!    word 400 deep at the default), so no query's work grows with its length.
 //! 2. No frequent word: the plain BM25 query, so results are exactly `lexical_candidates`'.
 //! 3. Otherwise BM25 runs over the rare words only, the rarest first while their matches
 //!    total at most `RARE_BUDGET × max_term_matches` (rare words carry nearly all of the
@@ -24,7 +27,8 @@
 //!    each chunk checked against the filter, so a narrow filter costs at most the probed
 //!    rows.
 //!
-//! Work is then O(words × cap + pool) whatever the store's size. What this gives up: a
+//! Work is then O(RARE_BUDGET × max_term_matches + pool) whatever the store's size and the
+//! query's length. What this gives up: a
 //! frequent word's matches older than its probe window are not candidates through that
 //! word, and an estimated word's score ignores term frequency and field weights.
 
@@ -89,6 +93,9 @@ pub type Adjacent = (Option<i64>, Option<i64>);
 /// frequent of them are estimated instead of scored by BM25 (step 3 of the module doc).
 const RARE_BUDGET: usize = 4;
 
+/// The least a word is probed, however long the query.
+const MIN_PROBE_DEPTH: usize = 64;
+
 /// On PostgreSQL, a token's matching rows are counted (for its IDF) up to this many.
 const PG_IDF_CAP: i64 = 10_000;
 
@@ -135,7 +142,11 @@ impl ReadTx<'_> {
         if self.dialect() == Dialect::Postgres {
             return self.pg_lexical(tokens, filter, pool, weights, Some(max_term_matches.max(1)));
         }
-        let cap = max_term_matches.max(1);
+        // A query's probes share one budget, `RARE_BUDGET × max_term_matches` rows: a word is
+        // probed `max_term_matches` deep while the query has at most `RARE_BUDGET` words, less
+        // deep for a longer one (a pasted paragraph), so its work does not grow with its length.
+        let budget = RARE_BUDGET.saturating_mul(max_term_matches.max(1));
+        let cap = max_term_matches.max(1).min((budget / tokens.len().max(1)).max(MIN_PROBE_DEPTH));
         let columns = searched_columns(weights);
         // Each token's newest matches, newest first: all of them when there are at most `cap`.
         let mut probes: Vec<(&String, Vec<i64>)> = Vec::with_capacity(tokens.len());
@@ -160,7 +171,7 @@ impl ReadTx<'_> {
         let mut estimated: Vec<(Vec<i64>, bool)> = Vec::new();
         for (token, rows) in probes {
             let complete = rows.len() <= cap;
-            if complete && spent + rows.len() <= RARE_BUDGET.saturating_mul(cap) {
+            if complete && spent + rows.len() <= budget {
                 spent += rows.len();
                 exact.push(token.clone());
             } else {

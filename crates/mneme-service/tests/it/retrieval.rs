@@ -154,6 +154,20 @@ fn filters_by_type_tags_time_and_minimum_salience() {
     assert_eq!(q(RetrieveRequest { types: vec![MemoryType::Semantic], ..base }).len(), 1);
 }
 
+/// A long query (a pasted paragraph) probes each word less deep, so a word in 80 records
+/// (under the cap of 100) is frequent for a 12-word query: the rare word's record still
+/// comes first, and the pool still fills from the probed matches.
+fn a_long_querys_words_share_one_probe_budget() {
+    for fx in [capped(), Fixture::new()] {
+        let kettle = fx.event("docker kettle descaled").summary;
+        filler(&fx, 80, "docker deploy");
+        let query = "docker deploy kettle alpha bravo charlie delta echo foxtrot golf hotel india";
+        let got = ask(&fx, query);
+        assert_eq!(got[0], kettle, "{got:?}");
+        assert_eq!(got.len(), 5, "{got:?}");
+    }
+}
+
 // BM25's own shape (SQLite only): PostgreSQL ranks with IDF-weighted `ts_rank`.
 #[test]
 fn ranking_weights_come_from_the_configuration() {
@@ -491,6 +505,7 @@ crate::on_both_engines!(
     a_sender_named_in_the_query_is_boosted,
     a_neighbours_context_never_reveals_a_more_sensitive_turn,
     a_rare_word_beats_records_holding_only_frequent_words,
+    a_long_querys_words_share_one_probe_budget,
     below_the_cap_ranking_is_unchanged,
     the_present_favours_the_newer_statement_and_slot_facts_come_first,
     retention_erases_old_records_of_a_type_and_nothing_else,

@@ -653,7 +653,7 @@ pub enum WorkspaceCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Add a user the agent serves: writes users/<ID>/profile.md from the profile template
+    /// Add a user the agent serves: writes `users/<ID>/profile.md` from the profile template
     /// (zylos §3.3), loaded at session start when that user speaks (`--user ID`, a hook's
     /// `ctx.userId`). Refused if the profile already has content.
     #[command(after_help = "Examples:\n  mneme workspace add-user dana --name \"Dana Weber\"\n  mneme workspace add-user ben --json")]

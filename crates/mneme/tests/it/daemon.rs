@@ -133,6 +133,16 @@ pub(crate) fn serve_with(m: &Mneme, global: &[&str], env: &[(&str, &str)], stder
     (child, addr)
 }
 
+/// SIGTERM to a daemon started with its stderr piped; its log, once it exited with success.
+fn stop_cleanly(child: &mut Guard) -> String {
+    sigterm(child.id());
+    let status = child.wait().expect("exit");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(status.success(), "exit {status}: {stderr}");
+    stderr
+}
+
 #[test]
 fn serve_shuts_down_cleanly_on_sigterm_with_requests_in_flight() {
     let m = Mneme::new();
@@ -202,11 +212,7 @@ fn json_logs_never_carry_api_keys() {
             assert_eq!(r.status().as_u16(), if key == KEY { 200 } else { 401 });
         }
     });
-    sigterm(child.id());
-    let status = child.wait().expect("exit");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
-    assert!(status.success(), "exit {status}: {stderr}");
+    let stderr = stop_cleanly(&mut child);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() >= 3, "{stderr}");
     for line in &lines {
@@ -681,27 +687,14 @@ fn the_master_switch_turns_every_hook_off_at_once() {
     assert!(on["record_ids"].as_array().is_some_and(|r| !r.is_empty()), "{on}");
     assert!(m.ok(&["recall", "Lisbon"]).contains("Lisbon"));
     // A daemon started with the hooks off says so in its log, and its hooks store nothing.
-    let child = m
-        .command()
-        .args(["--set", "hooks.enabled=false", "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve starts");
-    let mut child = Guard(child);
-    let addr: String = wait_until("daemon.json", Duration::from_secs(20), || daemon_file(&m))["http_addr"].as_str().expect("addr").into();
-    wait_until("healthz", Duration::from_secs(10), || healthy(&addr));
+    let (mut child, addr) = serve_with(&m, &["--set", "hooks.enabled=false"], &[], Stdio::piped());
     let said = rt().block_on(async {
         let body = json!({ "content": "I moved to Porto.", "sessionId": "s3" });
         let r = reqwest::Client::new().post(format!("http://{addr}/v1/hooks/message_received")).json(&body).send().await.expect("hook");
         r.json::<Value>().await.expect("json")
     });
     assert_eq!(said["record_ids"], json!([]), "{said}");
-    sigterm(child.id());
-    let status = child.wait().expect("exit");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut stderr).expect("stderr");
-    assert!(status.success(), "exit {status}: {stderr}");
+    let stderr = stop_cleanly(&mut child);
     assert!(stderr.contains("hooks are disabled ([hooks] enabled = false)"), "{stderr}");
 }
 

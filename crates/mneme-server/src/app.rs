@@ -137,10 +137,15 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
+    /// The variable naming the supervisor's pid.
+    pub const PID_VAR: &str = "MNEME_SUPERVISOR_PID";
+    /// The variable carrying its restart count.
+    pub const RESTARTS_VAR: &str = "MNEME_SUPERVISOR_RESTARTS";
+
     /// From the environment the binary passes on; `None` unless both variables are numbers.
     pub fn from_env(env: &std::collections::BTreeMap<String, String>) -> Option<Supervisor> {
         let number = |name: &str| env.get(name).and_then(|v| v.trim().parse::<u64>().ok());
-        Some(Supervisor { pid: u32::try_from(number("MNEME_SUPERVISOR_PID")?).ok()?, restarts: number("MNEME_SUPERVISOR_RESTARTS")? })
+        Some(Supervisor { pid: u32::try_from(number(Self::PID_VAR)?).ok()?, restarts: number(Self::RESTARTS_VAR)? })
     }
 }
 

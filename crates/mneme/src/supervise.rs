@@ -328,8 +328,8 @@ pub fn supervise(ctx: &Invocation, args: &ServeArgs) -> Result<()> {
             let mut command = tokio::process::Command::new(&exe);
             command.args(passthrough(ctx)).arg("serve");
             // The daemon reports these in its status (`/v1/status`'s `supervisor`).
-            command.env("MNEME_SUPERVISOR_PID", std::process::id().to_string());
-            command.env("MNEME_SUPERVISOR_RESTARTS", total_restarts.to_string());
+            command.env(mneme_server::app::Supervisor::PID_VAR, std::process::id().to_string());
+            command.env(mneme_server::app::Supervisor::RESTARTS_VAR, total_restarts.to_string());
             for (flag, v) in [
                 ("--grpc-addr", &args.grpc_addr),
                 ("--http-addr", &args.http_addr),

@@ -235,8 +235,8 @@ pub struct LiveFact {
     pub value: String,
     pub since: Option<Timestamp>,
     pub about_user: bool,
-    /// A newer statement that names the value (when and what was said): the fact may be
-    /// outdated, and the block says so rather than stating it as current.
+    /// A newer statement that names the value or is about its slot (when and what was
+    /// said): the fact may be outdated, and the block quotes the newer words in its place.
     pub newer: Option<(Timestamp, String)>,
     /// Stated before a fact it rests on changed (a manager after a change of employer):
     /// the block says so rather than stating it as current.
@@ -395,13 +395,16 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
         let mut doubts: Vec<String> = Vec::new();
         for f in list {
             let label = f.slot.as_deref().and_then(truth::slot).map_or(f.predicate.clone(), |d| d.label.to_string());
-            // Fail safe: not stated as current when a newer statement names it.
             let since = f.since.map(|t| format!(" (since {})", t.strftime("%Y-%m-%d"))).unwrap_or_default();
+            // Fail safe: a fact a newer statement puts in doubt is not stated at all. The
+            // newer words stand in its place, with their date, and the agent is told to ask:
+            // an older value beside them is what a reader takes for current ("jollof rice
+            // (since …), possibly outdated: … shakshuka is number one now").
             if let Some((at, said)) = &f.newer {
                 let said: String = said.chars().take(200).collect();
+                let recorded = f.since.map(|t| format!(" on {}", t.strftime("%Y-%m-%d"))).unwrap_or_default();
                 doubts.push(format!(
-                    "- {label}: {}{since}, possibly outdated: on {} they said \"{}\"\n",
-                    f.value,
+                    "- {label}: on {} they said \"{}\" (newer than the value recorded{recorded}; ask if unsure)\n",
                     at.strftime("%Y-%m-%d"),
                     said.trim()
                 ));

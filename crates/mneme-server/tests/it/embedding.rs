@@ -121,7 +121,7 @@ async fn what_rests_on_a_changed_fact_without_naming_it_is_marked_by_meaning() {
 /// The topic layer (`mneme_truth::topics`) reads a change the extractor's cues miss:
 /// after "I live in Austin", "been in portland about 6 yrs now" names no cue and not the
 /// old value, but it is about where the user lives. Recall puts those newer words first
-/// and the context block shows the fact as possibly outdated; a newer sentence about
+/// and the context block quotes them in the fact's place; a newer sentence about
 /// someone else's city moves nothing; a statement about a slot no fact states is quoted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
@@ -155,7 +155,8 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     assert_eq!(hits["hits"][1]["record"]["payload"]["object"], "Austin", "the fact after them: {hits}");
     let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "next" } })).await;
     let block = start.to_string();
-    assert!(block.contains("Austin (since ") && block.contains("possibly outdated") && block.contains("been in portland"), "{start}");
+    // The older value is not stated; the newer words stand in its place, dated.
+    assert!(!block.contains("Austin (since ") && block.contains("newer than the value recorded") && block.contains("been in portland"), "{start}");
     // A slot no fact states: the words, dated, not a value extraction cannot vouch for.
     assert!(block.contains("### In the user's words"), "{start}");
     assert!(block.contains(r#"diet: not recorded as a fact; on 2026-03-12 they said \"vegetarian since March\""#), "{start}");

@@ -50,7 +50,8 @@ def generated(templates: str | None, seed: int, n: int, family: str) -> list[dic
     return rows
 
 
-def paraphrases(name: str = "paraphrases.jsonl", family: str = "paraphrases") -> tuple[list[dict], list[dict]]:
+def paraphrases(name: str = "paraphrases.jsonl", family: str = "paraphrases", parts: int = 2) -> tuple[list[dict], list[dict]]:
+    """The file's rows split by a hash of their text: one part in `parts` held apart."""
     train, held = [], []
     path = HERE / name
     if not path.exists():
@@ -60,9 +61,9 @@ def paraphrases(name: str = "paraphrases.jsonl", family: str = "paraphrases") ->
         if not line.strip():
             continue
         row = json.loads(line)
-        row = {"text": row["text"], "slot": row["slot"], "kind": "turn", "family": family}
-        # A stable half by content, not by position: the split survives edits to the file.
-        (held if hashlib.sha256(row["text"].encode()).digest()[0] % 2 else train).append(row)
+        row = {"text": row["text"], "slot": row["slot"], "kind": row.get("kind", "turn"), "family": family}
+        # A stable part by content, not by position: the split survives edits to the file.
+        (held if hashlib.sha256(row["text"].encode()).digest()[0] % parts == 1 else train).append(row)
     return train, held
 
 
@@ -93,7 +94,14 @@ def main() -> None:
     para_train, para_held = paraphrases()
     changes_train, changes_tune = paraphrases("paraphrases_changes.jsonl", "changes")
     train += para_train + changes_train
-    held = generated(str(ROOT / "bench/truth/family_d.py"), 4, 40, "D") + para_held
+    # Session 30's three sets (casual changes, changes inside longer messages, look-alikes
+    # and questions): two thirds train, one third is held out.
+    s30_held = []
+    for name in ("casual", "embedded", "confusable"):
+        part_train, part_held = paraphrases(f"paraphrases_{name}.jsonl", name, parts=3)
+        train += part_train
+        s30_held += part_held
+    held = generated(str(ROOT / "bench/truth/family_d.py"), 4, 40, "D") + para_held + s30_held
     tune = generated(str(ROOT / "bench/truth/family_e.py"), 5, 40, "E") + changes_tune
     write(HERE / "train.jsonl", dedup(train))
     seen = {r["text"].strip().lower() for r in train}

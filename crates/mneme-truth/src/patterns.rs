@@ -97,7 +97,7 @@ pub fn extract(text: &str) -> Vec<Triple> {
     let mut out = Vec::new();
     for re in PATTERNS.iter() {
         for caps in re.captures_iter(text) {
-            let subject = clean_subject(&caps[1]);
+            let Some(subject) = clean_subject(&caps[1]) else { continue };
             let predicate = caps[2].split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
             // A short object can swallow the clause's final punctuation ("use it." at the end
             // of the text: the object needs 3 characters); it is not part of the object.
@@ -122,12 +122,44 @@ pub fn extract(text: &str) -> Vec<Triple> {
     out
 }
 
-/// Trims, collapses inner whitespace and drops a leading article ("The server" → "server").
-fn clean_subject(raw: &str) -> String {
+/// Words that end a clause inside what the subject pattern matched: a conjunction, a
+/// verb or a discourse word ("Games was scary but Halcyon Bank", "Ok so Mossgrove
+/// Games"). The subject is what follows the last of them.
+const CLAUSE_BREAKS: &[&str] = &[
+    "and", "but", "or", "so", "because", "when", "if", "then", "while", "although", "though", "since", "that", "which", "who", "was",
+    "were", "is", "are", "has", "have", "had", "been", "will", "would", "ok", "okay", "und", "aber", "oder", "weil", "wenn", "dass", "war",
+    "ist", "sind", "hat",
+];
+
+/// Subjects that name no one and nothing ("Someone on my team is principal engineer at
+/// some bank").
+const INDEFINITE: &[&str] = &["someone", "somebody", "anyone", "anybody", "everyone", "everybody", "nobody", "people", "jemand", "niemand"];
+
+/// Trims, collapses inner whitespace, keeps what follows a clause break and drops a
+/// leading article ("The server" → "server"). `None` when what is left is no subject of a
+/// statement about a thing: it starts in lower case after a break, names no one, or is
+/// one of the speaker's people ("My flatmate has gone full paleo": the conversational
+/// extractor reads people's facts, with their slots).
+fn clean_subject(raw: &str) -> Option<String> {
     let words: Vec<&str> = raw.split_whitespace().collect();
+    let start = words.iter().rposition(|w| CLAUSE_BREAKS.contains(&w.to_lowercase().as_str())).map_or(0, |i| i + 1);
+    let words = &words[start..];
+    let first = words.first()?;
+    if start > 0 && !first.chars().next().is_some_and(char::is_uppercase) {
+        return None;
+    }
+    let lower = first.to_lowercase();
+    if INDEFINITE.contains(&lower.as_str()) {
+        return None;
+    }
+    let people = ["my", "our", "mein", "meine", "unser", "unsere"].contains(&lower.as_str())
+        && words.iter().skip(1).any(|w| crate::lexicon::RELATIONS.contains(&w.to_lowercase().as_str()));
+    if people {
+        return None;
+    }
     let words = match words.first() {
         Some(first) if words.len() > 1 && ["the", "der", "die", "das"].contains(&first.to_lowercase().as_str()) => &words[1..],
-        _ => &words[..],
+        _ => words,
     };
-    words.join(" ")
+    Some(words.join(" "))
 }

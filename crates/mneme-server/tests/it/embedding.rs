@@ -156,7 +156,10 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "next" } })).await;
     let block = start.to_string();
     // The older value is not stated; the newer words stand in its place, dated.
-    assert!(!block.contains("Austin (since ") && block.contains("newer than the value recorded") && block.contains("been in portland"), "{start}");
+    assert!(
+        !block.contains("Austin (since ") && block.contains("newer than the value recorded") && block.contains("been in portland"),
+        "{start}"
+    );
     // A slot no fact states: the words, dated, not a value extraction cannot vouch for.
     assert!(block.contains("### In the user's words"), "{start}");
     assert!(block.contains(r#"diet: not recorded as a fact; on 2026-03-12 they said \"vegetarian since March\""#), "{start}");

@@ -31,6 +31,23 @@ fn extraction_english_and_german_deduplicated_and_noise_filtered() {
     assert!(extract("").is_empty());
 }
 
+/// The subject is a thing named after the last clause break, never a fragment of two
+/// clauses, no one, or one of the speaker's people (the conversational extractor's).
+#[test]
+fn regex_subjects_are_whole_names_of_things() {
+    let got = extract("Ngl leaving Brightwell Labs was scary but Quillmark has been great so far");
+    assert_eq!(got, vec![t("Quillmark", "has", "been great so far")]);
+    assert_eq!(extract("Ok so Mossgrove Games has a weird expense policy"), vec![t("Mossgrove Games", "has", "a weird expense policy")]);
+    assert_eq!(extract("My laptop has 32 GB of memory"), vec![t("My laptop", "has", "32 GB of memory")]);
+    for nothing in [
+        "Someone on my team is principal engineer at some bank",
+        "My flatmate has gone full dairy-free and won't shut up about it",
+        "Yesterday was long and nobody has time",
+    ] {
+        assert!(extract(nothing).is_empty(), "{nothing:?}: {:?}", extract(nothing));
+    }
+}
+
 #[test]
 fn hook_input_accepts_nested_and_flat_shapes() {
     let nested = HookInput::from_json(

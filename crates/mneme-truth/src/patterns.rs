@@ -137,7 +137,8 @@ const INDEFINITE: &[&str] = &["someone", "somebody", "anyone", "anybody", "every
 
 /// Trims, collapses inner whitespace, keeps what follows a clause break and drops a
 /// leading article ("The server" → "server"). `None` when what is left is no subject of a
-/// statement about a thing: it starts in lower case after a break, names no one, or is
+/// statement about a thing: it starts in lower case after a break (other than with an
+/// article: "Remember that the deploy is on Friday"), names no one, or is
 /// one of the speaker's people ("My flatmate has gone full paleo": the conversational
 /// extractor reads people's facts, with their slots).
 fn clean_subject(raw: &str) -> Option<String> {
@@ -145,7 +146,8 @@ fn clean_subject(raw: &str) -> Option<String> {
     let start = words.iter().rposition(|w| CLAUSE_BREAKS.contains(&w.to_lowercase().as_str())).map_or(0, |i| i + 1);
     let words = &words[start..];
     let first = words.first()?;
-    if start > 0 && !first.chars().next().is_some_and(char::is_uppercase) {
+    let article = ["the", "der", "die", "das"].contains(&first.to_lowercase().as_str());
+    if start > 0 && !article && !first.chars().next().is_some_and(char::is_uppercase) {
         return None;
     }
     let lower = first.to_lowercase();

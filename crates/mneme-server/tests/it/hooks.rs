@@ -39,6 +39,7 @@ fn regex_subjects_are_whole_names_of_things() {
     assert_eq!(got, vec![t("Quillmark", "has", "been great so far")]);
     assert_eq!(extract("Ok so Mossgrove Games has a weird expense policy"), vec![t("Mossgrove Games", "has", "a weird expense policy")]);
     assert_eq!(extract("My laptop has 32 GB of memory"), vec![t("My laptop", "has", "32 GB of memory")]);
+    assert_eq!(extract("Remember that the deploy is on Friday"), vec![t("deploy", "is", "on Friday")]);
     for nothing in [
         "Someone on my team is principal engineer at some bank",
         "My flatmate has gone full dairy-free and won't shut up about it",

@@ -8,13 +8,14 @@ only; deterministic.
 
     python3 bench/topics/build.py            # -> bench/topics/train.jsonl, tune.jsonl, heldout.jsonl
 
-train.jsonl:   the dev template family (seeds 1-3), families B and C, and the even halves
-               of paraphrases.jsonl and paraphrases_changes.jsonl (hand-written,
+train.jsonl:   the dev template family (seeds 1-3), families B and C, the even halves
+               of paraphrases.jsonl and paraphrases_changes.jsonl, and two thirds of
+               paraphrases_{casual,embedded,confusable}.jsonl (all hand-written,
                independent of every template family).
 tune.jsonl:    family E (seed 5) and the odd half of paraphrases_changes.jsonl: what the
                layer's size, decay and threshold were chosen on.
-heldout.jsonl: family D (never trained on, never tuned on) and the odd half of
-               paraphrases.jsonl. `mneme-bench topics eval` reports each.
+heldout.jsonl: family D (never trained on, never tuned on), the odd half of
+               paraphrases.jsonl and the held third of each session-30 file. `mneme-bench topics eval` reports each.
 """
 from __future__ import annotations
 

@@ -92,8 +92,8 @@ pub struct RankWeights {
     /// reaches this. A query about a slot then gets that slot's facts, and a fact yields
     /// to a newer statement on its topic that extraction did not turn into a fact
     /// ("been in portland about 6 yrs now" after "I live in Austin"). Default 0.3 (chosen
-    /// on the tune split; on held-out phrasing 79 % of its answers were right and it read
-    /// 72 % of the statements, BENCHMARKS.md); 1 turns it off.
+    /// on the tune split; on held-out phrasing 77 % of its answers were right and it read
+    /// 74 % of the statements, BENCHMARKS.md); 1 turns it off.
     pub topic_min_p: f64,
     /// The resting layer (`TopicModel::resting`, needs the embedding model) reads which
     /// fact's value a statement silently rests on ("the gym is a 5 minute walk from my

@@ -140,8 +140,9 @@ impl MemoryService {
         Ok(out)
     }
 
-    /// The user's statements (events of the user's messages, `role:user`, not questions)
-    /// that the topic layer puts in `slot`, found by searching the index with the slot's weight
+    /// The user's statements (events of the user's messages, `role:user`, not questions,
+    /// not telling of someone else: `mneme_truth::tells_of_someone_else`) that the topic
+    /// layer puts in `slot`, found by searching the index with the slot's weight
     /// vector, with a boost below a fact's: `TOPIC_SHARE` of `slot_boost` for the newest,
     /// down to half of that for the oldest, so the newest words on a topic come first
     /// when no fact answers and a live fact still outranks what it was read from.
@@ -160,7 +161,8 @@ impl MemoryService {
             .collect();
         let mut said: Vec<(jiff::Timestamp, i64)> = Vec::new();
         for (r, &seq) in tx.get_many(&on_topic)?.iter().zip(&on_topic) {
-            if is_users(r) && !read_as_other(tx, r, slot)? {
+            let text = r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default();
+            if is_users(r) && !mneme_truth::tells_of_someone_else(&text) && !read_as_other(tx, r, slot)? {
                 said.push((r.created_at, seq));
             }
         }
@@ -287,8 +289,9 @@ impl MemoryService {
                 !named.is_empty() && !named.contains(&value)
             };
             // What only supposes ("If we ever get a second cat I'm calling her Clementine")
-            // changes nothing.
-            let supposes = || mneme_truth::asserts_nothing(&text);
+            // or tells of someone else ("Dariusz wrote a whole game engine in Lua") changes
+            // nothing.
+            let supposes = || mneme_truth::asserts_nothing(&text) || mneme_truth::tells_of_someone_else(&text);
             if said > since
                 && !f.evidence.contains(&r.id.to_string())
                 && is_users(&r)

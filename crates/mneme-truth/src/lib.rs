@@ -23,7 +23,9 @@ pub mod lexicon;
 pub mod patterns;
 pub mod topics;
 
-pub use extract::{Claim, Op, asks_about_speaker, asserts_nothing, extract, is_question, named_values, question_slots};
+pub use extract::{
+    Claim, Op, asks_about_speaker, asserts_nothing, extract, is_question, named_values, question_slots, tells_of_someone_else,
+};
 pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot};
 
 /// A value as compared between statements: lower case, inner whitespace collapsed,

@@ -283,3 +283,30 @@ fn a_message_that_only_asks_is_a_question() {
         assert!(!truth::is_question(s), "{s:?} does not only ask");
     }
 }
+
+/// A name and its verb first, and no word of the speaker's: someone else's doing, which
+/// puts none of the user's facts in doubt. A verb, a known value or a word of the
+/// lexicon first is no name.
+#[test]
+fn a_name_and_its_verb_first_tell_of_someone_else() {
+    for other in [
+        "Dariusz wrote a whole game engine in Lua",
+        "Tamsin got a surprise bill from Cloudflare 😬",
+        "Kofi keeps pitching Haskell in every architecture meeting",
+        "Anouk just started pottery classes",
+    ] {
+        assert!(mneme_truth::tells_of_someone_else(other), "{other:?}");
+    }
+    for own in [
+        "Walked Juniper for an hour, my legs are dead",
+        "DynamoDB handles everything now",
+        "Sorry jollof rice, shakshuka is number one now",
+        "Reorg #3 this year, I'm under Annika now",
+        "meet Ziggy 🐶",
+        "Priya and I moved in together",
+        "Took Pepper to the vet",
+        "The shelter finally called",
+    ] {
+        assert!(!mneme_truth::tells_of_someone_else(own), "{own:?}");
+    }
+}

@@ -235,7 +235,10 @@ fn a_fact_yields_to_a_newer_statement_naming_another_known_value_of_its_slot() {
     // against the statement (it hid it before).
     assert!(start.contains("- Learning curve on Zig is steep"), "{start}");
     assert!(!start.contains("Dart (since "), "the older value is not stated as a fact: {start}");
-    assert!(start.contains("they said \"Learning curve on Zig is steep but it's what I use daily now\" (newer than the value recorded on "), "{start}");
+    assert!(
+        start.contains("they said \"Learning curve on Zig is steep but it's what I use daily now\" (newer than the value recorded on "),
+        "{start}"
+    );
     assert!(start.contains("they said \"Learning curve on Zig"), "{start}");
 }
 

@@ -645,9 +645,9 @@ pub fn asks_about_speaker(question: &str) -> Option<bool> {
     }
 }
 
-/// Whether `text` tells of someone else and not of the speaker: it opens with a name
-/// followed by a verb ("Dariusz wrote a whole game engine in Lua", "Tamsin got a
-/// surprise bill from Cloudflare") and has no first-person word anywhere. A name that is
+/// Whether `text` tells of someone else and not of the speaker: it opens with a name or
+/// one of the speaker's people followed by a verb ("Dariusz wrote a whole game engine in
+/// Lua", "My neighbour makes amazing tacos") and has no other word of the speaker's. A name that is
 /// a known value of a slot ("DynamoDB handles everything now") is the speaker's thing, not
 /// a person, and a verb or a word of the lexicon first ("Walked Juniper for an hour",
 /// "Sorry jollof rice, …") is no name. What someone else does puts none of the speaker's
@@ -656,17 +656,28 @@ pub fn tells_of_someone_else(text: &str) -> bool {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'");
     let lang = language(&text);
     let toks = tokenize(&text, &stemmer(lang));
-    if toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, POSSESSIVE) || is_word(t, &["mine", "i'm", "i've", "i'd", "i'll"])) {
+    if toks.iter().any(|t| is_word(t, FIRST_PERSON) || is_word(t, &["mine", "i'm", "i've", "i'd", "i'll"])) {
         return false;
     }
+    let possessives = toks.iter().filter(|t| is_word(t, POSSESSIVE)).count();
     let Some(first) = toks.first() else { return false };
-    if !first.cap || is_word(first, NOT_NAMES) || is_lexicon_word(first) || looks_like_a_verb(first) {
-        return false;
-    }
-    let end = toks.iter().position(|t| !t.cap || is_word(t, NOT_NAMES) || is_lexicon_word(t)).unwrap_or(toks.len());
-    if (0..SLOTS.len()).any(|k| gazetteer_hits(&toks[..end], k).first().is_some_and(|h| h.0 == 0)) {
-        return false;
-    }
+    let end = if is_word(first, POSSESSIVE) && possessives == 1 {
+        // One of the speaker's people ("My sister is dating someone called Sofia", "my
+        // best mate moved to Leeds"); "my partner is Jonas" names the speaker's own slot.
+        match (1..3).find(|&i| toks.get(i).is_some_and(is_relation)) {
+            Some(i) => i + 1,
+            None => return false,
+        }
+    } else {
+        if possessives > 0 || !first.cap || is_word(first, NOT_NAMES) || is_lexicon_word(first) || looks_like_a_verb(first) {
+            return false;
+        }
+        let end = toks.iter().position(|t| !t.cap || is_word(t, NOT_NAMES) || is_lexicon_word(t)).unwrap_or(toks.len());
+        if (0..SLOTS.len()).any(|k| gazetteer_hits(&toks[..end], k).first().is_some_and(|h| h.0 == 0)) {
+            return false;
+        }
+        end
+    };
     let verb = toks[end..].iter().find(|t| !is_word(t, &["just", "still", "also", "really", "finally", "now", "always", "never"]));
     verb.is_some_and(|x| {
         !x.cap

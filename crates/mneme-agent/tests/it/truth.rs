@@ -294,6 +294,9 @@ fn a_name_and_its_verb_first_tell_of_someone_else() {
         "Tamsin got a surprise bill from Cloudflare 😬",
         "Kofi keeps pitching Haskell in every architecture meeting",
         "Anouk just started pottery classes",
+        "My sister is dating someone called Sofia.",
+        "My neighbour makes amazing tacos.",
+        "my best mate moved to Leeds",
     ] {
         assert!(mneme_truth::tells_of_someone_else(other), "{other:?}");
     }
@@ -306,6 +309,8 @@ fn a_name_and_its_verb_first_tell_of_someone_else() {
         "Priya and I moved in together",
         "Took Pepper to the vet",
         "The shelter finally called",
+        "My partner is Jonas",
+        "My sister's dog is called Rex, my favourite dog",
     ] {
         assert!(!mneme_truth::tells_of_someone_else(own), "{own:?}");
     }

@@ -159,9 +159,6 @@ fn clean_subject(raw: &str) -> Option<String> {
     if people {
         return None;
     }
-    let words = match words.first() {
-        Some(first) if words.len() > 1 && ["the", "der", "die", "das"].contains(&first.to_lowercase().as_str()) => &words[1..],
-        _ => words,
-    };
+    let words = if article && words.len() > 1 { &words[1..] } else { words };
     Some(words.join(" "))
 }

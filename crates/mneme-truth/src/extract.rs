@@ -647,11 +647,11 @@ pub fn asks_about_speaker(question: &str) -> Option<bool> {
 
 /// Whether `text` tells of someone else and not of the speaker: it opens with a name or
 /// one of the speaker's people followed by a verb ("Dariusz wrote a whole game engine in
-/// Lua", "My neighbour makes amazing tacos") and has no other word of the speaker's. A name that is
-/// a known value of a slot ("DynamoDB handles everything now") is the speaker's thing, not
-/// a person, and a verb or a word of the lexicon first ("Walked Juniper for an hour",
-/// "Sorry jollof rice, …") is no name. What someone else does puts none of the speaker's
-/// facts in doubt.
+/// Lua", "My neighbour makes amazing tacos") and has no other word of the speaker's. A
+/// name that is a known value of a slot ("DynamoDB handles everything now") is the
+/// speaker's thing, not a person, and a verb or a word of the lexicon first ("Walked
+/// Juniper for an hour", "Sorry jollof rice, …") is no name. What someone else does puts
+/// none of the speaker's facts in doubt.
 pub fn tells_of_someone_else(text: &str) -> bool {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'");
     let lang = language(&text);
@@ -1548,9 +1548,15 @@ fn negated(toks: &[Tok], lang: Lang) -> Option<usize> {
 /// A value after `from` (the name or noun phrase of the slot's shape).
 fn value_after(toks: &[Tok], from: usize, def: &SlotDef) -> Option<(usize, usize)> {
     let mut i = from;
-    while i < toks.len() && (is_word(&toks[i], SKIP) || toks[i].text == ",") {
-        // Only skip a capitalised SKIP word when it is a function word ("The").
-        i += 1;
+    loop {
+        if i < toks.len() && (is_word(&toks[i], SKIP) || toks[i].text == ",") {
+            i += 1;
+        } else if let Some(n) = time_adverbial(&toks[i..]) {
+            // "My favourite food these days is arepas": when, not what.
+            i += n;
+        } else {
+            break;
+        }
     }
     // A clause that opens with its verb ("Took Pepper to the vet") drops its "I": the
     // verb is no part of a name.
@@ -1586,6 +1592,19 @@ fn value_after(toks: &[Tok], from: usize, def: &SlotDef) -> Option<(usize, usize
             (end > start).then_some((start, end))
         }
     }
+}
+
+/// The length of a time adverbial at the start of `toks` ("these days", "lately", "right
+/// now", "nowadays", "zurzeit"), if one stands there.
+fn time_adverbial(toks: &[Tok]) -> Option<usize> {
+    let first = toks.first()?;
+    if is_word(first, &["lately", "nowadays", "recently", "atm", "currently", "zurzeit", "derzeit", "momentan", "neuerdings"]) {
+        return Some(1);
+    }
+    let pair = toks
+        .get(1)
+        .is_some_and(|second| (first.lower == "these" && second.lower == "days") || (first.lower == "right" && second.lower == "now"));
+    pair.then_some(2)
 }
 
 fn span(toks: &[Tok], (a, b): (usize, usize)) -> String {

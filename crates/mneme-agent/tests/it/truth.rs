@@ -315,3 +315,15 @@ fn a_name_and_its_verb_first_tell_of_someone_else() {
         assert!(!mneme_truth::tells_of_someone_else(own), "{own:?}");
     }
 }
+
+/// A time adverbial between a slot's noun and its value says when, not what.
+#[test]
+fn a_time_adverbial_before_the_value_is_no_part_of_it() {
+    let cases: &[(&str, &[&str])] = &[
+        ("My favourite food these days is arepas", &["food Set arepas"]),
+        ("my favourite dish lately is pho", &["food Set pho"]),
+        ("My editor right now is Zed", &["editor Set Zed"]),
+        ("My favourite food is arepas", &["food Set arepas"]),
+    ];
+    assert_claims(cases);
+}

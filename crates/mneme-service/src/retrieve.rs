@@ -291,13 +291,13 @@ impl MemoryService {
             // What only supposes ("If we ever get a second cat I'm calling her Clementine")
             // or tells of someone else ("Dariusz wrote a whole game engine in Lua") changes
             // nothing.
-            let supposes = || mneme_truth::asserts_nothing(&text) || mneme_truth::tells_of_someone_else(&text);
+            let changes_nothing = || mneme_truth::asserts_nothing(&text) || mneme_truth::tells_of_someone_else(&text);
             if said > since
                 && !f.evidence.contains(&r.id.to_string())
                 && is_users(&r)
                 && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
                 && (on_topic.contains(seq) || names_another())
-                && !supposes()
+                && !changes_nothing()
                 && !read_as_other(tx, &r, slot.unwrap_or_default())?
             {
                 newest = Some(r);

@@ -262,6 +262,10 @@ pub enum Command {
         /// instead of synthetic 8–16-word texts.
         #[arg(long)]
         file: Option<PathBuf>,
+        /// Also embed the texts as queries (one text a call) from this many threads at
+        /// once, as concurrent recalls do, and report queries/s, CPU and latency.
+        #[arg(long, default_value_t = 0)]
+        clients: usize,
     },
     /// The vector index at scale on synthetic vectors: build time, memory, ANN latency and
     /// recall@10 against exact search; with --store, hybrid retrieve latency on a real store.

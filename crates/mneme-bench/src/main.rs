@@ -132,8 +132,8 @@ fn run(cli: Cli) -> Result<()> {
                 _ => crate::corrections::eval(&dir, data, layer.as_deref(), (*threshold, *question_threshold), *show_errors, json),
             }
         }
-        Command::Embed { texts, batch, model_dir, file } => {
-            crate::embed::embed(model_dir.as_deref(), &config(&cli, &data_dir(&cli)?)?, file.as_deref(), *texts, *batch, json)
+        Command::Embed { texts, batch, model_dir, file, clients } => {
+            crate::embed::embed(model_dir.as_deref(), &config(&cli, &data_dir(&cli)?)?, file.as_deref(), (*texts, *batch, *clients), json)
         }
         Command::Vectors { records, dim, queries, coarse, rerank, lists, nprobe, store } => crate::vectors::vectors(
             *records,

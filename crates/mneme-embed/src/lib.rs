@@ -347,11 +347,15 @@ impl MiniLm {
             // candle parallelises inside each operation; passes share rayon's global pool.
             return self.encode_on(texts, 1, true);
         }
-        if lane == Lane::Foreground && texts.len() == 1 {
-            // One text (a query): its pass runs right here, at the caller's priority.
-            return self.encode_on(texts, 1, false);
-        }
         let pool = encoder_pool(lane);
+        if lane == Lane::Foreground && texts.len() == 1 {
+            // One text (a query): one pass on an encoder thread at normal priority. Run on the
+            // caller's own thread, each of its LayerNorms, softmaxes and GELUs (rayon
+            // parallel iterators) would be handed to rayon's pool and waited for: 25 handoffs
+            // and context switches a query. (Sharing one pass among queries that arrive
+            // together was tried: no less CPU per query, see BENCHMARKS.md.)
+            return pool.install(|| self.encode_on(texts, 1, false));
+        }
         pool.install(|| self.encode_on(texts, pool.current_num_threads(), true))
     }
 

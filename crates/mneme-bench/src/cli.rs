@@ -156,6 +156,35 @@ pub enum Command {
         #[arg(long, default_value_t = mneme_core::RankWeights::default().max_term_matches)]
         cap: usize,
     },
+    /// The span reader (`mneme_truth::spans`): trains it on hand-labelled values
+    /// (`bench/topics/spans/`) and reports it beside the phrase extractor on each part.
+    Spans {
+        /// Labelled JSON Lines, `{"text", "slot", "value": SPAN or null, "source"}` (repeatable).
+        #[arg(long, required = true)]
+        data: Vec<PathBuf>,
+        /// Where to write the trained reader.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Training epochs (full batch).
+        #[arg(long, default_value_t = 300)]
+        epochs: usize,
+        /// Adam's learning rate.
+        #[arg(long, default_value_t = 0.02)]
+        learning_rate: f32,
+        /// Weight decay (times the squared weights).
+        #[arg(long, default_value_t = 1e-4)]
+        l2: f32,
+        /// The reader answers when its span has at least this share of the span's and "no
+        /// value"'s probability together.
+        #[arg(long, default_value_t = 0.5)]
+        min_share: f32,
+        /// Prints up to this many held-out rows the reader got wrong.
+        #[arg(long, default_value_t = 0)]
+        show_errors: usize,
+        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
     /// The topic layer (`mneme_truth::topics`): `train` fits it to a labelled set and
     /// writes the weights; `eval` reports accuracy, precision and recall on a labelled set.
     Topics {

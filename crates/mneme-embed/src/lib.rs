@@ -131,6 +131,21 @@ struct Layer {
     output_norm: LayerNorm,
 }
 
+/// A text's tokens as the encoder read them ([`MiniLm::token_states`]).
+#[derive(Debug, Clone)]
+pub struct TokenStates {
+    /// WordPiece tokens, `[CLS]` first and `[SEP]` last.
+    pub tokens: Vec<String>,
+    /// Each token's byte range in the text (`(0, 0)` for `[CLS]` and `[SEP]`).
+    pub offsets: Vec<(usize, usize)>,
+    /// Whether each token begins a word (not a `##` continuation).
+    pub word_starts: Vec<bool>,
+    /// The last hidden state of each token.
+    pub states: Vec<Vec<f32>>,
+    /// The sentence's unit vector, as `embed` gives it.
+    pub sentence: Vec<f32>,
+}
+
 /// all-MiniLM-L6-v2 (or any sentence-transformers BERT with mean pooling) on the CPU.
 #[derive(Debug)]
 pub struct MiniLm {
@@ -213,6 +228,43 @@ impl MiniLm {
     }
 
     fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> EmbedResult<Tensor> {
+        let x = self.hidden_states(ids, type_ids, mask)?;
+        // Mean over real tokens, then unit length.
+        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = x.broadcast_mul(&m)?.sum(1)?;
+        let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        Ok(mean.broadcast_div(&norm)?)
+    }
+
+    /// One text's WordPiece tokens with the encoder's last hidden state for each (what a
+    /// reader of spans works on), beside the sentence vector [`Embedder::embed`] gives.
+    pub fn token_states(&self, text: &str) -> EmbedResult<TokenStates> {
+        let encoding = self.tokenizer.encode(text, true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let seq = encoding.get_ids().len().max(1);
+        let ids = Tensor::from_vec(encoding.get_ids().to_vec(), (1, seq), &self.device)?;
+        let types = Tensor::from_vec(encoding.get_type_ids().to_vec(), (1, seq), &self.device)?;
+        let mask = Tensor::from_vec(encoding.get_attention_mask().to_vec(), (1, seq), &self.device)?;
+        let states = self.hidden_states(&ids, &types, &mask)?.squeeze(0)?.to_vec2::<f32>()?;
+        // Every token is real (no padding): the sentence vector is their mean, unit length.
+        let mut sentence = vec![0f32; self.hidden];
+        for state in &states {
+            sentence.iter_mut().zip(state).for_each(|(s, x)| *s += x / states.len() as f32);
+        }
+        let norm = sentence.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        sentence.iter_mut().for_each(|x| *x /= norm);
+        Ok(TokenStates {
+            tokens: encoding.get_tokens().to_vec(),
+            offsets: encoding.get_offsets().to_vec(),
+            word_starts: (0..seq).map(|i| i == 0 || encoding.get_word_ids().get(i) != encoding.get_word_ids().get(i - 1)).collect(),
+            states,
+            sentence,
+        })
+    }
+
+    /// The last layer's output, `batch × seq × hidden`.
+    fn hidden_states(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> EmbedResult<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let positions = Tensor::arange(0u32, seq as u32, &self.device)?.unsqueeze(0)?;
         let x = self.words.forward(ids)?.broadcast_add(&self.positions.forward(&positions)?)?.add(&self.token_types.forward(type_ids)?)?;
@@ -234,13 +286,7 @@ impl MiniLm {
             let inner = gelu::gelu_erf(&layer.intermediate.forward(&attended)?)?;
             x = layer.output_norm.forward(&(layer.output.forward(&inner)? + &attended)?)?;
         }
-        // Mean over real tokens, then unit length.
-        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = x.broadcast_mul(&m)?.sum(1)?;
-        let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-        Ok(mean.broadcast_div(&norm)?)
+        Ok(x)
     }
 }
 

@@ -21,6 +21,7 @@
 mod extract;
 pub mod lexicon;
 pub mod patterns;
+pub mod spans;
 pub mod topics;
 
 pub use extract::{

@@ -176,3 +176,22 @@ mod provider {
         assert!(OpenAiEmbedder::new("ftp://x", "m", None, 3, Duration::from_secs(1)).is_err());
     }
 }
+
+#[test]
+fn token_states_name_each_token_and_pool_to_the_sentence_vector() {
+    let model = MiniLm::load(&model_dir(), "all-MiniLM-L6-v2").expect("load");
+    let text = "we finally left Denver!! new place is in Boise";
+    let t = model.token_states(text).expect("token states");
+    assert_eq!(t.tokens.first().map(String::as_str), Some("[CLS]"));
+    assert_eq!(t.tokens.last().map(String::as_str), Some("[SEP]"));
+    assert_eq!((t.states.len(), t.offsets.len(), t.word_starts.len()), (t.tokens.len(), t.tokens.len(), t.tokens.len()));
+    assert!(t.states.iter().all(|s| s.len() == 384));
+    // Offsets are byte ranges of the text; a word's continuation pieces do not start words.
+    let boise = t.offsets.iter().position(|&(a, b)| &text[a..b] == "boise" || &text[a..b] == "Boise").expect("Boise is one token");
+    assert!(t.word_starts[boise]);
+    for (i, token) in t.tokens.iter().enumerate() {
+        assert_eq!(t.word_starts[i], !token.starts_with("##"), "token {i} {token:?}");
+    }
+    let v = model.embed(&[text]).expect("embed");
+    assert!(max_diff(&t.sentence, &v[0]) < 1e-5, "the mean of the states is the sentence vector");
+}

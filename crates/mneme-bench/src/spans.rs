@@ -1,0 +1,166 @@
+//! `mneme-bench spans`: trains the span reader (`mneme_truth::spans`) on hand-labelled
+//! values (`bench/topics/spans/`) and measures it, beside the phrase extractor, on the
+//! parts it did not train on. The parts follow `bench/topics/build.py`'s split by a hash
+//! of the text, so a message the topic layer holds out is held out here too.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use mneme_embed::{DEFAULT_MODEL, TokenStates};
+use mneme_truth::spans::{Example, SpanReader, Tokens, Training};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+#[derive(Deserialize)]
+struct Row {
+    text: String,
+    slot: String,
+    value: Option<String>,
+    source: String,
+}
+
+/// Which part a row is in: `build.py` holds out one part in `parts` of each file (the
+/// changes file's other half tunes the topic layer: held out here as well).
+fn part(row: &Row) -> &'static str {
+    let parts = if row.source.starts_with("paraphrases.") || row.source.starts_with("paraphrases_changes") { 2 } else { 3 };
+    if Sha256::digest(row.text.as_bytes())[0] % parts == 1 {
+        if row.source.starts_with("paraphrases_changes") { "tune" } else { "held" }
+    } else {
+        "train"
+    }
+}
+
+/// The value's token span: the tokens whose bytes overlap its first occurrence.
+fn token_span(states: &TokenStates, text: &str, value: &str) -> Option<(usize, usize)> {
+    let at = text.find(value)?;
+    let end = at + value.len();
+    let inside: Vec<usize> =
+        states.offsets.iter().enumerate().filter(|(i, (a, b))| *i > 0 && a < b && *a < end && *b > at).map(|(i, _)| i).collect();
+    Some((*inside.first()?, *inside.last()?))
+}
+
+fn span_text<'a>(states: &TokenStates, text: &'a str, (start, end): (usize, usize)) -> &'a str {
+    text.get(states.offsets[start].0..states.offsets[end].1).unwrap_or("")
+}
+
+#[derive(Default)]
+struct Tally {
+    rows: usize,
+    with_value: usize,
+    reader_right: usize,
+    reader_wrong: usize,
+    extractor_right: usize,
+    extractor_wrong: usize,
+    either_right: usize,
+    none_rows: usize,
+    reader_abstained_on_none: usize,
+}
+
+impl Tally {
+    fn figures(&self) -> serde_json::Value {
+        let pct = |a: usize, b: usize| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+        json!({
+            "rows": self.rows,
+            "with_value": self.with_value,
+            "reader_recall": pct(self.reader_right, self.with_value),
+            "reader_precision": pct(self.reader_right, self.reader_right + self.reader_wrong),
+            "extractor_recall": pct(self.extractor_right, self.with_value),
+            "extractor_precision": pct(self.extractor_right, self.extractor_right + self.extractor_wrong),
+            "extractor_else_reader_recall": pct(self.either_right, self.with_value),
+            "no_value_rows": self.none_rows,
+            "reader_abstains_on_no_value": pct(self.reader_abstained_on_none, self.none_rows),
+        })
+    }
+}
+
+pub struct Settings {
+    pub data: Vec<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub training: Training,
+    /// The reader answers when its span's probability is at least this share of the
+    /// span's and "no value"'s together.
+    pub min_share: f32,
+    pub show_errors: usize,
+}
+
+pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
+    let model = crate::topics::load(dir)?;
+    let mut rows = Vec::new();
+    for path in &settings.data {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled value", path.display(), i + 1))?;
+            if mneme_truth::slot(&row.slot).is_none() {
+                bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
+            }
+            rows.push(row);
+        }
+    }
+    let slots: Vec<String> = mneme_truth::SLOTS.iter().map(|s| s.id.to_string()).collect();
+    eprintln!("reading {} messages with the encoder", rows.len());
+    let states: Vec<TokenStates> = rows.iter().map(|r| model.token_states(&r.text)).collect::<Result<_, _>>()?;
+    let examples: Vec<Example> = rows
+        .iter()
+        .zip(&states)
+        .filter(|(r, _)| part(r) == "train")
+        .filter_map(|(r, s)| {
+            let span = match &r.value {
+                Some(v) => Some(token_span(s, &r.text, v)?),
+                None => None,
+            };
+            Some(Example {
+                states: s.states.clone(),
+                word_starts: s.word_starts.clone(),
+                slot: slots.iter().position(|x| *x == r.slot)?,
+                span,
+            })
+        })
+        .collect();
+    eprintln!("training on {} messages", examples.len());
+    let reader = SpanReader::train(DEFAULT_MODEL, slots.clone(), &examples, settings.training);
+    if let Some(out) = &settings.out {
+        std::fs::write(out, serde_json::to_string(&reader)?).with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    let mut tallies: std::collections::BTreeMap<&str, Tally> = Default::default();
+    let mut errors = Vec::new();
+    for (r, s) in rows.iter().zip(&states) {
+        let tally = tallies.entry(part(r)).or_default();
+        tally.rows += 1;
+        let slot = slots.iter().position(|x| *x == r.slot).expect("checked above");
+        let read = reader
+            .read(&Tokens { states: &s.states, word_starts: &s.word_starts }, slot)
+            .filter(|span| span.p >= settings.min_share * (span.p + span.p_none))
+            .map(|span| span_text(s, &r.text, (span.start, span.end)).to_string());
+        let extracted = mneme_truth::extract(&r.text)
+            .into_iter()
+            .find(|c| c.other.is_none() && c.slot == Some(r.slot.as_str()) && c.op == mneme_truth::Op::Set)
+            .map(|c| c.value);
+        let Some(value) = &r.value else {
+            tally.none_rows += 1;
+            tally.reader_abstained_on_none += usize::from(read.is_none());
+            continue;
+        };
+        tally.with_value += 1;
+        let same = |v: &Option<String>| v.as_deref().map(mneme_truth::normalize_value) == Some(mneme_truth::normalize_value(value));
+        let (reader_right, extractor_right) = (same(&read), same(&extracted));
+        tally.reader_right += usize::from(reader_right);
+        tally.reader_wrong += usize::from(read.is_some() && !reader_right);
+        tally.extractor_right += usize::from(extractor_right);
+        tally.extractor_wrong += usize::from(extracted.is_some() && !extractor_right);
+        tally.either_right += usize::from(if extracted.is_some() { extractor_right } else { reader_right });
+        if part(r) != "train" && !reader_right && errors.len() < settings.show_errors {
+            errors.push(json!({ "text": r.text, "slot": r.slot, "value": value, "reader": read, "extractor": extracted }));
+        }
+    }
+    let out = json!({
+        "parts": tallies.iter().map(|(k, t)| (k.to_string(), t.figures())).collect::<serde_json::Map<_, _>>(),
+        "errors": errors,
+    });
+    if json {
+        outln!("{out}");
+    } else {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! The span reader: which words of a message are its value for a slot, read from the
+//! encoder's token states rather than from phrase patterns.
+//!
+//! For each slot it holds two rows over the last hidden state of a token: how likely the
+//! value starts there, and how likely it ends there (the extractive reading-comprehension
+//! head, over a frozen encoder). Position 0 (`[CLS]`) stands for "no value here". A span
+//! starts at a word's first piece, ends at a word's last, and is at most [`MAX_SPAN`]
+//! tokens long. Trained on hand-labelled messages (`bench/topics/spans/`) by
+//! `mneme-bench spans train`, full-batch Adam as the topic layer is.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest value, in WordPiece tokens.
+pub const MAX_SPAN: usize = 8;
+
+/// One message as the reader sees it: the encoder's last hidden state per token, and
+/// whether each token begins a word.
+#[derive(Debug, Clone)]
+pub struct Tokens<'a> {
+    pub states: &'a [Vec<f32>],
+    pub word_starts: &'a [bool],
+}
+
+/// A span read for a slot: token positions (inclusive) and the probability of the pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+    pub p: f32,
+    /// The probability the head gives to "no value" (position 0 for both ends).
+    pub p_none: f32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpanReader {
+    /// The encoder whose token states this was trained on.
+    pub model: String,
+    pub dim: usize,
+    pub slots: Vec<String>,
+    /// Per slot: start row, start bias, end row, end bias.
+    pub start: Vec<Vec<f32>>,
+    pub start_bias: Vec<f32>,
+    pub end: Vec<Vec<f32>>,
+    pub end_bias: Vec<f32>,
+}
+
+/// One training example: a message, a slot index, and the value's token span (`None`: the
+/// message names no value for the slot).
+#[derive(Debug, Clone)]
+pub struct Example {
+    pub states: Vec<Vec<f32>>,
+    pub word_starts: Vec<bool>,
+    pub slot: usize,
+    pub span: Option<(usize, usize)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Training {
+    pub epochs: usize,
+    pub learning_rate: f32,
+    pub l2: f32,
+}
+
+impl Default for Training {
+    fn default() -> Self {
+        Training { epochs: 300, learning_rate: 0.02, l2: 1e-4 }
+    }
+}
+
+impl SpanReader {
+    pub fn slot_index(&self, slot: &str) -> Option<usize> {
+        self.slots.iter().position(|s| s == slot)
+    }
+
+    fn logits(&self, row: &[f32], bias: f32, tokens: &Tokens<'_>) -> Vec<f32> {
+        tokens.states.iter().map(|h| dot(row, h) + bias).collect()
+    }
+
+    /// The best span for `slot` in the message, with its probability beside "no value";
+    /// `None` when the slot is unknown, the dimension is not the reader's, or the message
+    /// has no word between `[CLS]` and `[SEP]`.
+    pub fn read(&self, tokens: &Tokens<'_>, slot: usize) -> Option<Span> {
+        let n = tokens.states.len();
+        if slot >= self.slots.len() || n < 3 || tokens.states[0].len() != self.dim {
+            return None;
+        }
+        let ps = softmax(&self.logits(&self.start[slot], self.start_bias[slot], tokens));
+        let pe = softmax(&self.logits(&self.end[slot], self.end_bias[slot], tokens));
+        let mut best: Option<Span> = None;
+        for i in 1..n - 1 {
+            if !tokens.word_starts[i] {
+                continue;
+            }
+            for j in i..(i + MAX_SPAN).min(n - 1) {
+                // A span ends where the next token starts a word (or at [SEP]).
+                if !tokens.word_starts.get(j + 1).copied().unwrap_or(true) {
+                    continue;
+                }
+                let p = ps[i] * pe[j];
+                if best.is_none_or(|b| p > b.p) {
+                    best = Some(Span { start: i, end: j, p, p_none: ps[0] * pe[0] });
+                }
+            }
+        }
+        best
+    }
+
+    /// Trains one start row and one end row per slot on `examples`.
+    pub fn train(model: &str, slots: Vec<String>, examples: &[Example], settings: Training) -> SpanReader {
+        let dim = examples.iter().find_map(|e| e.states.first()).map_or(0, Vec::len);
+        let k = slots.len();
+        // Flat parameters: start rows, start biases, end rows, end biases.
+        let rows = k * dim;
+        let size = 2 * (rows + k);
+        let mut theta = vec![0.0f32; size];
+        let (mut m, mut v) = (vec![0.0f32; size], vec![0.0f32; size]);
+        let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+        let n = examples.len().max(1) as f32;
+        let offset = |end: bool| if end { rows + k } else { 0 };
+        for epoch in 1..=settings.epochs {
+            let mut grad = vec![0.0f32; size];
+            for e in examples.iter().filter(|e| e.slot < k && e.states.len() >= 3) {
+                let (target_start, target_end) = e.span.unwrap_or((0, 0));
+                for (end, target) in [(false, target_start), (true, target_end)] {
+                    let base = offset(end);
+                    let row = &theta[base + e.slot * dim..base + (e.slot + 1) * dim];
+                    let bias = theta[base + rows + e.slot];
+                    let p = softmax(&e.states.iter().map(|h| dot(row, h) + bias).collect::<Vec<_>>());
+                    for (t, (h, pt)) in e.states.iter().zip(&p).enumerate() {
+                        let g = (pt - f32::from(u8::from(t == target))) / n;
+                        if g == 0.0 {
+                            continue;
+                        }
+                        let at = base + e.slot * dim;
+                        grad[at..at + dim].iter_mut().zip(h).for_each(|(gr, x)| *gr += g * x);
+                        grad[base + rows + e.slot] += g;
+                    }
+                }
+            }
+            let (c1, c2) = (1.0 - beta1.powi(epoch as i32), 1.0 - beta2.powi(epoch as i32));
+            for (j, g) in grad.into_iter().enumerate() {
+                let is_bias = (rows..rows + k).contains(&j) || j >= 2 * rows + k;
+                let g = if is_bias { g } else { g + settings.l2 * theta[j] };
+                m[j] = beta1 * m[j] + (1.0 - beta1) * g;
+                v[j] = beta2 * v[j] + (1.0 - beta2) * g * g;
+                theta[j] -= settings.learning_rate * (m[j] / c1) / ((v[j] / c2).sqrt() + eps);
+            }
+        }
+        let split = |block: &[f32]| block.chunks(dim.max(1)).map(<[f32]>::to_vec).collect::<Vec<_>>();
+        SpanReader {
+            model: model.to_string(),
+            dim,
+            slots,
+            start: split(&theta[..rows]),
+            start_bias: theta[rows..rows + k].to_vec(),
+            end: split(&theta[rows + k..2 * rows + k]),
+            end_bias: theta[2 * rows + k..].to_vec(),
+        }
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
+    let sum: f32 = exp.iter().sum();
+    exp.into_iter().map(|e| e / sum).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Token states on three axes: "filler", "value-like", and "[CLS]/[SEP]".
+    fn message(kinds: &[u8]) -> (Vec<Vec<f32>>, Vec<bool>) {
+        let states = kinds
+            .iter()
+            .map(|k| match k {
+                0 => vec![0.0, 0.0, 1.0],
+                1 => vec![1.0, 0.0, 0.0],
+                _ => vec![0.0, 1.0, 0.0],
+            })
+            .collect();
+        (states, vec![true; kinds.len()])
+    }
+
+    #[test]
+    fn training_finds_the_value_where_the_examples_put_it() {
+        // [CLS] filler filler VALUE filler [SEP], the value at varying places.
+        let mut examples = Vec::new();
+        for at in 1..5 {
+            let mut kinds = vec![0u8, 1, 1, 1, 1, 1, 0];
+            kinds[at] = 2;
+            let (states, word_starts) = message(&kinds);
+            examples.push(Example { states, word_starts, slot: 0, span: Some((at, at)) });
+        }
+        // A message with no value-like token names no value.
+        let (states, word_starts) = message(&[0, 1, 1, 1, 0]);
+        examples.push(Example { states, word_starts, slot: 0, span: None });
+        let reader = SpanReader::train("test-model", vec!["city".into()], &examples, Training::default());
+        let (states, word_starts) = message(&[0, 1, 2, 1, 1, 0]);
+        let span = reader.read(&Tokens { states: &states, word_starts: &word_starts }, 0).expect("a span");
+        assert_eq!((span.start, span.end), (2, 2));
+        assert!(span.p > span.p_none, "{span:?}");
+        let (states, word_starts) = message(&[0, 1, 1, 1, 0]);
+        let none = reader.read(&Tokens { states: &states, word_starts: &word_starts }, 0).expect("a reading");
+        assert!(none.p_none > none.p, "{none:?}");
+        assert!(reader.read(&Tokens { states: &states, word_starts: &word_starts }, 1).is_none(), "an unknown slot has no reading");
+    }
+}

@@ -893,6 +893,10 @@ impl Hooks {
         // Facts come from the user's words only: the assistant's suggestions are not facts.
         if self.config.regex_extraction && role == "user" && !question {
             let claims = mneme_truth::extract(content);
+            let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
+            let source =
+                crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope, read: false };
+            let reconciler = crate::truth::Reconciler { ops: &self.ops, principal: p };
             if claims.is_empty() {
                 for t in general_facts(content) {
                     if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
@@ -900,10 +904,25 @@ impl Hooks {
                     }
                 }
             } else {
-                let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
-                let source = crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope };
-                let applied = crate::truth::Reconciler { ops: &self.ops, principal: p }.apply(&claims, &source);
-                out.record_ids.extend(applied.record_ids);
+                out.record_ids.extend(reconciler.apply(&claims, &source).record_ids);
+            }
+            // What the phrases missed about the speaker, the encoder may read (with a local
+            // model): one value, by meaning, written as less sure than a phrase's.
+            let about_speaker = claims.iter().any(|c| c.other.is_none());
+            if !about_speaker
+                && !mneme_truth::asserts_nothing(content)
+                && !mneme_truth::tells_of_someone_else(content)
+                && let Some((slot, value)) = self.ops.read_value(content)
+            {
+                let claim = mneme_truth::Claim {
+                    other: None,
+                    slot: Some(slot),
+                    value,
+                    op: mneme_truth::Op::Set,
+                    old: None,
+                    clause: content.to_string(),
+                };
+                out.record_ids.extend(reconciler.apply(&[claim], &crate::truth::Source { read: true, ..source }).record_ids);
             }
         }
         let sender = if role == "user" { input.event.from.clone().or_else(|| input.event.sender.clone()) } else { None };

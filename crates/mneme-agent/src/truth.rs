@@ -51,6 +51,22 @@ pub struct Source<'a> {
     pub message: Option<&'a RecordId>,
     pub sensitivity: Sensitivity,
     pub scope: &'a Scope,
+    /// The claims were read by the span reader (`MemoryService::read_value`), not matched
+    /// by a phrase: written with [`READ_CONFIDENCE`] and tagged `extraction:reader`.
+    pub read: bool,
+}
+
+/// The tag of a fact the span reader read.
+pub const READ_TAG: &str = "extraction:reader";
+/// A fact's confidence when a phrase states it.
+pub const STATED_CONFIDENCE: f64 = 0.8;
+/// A fact's confidence when the span reader read it.
+pub const READ_CONFIDENCE: f64 = 0.6;
+
+impl Source<'_> {
+    fn confidence(&self) -> f64 {
+        if self.read { READ_CONFIDENCE } else { STATED_CONFIDENCE }
+    }
 }
 
 #[derive(Debug)]
@@ -120,7 +136,10 @@ impl Reconciler<'_> {
                         let change = Revision {
                             payload: Some(Payload::Semantic(self.payload(&subject, def, &claim.value, src))),
                             sensitivity: Some(old.sensitivity.max(src.sensitivity)),
-                            confidence: Some(0.8),
+                            confidence: Some(src.confidence()),
+                            tags: Some(
+                                old.tags.iter().filter(|t| *t != READ_TAG).cloned().chain(src.read.then(|| READ_TAG.to_string())).collect(),
+                            ),
                             ..Revision::default()
                         };
                         let why = format!("{} changed: {before:?} → {:?}{}", def.label, claim.value, from_message(src));
@@ -177,11 +196,14 @@ impl Reconciler<'_> {
         if claim.other.is_none() {
             tags.push(ABOUT_USER.into());
         }
+        if src.read {
+            tags.push(READ_TAG.into());
+        }
         let options = IngestOptions {
             sensitivity: Some(src.sensitivity),
             scope: Some(src.scope.clone()),
             tags,
-            confidence: Some(0.8),
+            confidence: Some(src.confidence()),
             actor: Some(ACTOR.into()),
             rationale: Some(format!("stated{}", from_message(src))),
             ..IngestOptions::default()

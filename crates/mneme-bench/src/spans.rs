@@ -120,7 +120,19 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     eprintln!("training on {} messages", examples.len());
     let reader = SpanReader::train(DEFAULT_MODEL, slots.clone(), &examples, settings.training);
     if let Some(out) = &settings.out {
-        std::fs::write(out, serde_json::to_string(&reader)?).with_context(|| format!("cannot write {}", out.display()))?;
+        let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
+        let row = |w: &[f32]| w.iter().map(rounded).collect::<Vec<_>>();
+        let rows = |m: &[Vec<f32>]| m.iter().map(|w| row(w)).collect::<Vec<_>>();
+        let file = json!({
+            "model": reader.model,
+            "dim": reader.dim,
+            "slots": reader.slots,
+            "start": rows(&reader.start),
+            "start_bias": row(&reader.start_bias),
+            "end": rows(&reader.end),
+            "end_bias": row(&reader.end_bias),
+        });
+        std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))?;
     }
     let mut tallies: std::collections::BTreeMap<&str, Tally> = Default::default();
     let mut errors = Vec::new();

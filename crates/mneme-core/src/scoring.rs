@@ -95,6 +95,12 @@ pub struct RankWeights {
     /// on the tune split; on held-out phrasing 77 % of its answers were right and it read
     /// 74 % of the statements, BENCHMARKS.md); 1 turns it off.
     pub topic_min_p: f64,
+    /// The span reader (`mneme_truth::spans`, needs the embedding model) reads the value a
+    /// user's message gives when no phrase matched it ("i do backend stuff at nike"): it
+    /// is written as a fact (confidence 0.6, tagged `extraction:reader`) when both the
+    /// topic layer's probability for the slot and the span's share against "no value"
+    /// reach this. Default 0.5; 1 turns it off.
+    pub read_min_p: f64,
     /// The resting layer (`TopicModel::resting`, needs the embedding model) reads which
     /// fact's value a statement silently rests on ("the gym is a 5 minute walk from my
     /// flat" rests on where the user lives). A statement said before that fact changed
@@ -136,6 +142,7 @@ impl Default for RankWeights {
             min_cosine: 0.2,
             slot_boost: 1.0,
             topic_min_p: 0.3,
+            read_min_p: 0.5,
             resting_min_p: 0.3,
             min_relevant: 0.0,
             present_boost: 0.1,
@@ -188,6 +195,9 @@ impl RankWeights {
         }
         if !(0.0..=1.0).contains(&self.topic_min_p) {
             return Err(CoreError::invalid("retrieval.topic_min_p", format!("{} (must be between 0 and 1)", self.topic_min_p)));
+        }
+        if !(0.0..=1.0).contains(&self.read_min_p) {
+            return Err(CoreError::invalid("retrieval.read_min_p", format!("{} (must be between 0 and 1)", self.read_min_p)));
         }
         if !(0.0..=1.0).contains(&self.min_relevant) {
             return Err(CoreError::invalid("retrieval.min_relevant", format!("{} (must be between 0 and 1)", self.min_relevant)));

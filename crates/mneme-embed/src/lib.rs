@@ -68,6 +68,11 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     fn embed_background(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
         self.embed(texts)
     }
+    /// The encoder's state for each token of `text` ([`MiniLm::token_states`]), for an
+    /// embedder that runs the encoder itself; `None` for one that only returns vectors.
+    fn token_states(&self, _text: &str) -> Option<EmbedResult<TokenStates>> {
+        None
+    }
 }
 
 /// Checks that `dir` holds the model files with the pinned digests.
@@ -305,6 +310,14 @@ impl Embedder for MiniLm {
 
     fn embed_background(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
         self.encode(texts, Lane::Background)
+    }
+
+    fn token_states(&self, text: &str) -> Option<EmbedResult<TokenStates>> {
+        if !self.serial {
+            return Some(MiniLm::token_states(self, text));
+        }
+        // On an encoder thread, as a query's pass (see `encode`).
+        Some(encoder_pool(Lane::Foreground).install(|| MiniLm::token_states(self, text)))
     }
 }
 

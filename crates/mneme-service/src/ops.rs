@@ -114,6 +114,12 @@ impl Ops {
     }
 
     /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
+    /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`):
+    /// text in, no record read, so no principal.
+    pub fn read_value(&self, text: &str) -> Option<(&'static str, String)> {
+        self.service.read_value(text)
+    }
+
     pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
         self.service.find_facts(subject, predicate, scope, &p.read)
     }

@@ -24,6 +24,22 @@ use crate::{MemoryService, ServiceError, ServiceResult};
 const PG_EF_SEARCH: usize = 100;
 
 /// The model and its index, attached by [`MemoryService::enable_embeddings`].
+/// The stopwords a name may hold inside ("Bank of America", "Procter and Gamble").
+const NAME_JOINERS: [&str; 3] = ["of", "and", "the"];
+
+/// Whether words the span reader found can be a slot's value: one to four words, no
+/// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
+/// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
+fn looks_like_a_value(value: &str) -> bool {
+    let words: Vec<String> = value.split_whitespace().map(str::to_lowercase).collect();
+    let edge = |w: Option<&String>| w.is_some_and(|w| !mneme_core::query::is_stopword(w.trim_matches(|c: char| !c.is_alphanumeric())));
+    (1..=4).contains(&words.len())
+        && !value.contains([':', ';', ',', '!', '?', '(', ')', '"'])
+        && words.iter().all(|w| !mneme_core::query::is_stopword(w) || NAME_JOINERS.contains(&w.as_str()))
+        && edge(words.first())
+        && edge(words.last())
+}
+
 #[derive(Debug)]
 pub(crate) struct Semantic {
     pub(crate) embedder: Arc<dyn Embedder>,
@@ -407,6 +423,33 @@ impl MemoryService {
             Some(s) => s.index.read().unwrap_or_else(|p| p.into_inner()).similarities_to(query, seqs),
             None => vec![None; seqs.len()],
         }
+    }
+
+    /// The value a user's message gives for one of their slots, read by meaning: the slot
+    /// the topic layer puts the message in and the words the span reader
+    /// (`mneme_truth::spans`) finds as its value, each at least `retrieval.read_min_p` sure
+    /// (the span against "no value"). A value must look like one: at most four words, no
+    /// clause punctuation, not starting or ending with a stopword. One pass of the
+    /// attached encoder; `None` without a local model, or when unsure.
+    pub fn read_value(&self, text: &str) -> Option<(&'static str, String)> {
+        let min = self.config.retrieval.read_min_p as f32;
+        let s = self.semantic.get().filter(|_| min < 1.0)?;
+        let reader = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id())?;
+        let layer = self.topic_layer()?;
+        let states = s.embedder.token_states(text)?.ok()?;
+        let topic = layer.classify(&states.sentence).filter(|t| t.p >= min)?;
+        let slot = topic.slot?;
+        let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
+        let span = reader.read(&tokens, reader.slot_index(slot)?).filter(|span| span.p >= min * (span.p + span.p_none))?;
+        let value = text.get(states.offsets[span.start].0..states.offsets[span.end].1)?;
+        let value = value.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#');
+        // Where the writer uses capitals, a name is capitalised or a known value ("The coffee
+        // machine at Globex broke again" names no employer in "coffee machine").
+        let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
+        let capitalised = value.chars().next().is_some_and(char::is_uppercase)
+            || !text.chars().any(char::is_uppercase)
+            || mneme_truth::named_values(text, slot).iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value));
+        (looks_like_a_value(value) && (!name || capitalised)).then(|| (slot, value.to_string()))
     }
 
     /// The topic layer trained on the attached encoder (`mneme_truth::topics`), if any.

@@ -67,7 +67,17 @@ impl Default for Training {
     }
 }
 
+static BUILTIN: std::sync::OnceLock<Option<SpanReader>> = std::sync::OnceLock::new();
+
 impl SpanReader {
+    /// The compiled-in reader (`data/spans.json`), if it was trained on the encoder `model`.
+    pub fn builtin(model: &str) -> Option<&'static SpanReader> {
+        BUILTIN
+            .get_or_init(|| serde_json::from_str(include_str!("../data/spans.json")).ok())
+            .as_ref()
+            .filter(|r| r.model == model && r.start.len() == r.slots.len() && r.end.len() == r.slots.len())
+    }
+
     pub fn slot_index(&self, slot: &str) -> Option<usize> {
         self.slots.iter().position(|s| s == slot)
     }

@@ -18,6 +18,9 @@ struct Row {
     slot: String,
     value: Option<String>,
     source: String,
+    /// Which part it is in ([`part`]), set once read.
+    #[serde(skip)]
+    part: &'static str,
 }
 
 /// Which part a row is in: `build.py` holds out one part in `parts` of each file (the
@@ -90,10 +93,11 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     for path in &settings.data {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled value", path.display(), i + 1))?;
+            let mut row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled value", path.display(), i + 1))?;
             if mneme_truth::slot(&row.slot).is_none() {
                 bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
             }
+            row.part = part(&row);
             rows.push(row);
         }
     }
@@ -103,7 +107,7 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     let examples: Vec<Example> = rows
         .iter()
         .zip(&states)
-        .filter(|(r, _)| part(r) == "train")
+        .filter(|(r, _)| r.part == "train")
         .filter_map(|(r, s)| {
             let span = match &r.value {
                 Some(v) => Some(token_span(s, &r.text, v)?),
@@ -120,24 +124,22 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     eprintln!("training on {} messages", examples.len());
     let reader = SpanReader::train(DEFAULT_MODEL, slots.clone(), &examples, settings.training);
     if let Some(out) = &settings.out {
-        let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
-        let row = |w: &[f32]| w.iter().map(rounded).collect::<Vec<_>>();
-        let rows = |m: &[Vec<f32>]| m.iter().map(|w| row(w)).collect::<Vec<_>>();
+        use crate::topics::{rounded, rounded_rows};
         let file = json!({
             "model": reader.model,
             "dim": reader.dim,
             "slots": reader.slots,
-            "start": rows(&reader.start),
-            "start_bias": row(&reader.start_bias),
-            "end": rows(&reader.end),
-            "end_bias": row(&reader.end_bias),
+            "start": rounded_rows(&reader.start),
+            "start_bias": rounded(&reader.start_bias),
+            "end": rounded_rows(&reader.end),
+            "end_bias": rounded(&reader.end_bias),
         });
         std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))?;
     }
     let mut tallies: std::collections::BTreeMap<&str, Tally> = Default::default();
     let mut errors = Vec::new();
     for (r, s) in rows.iter().zip(&states) {
-        let tally = tallies.entry(part(r)).or_default();
+        let tally = tallies.entry(r.part).or_default();
         tally.rows += 1;
         let slot = slots.iter().position(|x| *x == r.slot).expect("checked above");
         let read = reader
@@ -161,7 +163,7 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         tally.extractor_right += usize::from(extractor_right);
         tally.extractor_wrong += usize::from(extracted.is_some() && !extractor_right);
         tally.either_right += usize::from(if extracted.is_some() { extractor_right } else { reader_right });
-        if part(r) != "train" && !reader_right && errors.len() < settings.show_errors {
+        if r.part != "train" && !reader_right && errors.len() < settings.show_errors {
             errors.push(json!({ "text": r.text, "slot": r.slot, "value": value, "reader": read, "extractor": extracted }));
         }
     }

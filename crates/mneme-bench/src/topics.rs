@@ -74,20 +74,26 @@ fn embed_all(model: &MiniLm, rows: &[Row]) -> Result<Vec<Vec<f32>>> {
 /// Writes a trained layer as the JSON the runtime compiles in. Five significant digits are
 /// plenty for the layer and keep the file reviewable.
 pub(crate) fn write_layer(layer: &TopicModel, out: &Path) -> Result<()> {
-    let rounded = |x: &f32| (f64::from(*x) * 1e5).round() / 1e5;
-    let row = |w: &[f32]| w.iter().map(rounded).collect::<Vec<_>>();
-    let rows = |m: &[Vec<f32>]| m.iter().map(|w| row(w)).collect::<Vec<_>>();
     let mut file = json!({
         "model": layer.model,
         "dim": layer.dim,
         "classes": layer.classes,
-        "bias": row(&layer.bias),
-        "weights": rows(&layer.weights),
+        "bias": rounded(&layer.bias),
+        "weights": rounded_rows(&layer.weights),
     });
     if let Some(h) = &layer.hidden {
-        file["hidden"] = json!({ "weights": rows(&h.weights), "bias": row(&h.bias), "out": rows(&h.out) });
+        file["hidden"] = json!({ "weights": rounded_rows(&h.weights), "bias": rounded(&h.bias), "out": rounded_rows(&h.out) });
     }
     std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))
+}
+
+/// Weights to five decimals, for the JSON files the runtime compiles in.
+pub(crate) fn rounded(w: &[f32]) -> Vec<f64> {
+    w.iter().map(|x| (f64::from(*x) * 1e5).round() / 1e5).collect()
+}
+
+pub(crate) fn rounded_rows(m: &[Vec<f32>]) -> Vec<Vec<f64>> {
+    m.iter().map(|w| rounded(w)).collect()
 }
 
 pub(crate) fn load(dir: &Path) -> Result<MiniLm> {

@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::topics::{Adam, dot, softmax};
+
 /// Longest value, in WordPiece tokens.
 pub const MAX_SPAN: usize = 8;
 
@@ -82,10 +84,6 @@ impl SpanReader {
         self.slots.iter().position(|s| s == slot)
     }
 
-    fn logits(&self, row: &[f32], bias: f32, tokens: &Tokens<'_>) -> Vec<f32> {
-        tokens.states.iter().map(|h| dot(row, h) + bias).collect()
-    }
-
     /// The best span for `slot` in the message, with its probability beside "no value";
     /// `None` when the slot is unknown, the dimension is not the reader's, or the message
     /// has no word between `[CLS]` and `[SEP]`.
@@ -94,8 +92,8 @@ impl SpanReader {
         if slot >= self.slots.len() || n < 3 || tokens.states[0].len() != self.dim {
             return None;
         }
-        let ps = softmax(&self.logits(&self.start[slot], self.start_bias[slot], tokens));
-        let pe = softmax(&self.logits(&self.end[slot], self.end_bias[slot], tokens));
+        let ps = softmax(&logits(&self.start[slot], self.start_bias[slot], tokens.states));
+        let pe = softmax(&logits(&self.end[slot], self.end_bias[slot], tokens.states));
         let mut best: Option<Span> = None;
         for i in 1..n - 1 {
             if !tokens.word_starts[i] {
@@ -123,19 +121,17 @@ impl SpanReader {
         let rows = k * dim;
         let size = 2 * (rows + k);
         let mut theta = vec![0.0f32; size];
-        let (mut m, mut v) = (vec![0.0f32; size], vec![0.0f32; size]);
-        let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+        let mut adam = Adam::new(size, settings.learning_rate, settings.l2);
         let n = examples.len().max(1) as f32;
         let offset = |end: bool| if end { rows + k } else { 0 };
-        for epoch in 1..=settings.epochs {
+        for _ in 0..settings.epochs {
             let mut grad = vec![0.0f32; size];
             for e in examples.iter().filter(|e| e.slot < k && e.states.len() >= 3) {
                 let (target_start, target_end) = e.span.unwrap_or((0, 0));
                 for (end, target) in [(false, target_start), (true, target_end)] {
                     let base = offset(end);
                     let row = &theta[base + e.slot * dim..base + (e.slot + 1) * dim];
-                    let bias = theta[base + rows + e.slot];
-                    let p = softmax(&e.states.iter().map(|h| dot(row, h) + bias).collect::<Vec<_>>());
+                    let p = softmax(&logits(row, theta[base + rows + e.slot], &e.states));
                     for (t, (h, pt)) in e.states.iter().zip(&p).enumerate() {
                         let g = (pt - f32::from(u8::from(t == target))) / n;
                         if g == 0.0 {
@@ -147,14 +143,7 @@ impl SpanReader {
                     }
                 }
             }
-            let (c1, c2) = (1.0 - beta1.powi(epoch as i32), 1.0 - beta2.powi(epoch as i32));
-            for (j, g) in grad.into_iter().enumerate() {
-                let is_bias = (rows..rows + k).contains(&j) || j >= 2 * rows + k;
-                let g = if is_bias { g } else { g + settings.l2 * theta[j] };
-                m[j] = beta1 * m[j] + (1.0 - beta1) * g;
-                v[j] = beta2 * v[j] + (1.0 - beta2) * g * g;
-                theta[j] -= settings.learning_rate * (m[j] / c1) / ((v[j] / c2).sqrt() + eps);
-            }
+            adam.step(&mut theta, grad, |j| (rows..rows + k).contains(&j) || j >= 2 * rows + k);
         }
         let split = |block: &[f32]| block.chunks(dim.max(1)).map(<[f32]>::to_vec).collect::<Vec<_>>();
         SpanReader {
@@ -169,15 +158,9 @@ impl SpanReader {
     }
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
-    let sum: f32 = exp.iter().sum();
-    exp.into_iter().map(|e| e / sum).collect()
+/// One row's score at each token.
+fn logits(row: &[f32], bias: f32, states: &[Vec<f32>]) -> Vec<f32> {
+    states.iter().map(|h| dot(row, h) + bias).collect()
 }
 
 #[cfg(test)]

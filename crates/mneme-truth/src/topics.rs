@@ -167,20 +167,12 @@ impl TopicModel {
             seed ^= seed << 17;
             *x = ((seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale;
         }
-        let (mut m, mut vel) = (vec![0.0f32; theta.len()], vec![0.0f32; theta.len()]);
-        let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+        let mut adam = Adam::new(theta.len(), settings.learning_rate, settings.l2);
         let n = examples.len().max(1) as f32;
-        for epoch in 1..=settings.epochs {
+        for _ in 0..settings.epochs {
             let grad = gradient(&theta, examples, (dim, k, h), n);
-            let (c1, c2) = (1.0 - beta1.powi(epoch as i32), 1.0 - beta2.powi(epoch as i32));
-            for (j, g) in grad.into_iter().enumerate() {
-                // No decay on biases (the k linear ones sit at the end of the linear block).
-                let bias = (k * dim..lin).contains(&j) || (lin + h * dim..lin + hid).contains(&j);
-                let g = if bias { g } else { g + settings.l2 * theta[j] };
-                m[j] = beta1 * m[j] + (1.0 - beta1) * g;
-                vel[j] = beta2 * vel[j] + (1.0 - beta2) * g * g;
-                theta[j] -= settings.learning_rate * (m[j] / c1) / ((vel[j] / c2).sqrt() + eps);
-            }
+            // No decay on biases (the k linear ones sit at the end of the linear block).
+            adam.step(&mut theta, grad, |j| (k * dim..lin).contains(&j) || (lin + h * dim..lin + hid).contains(&j));
         }
         let rows = |block: &[f32], width: usize| block.chunks(width.max(1)).map(<[f32]>::to_vec).collect::<Vec<_>>();
         let weights = rows(&theta[..k * dim], dim);
@@ -249,11 +241,40 @@ fn gradient_of(theta: &[f32], examples: &[(Vec<f32>, usize)], (dim, k, h): (usiz
     g
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// Adam (β₁ 0.9, β₂ 0.999) over a flat parameter vector, with weight decay on every
+/// parameter but the biases: the trainer of the topic layer and of the span reader.
+pub(crate) struct Adam {
+    m: Vec<f32>,
+    v: Vec<f32>,
+    steps: i32,
+    learning_rate: f32,
+    l2: f32,
+}
+
+impl Adam {
+    pub(crate) fn new(size: usize, learning_rate: f32, l2: f32) -> Adam {
+        Adam { m: vec![0.0; size], v: vec![0.0; size], steps: 0, learning_rate, l2 }
+    }
+
+    /// One step down `grad`; `is_bias(j)` exempts parameter `j` from the decay.
+    pub(crate) fn step(&mut self, theta: &mut [f32], grad: Vec<f32>, is_bias: impl Fn(usize) -> bool) {
+        let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+        self.steps += 1;
+        let (c1, c2) = (1.0 - beta1.powi(self.steps), 1.0 - beta2.powi(self.steps));
+        for (j, g) in grad.into_iter().enumerate() {
+            let g = if is_bias(j) { g } else { g + self.l2 * theta[j] };
+            self.m[j] = beta1 * self.m[j] + (1.0 - beta1) * g;
+            self.v[j] = beta2 * self.v[j] + (1.0 - beta2) * g * g;
+            theta[j] -= self.learning_rate * (self.m[j] / c1) / ((self.v[j] / c2).sqrt() + eps);
+        }
+    }
+}
+
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-fn softmax(logits: &[f32]) -> Vec<f32> {
+pub(crate) fn softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let exp: Vec<f32> = logits.iter().map(|l| (l - max).exp()).collect();
     let sum: f32 = exp.iter().sum();

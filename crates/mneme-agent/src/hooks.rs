@@ -897,6 +897,11 @@ impl Hooks {
             let source =
                 crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope, read: false };
             let reconciler = crate::truth::Reconciler { ops: &self.ops, principal: p };
+            let held = |slot: &'static str| reconciler.held(slot, &source);
+            // A phrase that gives the speaker a value they do not hold yet says what is new.
+            // Otherwise (no phrase, a retraction, a value restated: "living in Milan is
+            // history; these days it's Naples") the encoder may read the new value.
+            let news = claims.iter().any(|c| c.other.is_none() && matches!(c.op, mneme_truth::Op::Set | mneme_truth::Op::Add));
             if claims.is_empty() {
                 for t in general_facts(content) {
                     if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
@@ -907,12 +912,18 @@ impl Hooks {
                 out.record_ids.extend(reconciler.apply(&claims, &source).record_ids);
             }
             // What the phrases missed about the speaker, the encoder may read (with a local
-            // model): one value, by meaning, written as less sure than a phrase's.
-            let about_speaker = claims.iter().any(|c| c.other.is_none());
-            if !about_speaker
+            // model): one value, by meaning, written as less sure than a phrase's, past the
+            // values the speaker holds or the phrases retracted.
+            let retracted: Vec<String> = claims
+                .iter()
+                .filter(|c| c.other.is_none() && matches!(c.op, mneme_truth::Op::Negate | mneme_truth::Op::Remove))
+                .map(|c| c.value.clone())
+                .collect();
+            if !news
                 && !mneme_truth::asserts_nothing(content)
                 && !mneme_truth::tells_of_someone_else(content)
-                && let Some((slot, value)) = self.ops.read_value(content)
+                && let Some((slot, value)) =
+                    self.ops.read_value(content, &|slot| held(slot).into_iter().chain(retracted.iter().cloned()).collect())
             {
                 let claim = mneme_truth::Claim {
                     other: None,

@@ -88,6 +88,14 @@ impl Reconciler<'_> {
         out
     }
 
+    /// The values the speaker holds now for `slot` (live facts in the source's scope).
+    pub fn held(&self, slot: &str, src: &Source<'_>) -> Vec<String> {
+        let Some(def) = truth::slot(slot) else { return Vec::new() };
+        let speaker = src.speaker.filter(|s| !s.trim().is_empty()).unwrap_or("user");
+        let live = self.ops.find_facts(self.principal, speaker, def.predicate, src.scope).unwrap_or_default();
+        live.iter().filter_map(fact_of).map(|f| f.object.clone()).collect()
+    }
+
     fn subject(&self, claim: &Claim, src: &Source<'_>) -> String {
         let speaker = src.speaker.filter(|s| !s.trim().is_empty()).unwrap_or("user");
         match &claim.other {

@@ -162,6 +162,9 @@ pub enum Command {
         /// Labelled JSON Lines, `{"text", "slot", "value": SPAN or null, "source"}` (repeatable).
         #[arg(long, required = true)]
         data: Vec<PathBuf>,
+        /// Labelled JSON Lines measured only, never trained on (part `eval`; repeatable).
+        #[arg(long)]
+        eval: Vec<PathBuf>,
         /// Where to write the trained reader.
         #[arg(long)]
         out: Option<PathBuf>,

@@ -111,12 +111,18 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dump { records, postgres } => crate::store::dump(*records, postgres.as_deref(), json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
-        Command::Spans { data, out, epochs, learning_rate, l2, min_share, show_errors, model_dir } => {
+        Command::Spans { data, eval, out, epochs, learning_rate, l2, min_share, show_errors, model_dir } => {
             let config = config(&cli, &data_dir(&cli)?)?;
             let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
             let training = mneme_truth::spans::Training { epochs: *epochs, learning_rate: *learning_rate, l2: *l2 };
-            let settings =
-                crate::spans::Settings { data: data.clone(), out: out.clone(), training, min_share: *min_share, show_errors: *show_errors };
+            let settings = crate::spans::Settings {
+                data: data.clone(),
+                eval: eval.clone(),
+                out: out.clone(),
+                training,
+                min_share: *min_share,
+                show_errors: *show_errors,
+            };
             crate::spans::spans(&dir, settings, json)
         }
         Command::Topics { action, data, out, layer, threshold, show_errors, epochs, hidden, l2, learning_rate, model_dir } => {

@@ -17,6 +17,10 @@ struct Row {
     text: String,
     slot: String,
     value: Option<String>,
+    /// The value this message replaces, where it names one: at run time the reader looks
+    /// past the value the speaker holds, so it is measured that way here.
+    #[serde(default)]
+    old: Option<String>,
     source: String,
     /// Which part it is in ([`part`]), set once read.
     #[serde(skip)]
@@ -79,6 +83,8 @@ impl Tally {
 
 pub struct Settings {
     pub data: Vec<PathBuf>,
+    /// Measured only, never trained on.
+    pub eval: Vec<PathBuf>,
     pub out: Option<PathBuf>,
     pub training: Training,
     /// The reader answers when its span's probability is at least this share of the
@@ -90,14 +96,14 @@ pub struct Settings {
 pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     let model = crate::topics::load(dir)?;
     let mut rows = Vec::new();
-    for path in &settings.data {
+    for (path, measured_only) in settings.data.iter().map(|p| (p, false)).chain(settings.eval.iter().map(|p| (p, true))) {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let mut row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled value", path.display(), i + 1))?;
             if mneme_truth::slot(&row.slot).is_none() {
                 bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
             }
-            row.part = part(&row);
+            row.part = if measured_only { "eval" } else { part(&row) };
             rows.push(row);
         }
     }
@@ -136,14 +142,18 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         });
         std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))?;
     }
-    let mut tallies: std::collections::BTreeMap<&str, Tally> = Default::default();
+    let mut tallies: std::collections::BTreeMap<String, Tally> = Default::default();
     let mut errors = Vec::new();
     for (r, s) in rows.iter().zip(&states) {
-        let tally = tallies.entry(r.part).or_default();
+        // Each part, and apart the messages that name the value they replace.
+        let key = if r.old.is_some() { format!("{} (naming the old value)", r.part) } else { r.part.to_string() };
+        let tally = tallies.entry(key).or_default();
         tally.rows += 1;
         let slot = slots.iter().position(|x| *x == r.slot).expect("checked above");
+        let old = r.old.as_deref().and_then(|v| r.text.find(v).map(|at| at..at + v.len()));
+        let apart = |i: usize, j: usize| old.as_ref().is_none_or(|o| s.offsets[j].1 <= o.start || o.end <= s.offsets[i].0);
         let read = reader
-            .read(&Tokens { states: &s.states, word_starts: &s.word_starts }, slot)
+            .read_where(&Tokens { states: &s.states, word_starts: &s.word_starts }, slot, apart)
             .filter(|span| span.p >= settings.min_share * (span.p + span.p_none))
             .map(|span| span_text(s, &r.text, (span.start, span.end)).to_string());
         let extracted = mneme_truth::extract(&r.text)
@@ -168,7 +178,7 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         }
     }
     let out = json!({
-        "parts": tallies.iter().map(|(k, t)| (k.to_string(), t.figures())).collect::<serde_json::Map<_, _>>(),
+        "parts": tallies.iter().map(|(k, t)| (k.clone(), t.figures())).collect::<serde_json::Map<_, _>>(),
         "errors": errors,
     });
     if json {

@@ -114,10 +114,11 @@ impl Ops {
     }
 
     /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
-    /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`):
-    /// text in, no record read, so no principal.
-    pub fn read_value(&self, text: &str) -> Option<(&'static str, String)> {
-        self.service.read_value(text)
+    /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`),
+    /// past the values `held` says the speaker holds for a slot: text in, no record read,
+    /// so no principal.
+    pub fn read_value(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<(&'static str, String)> {
+        self.service.read_value(text, held)
     }
 
     pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {

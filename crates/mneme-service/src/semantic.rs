@@ -30,6 +30,12 @@ const NAME_JOINERS: [&str; 3] = ["of", "and", "the"];
 /// Whether words the span reader found can be a slot's value: one to four words, no
 /// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
 /// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
+/// The least probability a value the span reader finds past a held value must have, as a
+/// share of the held value's own (`MemoryService::read_value`). Chosen on the hand-written
+/// swaps of `bench/topics/spans/swaps_a.jsonl` and the truth families C and E (0, 0.001,
+/// 0.01, 0.03): 0 wrote a new value from most messages that restate the held one.
+const PAST_HELD_SHARE: f32 = 0.01;
+
 fn looks_like_a_value(value: &str) -> bool {
     let words: Vec<String> = value.split_whitespace().map(str::to_lowercase).collect();
     let edge = |w: Option<&String>| w.is_some_and(|w| !mneme_core::query::is_stopword(w.trim_matches(|c: char| !c.is_alphanumeric())));
@@ -430,8 +436,9 @@ impl MemoryService {
     /// (`mneme_truth::spans`) finds as its value, each at least `retrieval.read_min_p` sure
     /// (the span against "no value"). A value must look like one: at most four words, no
     /// clause punctuation, not starting or ending with a stopword. One pass of the
-    /// attached encoder; `None` without a local model, or when unsure.
-    pub fn read_value(&self, text: &str) -> Option<(&'static str, String)> {
+    /// attached encoder; `None` without a local model, or when unsure. `held` gives the
+    /// values the speaker holds for a slot: the reader looks past them.
+    pub fn read_value(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<(&'static str, String)> {
         let min = self.config.retrieval.read_min_p as f32;
         let s = self.semantic.get().filter(|_| min < 1.0)?;
         let reader = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id())?;
@@ -440,7 +447,18 @@ impl MemoryService {
         let topic = layer.classify(&states.sentence).filter(|t| t.p >= min)?;
         let slot = topic.slot?;
         let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
-        let span = reader.read(&tokens, reader.slot_index(slot)?).filter(|span| span.p >= min * (span.p + span.p_none))?;
+        let index = reader.slot_index(slot)?;
+        // A value the speaker already holds for the slot is not news: the reader looks past
+        // it ("CouchDB out, Db2 in"). What it finds there must hold a share of the held
+        // value's probability too, or the message restates the held value in passing
+        // ("still loving Lisbon, though the Monday trams are chaos").
+        let held: Vec<std::ops::Range<usize>> = held(slot).iter().flat_map(|v| mneme_truth::mentions(text, v)).collect();
+        let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
+        let apart = |i: usize, j: usize| held.iter().all(|h| bytes(i, j).end <= h.start || h.end <= bytes(i, j).start);
+        let restated = if held.is_empty() { 0.0 } else { reader.read_where(&tokens, index, |i, j| !apart(i, j)).map_or(0.0, |s| s.p) };
+        let span = reader
+            .read_where(&tokens, index, apart)
+            .filter(|span| span.p >= min * (span.p + span.p_none) && span.p >= PAST_HELD_SHARE * restated)?;
         let value = text.get(states.offsets[span.start].0..states.offsets[span.end].1)?;
         let value = value.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#');
         // Where the writer uses capitals, a name is capitalised or a known value ("The coffee

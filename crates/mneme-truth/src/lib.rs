@@ -29,6 +29,30 @@ pub use extract::{
 };
 pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot};
 
+/// The byte ranges where `value` occurs in `text` as whole words, ignoring case.
+pub fn mentions(text: &str, value: &str) -> Vec<std::ops::Range<usize>> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Vec::new();
+    }
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    text.char_indices()
+        .filter(|&(i, _)| !word(text[..i].chars().next_back()))
+        .filter_map(|(i, _)| {
+            let mut rest = text[i..].char_indices();
+            let mut end = i;
+            for v in value.chars() {
+                let (at, c) = rest.next()?;
+                if !c.to_lowercase().eq(v.to_lowercase()) {
+                    return None;
+                }
+                end = i + at + c.len_utf8();
+            }
+            (!word(text[end..].chars().next())).then_some(i..end)
+        })
+        .collect()
+}
+
 /// A value as compared between statements: lower case, inner whitespace collapsed,
 /// aliases mapped to their canonical form ("PostgreSQL" and "postgres" are one value).
 pub fn normalize_value(value: &str) -> String {
@@ -48,5 +72,21 @@ pub fn normalize_value(value: &str) -> String {
     match ALIASES.get(lower.as_str()) {
         Some(canonical) => (*canonical).to_string(),
         None => lower,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_value_is_found_as_whole_words_in_any_case() {
+        let text = "Finished the migration: CouchDB out, couchdb-free Db2 in. Not couchdbx.";
+        let found: Vec<&str> = mentions(text, "CouchDB").into_iter().map(|r| &text[r]).collect();
+        assert_eq!(found, ["CouchDB", "couchdb"]);
+        assert!(mentions("Hansi is here", "Hans").is_empty(), "a name inside a longer one is not it");
+        let text = "Zürich → München";
+        assert_eq!(mentions(text, "münchen").iter().map(|r| &text[r.clone()]).collect::<Vec<_>>(), ["München"]);
+        assert!(mentions("anything", " ").is_empty());
     }
 }

@@ -88,6 +88,12 @@ impl SpanReader {
     /// `None` when the slot is unknown, the dimension is not the reader's, or the message
     /// has no word between `[CLS]` and `[SEP]`.
     pub fn read(&self, tokens: &Tokens<'_>, slot: usize) -> Option<Span> {
+        self.read_where(tokens, slot, |_, _| true)
+    }
+
+    /// The likeliest span of `slot` among those `keep(start, end)` accepts (the same
+    /// probabilities as [`SpanReader::read`]: a span left out does not lend its mass).
+    pub fn read_where(&self, tokens: &Tokens<'_>, slot: usize, keep: impl Fn(usize, usize) -> bool) -> Option<Span> {
         let n = tokens.states.len();
         if slot >= self.slots.len() || n < 3 || tokens.states[0].len() != self.dim {
             return None;
@@ -105,7 +111,7 @@ impl SpanReader {
                     continue;
                 }
                 let p = ps[i] * pe[j];
-                if best.is_none_or(|b| p > b.p) {
+                if best.is_none_or(|b| p > b.p) && keep(i, j) {
                     best = Some(Span { start: i, end: j, p, p_none: ps[0] * pe[0] });
                 }
             }

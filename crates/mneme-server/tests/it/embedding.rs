@@ -289,3 +289,34 @@ async fn a_value_no_phrase_matches_is_read_by_meaning_and_marked_as_read() {
     }
     d.stop().await;
 }
+
+#[tokio::test]
+async fn the_reader_looks_past_the_value_held_for_the_new_one_and_a_restatement_changes_nothing() {
+    let d = model_daemon().await;
+    let lines = [
+        ("Our project's database is CouchDB.", "2026-01-10T09:00:00Z"),
+        ("I live in Lisbon.", "2026-01-10T09:01:00Z"),
+        // No phrase matches; read without the held value, it names CouchDB.
+        ("Finished the migration last night: CouchDB out, Db2 in.", "2026-03-10T09:00:00Z"),
+        // Lisbon again, in passing: nothing new.
+        ("Still loving Lisbon, though the Monday trams are chaos.", "2026-03-11T09:00:00Z"),
+    ];
+    for (text, at) in lines {
+        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "include_tombstones": true, "limit": 50 })).await;
+    let facts: Vec<&serde_json::Value> = v["hits"].as_array().expect("hits").iter().map(|h| &h["record"]).collect();
+    let live = |predicate: &str| -> Vec<String> {
+        facts
+            .iter()
+            .filter(|r| r["status"] == "active" && r["payload"]["predicate"].as_str().is_some_and(|p| p.contains(predicate)))
+            .map(|r| r["payload"]["object"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(live("database"), ["Db2"], "{v}");
+    assert_eq!(live("lives in"), ["Lisbon"], "{v}");
+    let couchdb = facts.iter().find(|r| r["payload"]["object"] == "CouchDB").unwrap_or_else(|| panic!("no CouchDB fact: {v}"));
+    assert_eq!(couchdb["status"], "superseded", "{v}");
+    d.stop().await;
+}

@@ -64,6 +64,11 @@ pub const STATED_CONFIDENCE: f64 = 0.8;
 pub const READ_CONFIDENCE: f64 = 0.6;
 
 impl Source<'_> {
+    /// The subject of the speaker's own facts: their name, or "user".
+    fn speaker_name(&self) -> &str {
+        self.speaker.filter(|s| !s.trim().is_empty()).unwrap_or("user")
+    }
+
     fn confidence(&self) -> f64 {
         if self.read { READ_CONFIDENCE } else { STATED_CONFIDENCE }
     }
@@ -91,13 +96,12 @@ impl Reconciler<'_> {
     /// The values the speaker holds now for `slot` (live facts in the source's scope).
     pub fn held(&self, slot: &str, src: &Source<'_>) -> Vec<String> {
         let Some(def) = truth::slot(slot) else { return Vec::new() };
-        let speaker = src.speaker.filter(|s| !s.trim().is_empty()).unwrap_or("user");
-        let live = self.ops.find_facts(self.principal, speaker, def.predicate, src.scope).unwrap_or_default();
+        let live = self.ops.find_facts(self.principal, src.speaker_name(), def.predicate, src.scope).unwrap_or_default();
         live.iter().filter_map(fact_of).map(|f| f.object.clone()).collect()
     }
 
     fn subject(&self, claim: &Claim, src: &Source<'_>) -> String {
-        let speaker = src.speaker.filter(|s| !s.trim().is_empty()).unwrap_or("user");
+        let speaker = src.speaker_name();
         match &claim.other {
             None => speaker.to_string(),
             Some(other) => {

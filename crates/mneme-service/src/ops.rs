@@ -113,7 +113,6 @@ impl Ops {
         Ok((record, salience))
     }
 
-    /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
     /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`),
     /// past the values `held` says the speaker holds for a slot: text in, no record read,
     /// so no principal.
@@ -121,6 +120,7 @@ impl Ops {
         self.service.read_value(text, held)
     }
 
+    /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
     pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
         self.service.find_facts(subject, predicate, scope, &p.read)
     }

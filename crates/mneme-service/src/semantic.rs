@@ -27,15 +27,15 @@ const PG_EF_SEARCH: usize = 100;
 /// The stopwords a name may hold inside ("Bank of America", "Procter and Gamble").
 const NAME_JOINERS: [&str; 3] = ["of", "and", "the"];
 
-/// Whether words the span reader found can be a slot's value: one to four words, no
-/// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
-/// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
 /// The least probability a value the span reader finds past a held value must have, as a
 /// share of the held value's own (`MemoryService::read_value`). Chosen on the hand-written
 /// swaps of `bench/topics/spans/swaps_a.jsonl` and the truth families C and E (0, 0.001,
 /// 0.01, 0.03): 0 wrote a new value from most messages that restate the held one.
 const PAST_HELD_SHARE: f32 = 0.01;
 
+/// Whether words the span reader found can be a slot's value: one to four words, no
+/// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
+/// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
 fn looks_like_a_value(value: &str) -> bool {
     let words: Vec<String> = value.split_whitespace().map(str::to_lowercase).collect();
     let edge = |w: Option<&String>| w.is_some_and(|w| !mneme_core::query::is_stopword(w.trim_matches(|c: char| !c.is_alphanumeric())));

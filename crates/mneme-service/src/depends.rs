@@ -131,7 +131,8 @@ impl MemoryService {
                     });
                 }
             }
-            hit.outdated = found;
+            // A fact the fail-safe already found in doubt keeps that mark.
+            hit.outdated = found.or(hit.outdated.take());
         }
         Ok(())
     }

@@ -198,11 +198,18 @@ impl MemoryService {
     /// UpCloud"): the newer words, with their date, come before the older fact. When the
     /// fact still holds the statement names its value too, so nothing true moves down.
     /// Questions, the assistant's words and the fact's own evidence do not count.
+    /// A request for types without events (`--type semantic`) gets no statement: the fact
+    /// stays where it ranked, marked as possibly outdated by the newer words.
     fn yield_to_newer_statements(&self, tx: &ReadTx<'_>, hits: &mut Vec<Hit>, filter: &RecordFilter) -> ServiceResult<()> {
         let boosted: Vec<usize> = hits.iter().enumerate().filter(|(_, h)| h.score.slot.is_some()).map(|(i, _)| i).collect();
+        let events = filter.types.is_empty() || filter.types.contains(&MemoryType::Episodic);
         // Highest position first, so earlier indices stay valid as hits move.
         for at in boosted.into_iter().rev() {
             let Some(record) = self.newer_statement_in(tx, &hits[at].record, filter)? else { continue };
+            if !events {
+                hits[at].outdated = in_doubt(&hits[at].record, &record);
+                continue;
+            }
             let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
             hits.retain(|h| h.record.id != record.id);
             let at = hits.iter().position(|h| h.record.id == fact).unwrap_or(hits.len());
@@ -769,6 +776,24 @@ fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {
 /// was written) whose own text names the fact's value as whole words, ignoring case (not
 /// a question, not the assistant's words, not one of the fact's `evidence`). `None` for a
 /// record that is not a fact.
+/// How a newer statement puts `fact` in doubt, for a hit that stands without it.
+fn in_doubt(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecord) -> Option<crate::types::Outdated> {
+    let mneme_core::Payload::Semantic(f) = fact.payload.as_ref()? else { return None };
+    let since = match &statement.payload {
+        Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(statement.created_at),
+        _ => statement.created_at,
+    };
+    Some(crate::types::Outdated {
+        slot: fact.tags.iter().find_map(|t| t.strip_prefix("slot:"))?.to_string(),
+        old: f.object.clone(),
+        new: None,
+        since,
+        fact: fact.id.clone(),
+        statement: Some(statement.id.clone()),
+        by: crate::types::RestsBy::Topic,
+    })
+}
+
 fn newer_statement(
     tx: &ReadTx<'_>,
     fact: &mneme_core::MemoryRecord,

@@ -214,6 +214,12 @@ fn a_fact_yields_to_a_newer_statement_that_names_its_value() {
     assert!(first.contains("Rackspace"), "the newer statement comes first: {after}");
     let fact = after.as_array().expect("hits").iter().position(|h| h["record"]["payload"]["object"] == "UpCloud");
     assert!(fact.is_some_and(|i| i > 0), "the older fact is still shown, after it: {after}");
+    // Asked for facts only, no event joins them: the fact stands, marked as in doubt.
+    let facts = m.json(&["recall", "Which hosting company runs the project's servers?", "--type", "semantic"]);
+    let facts = facts.as_array().expect("hits");
+    assert!(facts.iter().all(|h| h["record"]["memory_type"] == "semantic"), "{facts:?}");
+    let doubted = facts.iter().find(|h| h["record"]["payload"]["object"] == "UpCloud").expect("the fact");
+    assert!(doubted["outdated"]["statement"].is_string() && doubted["outdated"]["new"].is_null(), "{doubted}");
     // The session-start block does not state it at all: the newer words stand in its place.
     let start = hook(&m, "session-start", r#"{"session_id":"s2"}"#);
     assert!(!start.contains("UpCloud (since "), "{start}");

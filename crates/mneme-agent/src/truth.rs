@@ -129,8 +129,27 @@ impl Reconciler<'_> {
                 }
             },
         };
-        let live = self.ops.find_facts(self.principal, &subject, def.predicate, src.scope)?;
         let same = |r: &MemoryRecord, v: &str| fact_of(r).is_some_and(|f| truth::normalize_value(&f.object) == truth::normalize_value(v));
+        let mut live = self.ops.find_facts(self.principal, &subject, def.predicate, src.scope)?;
+        // A new value must look like a value of the slot's kind ("we're on Bluehost now" is
+        // no city, whatever phrase matched it): with the model, the value-kind layer says,
+        // and may file it where the value and the clause agree ("work in Madrid": a city).
+        let mut def = def;
+        if matches!(claim.op, Op::Set | Op::Add) && !live.iter().any(|r| same(r, &claim.value)) {
+            match self.ops.value_slot(def.id, &claim.value, &claim.clause).and_then(truth::slot) {
+                Some(d) if d.id == def.id => {}
+                Some(d) => {
+                    tracing::debug!(from = def.id, to = d.id, value = %claim.value, "filed under the slot its kind and clause agree on");
+                    def = d;
+                    live = self.ops.find_facts(self.principal, &subject, def.predicate, src.scope)?;
+                }
+                None => {
+                    tracing::debug!(slot = def.id, value = %claim.value, "not written: the value does not look like one of the slot's");
+                    out.ignored += 1;
+                    return Ok(());
+                }
+            }
+        }
         match (claim.op, def.kind) {
             (Op::Set, SlotKind::Single) | (Op::Add, SlotKind::Single) => {
                 if let Some(r) = live.iter().find(|r| same(r, &claim.value)) {

@@ -188,6 +188,42 @@ pub enum Command {
         #[arg(long)]
         model_dir: Option<PathBuf>,
     },
+    /// The value-kind layer (`TopicModel::values`): trains it on the values of labelled
+    /// sets and the slots' known values, and reports, per floor, the right values it would
+    /// refuse and the values paired with another slot's it would catch, on values it never saw.
+    Values {
+        /// Labelled JSON Lines whose `(slot, value)` pairs are trained on (repeatable).
+        #[arg(long, required = true)]
+        data: Vec<PathBuf>,
+        /// Labelled JSON Lines measured only (values also in `--data` are left out; repeatable).
+        #[arg(long)]
+        eval: Vec<PathBuf>,
+        /// Where to write the trained layer (crates/mneme-truth/data/values.json for the
+        /// compiled-in one).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Training epochs (full batch).
+        #[arg(long, default_value_t = 300)]
+        epochs: usize,
+        /// Units of a hidden layer trained beside the linear one (0: linear only).
+        #[arg(long, default_value_t = 0)]
+        hidden: usize,
+        /// Weight decay (times the squared weights).
+        #[arg(long, default_value_t = 1e-4)]
+        l2: f32,
+        /// Adam's learning rate.
+        #[arg(long, default_value_t = 0.01)]
+        learning_rate: f32,
+        /// Floors to report (repeatable).
+        #[arg(long, default_values_t = [0.01f32, 0.02, 0.05])]
+        floor: Vec<f32>,
+        /// Prints up to this many held-out values read as another slot's.
+        #[arg(long, default_value_t = 0)]
+        show_errors: usize,
+        /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
     /// The topic layer (`mneme_truth::topics`): `train` fits it to a labelled set and
     /// writes the weights; `eval` reports accuracy, precision and recall on a labelled set.
     Topics {

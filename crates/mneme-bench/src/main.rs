@@ -37,6 +37,7 @@ mod store;
 mod synth;
 mod topics;
 mod truth;
+mod values;
 mod vectors;
 mod workspace;
 
@@ -124,6 +125,20 @@ fn run(cli: Cli) -> Result<()> {
                 show_errors: *show_errors,
             };
             crate::spans::spans(&dir, settings, json)
+        }
+        Command::Values { data, eval, out, epochs, hidden, l2, learning_rate, floor, show_errors, model_dir } => {
+            let config = config(&cli, &data_dir(&cli)?)?;
+            let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
+            let training = mneme_truth::topics::Training { epochs: *epochs, hidden: *hidden, l2: *l2, learning_rate: *learning_rate };
+            let settings = crate::values::Settings {
+                data: data.clone(),
+                eval: eval.clone(),
+                out: out.clone(),
+                training,
+                floors: floor.clone(),
+                show_errors: *show_errors,
+            };
+            crate::values::values(&dir, settings, json)
         }
         Command::Topics { action, data, out, layer, threshold, show_errors, epochs, hidden, l2, learning_rate, model_dir } => {
             let config = config(&cli, &data_dir(&cli)?)?;

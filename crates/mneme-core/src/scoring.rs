@@ -101,6 +101,13 @@ pub struct RankWeights {
     /// topic layer's probability for the slot and the span's share against "no value"
     /// reach this. Default 0.5; 1 turns it off.
     pub read_min_p: f64,
+    /// The value-kind layer (`TopicModel::values`, needs the embedding model) reads which
+    /// slots a value alone looks like a value of. A fact from the conversation whose value
+    /// has less than this probability for its slot's kind (`mneme_truth::value_kin`) is
+    /// not written ("lives in: Bluehost" from "we're on Bluehost now"); the message stays.
+    /// Default 0.02 (on values never trained on, 0.9 % of right values refused and 36 %
+    /// of values paired with a slot of another kind, BENCHMARKS.md); 0 turns it off.
+    pub value_min_p: f64,
     /// The resting layer (`TopicModel::resting`, needs the embedding model) reads which
     /// fact's value a statement silently rests on ("the gym is a 5 minute walk from my
     /// flat" rests on where the user lives). A statement said before that fact changed
@@ -143,6 +150,7 @@ impl Default for RankWeights {
             slot_boost: 1.0,
             topic_min_p: 0.3,
             read_min_p: 0.5,
+            value_min_p: 0.02,
             resting_min_p: 0.3,
             min_relevant: 0.0,
             present_boost: 0.1,
@@ -198,6 +206,9 @@ impl RankWeights {
         }
         if !(0.0..=1.0).contains(&self.read_min_p) {
             return Err(CoreError::invalid("retrieval.read_min_p", format!("{} (must be between 0 and 1)", self.read_min_p)));
+        }
+        if !(0.0..=1.0).contains(&self.value_min_p) {
+            return Err(CoreError::invalid("retrieval.value_min_p", format!("{} (must be between 0 and 1)", self.value_min_p)));
         }
         if !(0.0..=1.0).contains(&self.min_relevant) {
             return Err(CoreError::invalid("retrieval.min_relevant", format!("{} (must be between 0 and 1)", self.min_relevant)));

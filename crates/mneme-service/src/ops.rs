@@ -120,6 +120,13 @@ impl Ops {
         self.service.read_value(text, held)
     }
 
+    /// Where a fact of `slot` with `value` from `clause` belongs by the value's kind
+    /// (`MemoryService::value_slot`; `None`: nowhere): text in, no record read, so no
+    /// principal.
+    pub fn value_slot(&self, slot: &'static str, value: &str, clause: &str) -> Option<&'static str> {
+        self.service.value_slot(slot, value, clause)
+    }
+
     /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
     pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
         self.service.find_facts(subject, predicate, scope, &p.read)

@@ -772,10 +772,6 @@ fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {
     scored.truncate(limit);
 }
 
-/// The newest user statement said after the fact `fact` (its `valid_from`, else when it
-/// was written) whose own text names the fact's value as whole words, ignoring case (not
-/// a question, not the assistant's words, not one of the fact's `evidence`). `None` for a
-/// record that is not a fact.
 /// How a newer statement puts `fact` in doubt, for a hit that stands without it.
 fn in_doubt(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecord) -> Option<crate::types::Outdated> {
     let mneme_core::Payload::Semantic(f) = fact.payload.as_ref()? else { return None };
@@ -794,6 +790,10 @@ fn in_doubt(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecor
     })
 }
 
+/// The newest user statement said after the fact `fact` (its `valid_from`, else when it
+/// was written) whose own text names the fact's value as whole words, ignoring case (not
+/// a question, not the assistant's words, not one of the fact's `evidence`). `None` for a
+/// record that is not a fact.
 fn newer_statement(
     tx: &ReadTx<'_>,
     fact: &mneme_core::MemoryRecord,

@@ -33,6 +33,10 @@ const NAME_JOINERS: [&str; 3] = ["of", "and", "the"];
 /// 0.01, 0.03): 0 wrote a new value from most messages that restate the held one.
 const PAST_HELD_SHARE: f32 = 0.01;
 
+/// How sure both the value-kind layer and the topic layer must be of another slot for a
+/// fact whose value does not fit its own to be filed there (`MemoryService::value_slot`).
+const REFILE_MIN: f32 = 0.5;
+
 /// Whether words the span reader found can be a slot's value: one to four words, no
 /// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
 /// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
@@ -468,6 +472,38 @@ impl MemoryService {
             || !text.chars().any(char::is_uppercase)
             || mneme_truth::named_values(text, slot).iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value));
         (looks_like_a_value(value) && (!name || capitalised)).then(|| (slot, value.to_string()))
+    }
+
+    /// Where a fact of `slot` with `value`, read from `clause`, belongs by the value-kind
+    /// layer (`TopicModel::values`): `slot` when each value of a list ("hazelnuts, sesame")
+    /// has at least `retrieval.value_min_p` of its probability on the slots of `slot`'s
+    /// kind (`mneme_truth::value_kin`); otherwise the slot that the value's kind and the
+    /// clause's topic (the topic layer) both put first, each at least `REFILE_MIN` sure
+    /// ("I work in Madrid now" is about a city, and Madrid is one); otherwise `None`: not
+    /// a value of any slot the clause is about. `slot` unchanged when there is no model or
+    /// layer, or the floor is 0: nothing is refused without the reading.
+    pub fn value_slot(&self, slot: &'static str, value: &str, clause: &str) -> Option<&'static str> {
+        let floor = self.config.retrieval.value_min_p as f32;
+        let Some(layer) =
+            self.semantic.get().filter(|_| floor > 0.0).and_then(|s| mneme_truth::topics::TopicModel::values(s.embedder.model_id()))
+        else {
+            return Some(slot);
+        };
+        let parts: Vec<&str> = mneme_truth::list_items(value);
+        let Some(probs) = parts.iter().map(|p| self.text_query_vector(p).map(|v| layer.probabilities(&v))).collect::<Option<Vec<_>>>()
+        else {
+            return Some(slot);
+        };
+        let class = |k: &str| layer.classes.iter().position(|c| c == k);
+        let share =
+            |p: &[f32], slot: &str| mneme_truth::value_kin(slot).iter().filter_map(|k| class(k)).filter_map(|i| p.get(i)).sum::<f32>();
+        if probs.iter().all(|p| p.is_empty() || share(p, slot) >= floor) {
+            return Some(slot);
+        }
+        let [p] = probs.as_slice() else { return None };
+        let (kind, pk) = p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, p)| (layer.classes[i].as_str(), *p))?;
+        let topic = self.topic_layer()?.classify(&self.text_query_vector(clause)?)?;
+        (topic.slot == Some(kind) && topic.p >= REFILE_MIN && pk >= REFILE_MIN).then(|| mneme_truth::slot(kind).map(|d| d.id)).flatten()
     }
 
     /// The topic layer trained on the attached encoder (`mneme_truth::topics`), if any.

@@ -27,7 +27,7 @@ pub mod topics;
 pub use extract::{
     Claim, Op, asks_about_speaker, asserts_nothing, extract, is_question, named_values, question_slots, tells_of_someone_else,
 };
-pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot};
+pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot, value_kin};
 
 /// The byte ranges where `value` occurs in `text` as whole words, ignoring case.
 pub fn mentions(text: &str, value: &str) -> Vec<std::ops::Range<usize>> {
@@ -50,6 +50,17 @@ pub fn mentions(text: &str, value: &str) -> Vec<std::ops::Range<usize>> {
             }
             (!word(text[end..].chars().next())).then_some(i..end)
         })
+        .collect()
+}
+
+/// The items of a value that lists several ("hazelnuts, sesame and kiwi" → three; "&",
+/// "und" join too); a value of one item is itself.
+pub fn list_items(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .flat_map(|part| part.split(" and ").flat_map(|p| p.split(" und ")).flat_map(|p| p.split(" & ")))
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
         .collect()
 }
 
@@ -77,6 +88,14 @@ pub fn normalize_value(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_list_value_is_read_item_by_item() {
+        assert_eq!(super::list_items("hazelnuts, sesame and kiwi"), ["hazelnuts", "sesame", "kiwi"]);
+        assert_eq!(super::list_items("Procter & Gamble"), ["Procter", "Gamble"]);
+        assert_eq!(super::list_items("Lisbon"), ["Lisbon"]);
+        assert!(super::list_items(" , ").is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -78,6 +78,7 @@ impl Default for Training {
 
 static BUILTIN: OnceLock<Option<TopicModel>> = OnceLock::new();
 static RESTING: OnceLock<Option<TopicModel>> = OnceLock::new();
+static VALUES: OnceLock<Option<TopicModel>> = OnceLock::new();
 
 impl TopicModel {
     /// The compiled-in layer, if it was trained on the encoder `model`.
@@ -95,6 +96,17 @@ impl TopicModel {
     pub fn resting(model: &str) -> Option<&'static TopicModel> {
         RESTING
             .get_or_init(|| serde_json::from_str(include_str!("../data/rests.json")).ok())
+            .as_ref()
+            .filter(|m| m.model == model && m.weights.len() == m.classes.len())
+    }
+
+    /// The compiled-in value-kind layer, if trained on the encoder `model`: which slot a
+    /// value alone ("Bluehost", "Ottawa", "Marzipan") looks like a value of, over the
+    /// slots (no `none` class), trained on the values of `bench/topics/spans/values_a.jsonl`
+    /// and `swaps_a.jsonl` and the slots' known values (`mneme-bench values`).
+    pub fn values(model: &str) -> Option<&'static TopicModel> {
+        VALUES
+            .get_or_init(|| serde_json::from_str(include_str!("../data/values.json")).ok())
             .as_ref()
             .filter(|m| m.model == model && m.weights.len() == m.classes.len())
     }

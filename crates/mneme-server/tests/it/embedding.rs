@@ -320,3 +320,40 @@ async fn the_reader_looks_past_the_value_held_for_the_new_one_and_a_restatement_
     assert_eq!(couchdb["status"], "superseded", "{v}");
     d.stop().await;
 }
+
+/// A phrase's value must look like a value of its slot's kind: "moved in with Ignacio"
+/// matches the city phrase, but Ignacio is no city (the value-kind layer), so no
+/// "lives in: Ignacio"; a city, a list of allergens and a pet's name still are written.
+#[tokio::test]
+async fn a_value_of_another_kind_is_not_written_under_the_slot_a_phrase_matched() {
+    let d = model_daemon().await;
+    let lines = [
+        ("I live in Lisbon.", "2026-01-10T09:00:00Z"),
+        ("I'm allergic to hazelnuts and sesame.", "2026-01-10T09:01:00Z"),
+        ("My cat is called Marzipan.", "2026-01-10T09:02:00Z"),
+        ("Moved in with Ignacio last month, it is going great so far", "2026-03-10T09:00:00Z"),
+    ];
+    for (text, at) in lines {
+        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "include_tombstones": true, "limit": 50 })).await;
+    let objects: Vec<(String, String)> = v["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| {
+            (
+                h["record"]["payload"]["predicate"].as_str().unwrap_or_default().into(),
+                h["record"]["payload"]["object"].as_str().unwrap_or_default().into(),
+            )
+        })
+        .collect();
+    assert!(!objects.iter().any(|(_, o)| o == "Ignacio"), "{objects:?}");
+    for value in ["Lisbon", "hazelnuts", "sesame", "Marzipan"] {
+        assert!(objects.iter().any(|(_, o)| o == value), "{value} is written: {objects:?}");
+    }
+    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:city"], "limit": 5 })).await;
+    assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Lisbon", "{v}");
+    d.stop().await;
+}

@@ -85,6 +85,8 @@ impl Reconciler<'_> {
     /// still apply (the message itself is already stored).
     pub fn apply(&self, claims: &[Claim], src: &Source<'_>) -> Applied {
         let mut out = Applied::default();
+        let values: Vec<&str> = claims.iter().filter(|c| matches!(c.op, Op::Set | Op::Add)).map(|c| c.value.as_str()).collect();
+        self.ops.prepare_values(&values);
         for claim in claims {
             if let Err(e) = self.apply_one(claim, src, &mut out) {
                 tracing::warn!(error = %e, value = %claim.value, slot = ?claim.slot, "a fact from the conversation was not applied");

@@ -127,6 +127,12 @@ impl Ops {
         self.service.value_slot(slot, value, clause)
     }
 
+    /// Reads the values of facts about to be written in one pass
+    /// (`MemoryService::prepare_values`).
+    pub fn prepare_values(&self, values: &[&str]) {
+        self.service.prepare_values(values)
+    }
+
     /// Live facts by subject and predicate in exactly `scope`, as far as `p` may read.
     pub fn find_facts(&self, p: &Principal, subject: &str, predicate: &str, scope: &mneme_core::Scope) -> ServiceResult<Vec<MemoryRecord>> {
         self.service.find_facts(subject, predicate, scope, &p.read)

@@ -381,6 +381,36 @@ impl MemoryService {
         }
     }
 
+    /// Reads the values of several facts about to be written in one forward pass (their
+    /// vectors wait in the query cache for [`Self::value_slot`]).
+    pub fn prepare_values(&self, values: &[&str]) {
+        if self.config.retrieval.value_min_p > 0.0 && values.len() > 1 {
+            let items: Vec<&str> = values.iter().flat_map(|v| mneme_truth::list_items(v)).collect();
+            let _ = self.text_vectors(&items);
+        }
+    }
+
+    /// The unit vectors of several short texts from the attached model, in one forward
+    /// pass for those not in the query cache (and cached like [`Self::text_query_vector`]'s).
+    fn text_vectors(&self, texts: &[&str]) -> Option<Vec<Vec<f32>>> {
+        let s = self.semantic.get()?;
+        let mut out: Vec<Option<Vec<f32>>> = {
+            let mut cache = s.queries.lock().unwrap_or_else(|p| p.into_inner());
+            texts.iter().map(|t| cache.get(t)).collect()
+        };
+        let missing: Vec<&str> = texts.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(t, _)| *t).collect();
+        if !missing.is_empty() {
+            let mut fresh = s.embedder.embed(&missing).ok()?.into_iter();
+            let mut cache = s.queries.lock().unwrap_or_else(|p| p.into_inner());
+            for (t, slot) in texts.iter().zip(out.iter_mut()).filter(|(_, v)| v.is_none()) {
+                let v = fresh.next()?;
+                cache.put(t, v.clone());
+                *slot = Some(v);
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Forgets the cached query vectors (after a `forget`: a query may have named what was
     /// erased).
     pub(crate) fn forget_query_vectors(&self) {
@@ -490,10 +520,8 @@ impl MemoryService {
             return Some(slot);
         };
         let parts: Vec<&str> = mneme_truth::list_items(value);
-        let Some(probs) = parts.iter().map(|p| self.text_query_vector(p).map(|v| layer.probabilities(&v))).collect::<Option<Vec<_>>>()
-        else {
-            return Some(slot);
-        };
+        let Some(vectors) = self.text_vectors(&parts) else { return Some(slot) };
+        let probs: Vec<Vec<f32>> = vectors.iter().map(|v| layer.probabilities(v)).collect();
         let class = |k: &str| layer.classes.iter().position(|c| c == k);
         let share =
             |p: &[f32], slot: &str| mneme_truth::value_kin(slot).iter().filter_map(|k| class(k)).filter_map(|i| p.get(i)).sum::<f32>();

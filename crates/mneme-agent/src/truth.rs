@@ -135,7 +135,7 @@ impl Reconciler<'_> {
         let mut live = self.ops.find_facts(self.principal, &subject, def.predicate, src.scope)?;
         // A new value must look like a value of the slot's kind ("we're on Bluehost now" is
         // no city, whatever phrase matched it): with the model, the value-kind layer says,
-        // and may file it where the value and the clause agree ("work in Madrid": a city).
+        // and may file it under the slot the value's kind and the clause's topic agree on.
         let mut def = def;
         if matches!(claim.op, Op::Set | Op::Add) && !live.iter().any(|r| same(r, &claim.value)) {
             match self.ops.value_slot(def.id, &claim.value, &claim.clause).and_then(truth::slot) {

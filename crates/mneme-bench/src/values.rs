@@ -69,7 +69,8 @@ fn key(v: &str) -> String {
 
 pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
     let model = crate::topics::load(dir)?;
-    let train: BTreeSet<(String, String)> = pairs(&s.data)?.into_iter().chain(known_values()).collect();
+    let (labelled, measured) = (pairs(&s.data)?, pairs(&s.eval)?);
+    let train: BTreeSet<(String, String)> = labelled.into_iter().chain(known_values()).collect();
     let seen: BTreeSet<String> = train.iter().map(|(_, v)| key(v)).collect();
     let classes: Vec<String> = mneme_truth::SLOTS.iter().map(|d| d.id.to_string()).collect();
     let class = |slot: &str| classes.iter().position(|c| c == slot).expect("checked slot");
@@ -82,12 +83,12 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
         crate::topics::write_layer(&layer, out)?;
     }
     // Measured on values never trained on (by their lower-case form).
-    let held: Vec<(String, String)> = pairs(&s.eval)?.into_iter().filter(|(_, v)| !seen.contains(&key(v))).collect();
-    let slots_of: BTreeMap<String, BTreeSet<String>> =
-        pairs(&s.data)?.into_iter().chain(pairs(&s.eval)?).chain(known_values()).fold(BTreeMap::new(), |mut m, (slot, v)| {
-            m.entry(key(&v)).or_insert_with(BTreeSet::new).insert(slot);
-            m
-        });
+    let held: Vec<(String, String)> = measured.iter().filter(|(_, v)| !seen.contains(&key(v))).cloned().collect();
+    // Every slot each value is labelled with anywhere: a pairing with one of those is not wrong.
+    let mut slots_of: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    for (slot, v) in train.iter().chain(&measured) {
+        slots_of.entry(key(v)).or_default().insert(slot);
+    }
     let texts: Vec<&str> = held.iter().map(|(_, v)| v.as_str()).collect();
     let probs: Vec<Vec<f32>> = embed(&model, &texts)?.iter().map(|v| layer.probabilities(v)).collect();
     let right = held.iter().zip(&probs).filter(|((slot, _), p)| argmax(p) == class(slot)).count();
@@ -104,7 +105,7 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
             e.1 += usize::from(share(p, slot) < floor);
             for other in &classes {
                 let kin = mneme_truth::value_kin(other);
-                if slots_of.get(&key(v)).is_some_and(|s| s.iter().any(|s| kin.contains(&s.as_str()))) {
+                if slots_of.get(&key(v)).is_some_and(|s| s.iter().any(|s| kin.contains(s))) {
                     continue;
                 }
                 wrong += 1;

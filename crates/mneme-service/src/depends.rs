@@ -98,11 +98,7 @@ impl MemoryService {
             }) {
                 continue;
             }
-            let since = match &newer.payload {
-                Some(Payload::Event(e)) => e.event_time.unwrap_or(newer.created_at),
-                _ => newer.created_at,
-            };
-            changes.push(Change { since, statement: Some(newer.id), ..c });
+            changes.push(Change { since: crate::retrieve::said_at(&newer), statement: Some(newer.id), ..c });
         }
         for (hit, said) in hits.iter_mut().zip(said) {
             let Some(said) = said else { continue };

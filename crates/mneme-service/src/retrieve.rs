@@ -772,18 +772,22 @@ fn sort_and_cut(scored: &mut Vec<(Candidate, ScoreParts)>, limit: usize) {
     scored.truncate(limit);
 }
 
+/// When a statement was said: an event's own time, else when it was written.
+pub(crate) fn said_at(statement: &mneme_core::MemoryRecord) -> jiff::Timestamp {
+    match &statement.payload {
+        Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(statement.created_at),
+        _ => statement.created_at,
+    }
+}
+
 /// How a newer statement puts `fact` in doubt, for a hit that stands without it.
 fn in_doubt(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecord) -> Option<crate::types::Outdated> {
     let mneme_core::Payload::Semantic(f) = fact.payload.as_ref()? else { return None };
-    let since = match &statement.payload {
-        Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(statement.created_at),
-        _ => statement.created_at,
-    };
     Some(crate::types::Outdated {
         slot: fact.tags.iter().find_map(|t| t.strip_prefix("slot:"))?.to_string(),
         old: f.object.clone(),
         new: None,
-        since,
+        since: said_at(statement),
         fact: fact.id.clone(),
         statement: Some(statement.id.clone()),
         by: crate::types::RestsBy::Topic,

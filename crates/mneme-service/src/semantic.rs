@@ -509,8 +509,9 @@ impl MemoryService {
     /// has at least `retrieval.value_min_p` of its probability on the slots of `slot`'s
     /// kind (`mneme_truth::value_kin`); otherwise the slot that the value's kind and the
     /// clause's topic (the topic layer) both put first, each at least `REFILE_MIN` sure;
-    /// otherwise `None`: not a value of any slot the clause is about. `slot` unchanged when there is no model or
-    /// layer, or the floor is 0: nothing is refused without the reading.
+    /// otherwise `None`: not a value of any slot the clause is about. `slot` unchanged
+    /// when there is no model or layer, or the floor is 0: nothing is refused without the
+    /// reading.
     pub fn value_slot(&self, slot: &'static str, value: &str, clause: &str) -> Option<&'static str> {
         let floor = self.config.retrieval.value_min_p as f32;
         let Some(layer) =

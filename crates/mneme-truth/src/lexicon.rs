@@ -965,21 +965,17 @@ pub fn resting_on(changed: &str) -> &'static [&'static str] {
     }
 }
 
-/// The slots whose values are of the same kind as `slot`'s, `slot` first: a value that
-/// fits any of them fits `slot` (`TopicModel::values` reads values alone, and a name
+/// The slots whose values are of the same kind as `slot`'s, `slot` among them: a value
+/// that fits any of them fits `slot` (`TopicModel::values` reads values alone, and a name
 /// could be a partner's, a manager's, a pet's or a nickname; a company could employ the
 /// user or host their project; what someone eats, avoids or is allergic to are foods).
 pub fn value_kin(slot: &str) -> &'static [&'static str] {
-    const NAMES: &[&str] = &["partner", "manager", "pet", "nickname"];
-    const COMPANIES: &[&str] = &["employer", "cloud", "database"];
-    const FOODS: &[&str] = &["food", "allergies", "diet"];
-    let group: &'static [&'static str] = match slot {
-        "partner" | "manager" | "pet" | "nickname" => NAMES,
-        "employer" | "cloud" | "database" => COMPANIES,
-        "food" | "allergies" | "diet" => FOODS,
-        _ => return self::slot(slot).map_or(&[], |d| std::slice::from_ref(&d.id)),
-    };
-    group
+    match slot {
+        "partner" | "manager" | "pet" | "nickname" => &["partner", "manager", "pet", "nickname"],
+        "employer" | "cloud" | "database" => &["employer", "cloud", "database"],
+        "food" | "allergies" | "diet" => &["food", "allergies", "diet"],
+        _ => self::slot(slot).map_or(&[], |d| std::slice::from_ref(&d.id)),
+    }
 }
 
 /// Words that end a single-valued slot's value on its negative side: "no longer", "left".

@@ -88,15 +88,15 @@ pub fn normalize_value(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_list_value_is_read_item_by_item() {
-        assert_eq!(super::list_items("hazelnuts, sesame and kiwi"), ["hazelnuts", "sesame", "kiwi"]);
-        assert_eq!(super::list_items("Procter & Gamble"), ["Procter", "Gamble"]);
-        assert_eq!(super::list_items("Lisbon"), ["Lisbon"]);
-        assert!(super::list_items(" , ").is_empty());
+        assert_eq!(list_items("hazelnuts, sesame and kiwi"), ["hazelnuts", "sesame", "kiwi"]);
+        assert_eq!(list_items("Procter & Gamble"), ["Procter", "Gamble"]);
+        assert_eq!(list_items("Lisbon"), ["Lisbon"]);
+        assert!(list_items(" , ").is_empty());
     }
-
-    use super::*;
 
     #[test]
     fn a_held_value_is_found_as_whole_words_in_any_case() {

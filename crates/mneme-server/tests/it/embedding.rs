@@ -80,6 +80,14 @@ fn dana_says(text: &str, at: &str) -> serde_json::Value {
     json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } })
 }
 
+/// Dana says each `(text, at)` through the `message_received` hook, in order.
+async fn dana_says_all(d: &TestDaemon, lines: &[(&str, &str)]) {
+    for (text, at) in lines {
+        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+}
+
 /// Dependent facts by meaning: after a move, what the user said before it that rests on
 /// where they lived without naming it ("the gym I go to is a 5 minute walk from my flat")
 /// comes back marked possibly outdated (`by: topic`, the resting layer's reading), while
@@ -95,10 +103,7 @@ async fn what_rests_on_a_changed_fact_without_naming_it_is_marked_by_meaning() {
         ("I moved to Munich last month.", "2026-03-10T09:00:00Z"),
         ("the new gym is a 20 minute bike ride away", "2026-03-12T09:00:00Z"),
     ];
-    for (text, at) in lines {
-        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
-        assert_eq!(status, 200, "{body}");
-    }
+    dana_says_all(&d, &lines).await;
     embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(7)).await;
     let find = |hits: &serde_json::Value, words: &str| {
         hits["hits"]
@@ -269,10 +274,7 @@ async fn a_value_no_phrase_matches_is_read_by_meaning_and_marked_as_read() {
         ("should I move to Madrid?", "2026-01-12T09:00:00Z"),
         ("been in Porto about 6 months now, loving it", "2026-03-10T09:00:00Z"),
     ];
-    for (text, at) in lines {
-        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
-        assert_eq!(status, 200, "{body}");
-    }
+    dana_says_all(&d, &lines).await;
     let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "include_tombstones": true, "limit": 50 })).await;
     let facts: Vec<&serde_json::Value> = v["hits"].as_array().expect("hits").iter().map(|h| &h["record"]).collect();
     let object = |r: &serde_json::Value| r["payload"]["object"].as_str().unwrap_or_default().to_string();
@@ -301,10 +303,7 @@ async fn the_reader_looks_past_the_value_held_for_the_new_one_and_a_restatement_
         // Lisbon again, in passing: nothing new.
         ("Still loving Lisbon, though the Monday trams are chaos.", "2026-03-11T09:00:00Z"),
     ];
-    for (text, at) in lines {
-        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
-        assert_eq!(status, 200, "{body}");
-    }
+    dana_says_all(&d, &lines).await;
     let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "include_tombstones": true, "limit": 50 })).await;
     let facts: Vec<&serde_json::Value> = v["hits"].as_array().expect("hits").iter().map(|h| &h["record"]).collect();
     let live = |predicate: &str| -> Vec<String> {
@@ -333,10 +332,7 @@ async fn a_value_of_another_kind_is_not_written_under_the_slot_a_phrase_matched(
         ("My cat is called Marzipan.", "2026-01-10T09:02:00Z"),
         ("Moved in with Ignacio last month, it is going great so far", "2026-03-10T09:00:00Z"),
     ];
-    for (text, at) in lines {
-        let (status, body) = d.post("/v1/hooks/message_received", dana_says(text, at)).await;
-        assert_eq!(status, 200, "{body}");
-    }
+    dana_says_all(&d, &lines).await;
     let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "include_tombstones": true, "limit": 50 })).await;
     let objects: Vec<(String, String)> = v["hits"]
         .as_array()

@@ -901,7 +901,14 @@ impl Hooks {
             // A phrase that gives the speaker a value they do not hold yet says what is new.
             // Otherwise (no phrase, a retraction, a value restated: "living in Milan is
             // history; these days it's Naples") the encoder may read the new value.
-            let news = claims.iter().any(|c| c.other.is_none() && matches!(c.op, mneme_truth::Op::Set | mneme_truth::Op::Add));
+            let news = claims.iter().any(|c| {
+                c.other.is_none()
+                    && matches!(c.op, mneme_truth::Op::Set | mneme_truth::Op::Add)
+                    && !c.slot.is_some_and(|slot| {
+                        let value = mneme_truth::normalize_value(&c.value);
+                        held(slot).iter().any(|h| mneme_truth::normalize_value(h) == value)
+                    })
+            });
             if claims.is_empty() {
                 for t in general_facts(content) {
                     if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {

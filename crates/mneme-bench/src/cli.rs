@@ -39,7 +39,13 @@ pub enum Command {
     Truth,
     /// The conversational fact extractor on each line of stdin: one JSON line of claims
     /// per input line (for inspecting what a phrasing yields).
-    Extract,
+    Extract {
+        /// Also the span reader's reading of each line with the embedding model (its slot,
+        /// value and probabilities, and why it was refused); values the speaker holds
+        /// may follow the text after a tab, separated by `|`.
+        #[arg(long)]
+        read: bool,
+    },
     /// Workspace search at scale: index time, refresh cost, search latency, and the
     /// `mneme search` / `mneme claude-hook session-start` processes.
     Workspace {
@@ -187,6 +193,11 @@ pub enum Command {
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,
+        /// Train the old-value head instead: the rows' `old` words (the value a message
+        /// replaces, `bench/topics/spans/olds_train.jsonl`), measured on whether a held
+        /// value's mention reads as old (crates/mneme-truth/data/olds.json for `--out`).
+        #[arg(long)]
+        old: bool,
     },
     /// The value-kind layer (`TopicModel::values`): trains it on the values of labelled
     /// sets and the slots' known values, and reports, per floor, the right values it would

@@ -81,11 +81,25 @@ fn run(cli: Cli) -> Result<()> {
             let data_dir = data_dir(&cli)?;
             crate::retrieval::retrieval(&config(&cli, &data_dir)?, &data_dir)
         }
-        Command::Extract => {
+        Command::Extract { read } => {
             use std::io::BufRead as _;
+            // With --read, the span reader's reading too (the model installed), past the
+            // held values a tab after the text names ("text\tMilan|Rome").
+            let service = if *read {
+                let data_dir = data_dir(&cli)?;
+                let config = config(&cli, &data_dir)?;
+                let (llm, model) = crate::truth::pipeline("extract", &config, &data_dir)?;
+                let model = model.ok_or_else(|| anyhow::anyhow!("--read needs the embedding model: mneme model install"))?;
+                Some(crate::truth::open(&config, &llm, Some(&model), &serde_json::json!({}))?)
+            } else {
+                None
+            };
             for line in std::io::stdin().lock().lines() {
                 let line = line?;
-                outln!("{}", serde_json::json!({ "text": line, "claims": mneme_truth::extract(&line) }));
+                let (text, held) = line.split_once('\t').unwrap_or((&line, ""));
+                let held: Vec<String> = held.split('|').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect();
+                let reading = service.as_ref().and_then(|c| c.service().explain_read(text, &|_| held.clone()));
+                outln!("{}", serde_json::json!({ "text": text, "claims": mneme_truth::extract(text), "reading": reading }));
             }
             Ok(())
         }
@@ -112,7 +126,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Dump { records, postgres } => crate::store::dump(*records, postgres.as_deref(), json),
         Command::Store { records, queries, single } => crate::store::store(records, *queries, *single, json),
         Command::Lexical { records, queries, baseline, cap } => crate::lexical::lexical(records, *queries, *baseline, *cap, json),
-        Command::Spans { data, eval, out, epochs, learning_rate, l2, min_share, show_errors, model_dir } => {
+        Command::Spans { data, eval, out, epochs, learning_rate, l2, min_share, show_errors, model_dir, old } => {
             let config = config(&cli, &data_dir(&cli)?)?;
             let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
             let training = mneme_truth::spans::Training { epochs: *epochs, learning_rate: *learning_rate, l2: *l2 };
@@ -123,6 +137,7 @@ fn run(cli: Cli) -> Result<()> {
                 training,
                 min_share: *min_share,
                 show_errors: *show_errors,
+                old: *old,
             };
             crate::spans::spans(&dir, settings, json)
         }

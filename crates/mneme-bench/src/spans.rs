@@ -21,7 +21,12 @@ struct Row {
     /// past the value the speaker holds, so it is measured that way here.
     #[serde(default)]
     old: Option<String>,
+    #[serde(default)]
     source: String,
+    /// `restate`: the message names the value held as still current (the old-value head
+    /// must not read it as old).
+    #[serde(default)]
+    kind: Option<String>,
     /// Which part it is in ([`part`]), set once read.
     #[serde(skip)]
     part: &'static str,
@@ -91,9 +96,109 @@ pub struct Settings {
     /// span's and "no value"'s together.
     pub min_share: f32,
     pub show_errors: usize,
+    /// Train and measure the old-value head instead (`--old`).
+    pub old: bool,
+}
+
+/// The old-value head (`SpanReader::builtin_old`): trained on every `--data` row (the
+/// words naming the value a message replaces, or none), measured on each file as the
+/// service asks it: does the mention of the value the speaker held read as old? For a
+/// swap it should (`old_read`); for a restatement of the held value (`kind: restate`)
+/// it should not (`restate_read_as_old`).
+fn olds(dir: &Path, settings: Settings, json: bool) -> Result<()> {
+    let model = crate::topics::load(dir)?;
+    let mut rows = Vec::new();
+    for (path, measured_only) in settings.data.iter().map(|p| (p, false)).chain(settings.eval.iter().map(|p| (p, true))) {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let mut row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled row", path.display(), i + 1))?;
+            row.part = if measured_only { "eval" } else { "train" };
+            if measured_only && row.kind.as_deref() == Some("other") {
+                continue;
+            }
+            rows.push((path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(), row));
+        }
+    }
+    eprintln!("reading {} messages with the encoder", rows.len());
+    let states: Vec<TokenStates> = rows.iter().map(|(_, r)| model.token_states(&r.text)).collect::<Result<_, _>>()?;
+    let examples: Vec<Example> = rows
+        .iter()
+        .zip(&states)
+        .filter(|((_, r), _)| r.part == "train")
+        .filter_map(|((_, r), s)| {
+            let span = match &r.old {
+                Some(v) => Some(token_span(s, &r.text, v)?),
+                None => None,
+            };
+            Some(Example { states: s.states.clone(), word_starts: s.word_starts.clone(), slot: 0, span })
+        })
+        .collect();
+    eprintln!("training the old-value head on {} messages", examples.len());
+    let head = SpanReader::train(DEFAULT_MODEL, vec!["old".into()], &examples, settings.training);
+    if let Some(out) = &settings.out {
+        write_reader(&head, out)?;
+    }
+    // Per file: swaps whose old mention reads as old, restatements whose held mention does.
+    let mut tallies: std::collections::BTreeMap<String, [usize; 4]> = Default::default();
+    let mut errors = Vec::new();
+    for ((file, r), s) in rows.iter().zip(&states) {
+        let (held, restate) = match (&r.old, &r.value) {
+            (Some(old), _) => (old, false),
+            (None, Some(v)) if r.kind.as_deref() == Some("restate") => (v, true),
+            _ => continue,
+        };
+        let Some(at) = r.text.find(held.as_str()) else { continue };
+        let mention = at..at + held.len();
+        let read = head
+            .read_where(&Tokens { states: &s.states, word_starts: &s.word_starts }, 0, |i, j| {
+                s.offsets[i].0 < mention.end && mention.start < s.offsets[j].1
+            })
+            .is_some_and(|span| span.p >= settings.min_share * (span.p + span.p_none));
+        let t = tallies.entry(format!("{file} ({})", r.part)).or_default();
+        if restate {
+            t[2] += 1;
+            t[3] += usize::from(read);
+        } else {
+            t[0] += 1;
+            t[1] += usize::from(read);
+        }
+        if r.part == "eval" && read == restate && errors.len() < settings.show_errors {
+            errors.push(json!({ "text": r.text, "held": held, "restate": restate }));
+        }
+    }
+    let pct = |a: usize, b: usize| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+    let out = json!({
+        "files": tallies.iter().map(|(k, t)| (k.clone(), json!({
+            "swaps": t[0], "old_read": pct(t[1], t[0]), "restatements": t[2], "restate_read_as_old": pct(t[3], t[2]),
+        }))).collect::<serde_json::Map<_, _>>(),
+        "errors": errors,
+    });
+    if json {
+        outln!("{out}");
+    } else {
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}
+
+fn write_reader(reader: &SpanReader, out: &Path) -> Result<()> {
+    use crate::topics::{rounded, rounded_rows};
+    let file = json!({
+        "model": reader.model,
+        "dim": reader.dim,
+        "slots": reader.slots,
+        "start": rounded_rows(&reader.start),
+        "start_bias": rounded(&reader.start_bias),
+        "end": rounded_rows(&reader.end),
+        "end_bias": rounded(&reader.end_bias),
+    });
+    std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))
 }
 
 pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
+    if settings.old {
+        return olds(dir, settings, json);
+    }
     let model = crate::topics::load(dir)?;
     let mut rows = Vec::new();
     for (path, measured_only) in settings.data.iter().map(|p| (p, false)).chain(settings.eval.iter().map(|p| (p, true))) {
@@ -130,17 +235,7 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     eprintln!("training on {} messages", examples.len());
     let reader = SpanReader::train(DEFAULT_MODEL, slots.clone(), &examples, settings.training);
     if let Some(out) = &settings.out {
-        use crate::topics::{rounded, rounded_rows};
-        let file = json!({
-            "model": reader.model,
-            "dim": reader.dim,
-            "slots": reader.slots,
-            "start": rounded_rows(&reader.start),
-            "start_bias": rounded(&reader.start_bias),
-            "end": rounded_rows(&reader.end),
-            "end_bias": rounded(&reader.end_bias),
-        });
-        std::fs::write(out, format!("{file}\n")).with_context(|| format!("cannot write {}", out.display()))?;
+        write_reader(&reader, out)?;
     }
     let mut tallies: std::collections::BTreeMap<String, Tally> = Default::default();
     let mut errors = Vec::new();

@@ -36,6 +36,12 @@ pub(crate) struct Conversation {
     _dir: tempfile::TempDir,
 }
 
+impl Conversation {
+    pub(crate) fn service(&self) -> &MemoryService {
+        &self.service
+    }
+}
+
 pub fn truth(config: &mneme_server::MnemeConfig, data_dir: &std::path::Path) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (llm, model) = pipeline("truth", config, data_dir)?;

@@ -108,6 +108,14 @@ pub struct RankWeights {
     /// Default 0.02 (on values never trained on, 0.9 % of right values refused and 36 %
     /// of values paired with a slot of another kind, BENCHMARKS.md); 0 turns it off.
     pub value_min_p: f64,
+    /// The old-value head (`SpanReader::builtin_old`, needs the embedding model) reads
+    /// whether a message names the value the speaker holds as the one it replaces
+    /// ("Saoirse and I are over. I'm with Cillian now"). When its share against "no old
+    /// value" reaches this, the span reader's value past the held one is taken even when
+    /// the held value's own reading is far stronger (otherwise that reads as a
+    /// restatement in passing). Default 0.8 (chosen on truth families D and E and
+    /// `swaps_a` against 0.2 and 0.5, BENCHMARKS.md); 1 turns it off.
+    pub old_min_p: f64,
     /// The resting layer (`TopicModel::resting`, needs the embedding model) reads which
     /// fact's value a statement silently rests on ("the gym is a 5 minute walk from my
     /// flat" rests on where the user lives). A statement said before that fact changed
@@ -151,6 +159,7 @@ impl Default for RankWeights {
             topic_min_p: 0.3,
             read_min_p: 0.5,
             value_min_p: 0.02,
+            old_min_p: 0.8,
             resting_min_p: 0.3,
             min_relevant: 0.0,
             present_boost: 0.1,
@@ -209,6 +218,9 @@ impl RankWeights {
         }
         if !(0.0..=1.0).contains(&self.value_min_p) {
             return Err(CoreError::invalid("retrieval.value_min_p", format!("{} (must be between 0 and 1)", self.value_min_p)));
+        }
+        if !(0.0..=1.0).contains(&self.old_min_p) {
+            return Err(CoreError::invalid("retrieval.old_min_p", format!("{} (must be between 0 and 1)", self.old_min_p)));
         }
         if !(0.0..=1.0).contains(&self.min_relevant) {
             return Err(CoreError::invalid("retrieval.min_relevant", format!("{} (must be between 0 and 1)", self.min_relevant)));

@@ -50,6 +50,25 @@ fn looks_like_a_value(value: &str) -> bool {
         && edge(words.last())
 }
 
+/// What the span reader made of a message ([`MemoryService::explain_read`]).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ValueReading {
+    /// The topic layer's slot (`None`: no slot's topic) and its probability.
+    pub slot: Option<&'static str>,
+    pub topic_p: f32,
+    /// The words read past the held values, with the span's probability, "no value"'s,
+    /// and the best span's over a held value.
+    pub value: Option<String>,
+    pub span_p: f32,
+    pub none_p: f32,
+    pub restated_p: f32,
+    /// The old-value head's share for a held value's words: that the message replaces it.
+    pub old_p: f32,
+    pub accepted: bool,
+    /// Why the reading was refused, or "accepted".
+    pub verdict: &'static str,
+}
+
 #[derive(Debug)]
 pub(crate) struct Semantic {
     pub(crate) embedder: Arc<dyn Embedder>,
@@ -473,13 +492,24 @@ impl MemoryService {
     /// attached encoder; `None` without a local model, or when unsure. `held` gives the
     /// values the speaker holds for a slot: the reader looks past them.
     pub fn read_value(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<(&'static str, String)> {
+        let r = self.explain_read(text, held)?;
+        if r.accepted { Some((r.slot?, r.value?)) } else { None }
+    }
+
+    /// [`MemoryService::read_value`]'s reading with its figures, whether or not it is
+    /// accepted (what `mneme-bench extract --read` prints). `None` without a local model.
+    pub fn explain_read(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<ValueReading> {
         let min = self.config.retrieval.read_min_p as f32;
         let s = self.semantic.get().filter(|_| min < 1.0)?;
         let reader = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id())?;
         let layer = self.topic_layer()?;
         let states = s.embedder.token_states(text)?.ok()?;
-        let topic = layer.classify(&states.sentence).filter(|t| t.p >= min)?;
-        let slot = topic.slot?;
+        let topic = layer.classify(&states.sentence)?;
+        let mut out = ValueReading { slot: topic.slot, topic_p: topic.p, ..ValueReading::default() };
+        let Some(slot) = topic.slot.filter(|_| topic.p >= min) else {
+            out.verdict = "topic: none or below read_min_p";
+            return Some(out);
+        };
         let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
         let index = reader.slot_index(slot)?;
         // A value the speaker already holds for the slot is not news: the reader looks past
@@ -489,19 +519,42 @@ impl MemoryService {
         let held: Vec<std::ops::Range<usize>> = held(slot).iter().flat_map(|v| mneme_truth::mentions(text, v)).collect();
         let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
         let apart = |i: usize, j: usize| held.iter().all(|h| bytes(i, j).end <= h.start || h.end <= bytes(i, j).start);
-        let restated = if held.is_empty() { 0.0 } else { reader.read_where(&tokens, index, |i, j| !apart(i, j)).map_or(0.0, |s| s.p) };
-        let span = reader
-            .read_where(&tokens, index, apart)
-            .filter(|span| span.p >= min * (span.p + span.p_none) && span.p >= PAST_HELD_SHARE * restated)?;
+        out.restated_p = if held.is_empty() { 0.0 } else { reader.read_where(&tokens, index, |i, j| !apart(i, j)).map_or(0.0, |s| s.p) };
+        // Unless the message names the held value as the one it replaces (the old-value
+        // head, over a held value's words): then what stands past it is the news.
+        let old_min = self.config.retrieval.old_min_p as f32;
+        out.old_p = match mneme_truth::spans::SpanReader::builtin_old(s.embedder.model_id()).filter(|_| !held.is_empty() && old_min < 1.0) {
+            Some(head) => head.read_where(&tokens, 0, |i, j| !apart(i, j)).map_or(0.0, |s| s.p / (s.p + s.p_none)),
+            None => 0.0,
+        };
+        let replaced = old_min < 1.0 && out.old_p >= old_min;
+        let Some(span) = reader.read_where(&tokens, index, apart) else {
+            out.verdict = "no span";
+            return Some(out);
+        };
+        (out.span_p, out.none_p) = (span.p, span.p_none);
         let value = text.get(states.offsets[span.start].0..states.offsets[span.end].1)?;
         let value = value.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#');
+        out.value = Some(value.to_string());
         // Where the writer uses capitals, a name is capitalised or a known value ("The coffee
         // machine at Globex broke again" names no employer in "coffee machine").
         let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
         let capitalised = value.chars().next().is_some_and(char::is_uppercase)
             || !text.chars().any(char::is_uppercase)
             || mneme_truth::named_values(text, slot).iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value));
-        (looks_like_a_value(value) && (!name || capitalised)).then(|| (slot, value.to_string()))
+        out.verdict = if span.p < min * (span.p + span.p_none) {
+            "span: below read_min_p against no value"
+        } else if !replaced && span.p < PAST_HELD_SHARE * out.restated_p {
+            "span: below the held value's share"
+        } else if !looks_like_a_value(value) {
+            "value: does not look like one"
+        } else if name && !capitalised {
+            "value: a name not capitalised"
+        } else {
+            out.accepted = true;
+            "accepted"
+        };
+        Some(out)
     }
 
     /// Where a fact of `slot` with `value`, read from `clause`, belongs by the value-kind

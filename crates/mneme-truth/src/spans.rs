@@ -70,6 +70,7 @@ impl Default for Training {
 }
 
 static BUILTIN: std::sync::OnceLock<Option<SpanReader>> = std::sync::OnceLock::new();
+static BUILTIN_OLD: std::sync::OnceLock<Option<SpanReader>> = std::sync::OnceLock::new();
 
 impl SpanReader {
     /// The compiled-in reader (`data/spans.json`), if it was trained on the encoder `model`.
@@ -78,6 +79,17 @@ impl SpanReader {
             .get_or_init(|| serde_json::from_str(include_str!("../data/spans.json")).ok())
             .as_ref()
             .filter(|r| r.model == model && r.start.len() == r.slots.len() && r.end.len() == r.slots.len())
+    }
+
+    /// The compiled-in old-value head (`data/olds.json`, one pseudo-slot `old` for every
+    /// slot): which words of a message name the value it replaces ("Quit **Vandelay**.
+    /// I've been at Ordinal Bank since Monday"), if it was trained on the encoder `model`.
+    /// Trained by `mneme-bench spans --old` on `bench/topics/spans/olds_train.jsonl`.
+    pub fn builtin_old(model: &str) -> Option<&'static SpanReader> {
+        BUILTIN_OLD
+            .get_or_init(|| serde_json::from_str(include_str!("../data/olds.json")).ok())
+            .as_ref()
+            .filter(|r| r.model == model && r.start.len() == 1 && r.end.len() == 1)
     }
 
     pub fn slot_index(&self, slot: &str) -> Option<usize> {

@@ -353,3 +353,30 @@ async fn a_value_of_another_kind_is_not_written_under_the_slot_a_phrase_matched(
     assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Lisbon", "{v}");
     d.stop().await;
 }
+
+/// A change that names the old value beside the new one is read past the old one: "Saoirse
+/// and I are over. I'm with Cillian now" (the span reader alone reads Saoirse far more
+/// strongly; the old-value head reads her as the one replaced), and "Living in Milan is
+/// history; these days it's Naples" (a phrase restating the held Milan is no news, so
+/// the reader is asked). With the head off, Saoirse stays.
+#[tokio::test]
+async fn a_change_that_names_the_old_value_is_read_past_it() {
+    for (old_min_p, partner) in [(0.5, "Cillian"), (1.0, "Saoirse")] {
+        let mut config = test_config();
+        config.embedding.model_dir = Some(test_model());
+        config.retrieval.old_min_p = old_min_p;
+        let d = TestDaemon::with(config).await;
+        let lines = [
+            ("My partner is Saoirse.", "2026-01-10T09:00:00Z"),
+            ("I live in Milan.", "2026-01-10T09:01:00Z"),
+            ("Saoirse and I are over. I'm with Cillian now.", "2026-03-10T09:00:00Z"),
+            ("Living in Milan is history; these days it's Naples for me.", "2026-03-10T09:01:00Z"),
+        ];
+        dana_says_all(&d, &lines).await;
+        for (slot, want) in [("partner", partner), ("city", "Naples")] {
+            let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
+            assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "old_min_p {old_min_p}, {slot}: {v}");
+        }
+        d.stop().await;
+    }
+}

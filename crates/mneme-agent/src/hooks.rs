@@ -929,8 +929,7 @@ impl Hooks {
             if !news
                 && !mneme_truth::asserts_nothing(content)
                 && !mneme_truth::tells_of_someone_else(content)
-                && let Some((slot, value)) =
-                    self.ops.read_value(content, &|slot| held(slot).into_iter().chain(retracted.iter().cloned()).collect())
+                && let Some((slot, value)) = self.ops.read_value(content, &held, &retracted)
             {
                 let claim = mneme_truth::Claim {
                     other: None,

@@ -98,7 +98,7 @@ fn run(cli: Cli) -> Result<()> {
                 let line = line?;
                 let (text, held) = line.split_once('\t').unwrap_or((&line, ""));
                 let held: Vec<String> = held.split('|').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect();
-                let reading = service.as_ref().and_then(|c| c.service().explain_read(text, &|_| held.clone()));
+                let reading = service.as_ref().and_then(|c| c.service().explain_read(text, &|_| held.clone(), &[]));
                 outln!("{}", serde_json::json!({ "text": text, "claims": mneme_truth::extract(text), "reading": reading }));
             }
             Ok(())

@@ -116,8 +116,13 @@ impl Ops {
     /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`),
     /// past the values `held` says the speaker holds for a slot: text in, no record read,
     /// so no principal.
-    pub fn read_value(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<(&'static str, String)> {
-        self.service.read_value(text, held)
+    pub fn read_value(
+        &self,
+        text: &str,
+        held: &dyn Fn(&'static str) -> Vec<String>,
+        retracted: &[String],
+    ) -> Option<(&'static str, String)> {
+        self.service.read_value(text, held, retracted)
     }
 
     /// Where a fact of `slot` with `value` from `clause` belongs by the value's kind

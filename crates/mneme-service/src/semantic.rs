@@ -490,15 +490,23 @@ impl MemoryService {
     /// (the span against "no value"). A value must look like one: at most four words, no
     /// clause punctuation, not starting or ending with a stopword. One pass of the
     /// attached encoder; `None` without a local model, or when unsure. `held` gives the
-    /// values the speaker holds for a slot: the reader looks past them.
-    pub fn read_value(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<(&'static str, String)> {
-        let r = self.explain_read(text, held)?;
+    /// values the speaker holds for a slot, `retracted` those a phrase of the message
+    /// withdrew: the reader looks past them. A message that names a held value as the one
+    /// it replaces (the old-value head) is about that value's slot, whatever the topic
+    /// layer reads ("Ugh typo, Ramona not Ramonna" after "my partner is Ramonna").
+    pub fn read_value(
+        &self,
+        text: &str,
+        held: &dyn Fn(&'static str) -> Vec<String>,
+        retracted: &[String],
+    ) -> Option<(&'static str, String)> {
+        let r = self.explain_read(text, held, retracted)?;
         if r.accepted { Some((r.slot?, r.value?)) } else { None }
     }
 
     /// [`MemoryService::read_value`]'s reading with its figures, whether or not it is
     /// accepted (what `mneme-bench extract --read` prints). `None` without a local model.
-    pub fn explain_read(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>) -> Option<ValueReading> {
+    pub fn explain_read(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>, retracted: &[String]) -> Option<ValueReading> {
         let min = self.config.retrieval.read_min_p as f32;
         let s = self.semantic.get().filter(|_| min < 1.0)?;
         let reader = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id())?;
@@ -506,28 +514,50 @@ impl MemoryService {
         let states = s.embedder.token_states(text)?.ok()?;
         let topic = layer.classify(&states.sentence)?;
         let mut out = ValueReading { slot: topic.slot, topic_p: topic.p, ..ValueReading::default() };
-        let Some(slot) = topic.slot.filter(|_| topic.p >= min) else {
-            out.verdict = "topic: none or below read_min_p";
-            return Some(out);
-        };
         let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
+        let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
+        let apart_from = |held: &[std::ops::Range<usize>], i: usize, j: usize| {
+            held.iter().all(|h| bytes(i, j).end <= h.start || h.end <= bytes(i, j).start)
+        };
+        // The old-value head's share for the words of `held`: that the message replaces them.
+        let old_min = self.config.retrieval.old_min_p as f32;
+        let head = mneme_truth::spans::SpanReader::builtin_old(s.embedder.model_id()).filter(|_| old_min < 1.0);
+        let old_share = |held: &[std::ops::Range<usize>]| match head.filter(|_| !held.is_empty()) {
+            Some(head) => head.read_where(&tokens, 0, |i, j| !apart_from(held, i, j)).map_or(0.0, |s| s.p / (s.p + s.p_none)),
+            None => 0.0,
+        };
+        let mentioned = |slot: &'static str| -> Vec<std::ops::Range<usize>> {
+            held(slot).iter().flat_map(|v| mneme_truth::mentions(text, v)).collect()
+        };
+        // The value a message replaces says which slot it is about: the topic's slot first,
+        // then the others in slot order.
+        let replaced_slot = head.and_then(|_| {
+            topic.slot.into_iter().chain(mneme_truth::SLOTS.iter().map(|d| d.id).filter(|id| Some(*id) != topic.slot)).find_map(|slot| {
+                let share = old_share(&mentioned(slot));
+                (share >= old_min).then_some((slot, share))
+            })
+        });
+        let slot = match (replaced_slot, topic.slot.filter(|_| topic.p >= min)) {
+            (Some((slot, _)), _) | (None, Some(slot)) => slot,
+            (None, None) => {
+                out.verdict = "topic: none or below read_min_p";
+                return Some(out);
+            }
+        };
+        out.slot = Some(slot);
         let index = reader.slot_index(slot)?;
         // A value the speaker already holds for the slot is not news: the reader looks past
         // it ("CouchDB out, Db2 in"). What it finds there must hold a share of the held
         // value's probability too, or the message restates the held value in passing
         // ("still loving Lisbon, though the Monday trams are chaos").
-        let held: Vec<std::ops::Range<usize>> = held(slot).iter().flat_map(|v| mneme_truth::mentions(text, v)).collect();
-        let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
-        let apart = |i: usize, j: usize| held.iter().all(|h| bytes(i, j).end <= h.start || h.end <= bytes(i, j).start);
+        let mut held = mentioned(slot);
+        held.extend(retracted.iter().flat_map(|v| mneme_truth::mentions(text, v)));
+        let apart = |i: usize, j: usize| apart_from(&held, i, j);
         out.restated_p = if held.is_empty() { 0.0 } else { reader.read_where(&tokens, index, |i, j| !apart(i, j)).map_or(0.0, |s| s.p) };
         // Unless the message names the held value as the one it replaces (the old-value
         // head, over a held value's words): then what stands past it is the news.
-        let old_min = self.config.retrieval.old_min_p as f32;
-        out.old_p = match mneme_truth::spans::SpanReader::builtin_old(s.embedder.model_id()).filter(|_| !held.is_empty() && old_min < 1.0) {
-            Some(head) => head.read_where(&tokens, 0, |i, j| !apart(i, j)).map_or(0.0, |s| s.p / (s.p + s.p_none)),
-            None => 0.0,
-        };
-        let replaced = old_min < 1.0 && out.old_p >= old_min;
+        out.old_p = replaced_slot.map_or_else(|| old_share(&held), |(_, share)| share);
+        let replaced = head.is_some() && out.old_p >= old_min;
         let Some(span) = reader.read_where(&tokens, index, apart) else {
             out.verdict = "no span";
             return Some(out);

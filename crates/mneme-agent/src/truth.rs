@@ -152,6 +152,17 @@ impl Reconciler<'_> {
                 }
             }
         }
+        // A value the subject holds under another slot is that slot's, mentioned: "Paprika
+        // lives with my parents now" names the pet, not a partner; "Ugh typo, JupyterLab
+        // not Kate" does not name a pet Kate after "my editor is Kate".
+        if matches!(claim.op, Op::Set | Op::Add)
+            && !live.iter().any(|r| same(r, &claim.value))
+            && let Some(other) = self.slot_holding(&subject, Some(&claim.value), src.scope)?.filter(|d| d.id != def.id)
+        {
+            tracing::debug!(slot = def.id, holder = other.id, value = %claim.value, "not written: the value is held under another slot");
+            out.ignored += 1;
+            return Ok(());
+        }
         match (claim.op, def.kind) {
             (Op::Set, SlotKind::Single) | (Op::Add, SlotKind::Single) => {
                 if let Some(r) = live.iter().find(|r| same(r, &claim.value)) {

@@ -1275,8 +1275,10 @@ fn subject(toks: &[Tok], slot: &SlotDef) -> Result<Option<String>, ()> {
             }
             let noun = toks.get(i + 1);
             // "my partner works at X": the partner does; "my partner is X", "my cat Pixel",
-            // "my partner Sofia and I": the speaker's slot.
-            if noun.is_some_and(|n| is_word(n, PROJECT_WORDS)) {
+            // "my partner Sofia and I": the speaker's slot. Where a project's things live
+            // ("our stuff lives on X", "my side thing runs on X"), whatever the noun, the
+            // project is the speaker's unless it is someone's ("my brother's app").
+            if noun.is_some_and(|n| is_word(n, PROJECT_WORDS) || (slot.project && !is_relation(n) && !n.cap)) {
                 // "our app runs on X", "our team uses X": the speaker's project.
                 return Ok(None);
             }

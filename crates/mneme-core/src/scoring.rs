@@ -110,11 +110,12 @@ pub struct RankWeights {
     pub value_min_p: f64,
     /// The old-value head (`SpanReader::builtin_old`, needs the embedding model) reads
     /// whether a message names the value the speaker holds as the one it replaces
-    /// ("Saoirse and I are over. I'm with Cillian now"). When its share against "no old
-    /// value" reaches this, the span reader's value past the held one is taken even when
-    /// the held value's own reading is far stronger (otherwise that reads as a
-    /// restatement in passing). Default 0.8 (chosen on truth families D and E and
-    /// `swaps_a` against 0.2 and 0.5, BENCHMARKS.md); 1 turns it off.
+    /// ("We migrated our servers to Hostinger because Railway kept going down"). When its
+    /// share against "no old value" reaches this, the span reader's value past the held
+    /// one is taken even when the held value's own reading is far stronger (otherwise
+    /// that reads as a restatement in passing), and the message is about the held value's
+    /// slot. Default 0.8 (chosen on truth families D and E and
+    /// `swaps_a` against 0.2, 0.5 and 0.9, BENCHMARKS.md); 1 turns it off.
     pub old_min_p: f64,
     /// The resting layer (`TopicModel::resting`, needs the embedding model) reads which
     /// fact's value a statement silently rests on ("the gym is a 5 minute walk from my

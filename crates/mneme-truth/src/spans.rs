@@ -82,8 +82,9 @@ impl SpanReader {
     }
 
     /// The compiled-in old-value head (`data/olds.json`, one pseudo-slot `old` for every
-    /// slot): which words of a message name the value it replaces ("Quit **Vandelay**.
-    /// I've been at Ordinal Bank since Monday"), if it was trained on the encoder `model`.
+    /// slot): which words of a message name the value it replaces ("We migrated our
+    /// servers to Hostinger because **Railway** kept going down"), if it was trained on
+    /// the encoder `model`.
     /// Trained by `mneme-bench spans --old` on `bench/topics/spans/olds_train.jsonl`.
     pub fn builtin_old(model: &str) -> Option<&'static SpanReader> {
         BUILTIN_OLD
@@ -196,6 +197,19 @@ mod tests {
             })
             .collect();
         (states, vec![true; kinds.len()])
+    }
+
+    /// The compiled-in readers load for the encoder they were trained on (a file that did
+    /// not parse would turn the reading off without a word).
+    #[test]
+    fn the_compiled_in_readers_load() {
+        let spans: SpanReader = serde_json::from_str(include_str!("../data/spans.json")).expect("spans.json");
+        assert!(SpanReader::builtin(&spans.model).is_some());
+        let old: SpanReader = serde_json::from_str(include_str!("../data/olds.json")).expect("olds.json");
+        assert_eq!(old.slots, ["old"]);
+        assert_eq!(old.dim, spans.dim);
+        assert!(SpanReader::builtin_old(&old.model).is_some());
+        assert!(SpanReader::builtin_old("another-model").is_none());
     }
 
     #[test]

@@ -354,28 +354,37 @@ async fn a_value_of_another_kind_is_not_written_under_the_slot_a_phrase_matched(
     d.stop().await;
 }
 
-/// A change that names the old value beside the new one is read past the old one: "Saoirse
-/// and I are over. I'm with Cillian now" (the span reader alone reads Saoirse far more
-/// strongly; the old-value head reads her as the one replaced), and "Living in Milan is
-/// history; these days it's Naples" (a phrase restating the held Milan is no news, so
-/// the reader is asked). With the head off, Saoirse stays.
+/// A change that names the old value beside the new one is read past the old one: "We
+/// migrated our servers to Hostinger because Railway kept going down" (the span reader
+/// alone reads Railway far more strongly; the old-value head reads it as the value
+/// replaced), and "Living in Milan is history; these days it's Naples" (a phrase
+/// restating the held Milan is no news, so the reader is asked). A message that replaces
+/// a held value is about that value's slot, whatever the topic layer reads ("bye
+/// Firebird, hello Snowflake" reads as hosting; "i said Lapce but i meant Rider" as a
+/// partner). With the head off (`retrieval.old_min_p` 1), Railway, Firebird and Lapce stay.
 #[tokio::test]
 async fn a_change_that_names_the_old_value_is_read_past_it() {
-    for (old_min_p, partner) in [(0.5, "Cillian"), (1.0, "Saoirse")] {
+    for (off, cloud, database, editor) in [(false, "Hostinger", "Snowflake", "Rider"), (true, "Railway", "Firebird", "Lapce")] {
         let mut config = test_config();
         config.embedding.model_dir = Some(test_model());
-        config.retrieval.old_min_p = old_min_p;
+        if off {
+            config.retrieval.old_min_p = 1.0;
+        }
         let d = TestDaemon::with(config).await;
         let lines = [
-            ("My partner is Saoirse.", "2026-01-10T09:00:00Z"),
-            ("I live in Milan.", "2026-01-10T09:01:00Z"),
-            ("Saoirse and I are over. I'm with Cillian now.", "2026-03-10T09:00:00Z"),
-            ("Living in Milan is history; these days it's Naples for me.", "2026-03-10T09:01:00Z"),
+            ("Our project is hosted on Railway.", "2026-01-10T09:00:00Z"),
+            ("Our project's database is Firebird.", "2026-01-10T09:01:00Z"),
+            ("I live in Milan.", "2026-01-10T09:02:00Z"),
+            ("My code editor is Lapce.", "2026-01-10T09:03:00Z"),
+            ("We migrated our servers to Hostinger because Railway kept going down.", "2026-03-10T09:00:00Z"),
+            ("Migration done!! bye Firebird, hello Snowflake", "2026-03-10T09:01:00Z"),
+            ("Living in Milan is history; these days it's Naples for me.", "2026-03-10T09:02:00Z"),
+            ("Wait no, i said Lapce but i meant Rider", "2026-03-10T09:03:00Z"),
         ];
         dana_says_all(&d, &lines).await;
-        for (slot, want) in [("partner", partner), ("city", "Naples")] {
+        for (slot, want) in [("cloud", cloud), ("database", database), ("city", "Naples"), ("editor", editor)] {
             let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
-            assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "old_min_p {old_min_p}, {slot}: {v}");
+            assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "head off: {off}, {slot}: {v}");
         }
         d.stop().await;
     }

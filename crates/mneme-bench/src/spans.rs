@@ -30,6 +30,48 @@ struct Row {
     /// Which part it is in ([`part`]), set once read.
     #[serde(skip)]
     part: &'static str,
+    /// The file it was read from (its name), set once read.
+    #[serde(skip)]
+    file: String,
+}
+
+/// The rows of the `--data` files (part `train_part(row)`) and the `--eval` files (part
+/// `eval`), each with its file's name; an unknown slot is an error.
+fn read_rows(settings: &Settings, train_part: fn(&Row) -> &'static str) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (path, measured_only) in settings.data.iter().map(|p| (p, false)).chain(settings.eval.iter().map(|p| (p, true))) {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let mut row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled value", path.display(), i + 1))?;
+            if mneme_truth::slot(&row.slot).is_none() {
+                bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
+            }
+            row.part = if measured_only { "eval" } else { train_part(&row) };
+            row.file = path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// A training example: the message's states, the slot, and the tokens of `label` in it
+/// (`None`: no label; skipped when the label is not in the text).
+fn example(s: &TokenStates, text: &str, label: Option<&str>, slot: usize) -> Option<Example> {
+    let span = match label {
+        Some(v) => Some(token_span(s, text, v)?),
+        None => None,
+    };
+    Some(Example { states: s.states.clone(), word_starts: s.word_starts.clone(), slot, span })
+}
+
+/// Prints a report: one line with `--json`, indented otherwise.
+fn print(report: &serde_json::Value, json: bool) -> Result<()> {
+    if json {
+        outln!("{report}");
+    } else {
+        outln!("{}", serde_json::to_string_pretty(report)?);
+    }
+    Ok(())
 }
 
 /// Which part a row is in: `build.py` holds out one part in `parts` of each file (the
@@ -107,32 +149,12 @@ pub struct Settings {
 /// it should not (`restate_read_as_old`).
 fn olds(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     let model = crate::topics::load(dir)?;
-    let mut rows = Vec::new();
-    for (path, measured_only) in settings.data.iter().map(|p| (p, false)).chain(settings.eval.iter().map(|p| (p, true))) {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let mut row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled row", path.display(), i + 1))?;
-            row.part = if measured_only { "eval" } else { "train" };
-            if measured_only && row.kind.as_deref() == Some("other") {
-                continue;
-            }
-            rows.push((path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(), row));
-        }
-    }
+    let mut rows = read_rows(&settings, |_| "train")?;
+    rows.retain(|r| !(r.part == "eval" && r.kind.as_deref() == Some("other")));
     eprintln!("reading {} messages with the encoder", rows.len());
-    let states: Vec<TokenStates> = rows.iter().map(|(_, r)| model.token_states(&r.text)).collect::<Result<_, _>>()?;
-    let examples: Vec<Example> = rows
-        .iter()
-        .zip(&states)
-        .filter(|((_, r), _)| r.part == "train")
-        .filter_map(|((_, r), s)| {
-            let span = match &r.old {
-                Some(v) => Some(token_span(s, &r.text, v)?),
-                None => None,
-            };
-            Some(Example { states: s.states.clone(), word_starts: s.word_starts.clone(), slot: 0, span })
-        })
-        .collect();
+    let states: Vec<TokenStates> = rows.iter().map(|r| model.token_states(&r.text)).collect::<Result<_, _>>()?;
+    let examples: Vec<Example> =
+        rows.iter().zip(&states).filter(|(r, _)| r.part == "train").filter_map(|(r, s)| example(s, &r.text, r.old.as_deref(), 0)).collect();
     eprintln!("training the old-value head on {} messages", examples.len());
     let head = SpanReader::train(DEFAULT_MODEL, vec!["old".into()], &examples, settings.training);
     if let Some(out) = &settings.out {
@@ -141,7 +163,7 @@ fn olds(dir: &Path, settings: Settings, json: bool) -> Result<()> {
     // Per file: swaps whose old mention reads as old, restatements whose held mention does.
     let mut tallies: std::collections::BTreeMap<String, [usize; 4]> = Default::default();
     let mut errors = Vec::new();
-    for ((file, r), s) in rows.iter().zip(&states) {
+    for (r, s) in rows.iter().zip(&states) {
         let (held, restate) = match (&r.old, &r.value) {
             (Some(old), _) => (old, false),
             (None, Some(v)) if r.kind.as_deref() == Some("restate") => (v, true),
@@ -154,7 +176,7 @@ fn olds(dir: &Path, settings: Settings, json: bool) -> Result<()> {
                 s.offsets[i].0 < mention.end && mention.start < s.offsets[j].1
             })
             .is_some_and(|span| span.p >= settings.min_share * (span.p + span.p_none));
-        let t = tallies.entry(format!("{file} ({})", r.part)).or_default();
+        let t = tallies.entry(format!("{} ({})", r.file, r.part)).or_default();
         if restate {
             t[2] += 1;
             t[3] += usize::from(read);
@@ -173,12 +195,7 @@ fn olds(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         }))).collect::<serde_json::Map<_, _>>(),
         "errors": errors,
     });
-    if json {
-        outln!("{out}");
-    } else {
-        outln!("{}", serde_json::to_string_pretty(&out)?);
-    }
-    Ok(())
+    print(&out, json)
 }
 
 fn write_reader(reader: &SpanReader, out: &Path) -> Result<()> {
@@ -200,18 +217,7 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         return olds(dir, settings, json);
     }
     let model = crate::topics::load(dir)?;
-    let mut rows = Vec::new();
-    for (path, measured_only) in settings.data.iter().map(|p| (p, false)).chain(settings.eval.iter().map(|p| (p, true))) {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let mut row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled value", path.display(), i + 1))?;
-            if mneme_truth::slot(&row.slot).is_none() {
-                bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
-            }
-            row.part = if measured_only { "eval" } else { part(&row) };
-            rows.push(row);
-        }
-    }
+    let rows = read_rows(&settings, part)?;
     let slots: Vec<String> = mneme_truth::SLOTS.iter().map(|s| s.id.to_string()).collect();
     eprintln!("reading {} messages with the encoder", rows.len());
     let states: Vec<TokenStates> = rows.iter().map(|r| model.token_states(&r.text)).collect::<Result<_, _>>()?;
@@ -219,18 +225,7 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         .iter()
         .zip(&states)
         .filter(|(r, _)| r.part == "train")
-        .filter_map(|(r, s)| {
-            let span = match &r.value {
-                Some(v) => Some(token_span(s, &r.text, v)?),
-                None => None,
-            };
-            Some(Example {
-                states: s.states.clone(),
-                word_starts: s.word_starts.clone(),
-                slot: slots.iter().position(|x| *x == r.slot)?,
-                span,
-            })
-        })
+        .filter_map(|(r, s)| example(s, &r.text, r.value.as_deref(), slots.iter().position(|x| *x == r.slot)?))
         .collect();
     eprintln!("training on {} messages", examples.len());
     let reader = SpanReader::train(DEFAULT_MODEL, slots.clone(), &examples, settings.training);
@@ -276,10 +271,5 @@ pub fn spans(dir: &Path, settings: Settings, json: bool) -> Result<()> {
         "parts": tallies.iter().map(|(k, t)| (k.clone(), t.figures())).collect::<serde_json::Map<_, _>>(),
         "errors": errors,
     });
-    if json {
-        outln!("{out}");
-    } else {
-        outln!("{}", serde_json::to_string_pretty(&out)?);
-    }
-    Ok(())
+    print(&out, json)
 }

@@ -533,12 +533,14 @@ impl MemoryService {
         // then the others in slot order.
         let replaced_slot = head.and_then(|_| {
             topic.slot.into_iter().chain(mneme_truth::SLOTS.iter().map(|d| d.id).filter(|id| Some(*id) != topic.slot)).find_map(|slot| {
-                let share = old_share(&mentioned(slot));
-                (share >= old_min).then_some((slot, share))
+                let words = mentioned(slot);
+                let share = old_share(&words);
+                (share >= old_min).then_some((slot, share, words))
             })
         });
-        let slot = match (replaced_slot, topic.slot.filter(|_| topic.p >= min)) {
-            (Some((slot, _)), _) | (None, Some(slot)) => slot,
+        let (slot, mut held, old_p) = match (replaced_slot, topic.slot.filter(|_| topic.p >= min)) {
+            (Some((slot, share, words)), _) => (slot, words, Some(share)),
+            (None, Some(slot)) => (slot, mentioned(slot), None),
             (None, None) => {
                 out.verdict = "topic: none or below read_min_p";
                 return Some(out);
@@ -550,13 +552,12 @@ impl MemoryService {
         // it ("CouchDB out, Db2 in"). What it finds there must hold a share of the held
         // value's probability too, or the message restates the held value in passing
         // ("still loving Lisbon, though the Monday trams are chaos").
-        let mut held = mentioned(slot);
         held.extend(retracted.iter().flat_map(|v| mneme_truth::mentions(text, v)));
         let apart = |i: usize, j: usize| apart_from(&held, i, j);
         out.restated_p = if held.is_empty() { 0.0 } else { reader.read_where(&tokens, index, |i, j| !apart(i, j)).map_or(0.0, |s| s.p) };
         // Unless the message names the held value as the one it replaces (the old-value
         // head, over a held value's words): then what stands past it is the news.
-        out.old_p = replaced_slot.map_or_else(|| old_share(&held), |(_, share)| share);
+        out.old_p = old_p.unwrap_or_else(|| old_share(&held));
         let replaced = head.is_some() && out.old_p >= old_min;
         let Some(span) = reader.read_where(&tokens, index, apart) else {
             out.verdict = "no span";

@@ -892,12 +892,31 @@ impl Hooks {
         }
         // Facts come from the user's words only: the assistant's suggestions are not facts.
         if self.config.regex_extraction && role == "user" && !question {
-            let claims = mneme_truth::extract(content);
+            let mut claims = mneme_truth::extract(content);
+            let phrased = !claims.is_empty();
             let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
             let source =
                 crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope, read: false };
             let reconciler = crate::truth::Reconciler { ops: &self.ops, principal: p };
             let held = |slot: &'static str| reconciler.held(slot, &source);
+            // A new value the span reader reads elsewhere in the message, past the values
+            // held and the other values named, is the phrase's mistake ("Favourite food update:
+            // spanakopita" is no food "update"): the phrase is dropped, and the reader,
+            // asked below, gives the value. A phrase that names the value it replaces
+            // ("switched tracks and I'm a security analyst now") read the change itself.
+            // The other values the phrases read for the slot ("fluent in Greek & Tagalog")
+            // are no alternative either.
+            let named: Vec<(Option<&'static str>, String)> = claims.iter().map(|c| (c.slot, c.value.clone())).collect();
+            claims.retain(|c| {
+                !(c.other.is_none()
+                    && c.old.is_none()
+                    && matches!(c.op, mneme_truth::Op::Set | mneme_truth::Op::Add)
+                    && c.slot.is_some_and(|slot| {
+                        let siblings = named.iter().filter(|(s, v)| *s == Some(slot) && *v != c.value).map(|(_, v)| v.clone());
+                        let others: Vec<String> = held(slot).into_iter().chain(siblings).collect();
+                        self.ops.phrase_doubted(content, slot, &c.value, &others)
+                    }))
+            });
             // A phrase that gives the speaker a value they do not hold yet says what is new.
             // Otherwise (no phrase, a retraction, a value restated: "living in Milan is
             // history; these days it's Naples") the encoder may read the new value.
@@ -909,7 +928,7 @@ impl Hooks {
                         held(slot).iter().any(|h| mneme_truth::normalize_value(h) == value)
                     })
             });
-            if claims.is_empty() {
+            if !phrased {
                 for t in general_facts(content) {
                     if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
                         out.record_ids.push(id);

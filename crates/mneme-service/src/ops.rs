@@ -113,6 +113,12 @@ impl Ops {
         Ok((record, salience))
     }
 
+    /// Whether the span reader doubts a phrase's value for a slot in a message
+    /// (`MemoryService::phrase_doubted`): text in, no record read, so no principal.
+    pub fn phrase_doubted(&self, text: &str, slot: &str, value: &str, others: &[String]) -> bool {
+        self.service.phrase_doubted(text, slot, value, others)
+    }
+
     /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`),
     /// past the values `held` says the speaker holds for a slot: text in, no record read,
     /// so no principal.

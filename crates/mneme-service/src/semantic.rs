@@ -33,6 +33,11 @@ const NAME_JOINERS: [&str; 3] = ["of", "and", "the"];
 /// 0.01, 0.03): 0 wrote a new value from most messages that restate the held one.
 const PAST_HELD_SHARE: f32 = 0.01;
 
+/// The span reader doubts a phrase's value (`MemoryService::phrase_doubted`) when its
+/// likeliest span over the value's words has less than this share of its likeliest span
+/// elsewhere.
+const PHRASE_DOUBT: f32 = 0.03;
+
 /// How sure both the value-kind layer and the topic layer must be of another slot for a
 /// fact whose value does not fit its own to be filed there (`MemoryService::value_slot`).
 const REFILE_MIN: f32 = 0.5;
@@ -502,6 +507,33 @@ impl MemoryService {
     ) -> Option<(&'static str, String)> {
         let r = self.explain_read(text, held, retracted)?;
         if r.accepted { Some((r.slot?, r.value?)) } else { None }
+    }
+
+    /// Whether the span reader doubts a phrase's value for `slot` in `text`: its likeliest
+    /// span apart from the value's words is more than `1 / PHRASE_DOUBT` times likelier
+    /// than its likeliest span over them ("Favourite food update: spanakopita" → a phrase
+    /// reads "update", the reader "spanakopita"). Spans over `others` (the values the
+    /// speaker holds, those the message retracts) are no alternative: the reader leans to
+    /// a held value ("Oops, it's Cloudflare not Vultr"). `false` without a local model or
+    /// reader, or when the value's words are not in the text: nothing is doubted without a
+    /// reading.
+    pub fn phrase_doubted(&self, text: &str, slot: &str, value: &str, others: &[String]) -> bool {
+        let Some(s) = self.semantic.get().filter(|_| self.config.retrieval.read_min_p < 1.0) else { return false };
+        let Some(reader) = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id()) else { return false };
+        let (Some(index), words) = (reader.slot_index(slot), mneme_truth::mentions(text, value)) else { return false };
+        if words.is_empty() {
+            return false;
+        }
+        let Some(Ok(states)) = s.embedder.token_states(text) else { return false };
+        let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
+        let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
+        let outside = |ranges: &[std::ops::Range<usize>], i: usize, j: usize| {
+            ranges.iter().all(|w| bytes(i, j).end <= w.start || w.end <= bytes(i, j).start)
+        };
+        let taken: Vec<std::ops::Range<usize>> = others.iter().flat_map(|v| mneme_truth::mentions(text, v)).collect();
+        let on = reader.read_where(&tokens, index, |i, j| !outside(&words, i, j)).map_or(0.0, |s| s.p);
+        let off = reader.read_where(&tokens, index, |i, j| outside(&words, i, j) && outside(&taken, i, j)).map_or(0.0, |s| s.p);
+        on < PHRASE_DOUBT * off
     }
 
     /// [`MemoryService::read_value`]'s reading with its figures, whether or not it is

@@ -389,3 +389,30 @@ async fn a_change_that_names_the_old_value_is_read_past_it() {
         d.stop().await;
     }
 }
+
+/// A phrase's value that the span reader reads elsewhere in the message is the phrase's
+/// mistake: "Favourite food update: spanakopita" is no food called "update". With the
+/// reader off (`retrieval.read_min_p = 1`) the phrase's value stands, as before.
+#[tokio::test]
+async fn a_phrase_value_the_reader_reads_elsewhere_is_dropped() {
+    for (off, food, diet) in [(false, "spanakopita", "Jain"), (true, "update", "changed")] {
+        let mut config = test_config();
+        config.embedding.model_dir = Some(test_model());
+        if off {
+            config.retrieval.read_min_p = 1.0;
+        }
+        let d = TestDaemon::with(config).await;
+        let lines = [
+            ("My favourite food is jambalaya.", "2026-01-10T09:00:00Z"),
+            ("I'm vegetarian.", "2026-01-10T09:01:00Z"),
+            ("Favourite food update: spanakopita", "2026-03-10T09:00:00Z"),
+            ("My diet changed, it's Jain now", "2026-03-10T09:01:00Z"),
+        ];
+        dana_says_all(&d, &lines).await;
+        for (slot, want) in [("food", food), ("diet", diet)] {
+            let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
+            assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "reader off: {off}, {slot}: {v}");
+        }
+        d.stop().await;
+    }
+}

@@ -231,6 +231,12 @@ pub enum Command {
         /// Prints up to this many held-out values read as another slot's.
         #[arg(long, default_value_t = 0)]
         show_errors: usize,
+        /// Also train a `none` class on what is no value: the phrase extractor's wrong
+        /// values on the rows' messages ("update" from "Favourite food update:
+        /// spanakopita") and a few words of each message apart from its value; the report
+        /// adds how much of the same from `--eval` each floor refuses.
+        #[arg(long)]
+        junk: bool,
         /// Model directory [default: DATA_DIR/models/all-MiniLM-L6-v2].
         #[arg(long)]
         model_dir: Option<PathBuf>,

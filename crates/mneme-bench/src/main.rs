@@ -141,7 +141,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             crate::spans::spans(&dir, settings, json)
         }
-        Command::Values { data, eval, out, epochs, hidden, l2, learning_rate, floor, show_errors, model_dir } => {
+        Command::Values { data, eval, out, epochs, hidden, l2, learning_rate, floor, show_errors, junk, model_dir } => {
             let config = config(&cli, &data_dir(&cli)?)?;
             let dir = model_dir.clone().or_else(|| config.embedding.model_dir.clone()).ok_or_else(|| anyhow!("no model directory"))?;
             let training = mneme_truth::topics::Training { epochs: *epochs, hidden: *hidden, l2: *l2, learning_rate: *learning_rate };
@@ -152,6 +152,7 @@ fn run(cli: Cli) -> Result<()> {
                 training,
                 floors: floor.clone(),
                 show_errors: *show_errors,
+                junk: *junk,
             };
             crate::values::values(&dir, settings, json)
         }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use mneme_embed::Embedder;
-use mneme_truth::topics::{TopicModel, Training};
+use mneme_truth::topics::{NONE, TopicModel, Training};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -21,18 +21,79 @@ use serde_json::json;
 struct Row {
     slot: String,
     value: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    old: Option<String>,
+}
+
+fn read_rows(path: &Path) -> Result<Vec<Row>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled row", path.display(), i + 1))?;
+        if mneme_truth::slot(&row.slot).is_none() {
+            bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// `(slot, value)` pairs.
+type Pairs = BTreeSet<(String, String)>;
+
+/// What is no value, from the messages of labelled rows that name one: `.0` the phrase
+/// extractor's values for the row's slot that share no word with the labelled value (or
+/// the old one), `.1` up to two windows of one or two words of the message apart from
+/// them (picked by a hash of the message). Known values (`seen`) are left out.
+fn junk(paths: &[PathBuf], seen: &BTreeSet<String>) -> Result<(Pairs, Pairs)> {
+    let words = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#').to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let (mut extracted, mut windows) = (BTreeSet::new(), BTreeSet::new());
+    for path in paths {
+        for row in read_rows(path)? {
+            let (Some(text), Some(value)) = (&row.text, &row.value) else { continue };
+            let mut taken: BTreeSet<String> = words(value).into_iter().collect();
+            taken.extend(row.old.as_deref().map(words).unwrap_or_default());
+            let apart = |w: &[String]| !w.is_empty() && w.iter().all(|x| !taken.contains(x)) && !seen.contains(&w.join(" "));
+            for claim in mneme_truth::extract(text) {
+                if claim.slot == Some(row.slot.as_str()) && claim.other.is_none() && apart(&words(&claim.value)) {
+                    extracted.insert((row.slot.clone(), claim.value.clone()));
+                }
+            }
+            let raw: Vec<&str> = text
+                .split_whitespace()
+                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let mut cands: Vec<String> = Vec::new();
+            for n in 1..=2 {
+                for w in raw.windows(n) {
+                    if apart(&words(&w.join(" "))) {
+                        cands.push(w.join(" "));
+                    }
+                }
+            }
+            let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+            for k in 0..cands.len().min(2) {
+                let at = ((h >> (k * 16)) as usize + k) % cands.len();
+                windows.insert((row.slot.clone(), cands[at].clone()));
+            }
+        }
+    }
+    Ok((extracted, windows))
 }
 
 /// The distinct `(slot, value)` pairs of labelled JSON Lines (rows without a value skipped).
 fn pairs(paths: &[PathBuf]) -> Result<BTreeSet<(String, String)>> {
     let mut out = BTreeSet::new();
     for path in paths {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let row: Row = serde_json::from_str(line).with_context(|| format!("{}:{}: not a labelled row", path.display(), i + 1))?;
-            if mneme_truth::slot(&row.slot).is_none() {
-                bail!("{}:{}: unknown slot {:?}", path.display(), i + 1, row.slot);
-            }
+        for row in read_rows(path)? {
             if let Some(v) = row.value.filter(|v| !v.trim().is_empty()) {
                 out.insert((row.slot, v.trim().to_string()));
             }
@@ -61,6 +122,7 @@ pub struct Settings {
     pub training: Training,
     pub floors: Vec<f32>,
     pub show_errors: usize,
+    pub junk: bool,
 }
 
 fn key(v: &str) -> String {
@@ -72,11 +134,25 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
     let (labelled, measured) = (pairs(&s.data)?, pairs(&s.eval)?);
     let train: BTreeSet<(String, String)> = labelled.into_iter().chain(known_values()).collect();
     let seen: BTreeSet<String> = train.iter().map(|(_, v)| key(v)).collect();
-    let classes: Vec<String> = mneme_truth::SLOTS.iter().map(|d| d.id.to_string()).collect();
+    let mut classes: Vec<String> = mneme_truth::SLOTS.iter().map(|d| d.id.to_string()).collect();
+    if s.junk {
+        classes.push(NONE.to_string());
+    }
     let class = |slot: &str| classes.iter().position(|c| c == slot).expect("checked slot");
-    let texts: Vec<&str> = train.iter().map(|(_, v)| v.as_str()).collect();
+    let seen_all: BTreeSet<String> = seen.iter().cloned().chain(measured.iter().map(|(_, v)| key(v))).collect();
+    let (no_values, held_junk) = if s.junk {
+        let (a, b) = junk(&s.data, &seen_all)?;
+        let (c, d) = junk(&s.eval, &seen_all)?;
+        let trained: BTreeSet<String> = a.iter().chain(&b).map(|(_, v)| key(v)).collect();
+        let fresh = |set: Pairs| set.into_iter().filter(|(_, v)| !trained.contains(&key(v))).collect::<Vec<_>>();
+        (a.into_iter().chain(b).map(|(_, v)| v).collect::<BTreeSet<String>>(), (fresh(c), fresh(d)))
+    } else {
+        (BTreeSet::new(), (Vec::new(), Vec::new()))
+    };
+    let texts: Vec<&str> = train.iter().map(|(_, v)| v.as_str()).chain(no_values.iter().map(String::as_str)).collect();
     let vectors = embed(&model, &texts)?;
-    let examples: Vec<(Vec<f32>, usize)> = train.iter().zip(vectors).map(|((slot, _), v)| (v, class(slot))).collect();
+    let labels = train.iter().map(|(slot, _)| class(slot)).chain(no_values.iter().map(|_| class(NONE)));
+    let examples: Vec<(Vec<f32>, usize)> = vectors.into_iter().zip(labels).collect();
     let layer = TopicModel::train(model.model_id(), classes.clone(), &examples, s.training);
     let fit = examples.iter().filter(|(v, y)| argmax(&layer.probabilities(v)) == *y).count() as f64 / examples.len().max(1) as f64;
     if let Some(out) = &s.out {
@@ -92,6 +168,18 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
     let texts: Vec<&str> = held.iter().map(|(_, v)| v.as_str()).collect();
     let probs: Vec<Vec<f32>> = embed(&model, &texts)?.iter().map(|v| layer.probabilities(v)).collect();
     let right = held.iter().zip(&probs).filter(|((slot, _), p)| argmax(p) == class(slot)).count();
+    let read = |set: &[(String, String)]| -> Result<Vec<Vec<f32>>> {
+        let texts: Vec<&str> = set.iter().map(|(_, v)| v.as_str()).collect();
+        Ok(embed(&model, &texts)?.iter().map(|v| layer.probabilities(v)).collect())
+    };
+    let junk_probs = (read(&held_junk.0)?, read(&held_junk.1)?);
+    let mut shown_junk = 0;
+    for ((slot, v), p) in held_junk.0.iter().zip(&junk_probs.0) {
+        if s.junk && shown_junk < s.show_errors && argmax(p) != class(NONE) {
+            shown_junk += 1;
+            eprintln!("extracted {v:?} for {slot}: read as {} ({:.2})", classes[argmax(p)], p[argmax(p)]);
+        }
+    }
     let mut by_floor = Vec::new();
     for &floor in &s.floors {
         // Refused right values, per slot; and values refused for a slot they are never a value of.
@@ -103,7 +191,7 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
             let e = refused.entry(slot.as_str()).or_default();
             e.0 += 1;
             e.1 += usize::from(share(p, slot) < floor);
-            for other in &classes {
+            for other in classes.iter().filter(|c| *c != NONE) {
                 let kin = mneme_truth::value_kin(other);
                 if slots_of.get(&key(v)).is_some_and(|s| s.iter().any(|s| kin.contains(s))) {
                     continue;
@@ -113,8 +201,14 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
             }
         }
         let total: usize = refused.values().map(|(_, r)| r).sum();
+        let junk_refused = |probs: &[Vec<f32>], set: &[(String, String)]| {
+            let n = set.iter().zip(probs).filter(|((slot, _), p)| share(p, slot) < floor).count();
+            pct(n, set.len())
+        };
         by_floor.push(json!({
             "floor": floor,
+            "extracted_junk_refused": junk_refused(&junk_probs.0, &held_junk.0),
+            "window_junk_refused": junk_refused(&junk_probs.1, &held_junk.1),
             "refused_right": pct(total, held.len()),
             "refused_right_by_slot": refused.iter().map(|(k, (n, r))| (k.to_string(), json!(pct(*r, *n)))).collect::<serde_json::Map<_, _>>(),
             "caught_wrong": pct(caught, wrong),
@@ -132,6 +226,7 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
         "training_accuracy": pct_f(fit),
         "held_out_values": held.len(),
         "held_out_accuracy": pct(right, held.len()),
+        "held_out_junk": [held_junk.0.len(), held_junk.1.len()],
         "floors": by_floor,
     });
     if json_out {
@@ -152,6 +247,15 @@ pub fn values(dir: &Path, s: Settings, json_out: bool) -> Result<()> {
                 f["caught_wrong"]
             );
             outln!("    refused by slot: {}", f["refused_right_by_slot"]);
+            if s.junk {
+                outln!(
+                    "    no values refused: {} % of {} the phrase extractor wrote, {} % of {} other words",
+                    f["extracted_junk_refused"],
+                    held_junk.0.len(),
+                    f["window_junk_refused"],
+                    held_junk.1.len()
+                );
+            }
         }
     }
     Ok(())

@@ -905,18 +905,21 @@ impl Hooks {
             // asked below, gives the value. A phrase that names the value it replaces
             // ("switched tracks and I'm a security analyst now") read the change itself.
             // The other values the phrases read for the slot ("fluent in Greek & Tagalog")
-            // are no alternative either.
+            // are no alternative either. The reader may also widen or narrow the phrase's
+            // words ("disc golf" where the phrase read "golf").
             let named: Vec<(Option<&'static str>, String)> = claims.iter().map(|c| (c.slot, c.value.clone())).collect();
-            claims.retain(|c| {
-                !(c.other.is_none()
-                    && c.old.is_none()
-                    && matches!(c.op, mneme_truth::Op::Set | mneme_truth::Op::Add)
-                    && c.slot.is_some_and(|slot| {
-                        let siblings = named.iter().filter(|(s, v)| *s == Some(slot) && *v != c.value).map(|(_, v)| v.clone());
-                        let others: Vec<String> = held(slot).into_iter().chain(siblings).collect();
-                        self.ops.phrase_doubted(content, slot, &c.value, &others)
-                    }))
-            });
+            claims = claims
+                .into_iter()
+                .filter_map(|mut c| {
+                    let (Some(slot), None, None, mneme_truth::Op::Set | mneme_truth::Op::Add) = (c.slot, &c.other, &c.old, c.op) else {
+                        return Some(c);
+                    };
+                    let siblings = named.iter().filter(|(s, v)| *s == Some(slot) && *v != c.value).map(|(_, v)| v.clone());
+                    let others: Vec<String> = held(slot).into_iter().chain(siblings).collect();
+                    c.value = self.ops.phrase_value(content, slot, &c.value, &others)?;
+                    Some(c)
+                })
+                .collect();
             // A phrase that gives the speaker a value they do not hold yet says what is new.
             // Otherwise (no phrase, a retraction, a value restated: "living in Milan is
             // history; these days it's Naples") the encoder may read the new value.

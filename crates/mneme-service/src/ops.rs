@@ -113,10 +113,10 @@ impl Ops {
         Ok((record, salience))
     }
 
-    /// Whether the span reader doubts a phrase's value for a slot in a message
-    /// (`MemoryService::phrase_doubted`): text in, no record read, so no principal.
-    pub fn phrase_doubted(&self, text: &str, slot: &str, value: &str, others: &[String]) -> bool {
-        self.service.phrase_doubted(text, slot, value, others)
+    /// What the span reader makes of a phrase's value for a slot in a message (`None`:
+    /// doubted; `MemoryService::phrase_value`): text in, no record read, so no principal.
+    pub fn phrase_value(&self, text: &str, slot: &str, value: &str, others: &[String]) -> Option<String> {
+        self.service.phrase_value(text, slot, value, others)
     }
 
     /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`),

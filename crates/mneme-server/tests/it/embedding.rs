@@ -391,11 +391,12 @@ async fn a_change_that_names_the_old_value_is_read_past_it() {
 }
 
 /// A phrase's value that the span reader reads elsewhere in the message is the phrase's
-/// mistake: "Favourite food update: spanakopita" is no food called "update". With the
-/// reader off (`retrieval.read_min_p = 1`) the phrase's value stands, as before.
+/// mistake: "Favourite food update: spanakopita" is no food called "update"; where the
+/// reader reads wider words around it ("disc golf" for "golf"), they are the value. With
+/// the reader off (`retrieval.read_min_p = 1`) the phrase's value stands, as before.
 #[tokio::test]
 async fn a_phrase_value_the_reader_reads_elsewhere_is_dropped() {
-    for (off, food, diet) in [(false, "spanakopita", "Jain"), (true, "update", "changed")] {
+    for (off, food, diet, hobby) in [(false, "spanakopita", "Jain", "disc golf"), (true, "update", "changed", "golf")] {
         let mut config = test_config();
         config.embedding.model_dir = Some(test_model());
         if off {
@@ -407,9 +408,10 @@ async fn a_phrase_value_the_reader_reads_elsewhere_is_dropped() {
             ("I'm vegetarian.", "2026-01-10T09:01:00Z"),
             ("Favourite food update: spanakopita", "2026-03-10T09:00:00Z"),
             ("My diet changed, it's Jain now", "2026-03-10T09:01:00Z"),
+            ("Outside of work I'm all about disc golf", "2026-03-10T09:02:00Z"),
         ];
         dana_says_all(&d, &lines).await;
-        for (slot, want) in [("food", food), ("diet", diet)] {
+        for (slot, want) in [("food", food), ("diet", diet), ("hobbies", hobby)] {
             let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
             assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "reader off: {off}, {slot}: {v}");
         }

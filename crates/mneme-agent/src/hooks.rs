@@ -899,14 +899,13 @@ impl Hooks {
                 crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope, read: false };
             let reconciler = crate::truth::Reconciler { ops: &self.ops, principal: p };
             let held = |slot: &'static str| reconciler.held(slot, &source);
-            // A new value the span reader reads elsewhere in the message, past the values
-            // held and the other values named, is the phrase's mistake ("Favourite food update:
-            // spanakopita" is no food "update"): the phrase is dropped, and the reader,
-            // asked below, gives the value. A phrase that names the value it replaces
-            // ("switched tracks and I'm a security analyst now") read the change itself.
-            // The other values the phrases read for the slot ("fluent in Greek & Tagalog")
-            // are no alternative either. The reader may also widen or narrow the phrase's
-            // words ("disc golf" where the phrase read "golf").
+            // A new value the span reader reads elsewhere in the message is the phrase's
+            // mistake ("Favourite food update: spanakopita" is no food "update"): the
+            // phrase is dropped, and the reader, asked below, gives the value. The values
+            // held and the other values the phrases named ("fluent in Greek & Tagalog")
+            // are no alternative; a phrase that names the value it replaces ("switched
+            // tracks and I'm a security analyst now") read the change itself. The reader's
+            // wider words may be the value ("disc golf" for "golf").
             let named: Vec<(Option<&'static str>, String)> = claims.iter().map(|c| (c.slot, c.value.clone())).collect();
             claims = claims
                 .into_iter()

@@ -60,6 +60,11 @@ fn looks_like_a_value(value: &str) -> bool {
         && edge(words.last())
 }
 
+/// A span's words without the punctuation around them ("C++" and "C#" keep theirs).
+fn value_words(span: &str) -> &str {
+    span.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#')
+}
+
 /// What the span reader made of a message ([`MemoryService::explain_read`]).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ValueReading {
@@ -97,6 +102,24 @@ pub(crate) struct Semantic {
     queries: Mutex<QueryCache>,
     /// A hidden topic layer's readings of indexed records ([`Readings`]).
     readings: Mutex<Readings>,
+    /// The last message's token states: the phrase check of each of its values and the
+    /// span reader's reading share one encoder pass.
+    last_states: Mutex<Option<(String, Arc<mneme_embed::TokenStates>)>>,
+}
+
+impl Semantic {
+    /// The encoder's token states for `text` (`None` without them), the last message's
+    /// kept for the next call.
+    fn token_states(&self, text: &str) -> Option<Arc<mneme_embed::TokenStates>> {
+        let last = || self.last_states.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, states)) = last().as_ref().filter(|(t, _)| t == text) {
+            return Some(states.clone());
+        }
+        // Not under the lock: another message's pass need not wait for this one.
+        let states = Arc::new(self.embedder.token_states(text)?.ok()?);
+        *last() = Some((text.to_string(), states.clone()));
+        Some(states)
+    }
 }
 
 /// What a layer with a hidden part read from each record's vector, keyed by the layer
@@ -220,6 +243,7 @@ impl MemoryService {
             synced: Mutex::new(version),
             queries: Mutex::new(QueryCache::default()),
             readings: Mutex::new(Readings::default()),
+            last_states: Mutex::new(None),
         };
         self.semantic.set(semantic).map_err(|_| ServiceError::Precondition("another embedding model was attached meanwhile".into()))?;
         Ok(n)
@@ -533,7 +557,7 @@ impl MemoryService {
         if words.is_empty() {
             return unread;
         }
-        let Some(Ok(states)) = s.embedder.token_states(text) else { return unread };
+        let Some(states) = s.token_states(text) else { return unread };
         let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
         let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
         let outside = |ranges: &[std::ops::Range<usize>], i: usize, j: usize| {
@@ -555,7 +579,7 @@ impl MemoryService {
         let Some(wide) = reader.read_where(&tokens, index, wider).filter(|w| exact > 0.0 && w.p >= PHRASE_REFINE * exact) else {
             return unread;
         };
-        match text.get(bytes(wide.start, wide.end)).map(|v| v.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#')) {
+        match text.get(bytes(wide.start, wide.end)).map(value_words) {
             Some(v) if looks_like_a_value(v) => Some(v.to_string()),
             _ => unread,
         }
@@ -568,7 +592,7 @@ impl MemoryService {
         let s = self.semantic.get().filter(|_| min < 1.0)?;
         let reader = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id())?;
         let layer = self.topic_layer()?;
-        let states = s.embedder.token_states(text)?.ok()?;
+        let states = s.token_states(text)?;
         let topic = layer.classify(&states.sentence)?;
         let mut out = ValueReading { slot: topic.slot, topic_p: topic.p, ..ValueReading::default() };
         let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
@@ -622,7 +646,7 @@ impl MemoryService {
         };
         (out.span_p, out.none_p) = (span.p, span.p_none);
         let value = text.get(states.offsets[span.start].0..states.offsets[span.end].1)?;
-        let value = value.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#');
+        let value = value_words(value);
         out.value = Some(value.to_string());
         // Where the writer uses capitals, a name is capitalised or a known value ("The coffee
         // machine at Globex broke again" names no employer in "coffee machine").

@@ -714,6 +714,7 @@ impl Hooks {
             .collect();
         facts.extend(crate::truth::live_facts_of(&self.ops, p, &others)?);
         let stale = crate::truth::stale_values(&old_values, &facts);
+        facts.iter_mut().for_each(|f| f.unquote_stale(&stale));
         let user_facts: Vec<crate::truth::LiveFact> = facts.iter().filter(|f| f.about_user).cloned().collect();
         hits.retain(|h| {
             if user_facts.iter().any(|f| f.id == h.record.id) {

@@ -180,7 +180,7 @@ impl Reconciler<'_> {
                         let change = Revision {
                             payload: Some(Payload::Semantic(self.payload(&subject, def, &claim.value, src))),
                             sensitivity: Some(old.sensitivity.max(src.sensitivity)),
-                            confidence: Some(src.confidence()),
+                            confidence: Some(self.confidence(def, &claim.value, src)),
                             tags: Some(
                                 old.tags.iter().filter(|t| *t != READ_TAG).cloned().chain(src.read.then(|| READ_TAG.to_string())).collect(),
                             ),
@@ -210,6 +210,15 @@ impl Reconciler<'_> {
             },
         }
         Ok(())
+    }
+
+    /// A new fact's confidence: its source's ([`STATED_CONFIDENCE`], [`READ_CONFIDENCE`]),
+    /// or, with the model, how well the value fits the slot's kind by the value-kind
+    /// layer when that is less (`Ops::value_fit`, two decimals): "list" as an allergy has
+    /// 0.10. Below `retrieval.sure_confidence` the message it was read from ranks first.
+    fn confidence(&self, def: &SlotDef, value: &str, src: &Source<'_>) -> f64 {
+        let base = src.confidence();
+        self.ops.value_fit(def.id, value).map_or(base, |fit| base.min((f64::from(fit) * 100.0).round() / 100.0))
     }
 
     /// The slot of the subject's live fact whose value is `old` (for a bare correction).
@@ -247,7 +256,7 @@ impl Reconciler<'_> {
             sensitivity: Some(src.sensitivity),
             scope: Some(src.scope.clone()),
             tags,
-            confidence: Some(src.confidence()),
+            confidence: Some(self.confidence(def, &claim.value, src)),
             actor: Some(ACTOR.into()),
             rationale: Some(format!("stated{}", from_message(src))),
             ..IngestOptions::default()
@@ -307,6 +316,22 @@ pub struct LiveFact {
     /// Stated before a fact it rests on changed (a manager after a change of employer):
     /// the block says so rather than stating it as current.
     pub outdated: Option<mneme_service::Outdated>,
+    /// `newer` holds the words the fact was read from, not newer ones: extraction is
+    /// unsure of the value (its confidence is below `retrieval.quote_confidence`), and the
+    /// block quotes them in its place.
+    pub own_words: bool,
+}
+
+impl LiveFact {
+    /// States the value after all where the words an unsure fact was read from carry a
+    /// value the user has since changed (`stale`, as [`stale_values`] gives them): a
+    /// block quotes no stale value ("Drop the Coco, it's Ollie these days").
+    pub fn unquote_stale(&mut self, stale: &HashSet<String>) {
+        if self.own_words && self.newer.as_ref().is_some_and(|(_, said)| mentions_any(said, stale)) {
+            self.newer = None;
+            self.own_words = false;
+        }
+    }
 }
 
 /// The live facts `p` may read (every semantic record the extractor or consolidation
@@ -377,18 +402,24 @@ fn live_fact(ops: &Ops, p: &Principal, h: &Hit) -> Option<ServiceResult<LiveFact
     let slot = h.record.tags.iter().find_map(|t| t.strip_prefix("slot:")).map(str::to_string);
     let about_user = h.record.tags.iter().any(|t| t == ABOUT_USER);
     let single = slot.as_deref().and_then(truth::slot).is_some_and(|d| d.kind == SlotKind::Single);
-    // Only the user's single-valued facts: one value, and a newer word about it.
-    let newer = if about_user && single {
+    // Below `retrieval.quote_confidence`, the words the fact was read from stand in its
+    // place (recall already puts them first below `retrieval.sure_confidence`).
+    let quoted = about_user && ops.quotes_in_place(&h.record);
+    // Only the user's single-valued facts: one value, and a newer word about it; and the
+    // words a quoted fact was read from.
+    let newer = if about_user && (single || quoted) {
         match ops.newer_statement(p, &h.record) {
-            Ok(found) => found.and_then(|r| match r.payload {
-                Some(mneme_core::Payload::Event(e)) => Some((e.event_time.unwrap_or(r.created_at), e.text)),
-                _ => None,
-            }),
+            Ok(found) => found.map(|r| (f.evidence.contains(&r.id.to_string()), r)).filter(|(own, _)| quoted || !own),
             Err(e) => return Some(Err(e)),
         }
     } else {
         None
     };
+    let own_words = newer.as_ref().is_some_and(|(own, _)| *own);
+    let newer = newer.and_then(|(_, r)| match r.payload {
+        Some(mneme_core::Payload::Event(e)) => Some((e.event_time.unwrap_or(r.created_at), e.text)),
+        _ => None,
+    });
     Some(Ok(LiveFact {
         outdated: h.outdated.clone(),
         id: h.record.id.clone(),
@@ -399,6 +430,7 @@ fn live_fact(ops: &Ops, p: &Principal, h: &Hit) -> Option<ServiceResult<LiveFact
         predicate: f.predicate,
         value: f.object,
         newer,
+        own_words,
     }))
 }
 
@@ -469,11 +501,12 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
             if let Some((at, said)) = &f.newer {
                 let said: String = said.chars().take(200).collect();
                 let recorded = f.since.map(|t| format!(" on {}", t.strftime("%Y-%m-%d"))).unwrap_or_default();
-                doubts.push(format!(
-                    "- {label}: on {} they said \"{}\" (newer than the value recorded{recorded}; ask if unsure)\n",
-                    at.strftime("%Y-%m-%d"),
-                    said.trim()
-                ));
+                let why = if f.own_words {
+                    "no value read from it with certainty".to_string()
+                } else {
+                    format!("newer than the value recorded{recorded}; ask if unsure")
+                };
+                doubts.push(format!("- {label}: on {} they said \"{}\" ({why})\n", at.strftime("%Y-%m-%d"), said.trim()));
                 continue;
             }
             if let Some(o) = &f.outdated {

@@ -99,7 +99,11 @@ fn run(cli: Cli) -> Result<()> {
                 let (text, held) = line.split_once('\t').unwrap_or((&line, ""));
                 let held: Vec<String> = held.split('|').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect();
                 let reading = service.as_ref().and_then(|c| c.service().explain_read(text, &|_| held.clone(), &[]));
-                outln!("{}", serde_json::json!({ "text": text, "claims": mneme_truth::extract(text), "reading": reading }));
+                let claims = mneme_truth::extract(text);
+                // With --read, how well each claim's value fits its slot by the value-kind layer.
+                let fits: Option<Vec<Option<f32>>> =
+                    service.as_ref().map(|c| claims.iter().map(|cl| cl.slot.and_then(|s| c.service().value_fit(s, &cl.value))).collect());
+                outln!("{}", serde_json::json!({ "text": text, "claims": claims, "fits": fits, "reading": reading }));
             }
             Ok(())
         }

@@ -108,6 +108,20 @@ pub struct RankWeights {
     /// Default 0.02 (on values never trained on, 0.9 % of right values refused and 36 %
     /// of values paired with a slot of another kind, BENCHMARKS.md); 0 turns it off.
     pub value_min_p: f64,
+    /// A fact below this confidence comes after the message it was read from (its first
+    /// `evidence`) when recall ranks it first for the slot a query asks about: the words,
+    /// with their date, before a value extraction is unsure of. A fact from the
+    /// conversation has, with the embedding model, the value-kind layer's probability for
+    /// its slot's kind as its confidence when that is lower than its source's (0.8 stated,
+    /// 0.6 read): "is allergic to: list" from "Add lanolin to my allergy list, sadly" has
+    /// 0.10. Default 0.5 (chosen on the truth families, BENCHMARKS.md); 0 turns it off.
+    pub sure_confidence: f64,
+    /// A fact of the user's below this confidence is not stated in the context block: the
+    /// message it was read from is quoted in its place, with its date, unless that message
+    /// names a value the user has since changed. Lower than `sure_confidence`: a quote
+    /// costs the block room and may name other values, so only values extraction doubts
+    /// most are replaced. Default 0.2 (BENCHMARKS.md); 0 turns it off.
+    pub quote_confidence: f64,
     /// The old-value head (`SpanReader::builtin_old`, needs the embedding model) reads
     /// whether a message names the value the speaker holds as the one it replaces
     /// ("We migrated our servers to Hostinger because Railway kept going down"). When its
@@ -160,6 +174,8 @@ impl Default for RankWeights {
             topic_min_p: 0.3,
             read_min_p: 0.5,
             value_min_p: 0.02,
+            sure_confidence: 0.5,
+            quote_confidence: 0.2,
             old_min_p: 0.8,
             resting_min_p: 0.3,
             min_relevant: 0.0,
@@ -219,6 +235,11 @@ impl RankWeights {
         }
         if !(0.0..=1.0).contains(&self.value_min_p) {
             return Err(CoreError::invalid("retrieval.value_min_p", format!("{} (must be between 0 and 1)", self.value_min_p)));
+        }
+        for (key, v) in [("retrieval.sure_confidence", self.sure_confidence), ("retrieval.quote_confidence", self.quote_confidence)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(CoreError::invalid(key, format!("{v} (must be between 0 and 1)")));
+            }
         }
         if !(0.0..=1.0).contains(&self.old_min_p) {
             return Err(CoreError::invalid("retrieval.old_min_p", format!("{} (must be between 0 and 1)", self.old_min_p)));

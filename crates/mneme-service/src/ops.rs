@@ -138,6 +138,18 @@ impl Ops {
         self.service.value_slot(slot, value, clause)
     }
 
+    /// How well `value` fits `slot` by the value-kind layer (`MemoryService::value_fit`;
+    /// `None` without the model): text in, no record read, so no principal.
+    pub fn value_fit(&self, slot: &str, value: &str) -> Option<f32> {
+        self.service.value_fit(slot, value)
+    }
+
+    /// Whether the context block quotes the words a fact was read from in place of its
+    /// value (its confidence is below `retrieval.quote_confidence`; no policy: not data).
+    pub fn quotes_in_place(&self, fact: &mneme_core::MemoryRecord) -> bool {
+        fact.confidence < self.service.config().retrieval.quote_confidence
+    }
+
     /// Reads the values of facts about to be written in one pass
     /// (`MemoryService::prepare_values`).
     pub fn prepare_values(&self, values: &[&str]) {

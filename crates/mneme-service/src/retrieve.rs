@@ -197,7 +197,10 @@ impl MemoryService {
     /// our servers to Rackspace because UpCloud kept going down" after "hosted on
     /// UpCloud"): the newer words, with their date, come before the older fact. When the
     /// fact still holds the statement names its value too, so nothing true moves down.
-    /// Questions, the assistant's words and the fact's own evidence do not count.
+    /// Questions, the assistant's words and the fact's own evidence do not count, except
+    /// that a fact extraction is unsure of (confidence below `retrieval.sure_confidence`)
+    /// yields to the message it was read from when nothing newer speaks to it: "is
+    /// allergic to list" comes after "Add lanolin to my allergy list, sadly".
     /// A request for types without events (`--type semantic`) gets no statement: the fact
     /// stays where it ranked, marked as possibly outdated by the newer words.
     fn yield_to_newer_statements(&self, tx: &ReadTx<'_>, hits: &mut Vec<Hit>, filter: &RecordFilter) -> ServiceResult<()> {
@@ -207,7 +210,10 @@ impl MemoryService {
         for at in boosted.into_iter().rev() {
             let Some(record) = self.newer_statement_in(tx, &hits[at].record, filter)? else { continue };
             if !events {
-                hits[at].outdated = in_doubt(&hits[at].record, &record);
+                // An unsure fact's own words put nothing in doubt.
+                if !is_evidence(&hits[at].record, &record) {
+                    hits[at].outdated = in_doubt(&hits[at].record, &record);
+                }
                 continue;
             }
             let (fact, score) = (hits[at].record.id.clone(), hits[at].score);
@@ -221,8 +227,9 @@ impl MemoryService {
     /// The newest statement after `fact` that names its value or, for a single-valued
     /// fact about the user, is about its slot by the topic layer (see
     /// `yield_to_newer_statements`), among the records `access` may read: what a context
-    /// block shows beside a fact that may be outdated. `None` for a record that is not a
-    /// fact.
+    /// block shows beside a fact that may be outdated. Without one, for a fact below
+    /// `retrieval.sure_confidence`, the message it was read from (`own_words`). `None` for
+    /// a record that is not a fact.
     pub fn newer_statement(&self, fact: &mneme_core::MemoryRecord, access: &Access) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
         let filter =
             self.effective_filter(&RetrieveRequest { max_sensitivity: Some(access.max_sensitivity), ..RetrieveRequest::default() }, access);
@@ -240,7 +247,28 @@ impl MemoryService {
         Ok(match (named, on_topic) {
             (Some(a), Some(b)) => Some(if b.created_at > a.created_at { b } else { a }),
             (a, b) => a.or(b),
-        })
+        }
+        .or(self.own_words(tx, fact, filter)?))
+    }
+
+    /// The message a fact extraction is unsure of (confidence below
+    /// `retrieval.sure_confidence`) was read from, when `filter` lets it be read: its
+    /// words stand in the fact's place.
+    fn own_words(
+        &self,
+        tx: &ReadTx<'_>,
+        fact: &mneme_core::MemoryRecord,
+        filter: &RecordFilter,
+    ) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
+        let Some(mneme_core::Payload::Semantic(f)) = &fact.payload else { return Ok(None) };
+        if fact.confidence >= self.config.retrieval.sure_confidence {
+            return Ok(None);
+        }
+        let ids: Vec<mneme_core::RecordId> = f.evidence.iter().filter_map(|e| mneme_core::RecordId::parse(e).ok()).collect();
+        let seqs: Vec<i64> = tx.seqs_of(&ids.iter().collect::<Vec<_>>())?.into_values().collect();
+        let events = RecordFilter { types: vec![MemoryType::Episodic], ..filter.clone() };
+        let seqs: Vec<i64> = tx.candidates_by_seq(&seqs, &events)?.into_iter().map(|c| c.seq).collect();
+        Ok(tx.get_many(&seqs)?.into_iter().max_by_key(|r| r.created_at))
     }
 
     /// The newest statement of the user's (`role:user`) after a single-valued fact about the user that the topic
@@ -778,6 +806,11 @@ pub(crate) fn said_at(statement: &mneme_core::MemoryRecord) -> jiff::Timestamp {
         Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(statement.created_at),
         _ => statement.created_at,
     }
+}
+
+/// Whether `statement` is one `fact` was read from.
+pub(crate) fn is_evidence(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecord) -> bool {
+    matches!(&fact.payload, Some(mneme_core::Payload::Semantic(f)) if f.evidence.contains(&statement.id.to_string()))
 }
 
 /// How a newer statement puts `fact` in doubt, for a hit that stands without it.

@@ -60,6 +60,11 @@ fn looks_like_a_value(value: &str) -> bool {
         && edge(words.last())
 }
 
+/// The value-kind layer's probability, in `p`, on the slots of `slot`'s kind.
+fn kin_share(layer: &mneme_truth::topics::TopicModel, p: &[f32], slot: &str) -> f32 {
+    mneme_truth::value_kin(slot).iter().filter_map(|k| layer.classes.iter().position(|c| c == k)).filter_map(|i| p.get(i)).sum()
+}
+
 /// A span's words without the punctuation around them ("C++" and "C#" keep theirs).
 fn value_words(span: &str) -> &str {
     span.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#')
@@ -679,24 +684,33 @@ impl MemoryService {
     /// reading.
     pub fn value_slot(&self, slot: &'static str, value: &str, clause: &str) -> Option<&'static str> {
         let floor = self.config.retrieval.value_min_p as f32;
-        let Some(layer) =
-            self.semantic.get().filter(|_| floor > 0.0).and_then(|s| mneme_truth::topics::TopicModel::values(s.embedder.model_id()))
-        else {
+        if floor <= 0.0 {
             return Some(slot);
-        };
-        let parts: Vec<&str> = mneme_truth::list_items(value);
-        let Some(vectors) = self.text_vectors(&parts) else { return Some(slot) };
-        let probs: Vec<Vec<f32>> = vectors.iter().map(|v| layer.probabilities(v)).collect();
-        let class = |k: &str| layer.classes.iter().position(|c| c == k);
-        let share =
-            |p: &[f32], slot: &str| mneme_truth::value_kin(slot).iter().filter_map(|k| class(k)).filter_map(|i| p.get(i)).sum::<f32>();
-        if probs.iter().all(|p| p.is_empty() || share(p, slot) >= floor) {
+        }
+        let Some((layer, probs)) = self.value_kinds(value) else { return Some(slot) };
+        if probs.iter().all(|p| p.is_empty() || kin_share(layer, p, slot) >= floor) {
             return Some(slot);
         }
         let [p] = probs.as_slice() else { return None };
         let (kind, pk) = p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, p)| (layer.classes[i].as_str(), *p))?;
         let topic = self.topic_layer()?.classify(&self.text_query_vector(clause)?)?;
         (topic.slot == Some(kind) && topic.p >= REFILE_MIN && pk >= REFILE_MIN).then(|| mneme_truth::slot(kind).map(|d| d.id)).flatten()
+    }
+
+    /// How well `value` fits `slot` by the value-kind layer: the least share, over the
+    /// items of a list ("hazelnuts, sesame"), of the probability on the slots of `slot`'s
+    /// kind (`mneme_truth::value_kin`). `None` without the model or the layer.
+    pub fn value_fit(&self, slot: &str, value: &str) -> Option<f32> {
+        let (layer, probs) = self.value_kinds(value)?;
+        probs.iter().filter(|p| !p.is_empty()).map(|p| kin_share(layer, p, slot)).min_by(f32::total_cmp)
+    }
+
+    /// The value-kind layer and its probabilities for each item of `value`.
+    fn value_kinds(&self, value: &str) -> Option<(&'static mneme_truth::topics::TopicModel, Vec<Vec<f32>>)> {
+        let layer = self.semantic.get().and_then(|s| mneme_truth::topics::TopicModel::values(s.embedder.model_id()))?;
+        let parts: Vec<&str> = mneme_truth::list_items(value);
+        let vectors = self.text_vectors(&parts)?;
+        Some((layer, vectors.iter().map(|v| layer.probabilities(v)).collect()))
     }
 
     /// The topic layer trained on the attached encoder (`mneme_truth::topics`), if any.

@@ -176,6 +176,56 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     d.stop().await;
 }
 
+/// A fact whose value the value-kind layer doubts ("list" as an allergy, from "Add lanolin
+/// to my allergy list, sadly") is written with that doubt as its confidence: recall puts
+/// the words it was read from first, and the context block quotes them, dated, in place of
+/// the value. A value it is sure of ("chickpeas") keeps its confidence and is stated. With
+/// `sure_confidence` and `quote_confidence` at 0, the doubtful fact stands first and is
+/// stated, as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fact_extraction_doubts_comes_after_the_words_it_was_read_from() {
+    for on in [true, false] {
+        let mut config = test_config();
+        config.embedding.model_dir = Some(test_model());
+        if !on {
+            config.retrieval.sure_confidence = 0.0;
+            config.retrieval.quote_confidence = 0.0;
+        }
+        let d = TestDaemon::with(config).await;
+        let lines =
+            [("I'm allergic to chickpeas.", "2026-01-10T09:00:00Z"), ("Add lanolin to my allergy list, sadly", "2026-03-10T09:00:00Z")];
+        dana_says_all(&d, &lines).await;
+        let (_, facts) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:allergies"], "limit": 5 })).await;
+        let confidence = |value: &str| {
+            facts["hits"]
+                .as_array()
+                .expect("hits")
+                .iter()
+                .find(|h| h["record"]["payload"]["object"] == value)
+                .map(|h| h["record"]["confidence"].as_f64().expect("a confidence"))
+        };
+        let (list, chickpeas) = (confidence("list").expect("the doubtful fact"), confidence("chickpeas").expect("the sure fact"));
+        assert!(list < 0.2 && chickpeas >= 0.5, "list {list}, chickpeas {chickpeas}: {facts}");
+        embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(4)).await;
+        let (_, hits) = d.post("/v1/retrieve", json!({ "query": "What is the user allergic to?", "limit": 4 })).await;
+        let first = hits["hits"][0]["record"].to_string();
+        let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": format!("s-{on}") } })).await;
+        let block = start.to_string();
+        if on {
+            assert!(first.contains("allergy list, sadly") && !first.contains(r#""object":"list""#), "the words first: {hits}");
+            assert!(block.contains("allergic to: chickpeas (since 2026-01-10)"), "{start}");
+            assert!(
+                block.contains(r#"allergic to: on 2026-03-10 they said \"Add lanolin to my allergy list, sadly\" (no value read from it with certainty)"#),
+                "{start}"
+            );
+        } else {
+            assert!(first.contains(r#""object":"list""#), "the fact first: {hits}");
+            assert!(block.contains("allergic to: chickpeas, list"), "{start}");
+        }
+        d.stop().await;
+    }
+}
+
 /// The workspace's files are knowledge (zylos §16.3–16.4): with the model, a chunk that
 /// shares no word with the query is found by meaning right after the index pass that
 /// wrote it, each hit knows its file's memory type, freshness and reads, searches and

@@ -506,7 +506,11 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
                 } else {
                     format!("newer than the value recorded{recorded}; ask if unsure")
                 };
-                doubts.push(format!("- {label}: on {} they said \"{}\" ({why})\n", at.strftime("%Y-%m-%d"), said.trim()));
+                let line = format!("- {label}: on {} they said \"{}\" ({why})\n", at.strftime("%Y-%m-%d"), said.trim());
+                // Two values read from one message ("list" and "sadly") quote it once.
+                if !doubts.contains(&line) {
+                    doubts.push(line);
+                }
                 continue;
             }
             if let Some(o) = &f.outdated {

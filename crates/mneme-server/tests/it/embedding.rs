@@ -176,7 +176,7 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     d.stop().await;
 }
 
-/// A fact whose value the value-kind layer doubts ("list" as an allergy, from "Add lanolin
+/// A fact whose value the value-kind layer doubts ("list" as an allergy, from "Add lobster
 /// to my allergy list, sadly") is written with that doubt as its confidence: recall puts
 /// the words it was read from first, and the context block quotes them, dated, in place of
 /// the value. A value it is sure of ("chickpeas") keeps its confidence and is stated. With
@@ -192,8 +192,10 @@ async fn a_fact_extraction_doubts_comes_after_the_words_it_was_read_from() {
             config.retrieval.quote_confidence = 0.0;
         }
         let d = TestDaemon::with(config).await;
-        let lines =
-            [("I'm allergic to chickpeas.", "2026-01-10T09:00:00Z"), ("Add lanolin to my allergy list, sadly", "2026-03-10T09:00:00Z")];
+        let lines = [
+            ("Heads up, I'm allergic to bee venom and chickpeas", "2026-01-10T09:00:00Z"),
+            ("Add lobster to my allergy list, sadly", "2026-03-10T09:00:00Z"),
+        ];
         dana_says_all(&d, &lines).await;
         let (_, facts) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:allergies"], "limit": 5 })).await;
         let confidence = |value: &str| {
@@ -206,6 +208,8 @@ async fn a_fact_extraction_doubts_comes_after_the_words_it_was_read_from() {
         };
         let (list, chickpeas) = (confidence("list").expect("the doubtful fact"), confidence("chickpeas").expect("the sure fact"));
         assert!(list < 0.2 && chickpeas >= 0.5, "list {list}, chickpeas {chickpeas}: {facts}");
+        // The phrase read a second doubtful value from the same message.
+        assert!(confidence("sadly").is_some_and(|c| c < 0.2), "{facts}");
         embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(4)).await;
         let (_, hits) = d.post("/v1/retrieve", json!({ "query": "What is the user allergic to?", "limit": 4 })).await;
         let first = hits["hits"][0]["record"].to_string();
@@ -213,14 +217,16 @@ async fn a_fact_extraction_doubts_comes_after_the_words_it_was_read_from() {
         let block = start.to_string();
         if on {
             assert!(first.contains("allergy list, sadly") && !first.contains(r#""object":"list""#), "the words first: {hits}");
-            assert!(block.contains("allergic to: chickpeas (since 2026-01-10)"), "{start}");
+            assert!(block.contains("allergic to: bee venom, chickpeas, lobster (since 2026-03-10)"), "{start}");
             assert!(
-                block.contains(r#"allergic to: on 2026-03-10 they said \"Add lanolin to my allergy list, sadly\" (no value read from it with certainty)"#),
+                block.contains(r#"allergic to: on 2026-03-10 they said \"Add lobster to my allergy list, sadly\" (no value read from it with certainty)"#),
                 "{start}"
             );
+            assert_eq!(block.matches("no value read from it with certainty").count(), 1, "one quote for both values: {start}");
         } else {
-            assert!(first.contains(r#""object":"list""#), "the fact first: {hits}");
-            assert!(block.contains("allergic to: chickpeas, list"), "{start}");
+            assert!(["list", "sadly"].iter().any(|v| first.contains(&format!(r#""object":"{v}""#))), "a doubtful fact first: {hits}");
+            let line = block.split("\\n").find(|l| l.starts_with("- allergic to: bee venom, chickpeas")).expect("the allergies stated");
+            assert!(line.contains("list") && line.contains("sadly") && !block.contains("no value read from it"), "{start}");
         }
         d.stop().await;
     }

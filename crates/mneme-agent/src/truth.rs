@@ -409,7 +409,7 @@ fn live_fact(ops: &Ops, p: &Principal, h: &Hit) -> Option<ServiceResult<LiveFact
     // words a quoted fact was read from.
     let newer = if about_user && (single || quoted) {
         match ops.newer_statement(p, &h.record) {
-            Ok(found) => found.map(|r| (f.evidence.contains(&r.id.to_string()), r)).filter(|(own, _)| quoted || !own),
+            Ok(found) => found.map(|r| (mneme_service::is_evidence(&h.record, &r), r)).filter(|(own, _)| quoted || !own),
             Err(e) => return Some(Err(e)),
         }
     } else {

@@ -51,6 +51,7 @@ pub use mneme_store::{
 pub use ops::Ops;
 pub use owner::Owner;
 pub use policy::Principal;
+pub use retrieve::is_evidence;
 pub use semantic::{EmbedProgress, EmbedderHandle, EmbeddingStatus, ModelWatch, ValueReading};
 pub use types::*;
 pub use vectors::IndexParams;

@@ -246,9 +246,9 @@ impl MemoryService {
         let on_topic = self.newer_on_topic(tx, fact, filter)?;
         Ok(match (named, on_topic) {
             (Some(a), Some(b)) => Some(if b.created_at > a.created_at { b } else { a }),
-            (a, b) => a.or(b),
-        }
-        .or(self.own_words(tx, fact, filter)?))
+            (Some(a), None) | (None, Some(a)) => Some(a),
+            (None, None) => self.own_words(tx, fact, filter)?,
+        })
     }
 
     /// The message a fact extraction is unsure of (confidence below
@@ -328,7 +328,7 @@ impl MemoryService {
             // nothing.
             let changes_nothing = || mneme_truth::asserts_nothing(&text) || mneme_truth::tells_of_someone_else(&text);
             if said > since
-                && !f.evidence.contains(&r.id.to_string())
+                && !is_evidence(fact, &r)
                 && is_users(&r)
                 && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
                 && (on_topic.contains(seq) || names_another())
@@ -808,8 +808,8 @@ pub(crate) fn said_at(statement: &mneme_core::MemoryRecord) -> jiff::Timestamp {
     }
 }
 
-/// Whether `statement` is one `fact` was read from.
-pub(crate) fn is_evidence(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecord) -> bool {
+/// Whether `statement` is one `fact` was read from (among its `evidence`).
+pub fn is_evidence(fact: &mneme_core::MemoryRecord, statement: &mneme_core::MemoryRecord) -> bool {
     matches!(&fact.payload, Some(mneme_core::Payload::Semantic(f)) if f.evidence.contains(&statement.id.to_string()))
 }
 
@@ -851,7 +851,7 @@ fn newer_statement(
             };
             let text = r.payload.as_ref().map(|p| p.own_text()).unwrap_or_default();
             said > since
-                && !f.evidence.contains(&r.id.to_string())
+                && !is_evidence(fact, r)
                 && !r.tags.iter().any(|t| t == "role:assistant" || t == mneme_core::QUESTION_TAG)
                 && mneme_core::query::contains_word(&text.to_lowercase(), &value)
                 // "If we ever leave Austin …" supposes: it puts nothing in doubt.

@@ -11,8 +11,8 @@
 //! ([`MODEL_FILES`]); [`verify_model_dir`] checks them against pinned SHA-256 digests.
 
 mod choice;
-mod gelu;
 mod install;
+mod kernels;
 
 use std::path::{Path, PathBuf};
 
@@ -118,22 +118,30 @@ impl Dense {
     }
 
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        self.product(x)?.broadcast_add(&self.bias)
+    }
+
+    /// `x · W`, without the bias (which a fused kernel adds).
+    fn product(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (batch, seq, inputs) = x.dims3()?;
-        let y = x.reshape((batch * seq, inputs))?.matmul(&self.weight_t)?.broadcast_add(&self.bias)?;
-        y.reshape((batch, seq, self.bias.dim(0)?))
+        x.reshape((batch * seq, inputs))?.matmul(&self.weight_t)?.reshape((batch, seq, self.bias.dim(0)?))
     }
 }
 
 #[derive(Debug)]
 struct Layer {
-    query: Dense,
-    key: Dense,
-    value: Dense,
+    /// Query, key and value in one product (`hidden × 3·hidden`): one pass over the input
+    /// instead of three.
+    qkv: Dense,
+    /// The attention's output layer; its bias is added in `attention_norm`.
     attention_out: Dense,
-    attention_norm: LayerNorm,
+    attention_norm: kernels::AddNorm,
     intermediate: Dense,
+    /// The intermediate layer's bias, added in the GELU's pass.
+    intermediate_bias: Vec<f32>,
+    /// The feed-forward output layer; its bias is added in `output_norm`.
     output: Dense,
-    output_norm: LayerNorm,
+    output_norm: kernels::AddNorm,
 }
 
 /// A text's tokens as the encoder read them ([`MiniLm::token_states`]).
@@ -206,15 +214,27 @@ impl MiniLm {
         for i in 0..config.num_hidden_layers {
             let l = vb.pp(format!("encoder.layer.{i}"));
             let a = l.pp("attention");
+            let add_norm = |dense: &Dense, vb: VarBuilder| -> candle_core::Result<kernels::AddNorm> {
+                kernels::AddNorm::new(&dense.bias, &vb.get(h, "weight")?, &vb.get(h, "bias")?, eps)
+            };
+            let attention_out = Dense::load(h, h, a.pp("output.dense"))?;
+            let intermediate = Dense::load(h, config.intermediate_size, l.pp("intermediate.dense"))?;
+            let output = Dense::load(config.intermediate_size, h, l.pp("output.dense"))?;
+            let parts = ["self.query", "self.key", "self.value"].map(|name| Dense::load(h, h, a.pp(name)));
+            let [query, key, value] = parts;
+            let (query, key, value) = (query?, key?, value?);
+            let qkv = Dense {
+                weight_t: Tensor::cat(&[&query.weight_t, &key.weight_t, &value.weight_t], 1)?.contiguous()?,
+                bias: Tensor::cat(&[&query.bias, &key.bias, &value.bias], 0)?,
+            };
             layers.push(Layer {
-                query: Dense::load(h, h, a.pp("self.query"))?,
-                key: Dense::load(h, h, a.pp("self.key"))?,
-                value: Dense::load(h, h, a.pp("self.value"))?,
-                attention_out: Dense::load(h, h, a.pp("output.dense"))?,
-                attention_norm: candle_nn::layer_norm(h, eps, a.pp("output.LayerNorm"))?,
-                intermediate: Dense::load(h, config.intermediate_size, l.pp("intermediate.dense"))?,
-                output: Dense::load(config.intermediate_size, h, l.pp("output.dense"))?,
-                output_norm: candle_nn::layer_norm(h, eps, l.pp("output.LayerNorm"))?,
+                qkv,
+                attention_norm: add_norm(&attention_out, a.pp("output.LayerNorm"))?,
+                attention_out,
+                intermediate_bias: intermediate.bias.to_vec1()?,
+                intermediate,
+                output_norm: add_norm(&output, l.pp("output.LayerNorm"))?,
+                output,
             });
         }
         Ok(MiniLm {
@@ -275,21 +295,18 @@ impl MiniLm {
         let x = self.words.forward(ids)?.broadcast_add(&self.positions.forward(&positions)?)?.add(&self.token_types.forward(type_ids)?)?;
         let mut x = self.embedding_norm.forward(&x)?;
         let head_dim = self.hidden / self.heads;
-        // Padding positions get a large negative score before the softmax.
-        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((batch, 1, 1, seq))?;
-        let scale = 1.0 / (head_dim as f64).sqrt();
+        // Padding positions get no attention.
+        let valid = mask.flatten_all()?.to_vec1::<u32>()?;
+        let scale = 1.0 / (head_dim as f32).sqrt();
         for layer in &self.layers {
-            let split =
-                |t: Tensor| -> candle_core::Result<Tensor> { t.reshape((batch, seq, self.heads, head_dim))?.transpose(1, 2)?.contiguous() };
-            let q = split(layer.query.forward(&x)?)?;
-            let k = split(layer.key.forward(&x)?)?;
-            let v = split(layer.value.forward(&x)?)?;
-            let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&bias)?;
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+            // batch × seq × (3 · heads · head_dim) → 3 × batch × heads × seq × head_dim, one copy.
+            let qkv = layer.qkv.forward(&x)?.reshape((batch, seq, 3, self.heads, head_dim))?.permute((2, 0, 3, 1, 4))?.contiguous()?;
+            let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
+            let probs = kernels::masked_softmax(q.matmul(&k.t()?.contiguous()?)?, &valid, scale)?;
             let context = probs.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((batch, seq, self.hidden))?;
-            let attended = layer.attention_norm.forward(&(layer.attention_out.forward(&context)? + &x)?)?;
-            let inner = gelu::gelu_erf(&layer.intermediate.forward(&attended)?)?;
-            x = layer.output_norm.forward(&(layer.output.forward(&inner)? + &attended)?)?;
+            let attended = layer.attention_norm.forward(layer.attention_out.product(&context)?, &x)?;
+            let inner = kernels::bias_gelu(layer.intermediate.product(&attended)?, &layer.intermediate_bias)?;
+            x = layer.output_norm.forward(layer.output.product(&inner)?, &attended)?;
         }
         Ok(x)
     }
@@ -341,8 +358,19 @@ fn serial_kernels() -> bool {
 
 /// The environment [`MiniLm`] runs best in (see `serial_kernels`): a binary that will run the
 /// encoder re-executes itself with these set when `CANDLE_NUM_THREADS` is not (they must be
-/// in place before candle reads them, and the workspace has no `unsafe` for `set_var`).
-pub const ENCODER_ENV: [(&str, &str); 2] = [("CANDLE_NUM_THREADS", "1"), ("RAYON_NUM_THREADS", "1")];
+/// in place before candle and the C library read them, and the workspace has no `unsafe` for
+/// `set_var` or `mallopt`).
+///
+/// The two `MALLOC_` settings fix glibc's allocator where its own adaptive thresholds end up
+/// (32 MiB, 64 MiB) from the first allocation: every operation of a forward pass allocates
+/// its output, and with the starting thresholds each pass's buffers were mapped, faulted in
+/// page by page and returned to the kernel again (about 8 % of the encoder's CPU).
+pub const ENCODER_ENV: [(&str, &str); 4] = [
+    ("CANDLE_NUM_THREADS", "1"),
+    ("RAYON_NUM_THREADS", "1"),
+    ("MALLOC_MMAP_THRESHOLD_", "33554432"),
+    ("MALLOC_TRIM_THRESHOLD_", "67108864"),
+];
 
 /// Replaces the running program with itself (same arguments) under [`ENCODER_ENV`], unless
 /// `already` (the caller saw `CANDLE_NUM_THREADS` in its environment). Linux only (the

@@ -334,6 +334,7 @@ impl Embedder for MiniLm {
             return Some(MiniLm::token_states(self, text));
         }
         // On an encoder thread, as a query's pass (see `encode`).
+        let _busy = Waiting::start();
         Some(encoder_pool(Lane::Foreground).install(|| MiniLm::token_states(self, text)))
     }
 }
@@ -410,6 +411,55 @@ fn encoder_pool(lane: Lane) -> &'static rayon::ThreadPool {
     })
 }
 
+/// Callers waiting for an embedding (queries, commands) right now, and when the last one
+/// finished (milliseconds since [`epoch`]): the backfill starts no new forward pass while a
+/// caller waits or within [`QUIET`] of the last ([`Waiting::yield_to_callers`]).
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static LAST_CALLER_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long after a caller's embedding the backfill still holds back (queries come in bursts).
+const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+/// Longest a backfill pass waits for callers before it runs anyway, so that a stream of
+/// queries slows the backfill down without stopping it.
+const MOST_YIELD: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+/// A caller counted in [`WAITING`] while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Waiting {
+        WAITING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting
+    }
+
+    /// Before a backfill pass: waits (in steps of 2 ms, at most [`MOST_YIELD`]) until no
+    /// caller has waited for the encoder for [`QUIET`]. At nice 10 alone, passes of the
+    /// backfill still took about a quarter of the CPU from 8 clients' queries.
+    fn yield_to_callers() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let started = std::time::Instant::now();
+        while started.elapsed() < MOST_YIELD {
+            let since_last = epoch().elapsed().as_millis() as u64 - LAST_CALLER_MS.load(Relaxed).min(epoch().elapsed().as_millis() as u64);
+            if WAITING.load(Relaxed) == 0 && (LAST_CALLER_MS.load(Relaxed) == 0 || since_last >= QUIET.as_millis() as u64) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        LAST_CALLER_MS.store((epoch().elapsed().as_millis() as u64).max(1), std::sync::atomic::Ordering::Relaxed);
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Nice 10 for the calling thread (on Linux `setpriority` with a thread id affects only that
 /// thread); elsewhere nothing, since it would lower the whole process.
 fn lower_priority() {
@@ -432,24 +482,25 @@ impl MiniLm {
         }
         if !self.serial {
             // candle parallelises inside each operation; passes share rayon's global pool.
-            return self.encode_on(texts, 1, true);
+            return self.encode_on(texts, 1, true, lane);
         }
         let pool = encoder_pool(lane);
+        let _busy = (lane == Lane::Foreground).then(Waiting::start);
         if lane == Lane::Foreground && texts.len() == 1 {
             // One text (a query): one pass on an encoder thread at normal priority. Run on the
             // caller's own thread, each of its LayerNorms, softmaxes and GELUs (rayon
             // parallel iterators) would be handed to rayon's pool and waited for: 25 handoffs
             // and context switches a query. (Sharing one pass among queries that arrive
             // together was tried: no less CPU per query, see BENCHMARKS.md.)
-            return pool.install(|| self.encode_on(texts, 1, false));
+            return pool.install(|| self.encode_on(texts, 1, false, lane));
         }
-        pool.install(|| self.encode_on(texts, pool.current_num_threads(), true))
+        pool.install(|| self.encode_on(texts, pool.current_num_threads(), true, lane))
     }
 
     /// Encodes without padding, cuts the texts into passes of similar length (at least
     /// `width` passes when there are that many texts, so every thread has one), runs them
     /// (on the current rayon pool when `parallel`) and puts the vectors back in order.
-    fn encode_on(&self, texts: &[&str], width: usize, parallel: bool) -> EmbedResult<Vec<Vec<f32>>> {
+    fn encode_on(&self, texts: &[&str], width: usize, parallel: bool, lane: Lane) -> EmbedResult<Vec<Vec<f32>>> {
         // Padding to the longest text of a mixed batch wastes most of the work on
         // long-tailed inputs, so each pass pads only to its own longest.
         let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
@@ -457,7 +508,12 @@ impl MiniLm {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| lengths[i]);
         let groups = spread(length_groups(&order, &lengths), width);
-        let run = |group: &&[usize]| self.run(&group.iter().map(|&i| &encodings[i]).collect::<Vec<_>>());
+        let run = |group: &&[usize]| {
+            if lane == Lane::Background {
+                Waiting::yield_to_callers();
+            }
+            self.run(&group.iter().map(|&i| &encodings[i]).collect::<Vec<_>>())
+        };
         let vectors: Vec<Vec<Vec<f32>>> = if parallel {
             groups.par_iter().map(run).collect::<EmbedResult<_>>()?
         } else {

@@ -66,6 +66,8 @@ static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
         r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     ))
 });
+/// What every [`TOKEN`] match contains (the pattern is case-sensitive).
+const TOKEN_PREFIXES: [&str; 10] = ["sk-", "gh", "github_pat_", "glpat-", "xox", "AKIA", "ASIA", "AIza", "_live_", "eyJ"];
 static BEARER: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*"));
 static PEM: LazyLock<Regex> = LazyLock::new(|| re(r"-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----"));
 /// A credential named in words, then its value: "password is hunter2", "pw: x9!k",
@@ -108,15 +110,24 @@ pub fn find(text: &str) -> Vec<(SecretKind, std::ops::Range<usize>)> {
             }
         }
     }
-    for m in TOKEN.find_iter(text).chain(BEARER.find_iter(text)) {
+    // Every other pattern needs a word or prefix of its own in the text: a text without any
+    // (most messages) compiles and runs none of them. Case-insensitive patterns also match
+    // non-ASCII letters (the Kelvin sign for "k"), so a non-ASCII text always runs them.
+    let lower = text.is_ascii().then(|| text.to_ascii_lowercase());
+    let may_hold = |words: &[&str]| lower.as_ref().is_none_or(|lower| words.iter().any(|w| lower.contains(w)));
+    let tokens = TOKEN_PREFIXES.iter().any(|p| text.contains(p)).then(|| TOKEN.find_iter(text));
+    let bearers = may_hold(&["bearer"]).then(|| BEARER.find_iter(text));
+    for m in tokens.into_iter().flatten().chain(bearers.into_iter().flatten()) {
         found.push((SecretKind::ApiKey, m.range()));
     }
-    for m in PEM.find_iter(text) {
+    let pems = text.contains("-----BEGIN ").then(|| PEM.find_iter(text));
+    for m in pems.into_iter().flatten() {
         // The key runs to its END line, else to the end of the text.
         let end = text[m.end()..].find("PRIVATE KEY-----").map_or(text.len(), |i| m.end() + i + "PRIVATE KEY-----".len());
         found.push((SecretKind::PrivateKey, m.start()..end));
     }
-    for c in NAMED.captures_iter(text) {
+    let named = may_hold(&["pass", "pw", "pin", "api", "secret", "token"]).then(|| NAMED.captures_iter(text));
+    for c in named.into_iter().flatten() {
         let value = c.get(2).expect("group 2");
         if named_value(&c[1], value.as_str()) {
             let trimmed = value.as_str().trim_end_matches(['.', ',', ';', '!', '?', ')']).len();
@@ -340,6 +351,13 @@ mod tests {
             ("the wifi password is hunter2!", &[Password]),
             ("my PIN is 4821", &[Password]),
             ("pw: Tr0ub4dor&3", &[Password]),
+            // Each pattern's own word or prefix gates it (`find`): mixed case, a JWT, a
+            // live key, and a non-ASCII text (which always runs the case-insensitive ones).
+            ("API KEY = abcd1234efgh", &[Password]),
+            ("AuthToken: jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", &[ApiKey]),
+            ("stripe rk_live_abcdefghijklmnop1234", &[ApiKey]),
+            ("Straße, Passwort egal, password: hunter22", &[Password]),
+            ("BEARER ABCDEFGHIJKLMNOPQRSTUVWXYZ012345 für später", &[ApiKey]),
         ];
         for (text, kinds) in cases {
             assert_eq!(detect(text), kinds.to_vec(), "{text}");

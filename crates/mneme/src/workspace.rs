@@ -340,6 +340,8 @@ fn agent_state(
         ..Default::default()
     };
     let mut memory = None;
+    // A hook the engine handles notes the activity itself (when hooks are enabled).
+    let (hooks_enabled, mut noted) = (ctx.config.hooks.enabled, false);
     match prompt.filter(|p| !p.trim().is_empty()) {
         Some(prompt) => {
             // Recall first (the prompt itself is not a memory yet), then remember the
@@ -351,6 +353,7 @@ fn agent_state(
             let event = mneme_agent::hooks::HookEvent { content: Some(prompt), from: Some(user), ..Default::default() };
             let input = mneme_agent::hooks::HookInput { event, ctx: hook_ctx };
             let outcome = hooks.handle(&owner, mneme_agent::hooks::HookName::MessageReceived, input, &mut Vec::new());
+            noted = hooks_enabled;
             // A prompt that is all <private> is not remembered; that is not a hook failure.
             if let Some(e) = outcome.error {
                 eprintln!("mneme claude-hook prompt-submit: prompt not remembered: {e}");
@@ -374,6 +377,7 @@ fn agent_state(
             let ctx = mneme_agent::hooks::HookContext { user_id: speaker, ..hook_ctx };
             let input = mneme_agent::hooks::HookInput { event: Default::default(), ctx };
             let outcome = hooks.handle(&owner, mneme_agent::hooks::HookName::SessionStart, input, &mut Vec::new());
+            noted = hooks_enabled;
             match outcome.error {
                 Some(e) => eprintln!("mneme claude-hook session-start: no memory context: {e}"),
                 None => memory = outcome.context.filter(|c| !c.trim().is_empty()),
@@ -381,7 +385,9 @@ fn agent_state(
         }
         None => {}
     }
-    service.touch_activity()?;
+    if !noted {
+        service.touch_activity()?;
+    }
     let state = service.sync_status()?;
     let unsummarized = match (state.begin_id, state.end_id) {
         (Some(begin_id), Some(end_id)) => Some(mneme_workspace::context::UnsummarizedInfo { count: state.unsummarized, begin_id, end_id }),

@@ -631,3 +631,25 @@ fn semantic_file_search_without_the_model_fails_and_the_default_says_words_only(
     assert_eq!(found["ranking"], "lexical", "{found}");
     assert!(m.fails(&["search", "x", "--semantic", "--lexical"], 2).contains("cannot be used with"));
 }
+
+/// Claude Code's prompt-submit and session-start note the agent's activity
+/// (`mneme.db.activity`, what the heartbeat's require-idle tasks read): through the hook
+/// engine when hooks are on, and with `[hooks] enabled = false` too.
+#[test]
+fn claude_code_hooks_note_the_agents_activity() {
+    let m = workspace();
+    let activity = m.dir.path().join("mneme.db.activity");
+    let noted = |name: &str, stdin: &str| {
+        let _ = std::fs::remove_file(&activity);
+        hook_with(&m, &["claude-hook", name], stdin);
+        let text = std::fs::read_to_string(&activity).unwrap_or_else(|e| panic!("{name}: no activity noted: {e}"));
+        let ms: i64 = text.trim().parse().unwrap_or_else(|e| panic!("{name}: activity {text:?}: {e}"));
+        let age = Timestamp::now().as_millisecond() - ms;
+        assert!((0..60_000).contains(&age), "{name}: activity noted {age} ms ago");
+    };
+    noted("prompt-submit", r#"{"prompt":"I live in Lisbon."}"#);
+    noted("session-start", r#"{"session_id":"s1"}"#);
+    std::fs::write(m.dir.path().join("config.toml"), "[hooks]\nenabled = false\n").expect("config");
+    noted("prompt-submit", r#"{"prompt":"I live in Munich."}"#);
+    noted("session-start", r#"{"session_id":"s2"}"#);
+}

@@ -71,10 +71,7 @@ fn contiguous<'a>(kernel: &str, storage: &'a CpuStorage, layout: &Layout) -> Res
     let CpuStorage::F32(data) = storage else {
         return Err(candle_core::Error::Msg(format!("{kernel}: f32 only")));
     };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        return Err(candle_core::Error::Msg(format!("{kernel}: the input must be contiguous")));
-    };
-    Ok(&data[start..end])
+    Ok(&data[offsets(kernel, layout)?])
 }
 
 /// [`contiguous`], to write in place.
@@ -82,10 +79,13 @@ fn contiguous_mut<'a>(kernel: &str, storage: &'a mut CpuStorage, layout: &Layout
     let CpuStorage::F32(data) = storage else {
         return Err(candle_core::Error::Msg(format!("{kernel}: f32 only")));
     };
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        return Err(candle_core::Error::Msg(format!("{kernel}: the input must be contiguous")));
-    };
-    Ok(&mut data[start..end])
+    Ok(&mut data[offsets(kernel, layout)?])
+}
+
+fn offsets(kernel: &str, layout: &Layout) -> Result<std::ops::Range<usize>> {
+    let (start, end) =
+        layout.contiguous_offsets().ok_or_else(|| candle_core::Error::Msg(format!("{kernel}: the input must be contiguous")))?;
+    Ok(start..end)
 }
 
 /// `x ← gelu(x + bias)` element-wise, `bias` broadcast over the last dimension; `x` must be

@@ -220,9 +220,9 @@ impl MiniLm {
             let attention_out = Dense::load(h, h, a.pp("output.dense"))?;
             let intermediate = Dense::load(h, config.intermediate_size, l.pp("intermediate.dense"))?;
             let output = Dense::load(config.intermediate_size, h, l.pp("output.dense"))?;
-            let parts = ["self.query", "self.key", "self.value"].map(|name| Dense::load(h, h, a.pp(name)));
-            let [query, key, value] = parts;
-            let (query, key, value) = (query?, key?, value?);
+            let query = Dense::load(h, h, a.pp("self.query"))?;
+            let key = Dense::load(h, h, a.pp("self.key"))?;
+            let value = Dense::load(h, h, a.pp("self.value"))?;
             let qkv = Dense {
                 weight_t: Tensor::cat(&[&query.weight_t, &key.weight_t, &value.weight_t], 1)?.contiguous()?,
                 bias: Tensor::cat(&[&query.bias, &key.bias, &value.bias], 0)?,
@@ -412,7 +412,7 @@ fn encoder_pool(lane: Lane) -> &'static rayon::ThreadPool {
 }
 
 /// Callers waiting for an embedding (queries, commands) right now, and when the last one
-/// finished (milliseconds since [`epoch`]): the backfill starts no new forward pass while a
+/// finished ([`now_ms`], 0 for never): the backfill starts no new forward pass while a
 /// caller waits or within [`QUIET`] of the last ([`Waiting::yield_to_callers`]).
 static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static LAST_CALLER_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -423,9 +423,10 @@ const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 /// queries slows the backfill down without stopping it.
 const MOST_YIELD: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn epoch() -> std::time::Instant {
+/// Milliseconds since the process first asked, from 1 (so that 0 can mean "never").
+fn now_ms() -> u64 {
     static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(std::time::Instant::now)
+    EPOCH.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + 1
 }
 
 /// A caller counted in [`WAITING`] while it lives.
@@ -444,8 +445,8 @@ impl Waiting {
         use std::sync::atomic::Ordering::Relaxed;
         let started = std::time::Instant::now();
         while started.elapsed() < MOST_YIELD {
-            let since_last = epoch().elapsed().as_millis() as u64 - LAST_CALLER_MS.load(Relaxed).min(epoch().elapsed().as_millis() as u64);
-            if WAITING.load(Relaxed) == 0 && (LAST_CALLER_MS.load(Relaxed) == 0 || since_last >= QUIET.as_millis() as u64) {
+            let last = LAST_CALLER_MS.load(Relaxed);
+            if WAITING.load(Relaxed) == 0 && (last == 0 || now_ms().saturating_sub(last) >= QUIET.as_millis() as u64) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -455,7 +456,7 @@ impl Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        LAST_CALLER_MS.store((epoch().elapsed().as_millis() as u64).max(1), std::sync::atomic::Ordering::Relaxed);
+        LAST_CALLER_MS.store(now_ms(), std::sync::atomic::Ordering::Relaxed);
         WAITING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -235,6 +235,7 @@ impl MemoryService {
                     }
                 }
             }
+            self.embed_fresh();
             self.wake_embedder();
         }
         for (i, slot) in slots {

@@ -146,6 +146,15 @@ const READINGS: usize = 200_000;
 /// How many query vectors [`QueryCache`] keeps.
 const QUERY_CACHE: usize = 256;
 
+/// Most records a write embeds on its own thread ([`MemoryService::embed_fresh`]); more
+/// are a backlog, the backfill's.
+const FRESH_MAX: usize = 16;
+
+/// How often an idle backfill looks for records it was not told of (written by another
+/// process on the same store, such as `mneme ingest` beside a daemon): one look past the
+/// watermark, by sequence number.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+
 /// The vectors of recently embedded queries, keyed by the SHA-256 of the query's text (the
 /// text itself is not kept). Agents ask the same often: a session's task descriptor at every
 /// session start, a retried recall. A query's embedding is most of what recall costs with
@@ -285,8 +294,9 @@ impl MemoryService {
             *watermark = 0;
         }
         let started = Instant::now();
-        let (with, without) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
-        let total = if force { with + without } else { without };
+        // Counted once there is work: the count reads every live record, and an idle pass
+        // (most of them) finds nothing after the watermark.
+        let mut total: Option<u64> = None;
         let mut done = 0u64;
         // With `force`, a record's old vector must not count as done: look under a
         // throwaway model name so every live record is "missing" once.
@@ -295,32 +305,64 @@ impl MemoryService {
         while !stop() {
             let todo = self.reader()?.read(|tx| tx.records_needing_vectors(&lookup, *watermark, batch.max(1)))?;
             let Some(last) = todo.last().map(|t| t.seq) else { break };
-            let texts: Vec<&str> = todo.iter().map(|t| t.text.as_str()).collect();
-            let vectors = if background { semantic.embedder.embed_background(&texts) } else { semantic.embedder.embed(&texts) }
-                .map_err(|e| ServiceError::Embedding(e.to_string()))?;
-            if vectors.len() != todo.len() {
-                return Err(ServiceError::Embedding(format!("the model returned {} vectors for {} texts", vectors.len(), todo.len())));
+            if total.is_none() {
+                let (with, without) = self.reader()?.read(|tx| tx.vector_coverage(&model))?;
+                total = Some(if force { with + without } else { without });
             }
-            let stored: Vec<StoredVector> = todo
-                .iter()
-                .zip(&vectors)
-                .map(|(t, v)| {
-                    let (scale, codes) = quantize(v);
-                    StoredVector { seq: t.seq, scale, codes }
-                })
-                .collect();
-            self.store()?.write(|tx| tx.put_vectors(&model, &stored))?;
-            {
-                let mut index = semantic.index.write().unwrap_or_else(|p| p.into_inner());
-                for v in &stored {
-                    index.insert(v.seq, v.scale, &v.codes);
-                }
-            }
+            done += self.embed_todo(semantic, &todo, background)?;
             *watermark = last;
-            done += stored.len() as u64;
-            progress(EmbedProgress { done, total: total.max(done), elapsed: started.elapsed() });
+            progress(EmbedProgress { done, total: total.unwrap_or(0).max(done), elapsed: started.elapsed() });
         }
         Ok(done)
+    }
+
+    /// Embeds `todo`, stores the vectors and puts them in the index; how many.
+    fn embed_todo(&self, semantic: &Semantic, todo: &[mneme_store::EmbedTodo], background: bool) -> ServiceResult<u64> {
+        let texts: Vec<&str> = todo.iter().map(|t| t.text.as_str()).collect();
+        let vectors = if background { semantic.embedder.embed_background(&texts) } else { semantic.embedder.embed(&texts) }
+            .map_err(|e| ServiceError::Embedding(e.to_string()))?;
+        if vectors.len() != todo.len() {
+            return Err(ServiceError::Embedding(format!("the model returned {} vectors for {} texts", vectors.len(), todo.len())));
+        }
+        let stored: Vec<StoredVector> = todo
+            .iter()
+            .zip(&vectors)
+            .map(|(t, v)| {
+                let (scale, codes) = quantize(v);
+                StoredVector { seq: t.seq, scale, codes }
+            })
+            .collect();
+        self.store()?.write(|tx| tx.put_vectors(semantic.embedder.model_id(), &stored))?;
+        let mut index = semantic.index.write().unwrap_or_else(|p| p.into_inner());
+        for v in &stored {
+            index.insert(v.seq, v.scale, &v.codes);
+        }
+        Ok(stored.len() as u64)
+    }
+
+    /// Embeds the records written since the pipeline last looked, on the writer's thread,
+    /// when they are few (at most [`FRESH_MAX`]): a record is then found by meaning as soon
+    /// as its write is acknowledged, not when the backfill next wakes. Nothing when the
+    /// backfill is mid-pass (it reaches them in order) or there is a backlog (its job); a
+    /// failure leaves them to the backfill, which retries.
+    pub(crate) fn embed_fresh(&self) {
+        let Some(semantic) = self.semantic.get() else { return };
+        if !matches!(self.holds_job("embedding"), Ok(true)) {
+            return;
+        }
+        let Ok(mut watermark) = semantic.watermark.try_lock() else { return };
+        let model = semantic.embedder.model_id();
+        let Ok(todo) = self.reader().and_then(|mut r| Ok(r.read(|tx| tx.records_needing_vectors(model, *watermark, FRESH_MAX + 1))?))
+        else {
+            return;
+        };
+        let Some(last) = todo.last().map(|t| t.seq) else { return };
+        if todo.len() > FRESH_MAX {
+            return;
+        }
+        if self.embed_todo(semantic, &todo, false).is_ok() {
+            *watermark = last;
+        }
     }
 
     /// Tells the background embedder that new records may be waiting.
@@ -388,7 +430,7 @@ impl MemoryService {
                     let (count, changed) = &*counted;
                     *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
                     changed.notify_all();
-                    service.wait_for_work(&flag, if result.is_ok() { Duration::from_secs(5) } else { retry });
+                    service.wait_for_work(&flag, if result.is_ok() { IDLE_POLL } else { retry });
                 }
             })
             .ok()?;

@@ -50,9 +50,14 @@ async fn a_model_installed_while_the_daemon_runs_is_attached_and_embeds_without_
     let (_, none) = d.post("/v1/retrieve", json!({ "query": "zebra quantum xylophone", "limit": 5 })).await;
     assert_eq!(none["hits"], json!([]), "{none}");
 
-    // New records are embedded by the running pipeline too.
-    d.post("/v1/ingest/event", event_body("Bought fresh coffee beans")).await;
-    embedding_status_until(&d, "the new record embedded", |e| e["embedded"] == 4 && e["pending"] == 0).await;
+    // Written, then found: a new record is embedded on the write's own path, so the
+    // moment its write is acknowledged it is found by meaning alone (no shared word).
+    let (status, body) = d.post("/v1/ingest/event", event_body("Adopted a beagle puppy called Biscuit")).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "our new dog", "limit": 1 })).await;
+    assert!(hits["hits"][0]["record"].to_string().contains("beagle"), "{hits}");
+    let (_, status) = d.get("/v1/status").await;
+    assert_eq!((status["embedding"]["embedded"].as_u64(), status["embedding"]["pending"].as_u64()), (Some(4), Some(0)), "{status}");
     d.stop().await;
 }
 

@@ -82,6 +82,21 @@ impl fmt::Debug for SecretKey {
     }
 }
 
+/// Whether SQLite connections opened from now on move the WAL into the database and
+/// delete it when they close (SQLite's default, and the daemon's). See
+/// [`keep_wal_on_close`].
+static CHECKPOINT_ON_CLOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// For a short-lived process that writes a little (an agent's hook): its connections leave
+/// the WAL for the next writer's checkpoint instead of checkpointing and deleting it on
+/// close. That is two fsyncs, the copy of its pages and the WAL file's re-creation (a
+/// directory fsync) saved per process. Nothing committed is at risk: the WAL is part of
+/// the database for every reader, the next connection that closes normally or reaches
+/// SQLite's auto-checkpoint moves it in, and `forget` still truncates it ([`Store::scrub`]).
+pub fn keep_wal_on_close() {
+    CHECKPOINT_ON_CLOSE.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// How to open a store.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -247,6 +262,9 @@ impl Store {
         // it every `LIMIT ?` marks its statement for re-preparation whenever a value is bound,
         // so a cached statement was parsed and planned again on every run (7 % of a prompt hook).
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).ctx(&path)?;
+        if !CHECKPOINT_ON_CLOSE.load(std::sync::atomic::Ordering::Relaxed) {
+            conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).ctx(&path)?;
+        }
         // Retrieval builds one statement per filter shape; keep them all prepared.
         conn.set_prepared_statement_cache_capacity(128);
         if let Some(key) = &key {

@@ -199,6 +199,9 @@ fn without_store(cli: &Cli) -> Option<Result<()>> {
         _ => None,
     };
     if let Some(args) = workspace_hook {
+        // A hook is a process per agent event: its one write's WAL is left for the next
+        // checkpoint rather than checkpointed and deleted as the process ends.
+        mneme_store::keep_wal_on_close();
         return Some(match Invocation::from_cli(cli) {
             Ok(ctx) => crate::workspace::hook(&ctx, args),
             Err(e) => crate::workspace::hook_failed(args, &e),

@@ -648,6 +648,15 @@ fn claude_code_hooks_note_the_agents_activity() {
         assert!((0..60_000).contains(&age), "{name}: activity noted {age} ms ago");
     };
     noted("prompt-submit", r#"{"prompt":"I live in Lisbon."}"#);
+    // A hook process leaves its WAL for the next checkpoint (no checkpoint, fsyncs or file
+    // re-creation as it exits); what it wrote is there for the next process all the same.
+    let wal = m.dir.path().join("mneme.db-wal");
+    assert!(wal.exists(), "the hook kept the WAL");
+    let told = m.json(&["recall", "Lisbon"]);
+    assert!(told.to_string().contains("I live in Lisbon."), "{told}");
+    // `forget` still moves it into the database and truncates it: erased words are in no file.
+    m.ok(&["forget", "--query", "Lisbon", "--yes"]);
+    assert_eq!(std::fs::metadata(&wal).map(|w| w.len()).unwrap_or(0), 0, "forget truncated the WAL");
     noted("session-start", r#"{"session_id":"s1"}"#);
     std::fs::write(m.dir.path().join("config.toml"), "[hooks]\nenabled = false\n").expect("config");
     noted("prompt-submit", r#"{"prompt":"I live in Munich."}"#);

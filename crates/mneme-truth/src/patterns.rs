@@ -97,6 +97,12 @@ pub fn extract(text: &str) -> Vec<Triple> {
     let mut out = Vec::new();
     for re in PATTERNS.iter() {
         for caps in re.captures_iter(text) {
+            // A subject that begins inside a longer noun phrase ("The commute to the
+            // Greyhaven office is killing me": the pattern's subject runs 40 characters at
+            // most) is the tail of something else.
+            if caps.get(1).is_some_and(|m| inside_a_phrase(&text[..m.start()])) {
+                continue;
+            }
             let Some(subject) = clean_subject(&caps[1]) else { continue };
             let predicate = caps[2].split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
             // A short object can swallow the clause's final punctuation ("use it." at the end
@@ -113,6 +119,12 @@ pub fn extract(text: &str) -> Vec<Triple> {
             if NOISE_SUBJECTS.contains(&subject.to_lowercase().as_str()) || NOISE_OBJECTS.contains(&object.to_lowercase().as_str()) {
                 continue;
             }
+            // An object that names the speaker or the listener ("… is killing me", "… has
+            // my keys") tells of them, not of the thing: what they live through is an
+            // episode, and what they hold is the conversational extractor's.
+            if object.split(|c: char| !c.is_alphanumeric() && c != '\'').any(|w| PERSONAL.contains(&w.to_lowercase().as_str())) {
+                continue;
+            }
             let key = format!("{}|{}|{}", subject.to_lowercase(), predicate, object.to_lowercase());
             if seen.insert(key) {
                 out.push(Triple { subject, predicate, object });
@@ -120,6 +132,27 @@ pub fn extract(text: &str) -> Vec<Triple> {
         }
     }
     out
+}
+
+/// First- and second-person words: an object holding one is about the people talking.
+const PERSONAL: &[&str] = &[
+    "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "you", "your", "yours", "i'm", "ich", "mich", "mir", "mein", "meine",
+    "meinen", "meinem", "meiner", "wir", "uns", "unser", "unsere", "du", "dich", "dir", "dein", "deine",
+];
+
+/// Whether the words before a subject make it the tail of a longer phrase: the last of
+/// them is an article, a preposition or a possessive ("the commute to the | Greyhaven
+/// office"), not the end of a clause.
+fn inside_a_phrase(before: &str) -> bool {
+    let Some(last) = before.split_whitespace().next_back() else { return false };
+    if last.ends_with(|c: char| !c.is_alphanumeric()) {
+        return false;
+    }
+    const JOINING: &[&str] = &[
+        "the", "a", "an", "to", "of", "at", "in", "on", "for", "from", "with", "by", "my", "our", "your", "his", "her", "their", "its",
+        "der", "die", "das", "den", "dem", "des", "ein", "eine", "zum", "zur", "im", "am", "vom", "beim", "mit", "von", "bei",
+    ];
+    JOINING.contains(&last.to_lowercase().as_str())
 }
 
 /// Words that end a clause inside what the subject pattern matched: a conjunction, a

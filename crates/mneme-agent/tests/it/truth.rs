@@ -219,6 +219,24 @@ fn a_question_or_request_gives_no_regex_fact() {
     assert!(!mneme_agent::hooks::general_facts("The build server requires the sg wrapper").is_empty());
 }
 
+/// A regex fact is about a thing: not the tail of a longer phrase ("The commute to the
+/// Greyhaven Insurance office is killing me" once gave "Greyhaven Insurance office is
+/// killing me", a fact that outlived the job), and not what the speaker lives through.
+#[test]
+fn a_regex_fact_is_about_a_thing_not_the_speaker() {
+    for said in [
+        "The commute to the Greyhaven Insurance office is killing me, 70 minutes door to door",
+        "The canteen at Marigold Telecom has my favourite coffee",
+        "Honestly the Kubernetes cluster is driving us mad",
+    ] {
+        assert!(mneme_agent::hooks::general_facts(said).is_empty(), "{said:?}: {:?}", mneme_agent::hooks::general_facts(said));
+    }
+    let kept =
+        |said: &str| mneme_agent::hooks::general_facts(said).into_iter().map(|t| format!("{} {} {}", t.subject, t.predicate, t.object));
+    assert_eq!(kept("Postgres uses port 5432 by default.").collect::<Vec<_>>(), ["Postgres uses port 5432 by default"]);
+    assert_eq!(kept("The staging box requires 16 GB of memory").collect::<Vec<_>>(), ["staging box requires 16 GB of memory"]);
+}
+
 /// What only supposes or asks is not what is true now: recall ranks it after the user's
 /// statements for a question about their facts.
 #[test]

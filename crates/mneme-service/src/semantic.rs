@@ -65,6 +65,23 @@ fn kin_share(layer: &mneme_truth::topics::TopicModel, p: &[f32], slot: &str) -> 
     mneme_truth::value_kin(slot).iter().filter_map(|k| layer.classes.iter().position(|c| c == k)).filter_map(|i| p.get(i)).sum()
 }
 
+/// Whether the words at `range` are cut out of a longer capitalised name: the word right
+/// after them (one space between) is capitalised, or the word right before them is and
+/// does not begin its sentence ("The commute to the Ironbark Robotics office" read as a
+/// city "Ironbark"; "in San Francisco" read as "Francisco"). "I" joins no name.
+fn cut_from_a_name(text: &str, range: std::ops::Range<usize>) -> bool {
+    let capitalised = |w: &str| w != "I" && w.chars().next().is_some_and(char::is_uppercase) && w.chars().all(char::is_alphanumeric);
+    let (Some(before), Some(after)) = (text.get(..range.start), text.get(range.end..)) else { return false };
+    let next = after.strip_prefix(' ').and_then(|rest| rest.split(|c: char| !c.is_alphanumeric()).next());
+    if next.is_some_and(capitalised) {
+        return true;
+    }
+    let Some(head) = before.strip_suffix(' ') else { return false };
+    let previous = head.rsplit(|c: char| !c.is_alphanumeric()).next().unwrap_or_default();
+    let opens = head[..head.len() - previous.len()].trim_end().chars().next_back().is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | '"'));
+    capitalised(previous) && !opens
+}
+
 /// A span's words without the punctuation around them ("C++" and "C#" keep theirs).
 fn value_words(span: &str) -> &str {
     span.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#')
@@ -692,8 +709,8 @@ impl MemoryService {
             return Some(out);
         };
         (out.span_p, out.none_p) = (span.p, span.p_none);
-        let value = text.get(states.offsets[span.start].0..states.offsets[span.end].1)?;
-        let value = value_words(value);
+        let span_bytes = states.offsets[span.start].0..states.offsets[span.end].1;
+        let value = value_words(text.get(span_bytes.clone())?);
         out.value = Some(value.to_string());
         // Where the writer uses capitals, a name is capitalised or a known value ("The coffee
         // machine at Globex broke again" names no employer in "coffee machine").
@@ -709,6 +726,8 @@ impl MemoryService {
             "value: does not look like one"
         } else if name && !capitalised {
             "value: a name not capitalised"
+        } else if cut_from_a_name(text, span_bytes) {
+            "value: part of a longer name"
         } else {
             out.accepted = true;
             "accepted"

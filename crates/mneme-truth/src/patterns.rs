@@ -119,10 +119,9 @@ pub fn extract(text: &str) -> Vec<Triple> {
             if NOISE_SUBJECTS.contains(&subject.to_lowercase().as_str()) || NOISE_OBJECTS.contains(&object.to_lowercase().as_str()) {
                 continue;
             }
-            // An object that names the speaker or the listener ("… is killing me", "… has
-            // my keys") tells of them, not of the thing: what they live through is an
-            // episode, and what they hold is the conversational extractor's.
-            if object.split(|c: char| !c.is_alphanumeric() && c != '\'').any(|w| PERSONAL.contains(&w.to_lowercase().as_str())) {
+            // An object the speaker is acted on in ("… is killing me") tells of them (in
+            // lower case: "US East" is a place).
+            if object.split(|c: char| !c.is_alphanumeric()).any(|w| PERSONAL.contains(&w)) {
                 continue;
             }
             let key = format!("{}|{}|{}", subject.to_lowercase(), predicate, object.to_lowercase());
@@ -134,11 +133,11 @@ pub fn extract(text: &str) -> Vec<Triple> {
     out
 }
 
-/// First- and second-person words: an object holding one is about the people talking.
-const PERSONAL: &[&str] = &[
-    "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "you", "your", "yours", "i'm", "ich", "mich", "mir", "mein", "meine",
-    "meinen", "meinem", "meiner", "wir", "uns", "unser", "unsere", "du", "dich", "dir", "dein", "deine",
-];
+/// The speaker as the one a thing acts on ("… is killing me", "… drives us mad"): an
+/// object holding one of these tells what the speaker lives through, an episode, not a
+/// property of the thing. (Possessives and relative clauses stay: "Raw food is the eating
+/// plan I follow", "JupyterLab is open on my second monitor".)
+const PERSONAL: &[&str] = &["me", "us", "mich", "mir", "uns"];
 
 /// Whether the words before a subject make it the tail of a longer phrase: the last of
 /// them is an article, a preposition or a possessive ("the commute to the | Greyhaven

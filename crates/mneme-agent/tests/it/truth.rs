@@ -231,6 +231,8 @@ fn a_regex_fact_is_about_a_thing_not_the_speaker() {
     ] {
         assert!(mneme_agent::hooks::general_facts(said).is_empty(), "{said:?}: {:?}", mneme_agent::hooks::general_facts(said));
     }
+    // What names the speaker otherwise stays: it may be all that says what they use.
+    assert!(!mneme_agent::hooks::general_facts("JupyterLab is open on my second monitor basically 24/7").is_empty());
     let kept =
         |said: &str| mneme_agent::hooks::general_facts(said).into_iter().map(|t| format!("{} {} {}", t.subject, t.predicate, t.object));
     assert_eq!(kept("Postgres uses port 5432 by default.").collect::<Vec<_>>(), ["Postgres uses port 5432 by default"]);

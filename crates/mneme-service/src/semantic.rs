@@ -361,12 +361,12 @@ impl MemoryService {
     /// when they are few (at most [`FRESH_MAX`]): a record is then found by meaning as soon
     /// as its write is acknowledged, not when the backfill next wakes. Nothing when the
     /// backfill is mid-pass (it reaches them in order) or there is a backlog (its job); a
-    /// failure leaves them to the backfill, which retries.
+    /// failure leaves them to the backfill, which retries. Each daemon embeds its own small
+    /// writes, on PostgreSQL too: the embedding lease is the backlog's, and asking for it
+    /// is a round trip to the server per write (other daemons take the vectors at query
+    /// time, and a record embedded twice is stored once).
     pub(crate) fn embed_fresh(&self) {
         let Some(semantic) = self.semantic.get() else { return };
-        if !matches!(self.holds_job("embedding"), Ok(true)) {
-            return;
-        }
         let Ok(mut watermark) = semantic.watermark.try_lock() else { return };
         let model = semantic.embedder.model_id();
         let Ok(todo) = self.reader().and_then(|mut r| Ok(r.read(|tx| tx.records_needing_vectors(model, *watermark, FRESH_MAX + 1))?))

@@ -228,10 +228,16 @@ pub fn fts5_expression(text: &str) -> Option<String> {
 
 /// The FTS5 expression matching any of `tokens` (each one a phrase), or `None` for none.
 pub fn fts5_any(tokens: &[String]) -> Option<String> {
-    if tokens.is_empty() {
-        return None;
-    }
-    Some(tokens.iter().map(|t| fts5_phrase(t)).collect::<Vec<_>>().join(" OR "))
+    fts5_joined(tokens, " OR ")
+}
+
+/// The FTS5 expression matching all of `tokens` (each one a phrase), or `None` for none.
+pub fn fts5_all(tokens: &[String]) -> Option<String> {
+    fts5_joined(tokens, " AND ")
+}
+
+fn fts5_joined(tokens: &[String], operator: &str) -> Option<String> {
+    (!tokens.is_empty()).then(|| tokens.iter().map(|t| fts5_phrase(t)).collect::<Vec<_>>().join(operator))
 }
 
 /// One token as an FTS5 phrase: double-quoted, an inner quote doubled (FTS5's escape), so

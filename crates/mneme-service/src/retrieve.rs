@@ -841,11 +841,7 @@ fn newer_statement(
     // Every word of the value (a statement must name it whole), and only what was written
     // since the fact: a value with a frequent word ("cache ti") matched every message that
     // has the word and ranked them all (40 ms of a session start at 84k records).
-    let tokens = mneme_core::query::query_tokens(&value);
-    if tokens.is_empty() {
-        return Ok(None);
-    }
-    let expr = tokens.iter().map(|t| mneme_core::query::fts5_phrase(t)).collect::<Vec<_>>().join(" AND ");
+    let Some(expr) = mneme_core::query::fts5_all(&mneme_core::query::query_tokens(&value)) else { return Ok(None) };
     let written = filter.since.map_or(since, |s| s.max(since));
     let events = RecordFilter { types: vec![MemoryType::Episodic], since: Some(written), ..filter.clone() };
     let seqs: Vec<i64> = tx.lexical_candidates(&expr, &events, 50, (0.0, 0.0))?.iter().map(|c| c.seq).collect();

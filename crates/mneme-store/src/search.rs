@@ -366,10 +366,11 @@ impl ReadTx<'_> {
     /// record of the type for the tag (every fact in the store for a question about one
     /// slot: 40 % of a retrieve's work with the model attached).
     pub fn salience_candidates(&self, memory_type: MemoryType, filter: &RecordFilter, n: usize) -> StoreResult<Vec<Candidate>> {
-        let (clause, mut values) = where_clause(filter);
+        let (clause, filter_values) = where_clause(filter);
+        let mut values = Vec::new();
         let (from, driver) = match filter.tags.first() {
             Some(tag) => {
-                values.insert(0, Cell::Text(tag.clone()));
+                values.push(Cell::Text(tag.clone()));
                 // SQLite without statistics would still walk the type index; NOT INDEXED
                 // leaves it the rowids from the tag's rows.
                 let table = if self.dialect() == Dialect::Sqlite { "records r NOT INDEXED" } else { "records r" };
@@ -380,7 +381,8 @@ impl ReadTx<'_> {
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS} FROM {from} WHERE {driver}r.memory_type = ? AND {clause} ORDER BY r.rank_anchor DESC, r.salience_base DESC LIMIT ?"
         );
-        values.insert(usize::from(!driver.is_empty()), Cell::Text(memory_type.as_str().to_string()));
+        values.push(Cell::Text(memory_type.as_str().to_string()));
+        values.extend(filter_values);
         values.push(Cell::Int(n as i64));
         self.candidates(&sql, values, false)
     }

@@ -42,7 +42,8 @@ pub enum Command {
     Extract {
         /// Also the span reader's reading of each line with the embedding model (its slot,
         /// value and probabilities, and why it was refused); values the speaker holds
-        /// may follow the text after a tab, separated by `|`.
+        /// may follow the text after a tab, separated by `|` (`slot=value` holds one
+        /// under that slot only).
         #[arg(long)]
         read: bool,
     },

@@ -84,7 +84,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Extract { read } => {
             use std::io::BufRead as _;
             // With --read, the span reader's reading too (the model installed), past the
-            // held values a tab after the text names ("text\tMilan|Rome").
+            // held values a tab after the text names ("text\tMilan|Rome", or "text\tcity=Milan"
+            // to hold a value under one slot only).
             let service = if *read {
                 let data_dir = data_dir(&cli)?;
                 let config = config(&cli, &data_dir)?;
@@ -97,8 +98,22 @@ fn run(cli: Cli) -> Result<()> {
             for line in std::io::stdin().lock().lines() {
                 let line = line?;
                 let (text, held) = line.split_once('\t').unwrap_or((&line, ""));
-                let held: Vec<String> = held.split('|').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect();
-                let reading = service.as_ref().and_then(|c| c.service().explain_read(text, &|_| held.clone(), &[]));
+                // "slot=value" holds a value under that slot only; a bare value under every slot.
+                let held: Vec<(Option<String>, String)> = held
+                    .split('|')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| match h.split_once('=') {
+                        Some((slot, v)) if mneme_truth::slot(slot.trim()).is_some() => {
+                            (Some(slot.trim().to_string()), v.trim().to_string())
+                        }
+                        _ => (None, h.to_string()),
+                    })
+                    .collect();
+                let held_for = |slot: &'static str| -> Vec<String> {
+                    held.iter().filter(|(s, _)| s.as_deref().is_none_or(|s| s == slot)).map(|(_, v)| v.clone()).collect()
+                };
+                let reading = service.as_ref().and_then(|c| c.service().explain_read(text, &held_for, &[]));
                 let claims = mneme_truth::extract(text);
                 // With --read, how well each claim's value fits its slot by the value-kind layer.
                 let fits: Option<Vec<Option<f32>>> =

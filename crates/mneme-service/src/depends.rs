@@ -92,7 +92,7 @@ impl MemoryService {
             // Words on its topic that do not name its value: "been in portland about 6 yrs
             // now" after "I live in Austin" (words naming it, "my commute across Austin",
             // are what rests on it, not a change).
-            let Some(newer) = self.newer_on_topic(tx, &fact, filter)? else { continue };
+            let Some(newer) = self.newer_on_topic(tx, &fact, filter, false)? else { continue };
             if c.words.as_deref().is_some_and(|w| {
                 mneme_core::query::contains_word(&newer.payload.as_ref().map(|p| p.own_text()).unwrap_or_default().to_lowercase(), w)
             }) {

@@ -208,7 +208,7 @@ impl MemoryService {
         let events = filter.types.is_empty() || filter.types.contains(&MemoryType::Episodic);
         // Highest position first, so earlier indices stay valid as hits move.
         for at in boosted.into_iter().rev() {
-            let Some(record) = self.newer_statement_in(tx, &hits[at].record, filter)? else { continue };
+            let Some(record) = self.newer_statement_in(tx, &hits[at].record, filter, true)? else { continue };
             if !events {
                 // An unsure fact's own words put nothing in doubt.
                 if !is_evidence(&hits[at].record, &record) {
@@ -233,17 +233,19 @@ impl MemoryService {
     pub fn newer_statement(&self, fact: &mneme_core::MemoryRecord, access: &Access) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
         let filter =
             self.effective_filter(&RetrieveRequest { max_sensitivity: Some(access.max_sensitivity), ..RetrieveRequest::default() }, access);
-        self.reader()?.read(|tx| self.newer_statement_in(tx, fact, &filter))
+        self.reader()?.read(|tx| self.newer_statement_in(tx, fact, &filter, false))
     }
 
+    /// `offered`: see [`MemoryService::newer_on_topic`].
     fn newer_statement_in(
         &self,
         tx: &ReadTx<'_>,
         fact: &mneme_core::MemoryRecord,
         filter: &RecordFilter,
+        offered: bool,
     ) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
         let named = newer_statement(tx, fact, filter)?;
-        let on_topic = self.newer_on_topic(tx, fact, filter)?;
+        let on_topic = self.newer_on_topic(tx, fact, filter, offered)?;
         Ok(match (named, on_topic) {
             (Some(a), Some(b)) => Some(if b.created_at > a.created_at { b } else { a }),
             (Some(a), None) | (None, Some(a)) => Some(a),
@@ -275,12 +277,17 @@ impl MemoryService {
     /// layer puts in the fact's slot (with the model), or that names another known value of
     /// the slot (`mneme_truth::named_values`, with or without it): a change the extractor
     /// did not read ("been in portland about 6 yrs now" after "I live in Austin"). Looks
-    /// at the newest `TOPIC_WINDOW` events after the fact.
+    /// at the newest `TOPIC_WINDOW` events after the fact. With `offered` (what a fact
+    /// yields its rank to), a statement the topic layer reads must also offer a value of
+    /// the slot by the span reader (`MemoryService::offers_value`): "rephrase 'thank you
+    /// for your patience' to be warmer" is near "city" for the topic layer, but a fact
+    /// ranked below it answers nothing; a context block still quotes it beside the fact.
     pub(crate) fn newer_on_topic(
         &self,
         tx: &ReadTx<'_>,
         fact: &mneme_core::MemoryRecord,
         filter: &RecordFilter,
+        offered: bool,
     ) -> ServiceResult<Option<mneme_core::MemoryRecord>> {
         let Some(mneme_core::Payload::Semantic(f)) = &fact.payload else { return Ok(None) };
         let min = self.config.retrieval.topic_min_p as f32;
@@ -331,7 +338,8 @@ impl MemoryService {
                 && !is_evidence(fact, &r)
                 && is_users(&r)
                 && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
-                && (on_topic.contains(seq) || names_another())
+                && ((on_topic.contains(seq) && (!offered || self.offers_value(&text, slot.unwrap_or_default(), &f.object) != Some(false)))
+                    || names_another())
                 && !changes_nothing()
                 && !read_as_other(tx, &r, slot.unwrap_or_default())?
             {

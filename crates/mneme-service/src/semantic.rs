@@ -47,6 +47,29 @@ const PHRASE_REFINE: f32 = 3.0;
 /// fact whose value does not fit its own to be filed there (`MemoryService::value_slot`).
 const REFILE_MIN: f32 = 0.5;
 
+/// The old-value head's least share for a held value's words when the message also names
+/// another value of that single-valued slot's kind (`MemoryService::explain_read`): a
+/// correction or change that names both values ("ABAP was a slip, sorry, the right one is
+/// CoffeeScript", "Hold on, I mistyped earlier: Ifeoma, not Ifeomah") is read as one at a
+/// lower share than `retrieval.old_min_p`, which stands alone. Chosen on the truth
+/// families C, D and F (seed 113) and `swaps_a`/`swaps_b` against 0.2 (session 39).
+const PAIRED_OLD_MIN: f32 = 0.3;
+
+/// The other value is of the held value's kind when it fits the slot's kind by the
+/// value-kind layer at least this well (`MemoryService::value_fit`) ...
+const PAIRED_FIT_MIN: f32 = 0.5;
+
+/// ... or when the two values' kinds overlap this much (`MemoryService::kind_overlap`:
+/// the layer knows few names of languages or people, but it sees "ABAP" and
+/// "CoffeeScript" alike), or they are one name spelled two ways (`spelled_alike`).
+const PAIRED_OVERLAP_MIN: f32 = 0.35;
+
+/// The least fit to a slot's kind by the value-kind layer of a value a newer statement
+/// offers for the slot (`MemoryService::offers_value`): the span reader finds some span in
+/// almost any message ("patience" as a city), and 0.2 lets through the unusual names of
+/// languages and people the layer knows little of.
+const OFFER_FIT_MIN: f32 = 0.2;
+
 /// Whether words the span reader found can be a slot's value: one to four words, no
 /// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
 /// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
@@ -63,6 +86,27 @@ fn looks_like_a_value(value: &str) -> bool {
 /// The value-kind layer's probability, in `p`, on the slots of `slot`'s kind.
 fn kin_share(layer: &mneme_truth::topics::TopicModel, p: &[f32], slot: &str) -> f32 {
     mneme_truth::value_kin(slot).iter().filter_map(|k| layer.classes.iter().position(|c| c == k)).filter_map(|i| p.get(i)).sum()
+}
+
+/// Whether two values are one spelled two ways ("Maelis" and "Maelys", "Ifeomah" and
+/// "Ifeoma"): the same length give or take one, at most one letter in four changed
+/// (edit distance, ignoring case), and not the same.
+fn spelled_alike(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.to_lowercase().chars().collect(), b.to_lowercase().chars().collect());
+    if a == b || a.len().abs_diff(b.len()) > 1 || a.len().min(b.len()) < 4 {
+        return false;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (prev + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    4 * row[b.len()] <= a.len().max(b.len())
 }
 
 /// Whether the words at `range` are cut out of a longer capitalised name: the word right
@@ -649,6 +693,31 @@ impl MemoryService {
         }
     }
 
+    /// Whether `text` offers a value for `slot` other than `value` by the span reader: its
+    /// likeliest span apart from `value`'s words is at least `retrieval.read_min_p` sure
+    /// against "no value" and looks like a value. What tells a change the extractor missed
+    /// ("Been writing nothing but CoffeeScript for the last two months") from a message the
+    /// topic layer merely puts near the slot ("Review season again, too many of them to
+    /// write" is no new manager). `None` without a local model or reader.
+    pub(crate) fn offers_value(&self, text: &str, slot: &str, value: &str) -> Option<bool> {
+        let min = self.config.retrieval.read_min_p as f32;
+        let s = self.semantic.get().filter(|_| min < 1.0)?;
+        let reader = mneme_truth::spans::SpanReader::builtin(s.embedder.model_id())?;
+        let index = reader.slot_index(slot)?;
+        let states = s.token_states(text)?;
+        let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
+        let held = mneme_truth::mentions(text, value);
+        let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
+        let apart = |i: usize, j: usize| held.iter().all(|h| bytes(i, j).end <= h.start || h.end <= bytes(i, j).start);
+        let Some(span) = reader.read_where(&tokens, index, apart).filter(|s| s.p >= min * (s.p + s.p_none)) else { return Some(false) };
+        // The value-kind layer must see the slot's kind in it ("patience" is no city).
+        Some(
+            text.get(bytes(span.start, span.end))
+                .map(value_words)
+                .is_some_and(|v| looks_like_a_value(v) && self.value_fit(slot, v).is_none_or(|fit| fit >= OFFER_FIT_MIN)),
+        )
+    }
+
     /// [`MemoryService::read_value`]'s reading with its figures, whether or not it is
     /// accepted (what `mneme-bench extract --read` prints). `None` without a local model.
     pub fn explain_read(&self, text: &str, held: &dyn Fn(&'static str) -> Vec<String>, retracted: &[String]) -> Option<ValueReading> {
@@ -674,13 +743,30 @@ impl MemoryService {
         let mentioned = |slot: &'static str| -> Vec<std::ops::Range<usize>> {
             held(slot).iter().flat_map(|v| mneme_truth::mentions(text, v)).collect()
         };
+        // Past a slot's held values, another value of the slot's kind the reader finds there.
+        let paired = |slot: &'static str, held: &[std::ops::Range<usize>]| {
+            if mneme_truth::slot(slot).is_none_or(|d| d.kind != mneme_truth::lexicon::SlotKind::Single) {
+                return false;
+            }
+            let found = reader.slot_index(slot).and_then(|index| {
+                reader.read_where(&tokens, index, |i, j| apart_from(held, i, j)).filter(|s| s.p >= min * (s.p + s.p_none))
+            });
+            found.and_then(|s| text.get(states.offsets[s.start].0..states.offsets[s.end].1)).map(value_words).is_some_and(|v| {
+                looks_like_a_value(v)
+                    && (self.value_fit(slot, v).is_some_and(|fit| fit >= PAIRED_FIT_MIN)
+                        || held
+                            .iter()
+                            .filter_map(|r| text.get(r.clone()))
+                            .any(|h| spelled_alike(h, v) || self.kind_overlap(h, v).is_some_and(|o| o >= PAIRED_OVERLAP_MIN)))
+            })
+        };
         // The value a message replaces says which slot it is about: the topic's slot first,
         // then the others in slot order.
         let replaced_slot = head.and_then(|_| {
             topic.slot.into_iter().chain(mneme_truth::SLOTS.iter().map(|d| d.id).filter(|id| Some(*id) != topic.slot)).find_map(|slot| {
                 let words = mentioned(slot);
                 let share = old_share(&words);
-                (share >= old_min).then_some((slot, share, words))
+                (share >= old_min || (share >= PAIRED_OLD_MIN && paired(slot, &words))).then_some((slot, share, words))
             })
         });
         let (slot, mut held, old_p) = match (replaced_slot, topic.slot.filter(|_| topic.p >= min)) {
@@ -703,7 +789,7 @@ impl MemoryService {
         // Unless the message names the held value as the one it replaces (the old-value
         // head, over a held value's words): then what stands past it is the news.
         out.old_p = old_p.unwrap_or_else(|| old_share(&held));
-        let replaced = head.is_some() && out.old_p >= old_min;
+        let replaced = head.is_some() && (old_p.is_some() || out.old_p >= old_min);
         let Some(span) = reader.read_where(&tokens, index, apart) else {
             out.verdict = "no span";
             return Some(out);
@@ -764,6 +850,16 @@ impl MemoryService {
     pub fn value_fit(&self, slot: &str, value: &str) -> Option<f32> {
         let (layer, probs) = self.value_kinds(value)?;
         probs.iter().filter(|p| !p.is_empty()).map(|p| kin_share(layer, p, slot)).min_by(f32::total_cmp)
+    }
+
+    /// How alike two values are in kind by the value-kind layer: the overlap of their
+    /// probabilities over its classes (1 for the same distribution, 0 for disjoint ones).
+    /// `None` without the model or the layer.
+    pub(crate) fn kind_overlap(&self, a: &str, b: &str) -> Option<f32> {
+        let layer = self.semantic.get().and_then(|s| mneme_truth::topics::TopicModel::values(s.embedder.model_id()))?;
+        let v = self.text_vectors(&[a, b])?;
+        let (pa, pb) = (layer.probabilities(&v[0]), layer.probabilities(&v[1]));
+        Some(pa.iter().zip(&pb).map(|(x, y)| x.min(*y)).sum())
     }
 
     /// The value-kind layer and its probabilities for each item of `value`.

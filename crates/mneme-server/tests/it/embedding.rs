@@ -456,6 +456,54 @@ async fn a_change_that_names_the_old_value_is_read_past_it() {
     }
 }
 
+/// A correction or change that names both values is read at a lower share of the
+/// old-value head when the other value is of the held value's kind: "ABAP was a slip,
+/// sorry, the right one is CoffeeScript" (the head reads ABAP as replaced at about 0.4,
+/// below `old_min_p`; the value-kind layer sees the two languages alike) and "Correcting
+/// myself: Maelys. I wrote Maelis by mistake" (one name spelled two ways). With the head
+/// off (`retrieval.old_min_p` 1), ABAP and Maelis stay.
+#[tokio::test]
+async fn a_correction_that_names_both_values_replaces_the_held_one() {
+    for (off, language, partner) in [(false, "CoffeeScript", "Maelys"), (true, "ABAP", "Maelis")] {
+        let mut config = test_config();
+        config.embedding.model_dir = Some(test_model());
+        if off {
+            config.retrieval.old_min_p = 1.0;
+        }
+        let d = TestDaemon::with(config).await;
+        let lines = [
+            ("I mainly program in ABAP.", "2026-01-10T09:00:00Z"),
+            ("My partner is Maelis.", "2026-01-10T09:01:00Z"),
+            ("ABAP was a slip, sorry, the right one is CoffeeScript", "2026-01-11T09:00:00Z"),
+            ("Correcting myself: Maelys. I wrote Maelis by mistake", "2026-01-11T09:01:00Z"),
+        ];
+        dana_says_all(&d, &lines).await;
+        for (slot, want) in [("prog_language", language), ("partner", partner)] {
+            let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
+            assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "head off: {off}, {slot}: {v}");
+        }
+        d.stop().await;
+    }
+}
+
+/// A fact yields its rank to a newer message the topic layer puts in its slot only when
+/// the span reader finds a value of the slot there: "The neighbourhood is so noisy at
+/// night" reads as about where the user lives, but offers no city, so "lives in: Aarhus"
+/// still answers first. The context block, which fails safe, still quotes the newer
+/// words beside the fact.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fact_keeps_its_rank_over_a_newer_message_that_offers_no_value() {
+    let d = model_daemon().await;
+    let lines = [("I reside in Aarhus.", "2026-01-10T09:00:00Z"), ("The neighbourhood is so noisy at night", "2026-03-10T09:00:00Z")];
+    dana_says_all(&d, &lines).await;
+    embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0 && e["embedded"].as_u64() >= Some(3)).await;
+    let (_, hits) = d.post("/v1/retrieve", json!({ "query": "Where does the user live these days?", "limit": 3 })).await;
+    assert_eq!(hits["hits"][0]["record"]["payload"]["object"], "Aarhus", "{hits}");
+    let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "next" } })).await;
+    assert!(start.to_string().contains("The neighbourhood is so noisy"), "{start}");
+    d.stop().await;
+}
+
 /// A phrase's value that the span reader reads elsewhere in the message is the phrase's
 /// mistake: "Favourite food update: spanakopita" is no food called "update"; where the
 /// reader reads wider words around it ("disc golf" for "golf"), they are the value. With

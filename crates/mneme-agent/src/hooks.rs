@@ -892,8 +892,14 @@ impl Hooks {
             }
         }
         // Facts come from the user's words only: the assistant's suggestions are not facts.
-        if self.config.regex_extraction && role == "user" && !question {
-            let mut claims = mneme_truth::extract(content);
+        // Of a message that asks, only what it states before asking ("Anniversary coming
+        // up with Maelys (my partner), any gift ideas?"); nothing is read into the rest.
+        let mut claims = match (self.config.regex_extraction && role == "user", question) {
+            (false, _) => Vec::new(),
+            (true, false) => mneme_truth::extract(content),
+            (true, true) => mneme_truth::extract_beside_questions(content),
+        };
+        if self.config.regex_extraction && role == "user" && (!question || !claims.is_empty()) {
             let phrased = !claims.is_empty();
             let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
             let source =
@@ -931,7 +937,7 @@ impl Hooks {
                         held(slot).iter().any(|h| mneme_truth::normalize_value(h) == value)
                     })
             });
-            if !phrased {
+            if !phrased && !question {
                 for t in general_facts(content) {
                     if let Some(id) = self.ingest_fact_once(p, &t, sensitivity, &record.scope, &record.id)? {
                         out.record_ids.push(id);
@@ -949,6 +955,7 @@ impl Hooks {
                 .map(|c| c.value.clone())
                 .collect();
             if !news
+                && !question
                 && !mneme_truth::asserts_nothing(content)
                 && !mneme_truth::tells_of_someone_else(content)
                 && let Some((slot, value)) = self.ops.read_value(content, &held, &retracted)

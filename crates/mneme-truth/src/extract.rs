@@ -571,7 +571,18 @@ fn is_word(t: &Tok, words: &[&str]) -> bool {
 /// The utterance's claims, in the order it states them. `speaker_is_user`: false for
 /// the assistant's own turns, which state no facts about anyone.
 pub fn extract(text: &str) -> Vec<Claim> {
-    let (clauses, lang) = asserted_clauses(text);
+    polarised(asserted_clauses(text, false))
+}
+
+/// What a message that asks states before it asks: the claims of the clauses that lead a
+/// question ("Anniversary coming up with Maelys (my partner), any gift ideas?" states the
+/// partner), and nothing from a sentence that only asks ("what editor does sam use?"), a
+/// request or a sentence without a question mark.
+pub fn extract_beside_questions(text: &str) -> Vec<Claim> {
+    polarised(asserted_clauses(text, true))
+}
+
+fn polarised((clauses, lang): (Vec<Clause>, Lang)) -> Vec<Claim> {
     let mut out = claims(&clauses, lang);
     // Polarity: a change whose new value is the one negated ("been on X for a month,
     // haven't opened Y once") has its two values the wrong way round.
@@ -606,7 +617,7 @@ pub fn named_values(text: &str, slot: &str) -> Vec<String> {
     if !lower.split_whitespace().any(named) {
         return Vec::new();
     }
-    let (clauses, _) = asserted_clauses(text);
+    let (clauses, _) = asserted_clauses(text, false);
     let mut out: Vec<String> = Vec::new();
     // Only what the speaker says of themselves: a first-person word ("it's what I use")
     // or a verb that drops its "I" ("Ripped out X", "Been doing X since march"), and no
@@ -700,13 +711,27 @@ pub fn asserts_nothing(text: &str) -> bool {
 /// Whether a sentence (or its first clause) opens with "if", "suppose", "imagine", … after
 /// a filler ("so", "but", …): all of it is hypothetical.
 fn supposes(toks: &[Tok]) -> bool {
-    let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also"]));
-    lead.is_some_and(|t| is_word(t, &["if", "wenn", "falls", "suppose", "imagine", "unless"]))
+    let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also", "let's"]));
+    // "Say we moved to Exoscale; would the DNS setup change?"
+    let say = |t: &&Tok| t.lower == "say" && toks.first().is_some_and(|f| std::ptr::eq(f, *t) || f.lower == "let's");
+    // "Were I to retrain as …", "Had we stayed in …", "Should I ever …": an inverted conditional.
+    let inverted = |t: &&Tok| {
+        is_word(t, &["were", "had", "should"])
+            && toks
+                .iter()
+                .skip_while(|x| !std::ptr::eq(*x, *t))
+                .nth(1)
+                .is_some_and(|n| is_word(n, &["i", "we", "you", "they", "he", "she"]))
+    };
+    lead.is_some_and(|t| is_word(t, &["if", "wenn", "falls", "suppose", "imagine", "unless"]) || say(&t) || inverted(&t))
 }
 
 /// The clauses of `text` that assert something (questions and hypotheticals left out),
-/// tokenised, and the text's language.
-fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
+/// tokenised, and the text's language. Of a sentence that asks (a `?`), only the clauses
+/// before the one that asks, when each states rather than asks or requests ("Anniversary
+/// coming up with Maelys (my partner), any gift ideas?"). `asking_only`: the sentences
+/// that ask, nothing else.
+fn asserted_clauses(text: &str, asking_only: bool) -> (Vec<Clause>, Lang) {
     let text = text.replace(['\u{2019}', '\u{2018}'], "'").replace(['\u{201c}', '\u{201d}', '\u{201e}'], "\"");
     let text = asides(&text);
     let lang = language(&text);
@@ -714,7 +739,8 @@ fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
     let lower_case = !text.chars().any(char::is_uppercase);
     let mut clauses: Vec<Clause> = Vec::new();
     for sentence in sentences(&text) {
-        if sentence.contains('?') {
+        let asking = sentence.contains('?');
+        if asking_only && !asking {
             continue;
         }
         let mut first = true;
@@ -722,7 +748,20 @@ fn asserted_clauses(text: &str) -> (Vec<Clause>, Lang) {
         // A correction is one statement however it punctuates ("Scratch what I said, X was
         // wrong, it's Y").
         let whole = [sentence.trim().to_string()];
-        let parts = if correction(sentence).is_some() { whole.to_vec() } else { split_clauses(sentence) };
+        let mut parts = if correction(sentence).is_some() && !asking { whole.to_vec() } else { split_clauses(sentence) };
+        if asking {
+            // The clauses before the one that asks ("…, any gift ideas?" asks after its
+            // last comma), up to the first that asks or requests.
+            if let Some((head, _)) = parts.pop().as_deref().and_then(|last| last.rsplit_once(',')) {
+                parts.push(head.to_string());
+            }
+            let stem = &stem;
+            let leading = parts.iter().take_while(|c| {
+                let toks = tokenize(c, stem);
+                !c.contains('?') && !asks(&toks, true, lang) && !requests(&toks)
+            });
+            parts = leading.cloned().collect();
+        }
         for clause in parts {
             let mut toks = tokenize(&clause, &stem);
             if lower_case {
@@ -1641,7 +1680,21 @@ fn job_titles(toks: &[Tok]) -> Vec<(usize, usize)> {
         {
             start -= 1;
         }
-        out.push((start, i + 1));
+        // "Head of Product", "VP of Sales Engineering": the head's "of" and the field it
+        // names, capitalised (not "the developer of the app", "an engineer of sorts").
+        let field = |j: usize| {
+            toks.get(j).is_some_and(|t| {
+                t.cap && t.text.chars().all(char::is_alphabetic) && !is_word(t, STOP) && !is_word(t, POSSESSIVE) && !is_word(t, SKIP)
+            })
+        };
+        let mut end = i + 1;
+        if toks.get(end).is_some_and(|t| t.lower == "of") && field(end + 1) {
+            end += 2;
+            if toks[end - 1].cap && toks.get(end).is_some_and(|t| t.cap) && field(end) {
+                end += 1;
+            }
+        }
+        out.push((start, end));
     }
     out
 }

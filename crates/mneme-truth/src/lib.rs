@@ -25,7 +25,8 @@ pub mod spans;
 pub mod topics;
 
 pub use extract::{
-    Claim, Op, asks_about_speaker, asserts_nothing, extract, is_question, named_values, question_slots, tells_of_someone_else,
+    Claim, Op, asks_about_speaker, asserts_nothing, extract, extract_beside_questions, is_question, named_values, question_slots,
+    tells_of_someone_else,
 };
 pub use lexicon::{SLOTS, SlotDef, SlotKind, resting_on, slot, value_kin};
 

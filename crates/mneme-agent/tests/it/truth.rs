@@ -166,6 +166,15 @@ fn changes_negations_and_corrections() {
         ("Got hired by Tessellate!!", &["employer Set Tessellate"]),
         ("Started at Quillo Labs last week, still onboarding.", &["employer Set Quillo Labs"]),
         ("Working as a freelance translator these days.", &["job_title Set freelance translator"]),
+        // A title's "of" and the field it names, capitalised; not an idiom.
+        ("I work as a Head of Product.", &["job_title Set Head of Product"]),
+        ("I'm a software engineer of sorts.", &["job_title Set software engineer"]),
+        // A statement before a question (`extract` reads the clauses before it asks); a
+        // clause that supposes or asks first states nothing.
+        ("I live in Lisbon, should I move to Madrid?", &["city Set Lisbon"]),
+        ("Should I move to Madrid, since I live in Lisbon now?", &[]),
+        ("Say we moved to Exoscale; would the DNS setup change?", &[]),
+        ("Were I to retrain as a machine learning engineer, would I need a degree?", &[]),
         ("Migrated off DigitalOcean onto Render.", &["cloud Set Render (was DigitalOcean)"]),
         ("My new boss is Chiamaka Obi.", &["manager Set Chiamaka Obi"]),
         ("Our app runs on CockroachDB.", &["database Set CockroachDB"]),

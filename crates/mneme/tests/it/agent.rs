@@ -200,6 +200,28 @@ fn questions_neither_become_facts_nor_come_back_as_memories() {
     );
 }
 
+/// What a message states before it asks is a statement: "Anniversary coming up with
+/// Maelys (my partner), any gift ideas?" makes Maelys the partner, and the message is
+/// still kept as a question. A clause that asks first, or only supposes ("Say we moved
+/// to …", "Were I to retrain as …"), makes no fact.
+#[test]
+fn what_a_message_states_before_it_asks_is_a_fact() {
+    let m = workspace();
+    for prompt in [
+        "Anniversary coming up with Maelys (my partner), any gift ideas that aren't flowers?",
+        "Should I move to Madrid, since I live in Lisbon now?",
+        "Say we moved to Exoscale; would the DNS setup change?",
+        "Were I to retrain as a machine learning engineer, would I need a degree?",
+    ] {
+        hook(&m, "prompt-submit", &serde_json::json!({ "prompt": prompt }).to_string());
+    }
+    let facts = m.json(&["recall", "", "--type", "semantic", "--limit", "50"]);
+    let objects: Vec<&str> = facts.as_array().expect("hits").iter().filter_map(|h| h["record"]["payload"]["object"].as_str()).collect();
+    assert_eq!(objects, ["Maelys"], "{facts}");
+    let tagged = m.json(&["recall", "Maelys", "--tag", "kind:question"]);
+    assert!(tagged.to_string().contains("Anniversary coming up with Maelys"), "still a question: {tagged}");
+}
+
 /// Fail safe: when extraction misses a change, the fact it made earlier does not come
 /// first; the newer statement that names the fact's value does, with its date.
 #[test]

@@ -50,7 +50,7 @@ const REFILE_MIN: f32 = 0.5;
 /// The old-value head's least share for a held value's words when the message also names
 /// another value of that single-valued slot's kind (`MemoryService::explain_read`): a
 /// correction or change that names both values ("ABAP was a slip, sorry, the right one is
-/// CoffeeScript", "Hold on, I mistyped earlier: Ifeoma, not Ifeomah") is read as one at a
+/// CoffeeScript", "Correcting myself: Maelys. I wrote Maelis by mistake") is read as one at a
 /// lower share than `retrieval.old_min_p`, which stands alone. Chosen on the truth
 /// families C, D and F (seed 113) and `swaps_a`/`swaps_b` against 0.2 (session 39).
 const PAIRED_OLD_MIN: f32 = 0.3;

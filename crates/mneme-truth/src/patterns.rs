@@ -124,6 +124,13 @@ pub fn extract(text: &str) -> Vec<Triple> {
             if object.split(|c: char| !c.is_alphanumeric()).any(|w| PERSONAL.contains(&w)) {
                 continue;
             }
+            // A degree word before the object ("The neighbourhood is so noisy at night",
+            // "The build is way too slow") grades how the speaker finds it: a mood, not a
+            // property of the thing.
+            let graded = object.split_whitespace().next().is_some_and(|w| DEGREE.contains(&w.to_lowercase().as_str()));
+            if graded && ["is", "ist"].contains(&predicate.as_str()) {
+                continue;
+            }
             let key = format!("{}|{}|{}", subject.to_lowercase(), predicate, object.to_lowercase());
             if seen.insert(key) {
                 out.push(Triple { subject, predicate, object });
@@ -138,6 +145,31 @@ pub fn extract(text: &str) -> Vec<Triple> {
 /// property of the thing. (Possessives and relative clauses stay: "Raw food is the eating
 /// plan I follow", "JupyterLab is open on my second monitor".)
 const PERSONAL: &[&str] = &["me", "us", "mich", "mir", "uns"];
+
+/// Degree words that open a graded adjective ("so noisy", "way too slow", "echt teuer").
+const DEGREE: &[&str] = &[
+    "so",
+    "too",
+    "very",
+    "really",
+    "pretty",
+    "quite",
+    "super",
+    "kinda",
+    "extremely",
+    "way",
+    "insanely",
+    "incredibly",
+    "totally",
+    "soo",
+    "sooo",
+    "ziemlich",
+    "sehr",
+    "echt",
+    "total",
+    "zu",
+    "voll",
+];
 
 /// Whether the words before a subject make it the tail of a longer phrase: the last of
 /// them is an article, a preposition or a possessive ("the commute to the | Greyhaven

@@ -237,6 +237,9 @@ fn a_regex_fact_is_about_a_thing_not_the_speaker() {
         "The commute to the Greyhaven Insurance office is killing me, 70 minutes door to door",
         "The canteen at Marigold Telecom has my favourite coffee",
         "Honestly the Kubernetes cluster is driving us mad",
+        // A graded adjective is how the speaker finds it, not a property.
+        "The neighbourhood is so noisy at night",
+        "The build is way too slow on the old runners",
     ] {
         assert!(mneme_agent::hooks::general_facts(said).is_empty(), "{said:?}: {:?}", mneme_agent::hooks::general_facts(said));
     }
@@ -246,6 +249,7 @@ fn a_regex_fact_is_about_a_thing_not_the_speaker() {
         |said: &str| mneme_agent::hooks::general_facts(said).into_iter().map(|t| format!("{} {} {}", t.subject, t.predicate, t.object));
     assert_eq!(kept("Postgres uses port 5432 by default.").collect::<Vec<_>>(), ["Postgres uses port 5432 by default"]);
     assert_eq!(kept("The staging box requires 16 GB of memory").collect::<Vec<_>>(), ["staging box requires 16 GB of memory"]);
+    assert_eq!(kept("The API is quiet on weekends").collect::<Vec<_>>(), ["API is quiet on weekends"]);
 }
 
 /// What only supposes or asks is not what is true now: recall ranks it after the user's

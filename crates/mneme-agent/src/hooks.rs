@@ -894,12 +894,13 @@ impl Hooks {
         // Facts come from the user's words only: the assistant's suggestions are not facts.
         // Of a message that asks, only what it states before asking ("Anniversary coming
         // up with Maelys (my partner), any gift ideas?"); nothing is read into the rest.
-        let mut claims = match (self.config.regex_extraction && role == "user", question) {
+        let extracting = self.config.regex_extraction && role == "user";
+        let mut claims = match (extracting, question) {
             (false, _) => Vec::new(),
             (true, false) => mneme_truth::extract(content),
             (true, true) => mneme_truth::extract_beside_questions(content),
         };
-        if self.config.regex_extraction && role == "user" && (!question || !claims.is_empty()) {
+        if extracting && (!question || !claims.is_empty()) {
             let phrased = !claims.is_empty();
             let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
             let source =

@@ -315,8 +315,11 @@ impl MemoryService {
         };
         let value = mneme_truth::normalize_value(&f.object);
         let read: Vec<i64> = if typed { seqs.clone() } else { seqs.iter().copied().filter(|s| on_topic.contains(s)).collect() };
-        let mut newest: Option<mneme_core::MemoryRecord> = None;
-        for (r, seq) in tx.get_many(&read)?.into_iter().zip(&read) {
+        // Newest first, so the first that qualifies is the answer (and the span reader,
+        // with `offered`, reads no older statement).
+        let mut records: Vec<(mneme_core::MemoryRecord, &i64)> = tx.get_many(&read)?.into_iter().zip(&read).collect();
+        records.sort_by_key(|(r, _)| std::cmp::Reverse(r.created_at));
+        for (r, seq) in records {
             let said = match &r.payload {
                 Some(mneme_core::Payload::Event(e)) => e.event_time.unwrap_or(r.created_at),
                 _ => continue,
@@ -337,16 +340,15 @@ impl MemoryService {
             if said > since
                 && !is_evidence(fact, &r)
                 && is_users(&r)
-                && newest.as_ref().is_none_or(|n| r.created_at > n.created_at)
                 && ((on_topic.contains(seq) && (!offered || self.offers_value(&text, slot.unwrap_or_default(), &f.object) != Some(false)))
                     || names_another())
                 && !changes_nothing()
                 && !read_as_other(tx, &r, slot.unwrap_or_default())?
             {
-                newest = Some(r);
+                return Ok(Some(r));
             }
         }
-        Ok(newest)
+        Ok(None)
     }
 
     /// The newest statement of the user's that the topic layer puts in `slot`, among the

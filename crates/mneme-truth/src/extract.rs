@@ -711,19 +711,16 @@ pub fn asserts_nothing(text: &str) -> bool {
 /// Whether a sentence (or its first clause) opens with "if", "suppose", "imagine", … after
 /// a filler ("so", "but", …): all of it is hypothetical.
 fn supposes(toks: &[Tok]) -> bool {
-    let lead = toks.iter().find(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also", "let's"]));
-    // "Say we moved to Exoscale; would the DNS setup change?"
-    let say = |t: &&Tok| t.lower == "say" && toks.first().is_some_and(|f| std::ptr::eq(f, *t) || f.lower == "let's");
-    // "Were I to retrain as …", "Had we stayed in …", "Should I ever …": an inverted conditional.
-    let inverted = |t: &&Tok| {
-        is_word(t, &["were", "had", "should"])
-            && toks
-                .iter()
-                .skip_while(|x| !std::ptr::eq(*x, *t))
-                .nth(1)
-                .is_some_and(|n| is_word(n, &["i", "we", "you", "they", "he", "she"]))
+    let Some(at) = toks.iter().position(|t| !is_word(t, &["oh", "so", "and", "but", "well", "und", "also", "let's"])) else {
+        return false;
     };
-    lead.is_some_and(|t| is_word(t, &["if", "wenn", "falls", "suppose", "imagine", "unless"]) || say(&t) || inverted(&t))
+    let lead = &toks[at];
+    // "Say we moved to Exoscale; would the DNS setup change?", "Let's say …".
+    let say = lead.lower == "say" && (at == 0 || toks[0].lower == "let's");
+    // "Were I to retrain as …", "Had we stayed in …", "Should I ever …": an inverted conditional.
+    let inverted =
+        is_word(lead, &["were", "had", "should"]) && toks.get(at + 1).is_some_and(|n| is_word(n, &["i", "we", "you", "they", "he", "she"]));
+    is_word(lead, &["if", "wenn", "falls", "suppose", "imagine", "unless"]) || say || inverted
 }
 
 /// The clauses of `text` that assert something (questions and hypotheticals left out),
@@ -751,16 +748,10 @@ fn asserted_clauses(text: &str, asking_only: bool) -> (Vec<Clause>, Lang) {
         let mut parts = if correction(sentence).is_some() && !asking { whole.to_vec() } else { split_clauses(sentence) };
         if asking {
             // The clauses before the one that asks ("…, any gift ideas?" asks after its
-            // last comma), up to the first that asks or requests.
+            // last comma), up to the first that asks or requests (below).
             if let Some((head, _)) = parts.pop().as_deref().and_then(|last| last.rsplit_once(',')) {
                 parts.push(head.to_string());
             }
-            let stem = &stem;
-            let leading = parts.iter().take_while(|c| {
-                let toks = tokenize(c, stem);
-                !c.contains('?') && !asks(&toks, true, lang) && !requests(&toks)
-            });
-            parts = leading.cloned().collect();
         }
         for clause in parts {
             let mut toks = tokenize(&clause, &stem);
@@ -769,6 +760,9 @@ fn asserted_clauses(text: &str, asking_only: bool) -> (Vec<Clause>, Lang) {
             }
             if toks.is_empty() {
                 continue;
+            }
+            if asking && (clause.contains('?') || asks(&toks, true, lang) || requests(&toks)) {
+                break;
             }
             // "If I moved to X, …": the whole sentence is hypothetical.
             if first && supposes(&toks) {

@@ -440,14 +440,18 @@ impl Waiting {
 
     /// Before a backfill pass: waits (in steps of 2 ms, at most [`MOST_YIELD`]) until no
     /// caller has waited for the encoder for [`QUIET`]. At nice 10 alone, passes of the
-    /// backfill still took about a quarter of the CPU from 8 clients' queries.
-    fn yield_to_callers() {
+    /// backfill still took about a quarter of the CPU from 8 clients' queries. False when
+    /// callers still came after the longest wait (the pass then runs anyway, kept small).
+    fn yield_to_callers() -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         let started = std::time::Instant::now();
-        while started.elapsed() < MOST_YIELD {
+        loop {
             let last = LAST_CALLER_MS.load(Relaxed);
             if WAITING.load(Relaxed) == 0 && (last == 0 || now_ms().saturating_sub(last) >= QUIET.as_millis() as u64) {
-                return;
+                return true;
+            }
+            if started.elapsed() >= MOST_YIELD {
+                return false;
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
@@ -510,10 +514,22 @@ impl MiniLm {
         order.sort_by_key(|&i| lengths[i]);
         let groups = spread(length_groups(&order, &lengths), width);
         let run = |group: &&[usize]| {
-            if lane == Lane::Background {
-                Waiting::yield_to_callers();
+            let pass = |texts: &[usize]| self.run(&texts.iter().map(|&i| &encodings[i]).collect::<Vec<_>>());
+            if lane != Lane::Background {
+                return pass(group);
             }
-            self.run(&group.iter().map(|&i| &encodings[i]).collect::<Vec<_>>())
+            // The backfill runs its pass when callers leave it alone; while they keep coming,
+            // a slice of at most PRESSED_TOKENS at a time, waiting for them before each, so
+            // a pass of thousands of tokens never holds a core from queries for long.
+            let mut vectors = Vec::with_capacity(group.len());
+            let mut rest: &[usize] = group;
+            while !rest.is_empty() {
+                let take = if Waiting::yield_to_callers() { rest.len() } else { pressed_slice(rest, &lengths) };
+                let (now, later) = rest.split_at(take);
+                vectors.extend(pass(now)?);
+                rest = later;
+            }
+            Ok(vectors)
         };
         let vectors: Vec<Vec<Vec<f32>>> = if parallel {
             groups.par_iter().map(run).collect::<EmbedResult<_>>()?
@@ -540,6 +556,17 @@ fn spread(mut groups: Vec<&[usize]>, width: usize) -> Vec<&[usize]> {
         groups.insert(at + 1, b);
     }
     groups
+}
+
+/// Most padded tokens in one backfill pass run while callers keep waiting for the encoder
+/// (about 40 ms of one core).
+const PRESSED_TOKENS: usize = 256;
+
+/// How many of `rest` (text indexes, shortest first) one backfill pass takes while callers
+/// keep waiting: as many as fit in [`PRESSED_TOKENS`] padded tokens, at least one.
+fn pressed_slice(rest: &[usize], lengths: &[usize]) -> usize {
+    let longest = rest.iter().map(|&i| lengths[i]).max().unwrap_or(1).max(1);
+    (PRESSED_TOKENS / longest).clamp(1, rest.len().max(1))
 }
 
 /// Most texts in one forward pass.

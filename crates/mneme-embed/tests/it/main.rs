@@ -59,6 +59,23 @@ fn minilm_matches_the_reference_vectors() {
     for (i, (got, want)) in background.iter().zip(&batch).enumerate() {
         assert!(max_diff(got, want) < 1e-5, "text {i} in the background differs");
     }
+    // While callers keep asking for embeddings, the backfill runs its passes in slices
+    // between them (under ENCODER_ENV); the vectors come back whole and in order.
+    let asking = std::sync::atomic::AtomicBool::new(true);
+    let pressed = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while asking.load(std::sync::atomic::Ordering::Relaxed) {
+                model.embed(&["where does Melanie live now?"]).expect("a caller's query");
+            }
+        });
+        let vectors = model.embed_background(&texts).expect("embed in the background under callers");
+        asking.store(false, std::sync::atomic::Ordering::Relaxed);
+        vectors
+    });
+    assert_eq!(pressed.len(), batch.len());
+    for (i, (got, want)) in pressed.iter().zip(&batch).enumerate() {
+        assert!(max_diff(got, want) < 1e-5, "text {i} in the background under callers differs");
+    }
     // Related sentences are closer than unrelated ones.
     let v = model.embed(&["Melanie painted a sunset last week.", "What did Melanie paint?", "The server runs Debian."]).expect("embed");
     assert!(cosine(&v[0], &v[1]) > cosine(&v[0], &v[2]) + 0.2);

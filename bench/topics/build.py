@@ -98,7 +98,7 @@ def main() -> None:
     # Session 30's three sets (casual changes, changes inside longer messages, look-alikes
     # and questions): two thirds train, one third is held out.
     s30_held = []
-    for name in ("casual", "embedded", "confusable"):
+    for name in ("casual", "embedded", "confusable", "indirect", "indirect_b"):
         part_train, part_held = paraphrases(f"paraphrases_{name}.jsonl", name, parts=3)
         train += part_train
         s30_held += part_held

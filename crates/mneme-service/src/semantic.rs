@@ -70,6 +70,15 @@ const PAIRED_OVERLAP_MIN: f32 = 0.35;
 /// languages and people the layer knows little of.
 const OFFER_FIT_MIN: f32 = 0.2;
 
+/// Where the writer uses capitals, a name is capitalised or a known value (`named`, the
+/// values the phrases name): "The coffee machine at Globex broke again" names no employer in
+/// "coffee machine".
+fn written_as_a_name(text: &str, value: &str, named: &[String]) -> bool {
+    value.chars().next().is_some_and(char::is_uppercase)
+        || !text.chars().any(char::is_uppercase)
+        || named.iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value))
+}
+
 /// Whether words the span reader found can be a slot's value: one to four words, no
 /// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
 /// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
@@ -673,7 +682,15 @@ impl MemoryService {
         };
         let taken: Vec<std::ops::Range<usize>> = others.iter().flat_map(|v| mneme_truth::mentions(text, v)).collect();
         let Some(on) = reader.read_where(&tokens, index, |i, j| !outside(&words, i, j)) else { return unread };
-        let off = reader.read_where(&tokens, index, |i, j| outside(&words, i, j) && outside(&taken, i, j)).map_or(0.0, |s| s.p);
+        // Only another span the reading itself could accept is a doubt ("I'm at Vehement
+        // Capital, mostly on internal tools": "internal tools" is no employer's name).
+        let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
+        let named = if name { mneme_truth::named_values(text, slot) } else { Vec::new() };
+        let could_be = |i: usize, j: usize| {
+            text.get(bytes(i, j)).map(value_words).is_some_and(|v| looks_like_a_value(v) && (!name || written_as_a_name(text, v, &named)))
+        };
+        let off =
+            reader.read_where(&tokens, index, |i, j| outside(&words, i, j) && outside(&taken, i, j) && could_be(i, j)).map_or(0.0, |s| s.p);
         if on.p < PHRASE_DOUBT * off {
             return None;
         }
@@ -798,12 +815,8 @@ impl MemoryService {
         let span_bytes = states.offsets[span.start].0..states.offsets[span.end].1;
         let value = value_words(text.get(span_bytes.clone())?);
         out.value = Some(value.to_string());
-        // Where the writer uses capitals, a name is capitalised or a known value ("The coffee
-        // machine at Globex broke again" names no employer in "coffee machine").
         let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
-        let capitalised = value.chars().next().is_some_and(char::is_uppercase)
-            || !text.chars().any(char::is_uppercase)
-            || mneme_truth::named_values(text, slot).iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value));
+        let capitalised = written_as_a_name(text, value, &mneme_truth::named_values(text, slot));
         out.verdict = if span.p < min * (span.p + span.p_none) {
             "span: below read_min_p against no value"
         } else if !replaced && span.p < PAST_HELD_SHARE * out.restated_p {

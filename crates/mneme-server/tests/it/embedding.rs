@@ -486,6 +486,26 @@ async fn a_correction_that_names_both_values_replaces_the_held_one() {
     }
 }
 
+/// A phrase's value is doubted only by another span the reading could accept: in "I'm at
+/// Vehement Capital, mostly on internal tools" the span reader's likeliest other span,
+/// "internal tools", is no employer's name (not capitalised where the writer uses
+/// capitals), so the employer stands; "Hooli, not Vehement Capital" then replaces it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_phrase_value_is_doubted_only_by_a_span_that_could_be_one() {
+    let d = model_daemon().await;
+    let lines = [
+        ("I'm at Vehement Capital, mostly on internal tools.", "2026-01-10T09:00:00Z"),
+        ("Sorry, I got that wrong earlier: Hooli, not Vehement Capital.", "2026-01-10T09:01:00Z"),
+    ];
+    dana_says_all(&d, &lines[..1]).await;
+    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:employer"], "limit": 5 })).await;
+    assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Vehement Capital", "{v}");
+    dana_says_all(&d, &lines[1..]).await;
+    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:employer"], "limit": 5 })).await;
+    assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Hooli", "{v}");
+    d.stop().await;
+}
+
 /// A fact yields its rank to a newer message the topic layer puts in its slot only when
 /// the span reader finds a value of the slot there: "The neighbourhood is so noisy at
 /// night" reads as about where the user lives, but offers no city, so "lives in: Aarhus"

@@ -70,13 +70,17 @@ const PAIRED_OVERLAP_MIN: f32 = 0.35;
 /// languages and people the layer knows little of.
 const OFFER_FIT_MIN: f32 = 0.2;
 
-/// Where the writer uses capitals, a name is capitalised or a known value (`named`, the
-/// values the phrases name): "The coffee machine at Globex broke again" names no employer in
-/// "coffee machine".
-fn written_as_a_name(text: &str, value: &str, named: &[String]) -> bool {
-    value.chars().next().is_some_and(char::is_uppercase)
-        || !text.chars().any(char::is_uppercase)
-        || named.iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value))
+/// Whether `value` is written as `slot`'s value can be: where the writer uses capitals, a
+/// name slot's value is capitalised or one the phrases name (`named`, asked only then): "The
+/// coffee machine at Globex broke again" names no employer in "coffee machine".
+fn written_as_its_kind(text: &str, slot: &str, value: &str, named: impl FnOnce(&str) -> bool) -> bool {
+    let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
+    !name || value.chars().next().is_some_and(char::is_uppercase) || !text.chars().any(char::is_uppercase) || named(value)
+}
+
+/// Whether `value` is one of `named` (as values compare).
+fn among(named: &[String], value: &str) -> bool {
+    named.iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value))
 }
 
 /// Whether words the span reader found can be a slot's value: one to four words, no
@@ -684,10 +688,12 @@ impl MemoryService {
         let Some(on) = reader.read_where(&tokens, index, |i, j| !outside(&words, i, j)) else { return unread };
         // Only another span the reading itself could accept is a doubt ("I'm at Vehement
         // Capital, mostly on internal tools": "internal tools" is no employer's name).
-        let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
-        let named = if name { mneme_truth::named_values(text, slot) } else { Vec::new() };
+        let named = std::cell::OnceCell::new();
         let could_be = |i: usize, j: usize| {
-            text.get(bytes(i, j)).map(value_words).is_some_and(|v| looks_like_a_value(v) && (!name || written_as_a_name(text, v, &named)))
+            text.get(bytes(i, j)).map(value_words).is_some_and(|v| {
+                looks_like_a_value(v)
+                    && written_as_its_kind(text, slot, v, |v| among(named.get_or_init(|| mneme_truth::named_values(text, slot)), v))
+            })
         };
         let off =
             reader.read_where(&tokens, index, |i, j| outside(&words, i, j) && outside(&taken, i, j) && could_be(i, j)).map_or(0.0, |s| s.p);
@@ -815,15 +821,13 @@ impl MemoryService {
         let span_bytes = states.offsets[span.start].0..states.offsets[span.end].1;
         let value = value_words(text.get(span_bytes.clone())?);
         out.value = Some(value.to_string());
-        let name = mneme_truth::slot(slot).is_some_and(|d| d.shape == mneme_truth::lexicon::Shape::Name);
-        let capitalised = written_as_a_name(text, value, &mneme_truth::named_values(text, slot));
         out.verdict = if span.p < min * (span.p + span.p_none) {
             "span: below read_min_p against no value"
         } else if !replaced && span.p < PAST_HELD_SHARE * out.restated_p {
             "span: below the held value's share"
         } else if !looks_like_a_value(value) {
             "value: does not look like one"
-        } else if name && !capitalised {
+        } else if !written_as_its_kind(text, slot, value, |v| among(&mneme_truth::named_values(text, slot), v)) {
             "value: a name not capitalised"
         } else if cut_from_a_name(text, span_bytes) {
             "value: part of a longer name"

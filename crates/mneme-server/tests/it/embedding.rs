@@ -93,6 +93,11 @@ async fn dana_says_all(d: &TestDaemon, lines: &[(&str, &str)]) {
     }
 }
 
+/// The live facts of `slot` (at most five), as `/v1/retrieve` answers.
+async fn slot_facts(d: &TestDaemon, slot: &str) -> serde_json::Value {
+    d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await.1
+}
+
 /// Dependent facts by meaning: after a move, what the user said before it that rests on
 /// where they lived without naming it ("the gym I go to is a 5 minute walk from my flat")
 /// comes back marked possibly outdated (`by: topic`, the resting layer's reading), while
@@ -204,7 +209,7 @@ async fn a_fact_extraction_doubts_comes_after_the_words_it_was_read_from() {
             ("Add lobster to my allergy list, sadly", "2026-03-10T09:00:00Z"),
         ];
         dana_says_all(&d, &lines).await;
-        let (_, facts) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:allergies"], "limit": 5 })).await;
+        let facts = slot_facts(&d, "allergies").await;
         let confidence = |value: &str| {
             facts["hits"]
                 .as_array()
@@ -415,7 +420,7 @@ async fn a_value_of_another_kind_is_not_written_under_the_slot_a_phrase_matched(
     for value in ["Lisbon", "hazelnuts", "sesame", "Marzipan"] {
         assert!(objects.iter().any(|(_, o)| o == value), "{value} is written: {objects:?}");
     }
-    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:city"], "limit": 5 })).await;
+    let v = slot_facts(&d, "city").await;
     assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Lisbon", "{v}");
     d.stop().await;
 }
@@ -449,7 +454,7 @@ async fn a_change_that_names_the_old_value_is_read_past_it() {
         ];
         dana_says_all(&d, &lines).await;
         for (slot, want) in [("cloud", cloud), ("database", database), ("city", "Naples"), ("editor", editor)] {
-            let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
+            let v = slot_facts(&d, slot).await;
             assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "head off: {off}, {slot}: {v}");
         }
         d.stop().await;
@@ -479,7 +484,7 @@ async fn a_correction_that_names_both_values_replaces_the_held_one() {
         ];
         dana_says_all(&d, &lines).await;
         for (slot, want) in [("prog_language", language), ("partner", partner)] {
-            let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
+            let v = slot_facts(&d, slot).await;
             assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "head off: {off}, {slot}: {v}");
         }
         d.stop().await;
@@ -498,10 +503,10 @@ async fn a_phrase_value_is_doubted_only_by_a_span_that_could_be_one() {
         ("Sorry, I got that wrong earlier: Hooli, not Vehement Capital.", "2026-01-10T09:01:00Z"),
     ];
     dana_says_all(&d, &lines[..1]).await;
-    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:employer"], "limit": 5 })).await;
+    let v = slot_facts(&d, "employer").await;
     assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Vehement Capital", "{v}");
     dana_says_all(&d, &lines[1..]).await;
-    let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": ["slot:employer"], "limit": 5 })).await;
+    let v = slot_facts(&d, "employer").await;
     assert_eq!(v["hits"][0]["record"]["payload"]["object"], "Hooli", "{v}");
     d.stop().await;
 }
@@ -546,7 +551,7 @@ async fn a_phrase_value_the_reader_reads_elsewhere_is_dropped() {
         ];
         dana_says_all(&d, &lines).await;
         for (slot, want) in [("food", food), ("diet", diet), ("hobbies", hobby)] {
-            let (_, v) = d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await;
+            let v = slot_facts(&d, slot).await;
             assert_eq!(v["hits"][0]["record"]["payload"]["object"], want, "reader off: {off}, {slot}: {v}");
         }
         d.stop().await;

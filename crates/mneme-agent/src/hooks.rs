@@ -160,6 +160,11 @@ pub struct HookEvent {
     /// session_start: also write the block to the workspace's `memory/membrane/context.md`
     /// (for hosts that cannot inject context; default `hooks.session_start.context_file`).
     pub write_context_file: Option<bool>,
+    /// message_received: also answer, in `context`, with the memories relevant to the
+    /// message (auto-recall, `[hooks.auto_recall]`, found before the message is stored)
+    /// and the instructions queued for the owner's agent: what an agent runtime injects
+    /// at the start of its turn (Claude Code's `UserPromptSubmit`).
+    pub recall: Option<bool>,
 }
 
 impl HookEvent {
@@ -433,6 +438,7 @@ impl Hooks {
         }
         let result = match name {
             HookName::SessionStart => self.session_start(p, &input, &mut outcome),
+            HookName::MessageReceived if input.event.recall == Some(true) => self.turn_start(p, &input, buffer, &mut outcome),
             HookName::MessageReceived => self.message(p, &input, "user", buffer, &mut outcome),
             HookName::MessageSent => self.message(p, &input, "assistant", buffer, &mut outcome),
             HookName::BeforeToolCall => self.before_tool_call(&input),
@@ -484,6 +490,48 @@ impl Hooks {
             })
             .collect();
         Ok((!lines.is_empty()).then(|| format!("## Relevant memories\n\n{}\n", lines.join("\n"))))
+    }
+
+    /// A user message that starts the agent's turn (`event.recall`): the memories relevant
+    /// to it are recalled first (the message itself is not a memory yet), then it is
+    /// remembered as any user message, then the instructions queued for the owner's agent
+    /// are taken, once nothing else can fail.
+    fn turn_start(&self, p: &Principal, input: &HookInput, buffer: &mut Vec<BufferedMessage>, out: &mut HookOutcome) -> ServiceResult<()> {
+        let prompt = mneme_core::private::strip(input.event.content());
+        // A request to forget is answered by the erasure alone: nothing is recalled for it.
+        // A recall that fails costs the turn its memories, not the message its storing.
+        let recalled = match crate::erasure::forget_request(&prompt) {
+            None => self.recall_for_prompt(p, &prompt, self.user_of(input, Some("user")).as_deref()).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "no auto-recall for the message");
+                None
+            }),
+            Some(_) => None,
+        };
+        self.message(p, input, "user", buffer, out)?;
+        let parts: Vec<String> = recalled.into_iter().chain(self.take_instructions(p)).collect();
+        out.context = (!parts.is_empty()).then(|| parts.join("\n"));
+        Ok(())
+    }
+
+    /// The instructions queued for the owner's agent (BOOT.md at daemon start, spawned
+    /// tasks, the heartbeat's tips, inner-life dispatches) as a Markdown section, taken
+    /// (so each is delivered once); only for the owner, and only where the hooks keep the
+    /// workspace. A failure is logged, not the hook's.
+    fn take_instructions(&self, p: &Principal) -> Option<String> {
+        if self.journal.is_none() || !p.unrestricted() {
+            return None;
+        }
+        match self.ops.owner(p).and_then(|o| o.take_dispatches(20)) {
+            Ok(taken) if !taken.is_empty() => {
+                let text = taken.into_iter().map(|d| d.text).collect::<Vec<_>>().join("\n\n");
+                Some(format!("## Instructions from mneme\n\n{text}\n"))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "queued instructions not delivered");
+                None
+            }
+        }
     }
 
     /// The end user of a hook: `ctx.userId`, else a user message's sender, else the user
@@ -775,19 +823,10 @@ impl Hooks {
         // heartbeat's tips, inner-life dispatches), for the owner's agent: taken last, once
         // nothing else can fail, so each is delivered exactly once.
         let mut block = block;
-        if self.journal.is_some() && format == ContextFormat::Markdown && p.unrestricted() {
-            match self.ops.owner(p).and_then(|o| o.take_dispatches(20)) {
-                Ok(taken) if !taken.is_empty() => {
-                    let text = taken.into_iter().map(|d| d.text).collect::<Vec<_>>().join("\n\n");
-                    block = if block.trim().is_empty() {
-                        format!("## Instructions from mneme\n\n{text}\n")
-                    } else {
-                        format!("{}\n\n## Instructions from mneme\n\n{text}\n", block.trim_end())
-                    };
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "queued instructions not delivered"),
-            }
+        if format == ContextFormat::Markdown
+            && let Some(instructions) = self.take_instructions(p)
+        {
+            block = if block.trim().is_empty() { instructions } else { format!("{}\n\n{instructions}", block.trim_end()) };
         }
         outcome.context = Some(block);
         outcome.record_ids = ids;

@@ -444,7 +444,11 @@ fn ctx(c: Option<pb::HookContext>) -> HookContext {
 }
 
 fn ack(o: HookOutcome) -> pb::HookAck {
-    pb::HookAck { record_ids: o.record_ids.iter().map(ToString::to_string).collect(), error: o.error.unwrap_or_default() }
+    pb::HookAck {
+        record_ids: o.record_ids.iter().map(ToString::to_string).collect(),
+        error: o.error.unwrap_or_default(),
+        context: o.context.unwrap_or_default(),
+    }
 }
 
 impl GrpcApi {
@@ -459,6 +463,7 @@ impl GrpcApi {
             content: Some(m.content),
             from: Some(m.from).filter(|s| !s.is_empty()),
             timestamp: Some(m.timestamp).filter(|s| !s.is_empty()),
+            recall: m.recall.then_some(true),
             ..HookEvent::default()
         };
         self.hook(name, auth, HookInput { event, ctx: ctx(m.ctx) }).await.map(|o| Response::new(ack(o)))

@@ -816,7 +816,7 @@ pub fn document() -> Value {
             }
         },
         "HookRequest": {
-            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md). Context: agentId, sessionKey, sessionId, channelId, userId (the end user: memory per user). Any body is accepted: a hook never fails its caller, so a body that is not a JSON object is answered 200 with the problem in `error`."
+            "description": "{\"event\": {...}, \"ctx\": {...}} or the same fields flat. Event: content|message|text, from|sender, timestamp, toolName, params, error, success, durationMs, compactingMessages, compactingCount, query, format, writeContextFile (session_start: also write the block to the workspace's memory/membrane/context.md), recall (message_received: also answer in `context` with the memories relevant to the message, found before it is stored, and the owner's queued instructions). Context: agentId, sessionKey, sessionId, channelId, userId (the end user: memory per user). Any body is accepted: a hook never fails its caller, so a body that is not a JSON object is answered 200 with the problem in `error`."
         },
     });
     if let (Some(all), Value::Object(typed)) = (schemas.as_object_mut(), answers) {

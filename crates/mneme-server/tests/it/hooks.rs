@@ -297,7 +297,7 @@ async fn every_hook_over_grpc() {
     let d = TestDaemon::with(c).await;
     let mut g = d.hooks().await;
     let ctx = || Some(pb::HookContext { session_id: "g-1".into(), channel_id: "dm:ada".into(), ..Default::default() });
-    let message = |content: &str| pb::MessageEvent { ctx: ctx(), content: content.into(), from: "ada".into(), timestamp: String::new() };
+    let message = |content: &str| pb::MessageEvent { ctx: ctx(), content: content.into(), from: "ada".into(), ..Default::default() };
 
     let start = g.session_start(pb::SessionStartRequest { ctx: ctx(), ..Default::default() }).await.expect("SessionStart").into_inner();
     assert!(start.error.is_empty() && start.context.is_empty(), "{start:?}");
@@ -438,5 +438,47 @@ async fn a_hook_error_names_no_server_path() {
     let error = out["error"].as_str().unwrap_or_else(|| panic!("the hook failed: {out}"));
     assert!(error.contains(&format!("{today}.md")), "the file is named: {error}");
     assert!(!error.contains(&ws.path().display().to_string()), "no server path: {error}");
+    d.stop().await;
+}
+
+/// A user message that starts the agent's turn (`event.recall`) is answered with the
+/// memories relevant to it, found before it is stored (never itself), and is then stored
+/// like any message; a request to forget recalls nothing; gRPC's `HookAck.context` says
+/// the same.
+#[tokio::test]
+async fn a_message_that_starts_a_turn_is_answered_with_its_memories() {
+    let d = TestDaemon::start().await;
+    let ctx = json!({ "sessionId": "t-1", "channelId": "cli", "userId": "ada" });
+    hook(&d, "message_received", json!({ "event": { "content": "Redis runs on port 6379." }, "ctx": ctx })).await;
+    let plain = hook(&d, "message_received", json!({ "event": { "content": "Which port does Redis use?" }, "ctx": ctx })).await;
+    assert!(plain.get("context").is_none(), "without recall, no memories: {plain}");
+
+    let turn = json!({ "event": { "content": "What port is Redis on again?", "recall": true }, "ctx": ctx });
+    let out = hook(&d, "message_received", turn.clone()).await;
+    let context = out["context"].as_str().unwrap_or_default();
+    assert!(context.starts_with("## Relevant memories") && context.contains("6379"), "{out}");
+    assert!(!context.contains("again?"), "the message is not its own memory: {out}");
+    let mut stored = Vec::new();
+    for id in out["record_ids"].as_array().expect("ids") {
+        let (_, r) = d.get(&format!("/v1/records/{}", id.as_str().expect("id"))).await;
+        stored.push(r["record"]["payload"]["text"].as_str().unwrap_or_default().to_string());
+    }
+    assert!(stored.iter().any(|t| t == "What port is Redis on again?"), "and it is stored: {out} {stored:?}");
+    let again = hook(&d, "message_received", turn).await;
+    assert!(!again["context"].as_str().unwrap_or_default().contains("again?"), "not even once stored: {again} {stored:?}");
+
+    let forget = json!({ "event": { "content": "Please forget everything you know about Redis", "recall": true }, "ctx": ctx });
+    let out = hook(&d, "message_received", forget).await;
+    assert!(out.get("context").is_none() && out.get("forgotten").is_some(), "{out}");
+
+    let mut g = d.hooks().await;
+    hook(&d, "message_received", json!({ "event": { "content": "Kafka runs on port 9092." }, "ctx": ctx })).await;
+    let pb_ctx = Some(pb::HookContext { session_id: "t-2".into(), channel_id: "cli".into(), user_id: "ada".into(), ..Default::default() });
+    let message =
+        |content: &str, recall: bool| pb::MessageEvent { ctx: pb_ctx.clone(), content: content.into(), recall, ..Default::default() };
+    let ack = g.message_received(message("Which port is Kafka on?", true)).await.expect("MessageReceived").into_inner();
+    assert!(ack.error.is_empty() && ack.context.contains("9092") && ack.record_ids.len() == 1, "{ack:?}");
+    let ack = g.message_received(message("And Kafka's host?", false)).await.expect("MessageReceived").into_inner();
+    assert!(ack.context.is_empty(), "{ack:?}");
     d.stop().await;
 }

@@ -282,3 +282,110 @@ fn connectable(addr: &str) -> String {
         _ => addr.to_string(),
     }
 }
+
+/// The local daemon over one kept-alive plain HTTP/1.1 connection, with std alone: what a
+/// Claude Code hook process uses, where setting up `DaemonClient` (its runtime, reqwest,
+/// TLS) costs more than the call it makes (about 10 ms). Only a daemon of this data
+/// directory serving plain HTTP on a loopback address; anything else is `None`, and the
+/// caller works on the store itself.
+#[derive(Debug)]
+pub struct Loopback {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    host: String,
+    api_key: Option<String>,
+}
+
+/// Why a call over [`Loopback`] got no answer: before the request was sent (the caller
+/// may do the work itself) or after (the daemon may have done it: it is not done twice).
+#[derive(Debug)]
+pub enum LoopbackError {
+    NotSent(std::io::Error),
+    NoAnswer(String),
+}
+
+impl std::fmt::Display for LoopbackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopbackError::NotSent(e) => write!(f, "the request could not be sent: {e}"),
+            LoopbackError::NoAnswer(why) => write!(f, "no answer: {why}"),
+        }
+    }
+}
+
+impl Loopback {
+    /// Connects to the daemon `file` describes, when it serves plain HTTP on loopback.
+    pub fn connect(file: &DaemonFile, api_key: Option<String>) -> Option<Loopback> {
+        let addr: std::net::SocketAddr = connectable(&file.http_addr).parse().ok()?;
+        if file.tls || !addr.ip().is_loopback() {
+            return None;
+        }
+        let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+        stream.set_nodelay(true).ok()?;
+        stream.set_read_timeout(Some(WORK_TIMEOUT)).ok()?;
+        stream.set_write_timeout(Some(HEALTH_TIMEOUT)).ok()?;
+        Some(Loopback { reader: std::io::BufReader::new(stream), host: addr.to_string(), api_key })
+    }
+
+    /// One call: the status and the JSON answer. The connection stays open for the next.
+    pub fn call(&mut self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), LoopbackError> {
+        use std::io::{BufRead as _, Read as _, Write as _};
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n", self.host, body.len());
+        if !body.is_empty() {
+            request.push_str("Content-Type: application/json\r\n");
+        }
+        if let Some(key) = &self.api_key {
+            request.push_str(&format!("Authorization: Bearer {key}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        self.reader.get_mut().write_all(request.as_bytes()).map_err(LoopbackError::NotSent)?;
+        let no_answer = |what: &str| LoopbackError::NoAnswer(what.to_string());
+        let mut line = String::new();
+        self.reader.read_line(&mut line).map_err(|e| LoopbackError::NoAnswer(e.to_string()))?;
+        let status: u16 = line
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|rest| rest.get(..3))
+            .and_then(|code| code.parse().ok())
+            .ok_or_else(|| no_answer("not an HTTP/1.1 status line"))?;
+        let (mut length, mut chunked) = (None, false);
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).map_err(|e| LoopbackError::NoAnswer(e.to_string()))?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            let (name, value) = header.split_once(':').ok_or_else(|| no_answer("a malformed header"))?;
+            if name.eq_ignore_ascii_case("content-length") {
+                length = Some(value.trim().parse::<usize>().map_err(|_| no_answer("a malformed Content-Length"))?);
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.trim().eq_ignore_ascii_case("chunked");
+            }
+        }
+        let mut raw = Vec::new();
+        let io = |e: std::io::Error| LoopbackError::NoAnswer(e.to_string());
+        match (length, chunked) {
+            (Some(n), false) => {
+                raw.resize(n.min(64 << 20), 0);
+                self.reader.read_exact(&mut raw).map_err(io)?;
+            }
+            (_, true) => loop {
+                line.clear();
+                self.reader.read_line(&mut line).map_err(io)?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|_| no_answer("a malformed chunk size"))?;
+                let start = raw.len();
+                raw.resize(start + size + 2, 0);
+                self.reader.read_exact(&mut raw[start..]).map_err(io)?;
+                raw.truncate(start + size);
+                if size == 0 {
+                    break;
+                }
+            },
+            (None, false) => return Err(no_answer("an answer without a length")),
+        }
+        let value = serde_json::from_slice(&raw).map_err(|_| no_answer("the answer is not JSON"))?;
+        Ok((status, value))
+    }
+}

@@ -53,13 +53,16 @@ pub fn running_daemon(ctx: &Invocation) -> Option<DaemonFile> {
     local_daemon(ctx, None).map(|(file, _)| file)
 }
 
+/// The daemon file of this data directory when its process is alive (not asked whether
+/// it answers: the caller's first request does that).
+pub fn running_daemon_file(ctx: &Invocation) -> Option<DaemonFile> {
+    DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE)).filter(|file| crate::supervise::pid_alive(file.pid))
+}
+
 /// The daemon serving this data directory, if it is alive and answers, with the client
 /// that asked it (sending `key` to the calls that need one).
 fn local_daemon(ctx: &Invocation, key: Option<String>) -> Option<(DaemonFile, DaemonClient)> {
-    let file = DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE))?;
-    if !crate::supervise::pid_alive(file.pid) {
-        return None;
-    }
+    let file = running_daemon_file(ctx)?;
     let client = DaemonClient::local(&ctx.config, &file.http_addr, file.tls, key).ok()?;
     let health = client.healthz()?;
     (health.pid == Some(file.pid)).then_some((file, client))

@@ -330,6 +330,12 @@ fn agent_state(
     if !ctx.store_path().exists() {
         return Ok(AgentState::default());
     }
+    let prompt = prompt.filter(|p| !p.trim().is_empty());
+    if (prompt.is_some() || session_start)
+        && let Some(state) = through_daemon(ctx, prompt.as_deref(), &user, speaker.as_deref())
+    {
+        return Ok(state);
+    }
     let service = std::sync::Arc::new(ctx.open(false)?);
     let ops = mneme_service::Ops::new(service.clone(), false);
     let owner = mneme_service::Principal::internal("claude-code", mneme_service::Access::owner(), mneme_core::Sensitivity::Critical);
@@ -342,18 +348,15 @@ fn agent_state(
     let mut memory = None;
     // A hook the engine handles notes the activity itself (when hooks are enabled).
     let (hooks_enabled, mut noted) = (ctx.config.hooks.enabled, false);
-    match prompt.filter(|p| !p.trim().is_empty()) {
+    match prompt {
         Some(prompt) => {
-            // Recall first (the prompt itself is not a memory yet), then remember the
-            // prompt: stored, logged for memory sync, and the user's facts reconciled.
-            match hooks.recall_for_prompt(&owner, &prompt, Some(&user)) {
-                Ok(recalled) => memory = recalled,
-                Err(e) => eprintln!("mneme claude-hook prompt-submit: no auto-recall: {e}"),
-            }
-            let event = mneme_agent::hooks::HookEvent { content: Some(prompt), from: Some(user), ..Default::default() };
-            let input = mneme_agent::hooks::HookInput { event, ctx: hook_ctx };
+            // The turn's start: the memories relevant to the prompt (the prompt itself is
+            // not a memory yet), then the prompt remembered: stored, logged for memory
+            // sync, and the user's facts reconciled.
+            let input = mneme_agent::hooks::HookInput { event: prompt_event(prompt, user), ctx: hook_ctx };
             let outcome = hooks.handle(&owner, mneme_agent::hooks::HookName::MessageReceived, input, &mut Vec::new());
             noted = hooks_enabled;
+            memory = outcome.context;
             // A prompt that is all <private> is not remembered; that is not a hook failure.
             if let Some(e) = outcome.error {
                 eprintln!("mneme claude-hook prompt-submit: prompt not remembered: {e}");
@@ -394,6 +397,66 @@ fn agent_state(
         _ => None,
     };
     Ok(AgentState { unsummarized, service: Some(service), memory })
+}
+
+/// The event of a prompt: a user message that starts the agent's turn, answered with
+/// the memories relevant to it (`recall`).
+fn prompt_event(prompt: String, user: String) -> mneme_agent::hooks::HookEvent {
+    mneme_agent::hooks::HookEvent { content: Some(prompt), from: Some(user), recall: Some(true), ..Default::default() }
+}
+
+/// What the store adds to a hook's answer, from the daemon serving this data directory
+/// when one runs (its warm store and caches, its model for recall, its consolidation):
+/// the prompt's turn start or the session-start block, then the unsummarized range, on
+/// one loopback connection. `None` when no daemon takes the request (none runs, it
+/// cannot be reached, or it refuses before handling: a key the hook lacks, the rate
+/// limit): the hook then works on the store itself. A request a daemon took is never
+/// repeated here.
+fn through_daemon(ctx: &Invocation, prompt: Option<&str>, user: &str, speaker: Option<&str>) -> Option<AgentState> {
+    let file = crate::daemon::running_daemon_file(ctx)?;
+    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
+    let mut daemon = crate::client::Loopback::connect(&file, key)?;
+    let hook_ctx = serde_json::json!({ "sessionId": "claude-code", "channelId": "claude-code", "userId": speaker });
+    let (name, path, body) = match prompt {
+        Some(p) => {
+            let event = prompt_event(p.to_string(), user.to_string());
+            ("prompt-submit", "/v1/hooks/message_received", serde_json::json!({ "event": event, "ctx": hook_ctx }))
+        }
+        None => ("session-start", "/v1/hooks/session_start", serde_json::json!({ "event": {}, "ctx": hook_ctx })),
+    };
+    let answer = match daemon.call("POST", path, Some(&body)) {
+        Ok((200, answer)) if answer.get("hook").is_some() => answer,
+        // Refused before it was handled (a key the hook lacks, the rate limit), or not a
+        // mneme daemon: the store is the hook's own.
+        Ok((status, answer)) if status < 500 => {
+            let why = answer["error"]["message"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_string);
+            eprintln!("mneme claude-hook {name}: the daemon did not take the hook ({why}); handled here");
+            return None;
+        }
+        Err(crate::client::LoopbackError::NotSent(_)) => return None,
+        Ok((status, _)) => {
+            eprintln!("mneme claude-hook {name}: the daemon failed the hook (HTTP {status}); nothing from memory this time");
+            return Some(AgentState::default());
+        }
+        Err(e) => {
+            eprintln!("mneme claude-hook {name}: the daemon did not answer ({e}); nothing from memory this time");
+            return Some(AgentState::default());
+        }
+    };
+    if let Some(e) = answer["error"].as_str() {
+        eprintln!("mneme claude-hook {name}: {e}");
+    }
+    let memory = answer["context"].as_str().filter(|c| !c.trim().is_empty()).map(str::to_string);
+    let unsummarized = match daemon.call("GET", "/v1/sync/status", None) {
+        Ok((200, state)) => match (state["begin_id"].as_i64(), state["end_id"].as_i64()) {
+            (Some(begin_id), Some(end_id)) => {
+                Some(mneme_workspace::context::UnsummarizedInfo { count: state["unsummarized"].as_u64().unwrap_or(0), begin_id, end_id })
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    Some(AgentState { unsummarized, service: None, memory })
 }
 
 /// The context window the `context` hook measures against (Claude's 200k tokens).

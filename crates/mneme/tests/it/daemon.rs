@@ -806,3 +806,83 @@ fn the_cli_the_mcp_bridge_and_membranes_client_speak_tls_to_the_daemon() {
     let stderr = m.fails(&["config", "check", public.to_str().expect("utf-8")], 6);
     assert!(stderr.contains("plain text") && stderr.contains("plaintext_behind_proxy"), "{stderr}");
 }
+
+/// Claude Code's store hooks with a daemon of the data directory running go through it
+/// (its warm store, its model and consolidation): the prompt's memories come back and the
+/// prompt is stored by the daemon, which counts both hooks. A daemon that refuses (a key
+/// the hook lacks) or is gone leaves the hook to the store itself, losing nothing.
+#[test]
+fn claude_hooks_go_through_a_running_daemon_and_work_alone_without_one() {
+    let m = Mneme::init();
+    m.ok(&["workspace", "init"]);
+    let claude = |name: &str, stdin: Value, env: &[(&str, &str)]| -> String {
+        let mut child = m
+            .command()
+            .envs(env.iter().copied())
+            .args(["claude-hook", name, "--user", "dana"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hook");
+        child.stdin.take().expect("stdin").write_all(stdin.to_string().as_bytes()).expect("write");
+        let out = child.wait_with_output().expect("output");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let value: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        value["hookSpecificOutput"]["additionalContext"].as_str().unwrap_or("").to_string()
+    };
+    let prompt = |text: &str| serde_json::json!({ "session_id": "c1", "prompt": text });
+    // No daemon: the hook works on the store.
+    claude("prompt-submit", prompt("I live in Lisbon."), &[]);
+
+    let (mut child, addr) = serve(&m);
+    claude("prompt-submit", prompt("Quick update: we moved to Munich last month."), &[]);
+    let recalled = claude("prompt-submit", prompt("where do I live now?"), &[]);
+    assert!(recalled.contains("## Relevant memories") && recalled.contains("Munich"), "{recalled}");
+    assert!(!recalled.contains("where do I live now"), "the prompt is not its own memory: {recalled}");
+    let start = claude("session-start", serde_json::json!({ "session_id": "c2" }), &[]);
+    assert!(start.contains("## What is true now") && start.contains("lives in: Munich") && !start.contains("Lisbon"), "{start}");
+    let metrics = get_text(&addr, "/metrics", None);
+    for hook in ["message_received\",result=\"ok\"} 2", "session_start\",result=\"ok\"} 1"] {
+        assert!(metrics.contains(&format!("mneme_hook_events_total{{hook=\"{hook}")), "{hook}: {metrics}");
+    }
+    sigkill(child.id());
+    let _ = child.wait();
+
+    // The daemon's file left behind by a killed daemon (its pid now another live
+    // process's, its port closed): handled here.
+    let file = m.dir.path().join("daemon.json");
+    let mut stale: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default()).unwrap_or_default();
+    stale["pid"] = serde_json::json!(std::process::id());
+    std::fs::write(&file, stale.to_string()).expect("daemon.json");
+    claude("prompt-submit", prompt("These days I live in Berlin."), &[]);
+    let recalled = claude("prompt-submit", prompt("where do I live?"), &[]);
+    assert!(recalled.contains("Berlin"), "{recalled}");
+    std::fs::remove_file(&file).expect("daemon.json");
+
+    // A daemon that wants a key the hook lacks refuses before doing anything: handled here.
+    std::fs::write(
+        m.dir.path().join("config.toml"),
+        "[[principals]]\nname = \"claude\"\nkey_env = \"MNEME_TEST_HOOK_KEY\"\n\
+         read_max_sensitivity = \"critical\"\nwrite_max_sensitivity = \"critical\"\n",
+    )
+    .expect("config");
+    let (mut child, addr) = serve_with(&m, &[], &[("MNEME_TEST_HOOK_KEY", "k-0123456789abcdef")], Stdio::null());
+    claude("prompt-submit", prompt("Now I live in Vienna."), &[]);
+    let recalled = claude("prompt-submit", prompt("where do I live?"), &[("MNEME_API_KEY", "k-0123456789abcdef")]);
+    assert!(recalled.contains("Vienna"), "{recalled}");
+    let metrics = get_text(&addr, "/metrics", Some("k-0123456789abcdef"));
+    assert!(metrics.contains("mneme_hook_events_total{hook=\"message_received\",result=\"ok\"} 1"), "only the keyed one: {metrics}");
+    sigterm(child.id());
+    assert!(child.wait().expect("exit").success());
+}
+
+fn get_text(addr: &str, path: &str, key: Option<&str>) -> String {
+    rt().block_on(async {
+        let mut request = reqwest::Client::new().get(format!("http://{addr}{path}"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.send().await.expect("get").text().await.expect("text")
+    })
+}

@@ -197,6 +197,9 @@ impl Semantic {
         // Not under the lock: another message's pass need not wait for this one.
         let states = Arc::new(self.embedder.token_states(text)?.ok()?);
         *last() = Some((text.to_string(), states.clone()));
+        // The pass gave the text's sentence vector too: asked as a query next, it is not
+        // encoded again.
+        self.queries.lock().unwrap_or_else(|p| p.into_inner()).put(text, states.sentence.clone());
         Some(states)
     }
 }
@@ -538,6 +541,14 @@ impl MemoryService {
         let s = self.semantic.get()?;
         if let Some(v) = s.queries.lock().unwrap_or_else(|p| p.into_inner()).get(query) {
             return Some(v);
+        }
+        // A query's one pass also gives its token states, kept for the reading of the same
+        // text: an agent's turn asks with the user's message (auto-recall) and then reads
+        // it for facts, one pass for both. Without token states (another embedder), the
+        // sentence vector alone.
+        if let Some(states) = s.token_states(query) {
+            s.query_failure_reported.store(false, Ordering::Relaxed);
+            return Some(states.sentence.clone());
         }
         match s.embedder.embed(&[query]) {
             Ok(mut v) => {

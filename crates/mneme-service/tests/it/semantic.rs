@@ -317,6 +317,67 @@ fn a_repeated_query_is_embedded_once_until_a_forget() {
     assert_eq!(model.calls.load(Ordering::SeqCst), before + 3, "after a forget the query is embedded again");
 }
 
+/// The concept embedder with token states, as an embedder that runs its encoder itself
+/// gives them: one state per word, and the sentence vector `embed` gives.
+#[derive(Debug)]
+struct WithStates {
+    concepts: Concepts,
+    passes: AtomicUsize,
+}
+
+impl Embedder for WithStates {
+    fn model_id(&self) -> &str {
+        self.concepts.model
+    }
+
+    fn dimension(&self) -> usize {
+        DIM
+    }
+
+    fn embed(&self, texts: &[&str]) -> EmbedResult<Vec<Vec<f32>>> {
+        self.concepts.embed(texts)
+    }
+
+    fn token_states(&self, text: &str) -> Option<EmbedResult<mneme_embed::TokenStates>> {
+        self.passes.fetch_add(1, Ordering::SeqCst);
+        let (mut words, mut start) = (Vec::new(), None);
+        for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+            if c.is_alphanumeric() {
+                start.get_or_insert(i);
+            } else if let Some(s) = start.take() {
+                words.push((s, &text[s..i]));
+            }
+        }
+        let sentence = Concepts::new("states").embed(&[text]).ok()?.pop()?;
+        Some(Ok(mneme_embed::TokenStates {
+            tokens: words.iter().map(|(_, w)| w.to_string()).collect(),
+            offsets: words.iter().map(|(i, w)| (*i, i + w.len())).collect(),
+            word_starts: vec![true; words.len()],
+            states: words.iter().map(|_| sentence.clone()).collect(),
+            sentence,
+        }))
+    }
+}
+
+/// A query's one pass gives its token states too (kept for reading the same text, an
+/// agent's turn asks with the user's message and then reads it for facts): asked with an
+/// embedder that has them, recall runs that pass instead of a sentence-only one, finds
+/// the same, and a repeated ask runs none.
+fn a_querys_pass_gives_its_token_states_and_is_not_run_twice() {
+    let fx = Fixture::new();
+    fx.event("my sedan is red");
+    fx.event("lunch was pasta today");
+    let model = Arc::new(WithStates { concepts: Concepts::new("concepts-v1"), passes: AtomicUsize::new(0) });
+    let service = open_with(&fx, ServiceConfig::default(), model.clone());
+    service.embed_pending(16, false, &mut |_| {}).expect("embed");
+    let sentences = model.concepts.calls.load(Ordering::SeqCst);
+    assert_eq!(texts(&service, "automobile")[0], "howard: my sedan is red");
+    assert_eq!(model.passes.load(Ordering::SeqCst), 1, "one pass with token states");
+    assert_eq!(model.concepts.calls.load(Ordering::SeqCst), sentences, "and no sentence-only pass");
+    assert_eq!(texts(&service, "automobile")[0], "howard: my sedan is red");
+    assert_eq!(model.passes.load(Ordering::SeqCst), 1, "the repeated ask runs none");
+}
+
 /// The concept embedder widened to the dimension PostgreSQL's HNSW index covers (384).
 #[derive(Debug)]
 struct Wide(Concepts);
@@ -408,4 +469,5 @@ crate::on_both_engines!(
     the_approximate_index_finds_what_exact_search_finds,
     forgetting_destroys_the_vector_in_memory_too,
     a_repeated_query_is_embedded_once_until_a_forget,
+    a_querys_pass_gives_its_token_states_and_is_not_run_twice,
 );

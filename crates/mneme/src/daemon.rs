@@ -15,8 +15,9 @@ use mneme_server::{DaemonFile, DaemonOptions};
 use mneme_service::{Access, Hit, Ops, Principal, RetrieveRequest, ServiceError};
 
 use crate::cli::{HookArgs, ServeArgs};
-use crate::client::DaemonClient;
+use crate::client::{DaemonClient, HookAnswer, Loopback, LoopbackError};
 use crate::commands::Invocation;
+use serde::Deserialize as _;
 
 pub const DAEMON_FILE: &str = "daemon.json";
 
@@ -299,6 +300,11 @@ pub fn hook(ctx: &Invocation, args: &HookArgs) -> Result<()> {
 }
 
 fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json::Value, input: HookInput) -> HookOutcome {
+    if !args.local
+        && let Some(answer) = through_loopback(ctx, name, &value)
+    {
+        return answer;
+    }
     if !args.local {
         let answer = match daemon_to_call(ctx) {
             Ok(Some((_, client))) => Some(client.hook(name, &value)),
@@ -333,6 +339,32 @@ fn run_hook(ctx: &Invocation, args: &HookArgs, name: HookName, value: serde_json
             let local = Principal::internal("local", Access::owner(), Sensitivity::Critical);
             // No daemon: no consolidation buffer (regex facts were extracted already).
             hooks.handle(&local, name, input, &mut Vec::new())
+        }
+    }
+}
+
+/// A hook through this data directory's daemon over [`Loopback`] (plain HTTP on loopback,
+/// no `DaemonClient` to set up), when no `[client] daemon_url` names another. `None` when
+/// it cannot be asked that way or does not answer with an outcome: then `DaemonClient`
+/// (TLS) or the store itself.
+fn through_loopback(ctx: &Invocation, name: HookName, value: &serde_json::Value) -> Option<HookOutcome> {
+    if ctx.config.client.daemon_url.is_some() {
+        return None;
+    }
+    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
+    let mut daemon = Loopback::connect(&running_daemon_file(ctx)?, key)?;
+    match daemon.call("POST", &format!("/v1/hooks/{}", name.as_str()), Some(value)) {
+        // A hook outcome names its hook; any other answer is not a mneme daemon's.
+        Ok((200, answer)) if answer.get("hook").is_some() => HookAnswer::deserialize(answer).ok().map(|a| a.into_outcome(name)),
+        Ok((status, answer)) => {
+            let why = answer["error"]["message"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_string);
+            eprintln!("mneme hook: the daemon did not take the hook ({why}); handling locally");
+            None
+        }
+        Err(LoopbackError::NotSent(_)) => None,
+        Err(e) => {
+            eprintln!("mneme hook: daemon unavailable ({e}); handling locally");
+            None
         }
     }
 }

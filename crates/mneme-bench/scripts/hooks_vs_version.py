@@ -39,6 +39,8 @@ commands = {
     "prompt-submit": ([mneme, "claude-hook", "prompt-submit"], lambda i: {"session_id": f"s{i}", "prompt": f"I moved to Lisbon {i} weeks ago, what should I pack?"}),
     "context": ([mneme, "claude-hook", "context", "--usage", "40"], lambda i: {"session_id": f"s{i}"}),
     "session-end": ([mneme, "claude-hook", "session-end"], lambda i: {"session_id": f"s{i}", "reason": "exit"}),
+    # The generic hook command (OpenClaw-style hosts), for comparison.
+    "hook message": ([mneme, "hook", "message_received"], lambda i: {"content": f"Nginx serves the docs site {i}", "sessionId": f"s{i}"}),
 }
 times = {name: [] for name in commands}
 for i in range(rounds):

@@ -24,31 +24,37 @@ const SUBJ_DE: &str = r"([A-ZÄÖÜ][a-zA-ZäöüÄÖÜß \t]{1,40}?)";
 /// (so "TLS 1.3" and "example.com" stay whole).
 const OBJ: &str = r"(.{3,60}?)(?:[.,;!?](?:\s|$)|$)";
 
-static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    let en = [
-        r"(is)[ \t]+(?:a[ \t]+|an[ \t]+|the[ \t]+)?",
-        r"(has)[ \t]+",
-        r"(uses?)[ \t]+",
-        r"(requires?)[ \t]+",
-        r"(supports?)[ \t]+",
-        r"(runs?[ \t]+on)[ \t]+",
-        r"(prefers?)[ \t]+",
-        r"(lives[ \t]+in)[ \t]+",
-        r"(works[ \t]+(?:at|for))[ \t]+",
-    ];
-    let de = [
-        r"(ist)[ \t]+(?:ein[ \t]+|eine[ \t]+|der[ \t]+|die[ \t]+|das[ \t]+)?",
-        r"(hat)[ \t]+",
-        r"(verwendet|benutzt|nutzt)[ \t]+",
-        r"(braucht|benötigt)[ \t]+",
-        r"(läuft[ \t]+auf)[ \t]+",
-        r"(wohnt[ \t]+in)[ \t]+",
-    ];
-    en.iter()
-        .map(|verb| format!(r"(?m)\b{SUBJ_EN}[ \t]+{verb}{OBJ}"))
-        .chain(de.iter().map(|verb| format!(r"(?m)\b{SUBJ_DE}[ \t]+{verb}{OBJ}")))
-        .map(|p| Regex::new(&p).expect("extraction patterns are valid"))
-        .collect()
+/// The verbs, English then German, each with its one capture group (the predicate) and
+/// what may follow it before the object; the order is the order triples come out in.
+const VERBS_EN: [&str; 9] = [
+    r"(is)[ \t]+(?:a[ \t]+|an[ \t]+|the[ \t]+)?",
+    r"(has)[ \t]+",
+    r"(uses?)[ \t]+",
+    r"(requires?)[ \t]+",
+    r"(supports?)[ \t]+",
+    r"(runs?[ \t]+on)[ \t]+",
+    r"(prefers?)[ \t]+",
+    r"(lives[ \t]+in)[ \t]+",
+    r"(works[ \t]+(?:at|for))[ \t]+",
+];
+const VERBS_DE: [&str; 6] = [
+    r"(ist)[ \t]+(?:ein[ \t]+|eine[ \t]+|der[ \t]+|die[ \t]+|das[ \t]+)?",
+    r"(hat)[ \t]+",
+    r"(verwendet|benutzt|nutzt)[ \t]+",
+    r"(braucht|benötigt)[ \t]+",
+    r"(läuft[ \t]+auf)[ \t]+",
+    r"(wohnt[ \t]+in)[ \t]+",
+];
+
+/// One pattern per language, its verbs as alternatives (group 1 the subject, then one
+/// group per verb, then the object), with the number of the language's first verb in the
+/// triples' order. One automaton each, not one per verb: compiling fifteen, each with its
+/// own bounded repetitions, cost a process that reads a message about 5 ms.
+static PATTERNS: LazyLock<[(Regex, usize, usize); 2]> = LazyLock::new(|| {
+    let compile = |subject: &str, verbs: &[&str]| {
+        Regex::new(&format!(r"(?m)\b{subject}[ \t]+(?:{}){OBJ}", verbs.join("|"))).expect("extraction patterns are valid")
+    };
+    [(compile(SUBJ_EN, &VERBS_EN), 0, VERBS_EN.len()), (compile(SUBJ_DE, &VERBS_DE), VERBS_EN.len(), VERBS_DE.len())]
 });
 
 const NOISE_SUBJECTS: &[&str] = &[
@@ -95,46 +101,59 @@ const NOISE_OBJECTS: &[&str] = &["it", "this", "that", "good", "fine", "ok", "ok
 pub fn extract(text: &str) -> Vec<Triple> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    for re in PATTERNS.iter() {
+    // Each match with its verb's place in the order, sorted by it (stable: text order within).
+    let mut found: Vec<(usize, regex::Captures<'_>)> = Vec::new();
+    for (re, first, verbs) in PATTERNS.iter() {
         for caps in re.captures_iter(text) {
-            // A subject that begins inside a longer noun phrase ("The commute to the
-            // Greyhaven office is killing me": the pattern's subject runs 40 characters at
-            // most) is the tail of something else.
-            if caps.get(1).is_some_and(|m| inside_a_phrase(&text[..m.start()])) {
-                continue;
+            if let Some(k) = (0..*verbs).find(|k| caps.get(2 + k).is_some()) {
+                found.push((first + k, caps));
             }
-            let Some(subject) = clean_subject(&caps[1]) else { continue };
-            let predicate = caps[2].split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-            // A short object can swallow the clause's final punctuation ("use it." at the end
-            // of the text: the object needs 3 characters); it is not part of the object.
-            let object = caps[3]
-                .trim()
-                .trim_end_matches(['.', ',', ';', '!', '?'])
-                .trim_matches(|c: char| c == '"' || c == '\'' || c == '`')
-                .trim()
-                .to_string();
-            if subject.chars().count() < 2 || object.chars().count() < 2 || predicate.len() < 2 {
-                continue;
-            }
-            if NOISE_SUBJECTS.contains(&subject.to_lowercase().as_str()) || NOISE_OBJECTS.contains(&object.to_lowercase().as_str()) {
-                continue;
-            }
-            // An object the speaker is acted on in ("… is killing me") tells of them (in
-            // lower case: "US East" is a place).
-            if object.split(|c: char| !c.is_alphanumeric()).any(|w| PERSONAL.contains(&w)) {
-                continue;
-            }
-            // A degree word before the object ("The neighbourhood is so noisy at night",
-            // "The build is way too slow") grades how the speaker finds it: a mood, not a
-            // property of the thing.
-            let graded = object.split_whitespace().next().is_some_and(|w| DEGREE.contains(&w.to_lowercase().as_str()));
-            if graded && ["is", "ist"].contains(&predicate.as_str()) {
-                continue;
-            }
-            let key = format!("{}|{}|{}", subject.to_lowercase(), predicate, object.to_lowercase());
-            if seen.insert(key) {
-                out.push(Triple { subject, predicate, object });
-            }
+        }
+    }
+    found.sort_by_key(|(verb, _)| *verb);
+    for (_, caps) in found {
+        let (Some(subject), Some(verb), Some(object)) = (caps.get(1), caps.iter().skip(2).flatten().next(), caps.iter().last().flatten())
+        else {
+            continue;
+        };
+        // A subject that begins inside a longer noun phrase ("The commute to the
+        // Greyhaven office is killing me": the pattern's subject runs 40 characters at
+        // most) is the tail of something else.
+        if inside_a_phrase(&text[..subject.start()]) {
+            continue;
+        }
+        let Some(subject) = clean_subject(subject.as_str()) else { continue };
+        let predicate = verb.as_str().split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        // A short object can swallow the clause's final punctuation ("use it." at the end
+        // of the text: the object needs 3 characters); it is not part of the object.
+        let object = object
+            .as_str()
+            .trim()
+            .trim_end_matches(['.', ',', ';', '!', '?'])
+            .trim_matches(|c: char| c == '"' || c == '\'' || c == '`')
+            .trim()
+            .to_string();
+        if subject.chars().count() < 2 || object.chars().count() < 2 || predicate.len() < 2 {
+            continue;
+        }
+        if NOISE_SUBJECTS.contains(&subject.to_lowercase().as_str()) || NOISE_OBJECTS.contains(&object.to_lowercase().as_str()) {
+            continue;
+        }
+        // An object the speaker is acted on in ("… is killing me") tells of them (in
+        // lower case: "US East" is a place).
+        if object.split(|c: char| !c.is_alphanumeric()).any(|w| PERSONAL.contains(&w)) {
+            continue;
+        }
+        // A degree word before the object ("The neighbourhood is so noisy at night",
+        // "The build is way too slow") grades how the speaker finds it: a mood, not a
+        // property of the thing.
+        let graded = object.split_whitespace().next().is_some_and(|w| DEGREE.contains(&w.to_lowercase().as_str()));
+        if graded && ["is", "ist"].contains(&predicate.as_str()) {
+            continue;
+        }
+        let key = format!("{}|{}|{}", subject.to_lowercase(), predicate, object.to_lowercase());
+        if seen.insert(key) {
+            out.push(Triple { subject, predicate, object });
         }
     }
     out

@@ -547,14 +547,22 @@ pub fn facts_markdown(facts: &[LiveFact], budget: usize) -> String {
 /// For each slot no live fact about the user states, the newest statement of theirs the
 /// topic layer puts there (with the embedding model), quoted with its date: extraction
 /// read no fact from it, so the block shows the words, not a value it cannot vouch for.
+///
+/// A message the block already quotes beside a fact (newer words about it, or the words
+/// an unsure fact was read from) is not quoted again under another slot: one message, one
+/// place, the one extraction and the topic layer agreed on.
 pub fn unread_markdown(ops: &Ops, p: &Principal, user_facts: &[LiveFact]) -> ServiceResult<String> {
     let mut out = String::new();
+    let mut quoted: HashSet<String> = user_facts.iter().filter_map(|f| f.newer.as_ref().map(|(_, said)| said.trim().to_string())).collect();
     for def in truth::SLOTS {
         if user_facts.iter().any(|f| f.slot.as_deref() == Some(def.id)) {
             continue;
         }
         let Some(r) = ops.topic_statement(p, def.id)? else { continue };
         let Some(mneme_core::Payload::Event(e)) = &r.payload else { continue };
+        if !quoted.insert(e.text.trim().to_string()) {
+            continue;
+        }
         let said: String = e.text.chars().take(200).collect();
         let at = e.event_time.unwrap_or(r.created_at).strftime("%Y-%m-%d");
         out.push_str(&format!("- {}: not recorded as a fact; on {at} they said \"{}\"\n", def.label, said.trim()));

@@ -188,6 +188,32 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     d.stop().await;
 }
 
+/// A message the block quotes in a fact's place (a correction naming both values, newer
+/// than the fact) is not quoted again under another slot the topic layer puts it in
+/// ("reports to", for "Korrektur: QuestDB, nicht Greenplum."): one message, one place.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_is_quoted_once_in_the_block() {
+    let mut config = test_config();
+    config.embedding.model_dir = Some(test_model());
+    let d = TestDaemon::with(config).await;
+    let says =
+        |text: &str, at: &str| json!({ "event": { "content": text, "from": "Emre Kaya", "timestamp": at }, "ctx": { "sessionId": "s1" } });
+    for (text, at) in [
+        ("We keep everything in a Greenplum cluster, three nodes", "2024-05-16T11:56:00Z"),
+        ("Korrektur: QuestDB, nicht Greenplum.", "2024-05-16T12:06:00Z"),
+    ] {
+        let (status, body) = d.post("/v1/hooks/message_received", says(text, at)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0).await;
+    let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "s2" } })).await;
+    let block = start["context"].as_str().unwrap_or_default();
+    let truth = block.split("## Since the last sync").next().unwrap_or_default();
+    assert!(truth.contains("project database: on 2024-05-16 they said \"Korrektur: QuestDB, nicht Greenplum.\""), "{block}");
+    assert_eq!(truth.matches("Korrektur: QuestDB").count(), 1, "{block}");
+    d.stop().await;
+}
+
 /// A fact whose value the value-kind layer doubts ("list" as an allergy, from "Add lobster
 /// to my allergy list, sadly") is written with that doubt as its confidence: recall puts
 /// the words it was read from first, and the context block quotes them, dated, in place of

@@ -1000,15 +1000,24 @@ impl Hooks {
                 && !mneme_truth::tells_of_someone_else(content)
                 && let Some((slot, value)) = self.ops.read_value(content, &held, &retracted)
             {
-                let claim = mneme_truth::Claim {
-                    other: None,
-                    slot: Some(slot),
-                    value,
-                    op: mneme_truth::Op::Set,
-                    old: None,
-                    clause: content.to_string(),
+                // A list read for a multi-valued slot ("Malay, Punjabi and Tamil"): one
+                // claim per item, as the phrases give them.
+                let items: Vec<&str> = match mneme_truth::slot(slot) {
+                    Some(d) if d.kind == mneme_truth::lexicon::SlotKind::Multi => mneme_truth::list_items(&value),
+                    _ => vec![value.as_str()],
                 };
-                out.record_ids.extend(reconciler.apply(&[claim], &crate::truth::Source { read: true, ..source }).record_ids);
+                let claims: Vec<mneme_truth::Claim> = items
+                    .into_iter()
+                    .map(|item| mneme_truth::Claim {
+                        other: None,
+                        slot: Some(slot),
+                        value: item.to_string(),
+                        op: mneme_truth::Op::Set,
+                        old: None,
+                        clause: content.to_string(),
+                    })
+                    .collect();
+                out.record_ids.extend(reconciler.apply(&claims, &crate::truth::Source { read: true, ..source }).record_ids);
             }
         }
         let sender = if role == "user" { input.event.from.clone().or_else(|| input.event.sender.clone()) } else { None };

@@ -144,6 +144,29 @@ fn value_words(span: &str) -> &str {
     span.trim_matches(|c: char| !c.is_alphanumeric() && c != '+' && c != '#')
 }
 
+/// How a list joins its items: a comma (maybe with "and"), "and", "und" or "&".
+const LIST_JOINS: [&str; 7] = [", and ", ", und ", ", & ", ", ", " and ", " und ", " & "];
+
+/// The least share of a list item's kind on its slot's (`MemoryService::value_fit`) for it
+/// to join a value read for a multi-valued slot.
+const LIST_FIT_MIN: f32 = 0.5;
+
+/// The words (byte ranges) of the run of `text` in `range` up to clause punctuation.
+fn list_run_words(text: &str, range: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text[range.clone()].char_indices().map(|(i, c)| (range.start + i, c)).chain([(range.end, ' ')]) {
+        if c.is_whitespace() {
+            if let Some(s) = start.take() {
+                out.push(s..i);
+            }
+        } else {
+            start.get_or_insert(i);
+        }
+    }
+    out
+}
+
 /// What the span reader made of a message ([`MemoryService::explain_read`]).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ValueReading {
@@ -840,13 +863,77 @@ impl MemoryService {
             "value: does not look like one"
         } else if !written_as_its_kind(text, slot, value, |v| among(&mneme_truth::named_values(text, slot), v)) {
             "value: a name not capitalised"
-        } else if cut_from_a_name(text, span_bytes) {
+        } else if cut_from_a_name(text, span_bytes.clone()) {
             "value: part of a longer name"
         } else {
             out.accepted = true;
             "accepted"
         };
+        if out.accepted {
+            let list = self.widen_to_list(text, slot, span_bytes);
+            out.value = text.get(list).map(|v| value_words(v).to_string());
+        }
         Some(out)
+    }
+
+    /// For a multi-valued slot, a value read widened to the list it stands in ("Malay,
+    /// Punjabi and Tamil" around "Punjabi", "Iodine, pistachios and sunflower seeds"):
+    /// each neighbour joined by a comma, "and", "und" or "&" whose words look like a value,
+    /// are written as the slot's kind and fit it by the value-kind layer (at least
+    /// [`LIST_FIT_MIN`]; of the one to four words next to the join, the best fitting),
+    /// when an "and" closes the list. The span reader reads one item (its annotators took a list's first); the list is
+    /// structure. Unchanged for a single-valued slot or without the layer.
+    fn widen_to_list(&self, text: &str, slot: &str, range: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        if mneme_truth::slot(slot).is_none_or(|d| d.kind != mneme_truth::lexicon::SlotKind::Multi) {
+            return range;
+        }
+        let Some(layer) = self.semantic.get().and_then(|s| mneme_truth::topics::TopicModel::values(s.embedder.model_id())) else {
+            return range;
+        };
+        let clause_end = |c: char| matches!(c, ',' | ';' | ':' | '.' | '!' | '?' | '(' | ')' | '"');
+        // The best fitting of the candidate items, if one fits.
+        let best = |candidates: Vec<std::ops::Range<usize>>| -> Option<std::ops::Range<usize>> {
+            let candidates: Vec<std::ops::Range<usize>> = candidates
+                .into_iter()
+                .filter(|r| looks_like_a_value(&text[r.clone()]) && written_as_its_kind(text, slot, &text[r.clone()], |_| false))
+                .collect();
+            let words: Vec<&str> = candidates.iter().map(|r| &text[r.clone()]).collect();
+            let vectors = self.text_vectors(&words)?;
+            candidates
+                .into_iter()
+                .zip(vectors.iter().map(|v| kin_share(layer, &layer.probabilities(v), slot)))
+                .filter(|(_, fit)| *fit >= LIST_FIT_MIN)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(r, _)| r)
+        };
+        let (mut start, mut end) = (range.start, range.end);
+        // A list closes with its "and": past it a bare comma starts something else
+        // ("amoxicillin and cashews, allergies"). Leftwards first, so the right side knows.
+        let closes = |join: &str| join != ", ";
+        let mut closed = list_run_words(text, start..end).iter().any(|w| ["and", "und", "&"].contains(&&text[w.clone()]));
+        while let Some(join) = LIST_JOINS.iter().find(|j| text[..start].ends_with(**j)) {
+            let to = start - join.len();
+            let from = text[..to].rfind(clause_end).map_or(0, |i| i + 1);
+            let words = list_run_words(text, from..to);
+            let n = words.len();
+            let Some(item) = best((1..=n.min(4)).map(|k| words[n - k].start..words[n - 1].end).collect()) else { break };
+            closed |= closes(join);
+            start = item.start;
+        }
+        while let Some(join) = LIST_JOINS.iter().find(|j| text[end..].starts_with(**j) && (!closed || closes(j))) {
+            let from = end + join.len();
+            let to = text[from..].find(clause_end).map_or(text.len(), |i| from + i);
+            let words = list_run_words(text, from..to);
+            let Some(item) = best((1..=words.len().min(4)).map(|k| words[0].start..words[k - 1].end).collect()) else { break };
+            closed |= closes(join);
+            end = item.end;
+        }
+        // Items joined by commas alone are no list but a label or an aside ("Cant have
+        // cinnamon, allergies"): a list is closed by its "and".
+        if !closed {
+            return range;
+        }
+        start..end
     }
 
     /// Where a fact of `slot` with `value`, read from `clause`, belongs by the value-kind

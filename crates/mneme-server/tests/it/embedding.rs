@@ -583,3 +583,32 @@ async fn a_phrase_value_the_reader_reads_elsewhere_is_dropped() {
         d.stop().await;
     }
 }
+
+/// A list the span reader finds one item of, for a multi-valued slot, is read whole when
+/// an "and" closes it ("Languages: Malay, Punjabi and Tamil": three languages), one fact
+/// per item; items joined by a comma alone are no list ("Cant have cinnamon, allergies"
+/// is no allergy to "allergies").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_list_read_for_a_multi_valued_slot_is_read_whole() {
+    let d = model_daemon().await;
+    dana_says_all(
+        &d,
+        &[("Languages: Malay, Punjabi and Tamil", "2026-01-10T09:00:00Z"), ("Cant have cinnamon, allergies", "2026-01-11T09:00:00Z")],
+    )
+    .await;
+    let values = |facts: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = facts["hits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h["record"]["payload"]["object"].as_str().map(str::to_lowercase))
+            .collect();
+        v.sort();
+        v
+    };
+    let languages = slot_facts(&d, "spoken_languages").await;
+    assert_eq!(values(&languages), ["malay", "punjabi", "tamil"], "{languages}");
+    let allergies = slot_facts(&d, "allergies").await;
+    assert_eq!(values(&allergies), ["cinnamon"], "{allergies}");
+    d.stop().await;
+}

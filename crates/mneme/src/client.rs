@@ -295,6 +295,18 @@ pub struct Loopback {
     api_key: Option<String>,
 }
 
+/// How a hook sent over [`Loopback`] ended.
+#[derive(Debug)]
+pub enum HookCall {
+    /// A mneme daemon's hook outcome (it names its hook).
+    Answered(Value),
+    /// Not handled: never sent (`None`), refused before handling (a key the caller lacks,
+    /// the rate limit), or not a mneme daemon's answer. The caller may do the work itself.
+    NotTaken(Option<String>),
+    /// Sent and then failed (a server error, no answer): the daemon may have done part of it.
+    Failed(String),
+}
+
 /// Why a call over [`Loopback`] got no answer: before the request was sent (the caller
 /// may do the work itself) or after (the daemon may have done it: it is not done twice).
 #[derive(Debug)]
@@ -326,6 +338,19 @@ impl Loopback {
         Some(Loopback { reader: std::io::BufReader::new(stream), host: addr.to_string(), api_key })
     }
 
+    /// `POST /v1/hooks/NAME` with `body`, classified ([`HookCall`]).
+    pub fn hook(&mut self, name: HookName, body: &Value) -> HookCall {
+        match self.call("POST", &format!("/v1/hooks/{}", name.as_str()), Some(body)) {
+            Ok((200, answer)) if answer.get("hook").is_some() => HookCall::Answered(answer),
+            Ok((status, answer)) if status < 500 => {
+                HookCall::NotTaken(Some(answer["error"]["message"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_string)))
+            }
+            Ok((status, _)) => HookCall::Failed(format!("HTTP {status}")),
+            Err(LoopbackError::NotSent(_)) => HookCall::NotTaken(None),
+            Err(e) => HookCall::Failed(e.to_string()),
+        }
+    }
+
     /// One call: the status and the JSON answer. The connection stays open for the next.
     pub fn call(&mut self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), LoopbackError> {
         use std::io::{BufRead as _, Read as _, Write as _};
@@ -341,8 +366,9 @@ impl Loopback {
         request.push_str(&body);
         self.reader.get_mut().write_all(request.as_bytes()).map_err(LoopbackError::NotSent)?;
         let no_answer = |what: &str| LoopbackError::NoAnswer(what.to_string());
+        let io = |e: std::io::Error| LoopbackError::NoAnswer(e.to_string());
         let mut line = String::new();
-        self.reader.read_line(&mut line).map_err(|e| LoopbackError::NoAnswer(e.to_string()))?;
+        self.reader.read_line(&mut line).map_err(io)?;
         let status: u16 = line
             .strip_prefix("HTTP/1.1 ")
             .and_then(|rest| rest.get(..3))
@@ -351,7 +377,7 @@ impl Loopback {
         let (mut length, mut chunked) = (None, false);
         loop {
             line.clear();
-            self.reader.read_line(&mut line).map_err(|e| LoopbackError::NoAnswer(e.to_string()))?;
+            self.reader.read_line(&mut line).map_err(io)?;
             let header = line.trim_end();
             if header.is_empty() {
                 break;
@@ -364,7 +390,6 @@ impl Loopback {
             }
         }
         let mut raw = Vec::new();
-        let io = |e: std::io::Error| LoopbackError::NoAnswer(e.to_string());
         match (length, chunked) {
             (Some(n), false) => {
                 raw.resize(n.min(64 << 20), 0);

@@ -15,7 +15,7 @@ use mneme_server::{DaemonFile, DaemonOptions};
 use mneme_service::{Access, Hit, Ops, Principal, RetrieveRequest, ServiceError};
 
 use crate::cli::{HookArgs, ServeArgs};
-use crate::client::{DaemonClient, HookAnswer, Loopback, LoopbackError};
+use crate::client::{DaemonClient, HookAnswer, HookCall, Loopback};
 use crate::commands::Invocation;
 use serde::Deserialize as _;
 
@@ -60,6 +60,17 @@ pub fn running_daemon_file(ctx: &Invocation) -> Option<DaemonFile> {
     DaemonFile::read(&ctx.data_dir.join(DAEMON_FILE)).filter(|file| crate::supervise::pid_alive(file.pid))
 }
 
+/// The caller's API key for the daemon (`MNEME_API_KEY`), when set.
+fn api_key() -> Option<String> {
+    std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty())
+}
+
+/// A [`Loopback`] connection to this data directory's daemon, when one runs serving plain
+/// HTTP on loopback (with the caller's key).
+pub fn local_loopback(ctx: &Invocation) -> Option<Loopback> {
+    Loopback::connect(&running_daemon_file(ctx)?, api_key())
+}
+
 /// The daemon serving this data directory, if it is alive and answers, with the client
 /// that asked it (sending `key` to the calls that need one).
 fn local_daemon(ctx: &Invocation, key: Option<String>) -> Option<(DaemonFile, DaemonClient)> {
@@ -73,7 +84,7 @@ fn local_daemon(ctx: &Invocation, key: Option<String>) -> Option<(DaemonFile, Da
 /// `[client] daemon_url` names (an error when it does not answer), else the one serving
 /// this data directory, if any.
 pub fn daemon_to_call(ctx: &Invocation) -> Result<Option<(DaemonFile, DaemonClient)>> {
-    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
+    let key = api_key();
     let Some(url) = &ctx.config.client.daemon_url else { return Ok(local_daemon(ctx, key)) };
     let client = DaemonClient::remote(&ctx.config, url, key)?;
     let health = client.health().with_context(|| format!("the daemon at [client] daemon_url {url} does not answer"))?;
@@ -351,19 +362,15 @@ fn through_loopback(ctx: &Invocation, name: HookName, value: &serde_json::Value)
     if ctx.config.client.daemon_url.is_some() {
         return None;
     }
-    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
-    let mut daemon = Loopback::connect(&running_daemon_file(ctx)?, key)?;
-    match daemon.call("POST", &format!("/v1/hooks/{}", name.as_str()), Some(value)) {
-        // A hook outcome names its hook; any other answer is not a mneme daemon's.
-        Ok((200, answer)) if answer.get("hook").is_some() => HookAnswer::deserialize(answer).ok().map(|a| a.into_outcome(name)),
-        Ok((status, answer)) => {
-            let why = answer["error"]["message"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_string);
+    match local_loopback(ctx)?.hook(name, value) {
+        HookCall::Answered(answer) => HookAnswer::deserialize(answer).ok().map(|a| a.into_outcome(name)),
+        HookCall::NotTaken(None) => None,
+        HookCall::NotTaken(Some(why)) => {
             eprintln!("mneme hook: the daemon did not take the hook ({why}); handling locally");
             None
         }
-        Err(LoopbackError::NotSent(_)) => None,
-        Err(e) => {
-            eprintln!("mneme hook: daemon unavailable ({e}); handling locally");
+        HookCall::Failed(why) => {
+            eprintln!("mneme hook: daemon unavailable ({why}); handling locally");
             None
         }
     }

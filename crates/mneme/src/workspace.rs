@@ -12,6 +12,7 @@ use mneme_workspace::context::{HookEvent, HookOutput};
 use mneme_workspace::{WorkspaceSettings, consolidate, init, rotate, status};
 
 use crate::cli::{HookArgs, WorkspaceCommand};
+use crate::client::HookCall;
 use crate::commands::Invocation;
 use crate::render::print_json;
 
@@ -413,33 +414,26 @@ fn prompt_event(prompt: String, user: String) -> mneme_agent::hooks::HookEvent {
 /// limit): the hook then works on the store itself. A request a daemon took is never
 /// repeated here.
 fn through_daemon(ctx: &Invocation, prompt: Option<&str>, user: &str, speaker: Option<&str>) -> Option<AgentState> {
-    let file = crate::daemon::running_daemon_file(ctx)?;
-    let key = std::env::var("MNEME_API_KEY").ok().filter(|k| !k.trim().is_empty());
-    let mut daemon = crate::client::Loopback::connect(&file, key)?;
+    let mut daemon = crate::daemon::local_loopback(ctx)?;
     let hook_ctx = serde_json::json!({ "sessionId": "claude-code", "channelId": "claude-code", "userId": speaker });
-    let (name, path, body) = match prompt {
+    let (name, hook, body) = match prompt {
         Some(p) => {
             let event = prompt_event(p.to_string(), user.to_string());
-            ("prompt-submit", "/v1/hooks/message_received", serde_json::json!({ "event": event, "ctx": hook_ctx }))
+            ("prompt-submit", mneme_agent::hooks::HookName::MessageReceived, serde_json::json!({ "event": event, "ctx": hook_ctx }))
         }
-        None => ("session-start", "/v1/hooks/session_start", serde_json::json!({ "event": {}, "ctx": hook_ctx })),
+        None => ("session-start", mneme_agent::hooks::HookName::SessionStart, serde_json::json!({ "event": {}, "ctx": hook_ctx })),
     };
-    let answer = match daemon.call("POST", path, Some(&body)) {
-        Ok((200, answer)) if answer.get("hook").is_some() => answer,
+    let answer = match daemon.hook(hook, &body) {
+        HookCall::Answered(answer) => answer,
+        HookCall::NotTaken(None) => return None,
         // Refused before it was handled (a key the hook lacks, the rate limit), or not a
         // mneme daemon: the store is the hook's own.
-        Ok((status, answer)) if status < 500 => {
-            let why = answer["error"]["message"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_string);
+        HookCall::NotTaken(Some(why)) => {
             eprintln!("mneme claude-hook {name}: the daemon did not take the hook ({why}); handled here");
             return None;
         }
-        Err(crate::client::LoopbackError::NotSent(_)) => return None,
-        Ok((status, _)) => {
-            eprintln!("mneme claude-hook {name}: the daemon failed the hook (HTTP {status}); nothing from memory this time");
-            return Some(AgentState::default());
-        }
-        Err(e) => {
-            eprintln!("mneme claude-hook {name}: the daemon did not answer ({e}); nothing from memory this time");
+        HookCall::Failed(why) => {
+            eprintln!("mneme claude-hook {name}: the daemon failed the hook ({why}); nothing from memory this time");
             return Some(AgentState::default());
         }
     };

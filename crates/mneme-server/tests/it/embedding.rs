@@ -82,7 +82,12 @@ async fn model_daemon() -> TestDaemon {
 
 /// A `message_received` hook body: Dana says `text` at `at`, in that day's session.
 fn dana_says(text: &str, at: &str) -> serde_json::Value {
-    json!({ "event": { "content": text, "from": "Dana", "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } })
+    says("Dana", text, at)
+}
+
+/// A `message_received` body: `from` says `text` at `at` (an RFC 3339 time), in the day's session.
+fn says(from: &str, text: &str, at: &str) -> serde_json::Value {
+    json!({ "event": { "content": text, "from": from, "timestamp": at }, "ctx": { "sessionId": at[..10].to_string() } })
 }
 
 /// Dana says each `(text, at)` through the `message_received` hook, in order.
@@ -196,13 +201,11 @@ async fn a_message_is_quoted_once_in_the_block() {
     let mut config = test_config();
     config.embedding.model_dir = Some(test_model());
     let d = TestDaemon::with(config).await;
-    let says =
-        |text: &str, at: &str| json!({ "event": { "content": text, "from": "Emre Kaya", "timestamp": at }, "ctx": { "sessionId": "s1" } });
     for (text, at) in [
         ("We keep everything in a Greenplum cluster, three nodes", "2024-05-16T11:56:00Z"),
         ("Korrektur: QuestDB, nicht Greenplum.", "2024-05-16T12:06:00Z"),
     ] {
-        let (status, body) = d.post("/v1/hooks/message_received", says(text, at)).await;
+        let (status, body) = d.post("/v1/hooks/message_received", says("Emre Kaya", text, at)).await;
         assert_eq!(status, 200, "{body}");
     }
     embedding_status_until(&d, "the messages embedded", |e| e["pending"] == 0).await;

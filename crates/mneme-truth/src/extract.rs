@@ -1860,7 +1860,8 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
 fn correction(text: &str) -> Option<(String, String)> {
     let t = text.trim().trim_end_matches(['.', '!']);
     let clean = |s: &str| {
-        let mut s = s.trim().trim_matches(|c: char| c == '"' || c == ',');
+        // "*Beckett, not Zoltan": the star marks a chat correction, not the name.
+        let mut s = s.trim().trim_matches(|c: char| c == '"' || c == ',' || c == '*');
         // Leading interjections: "sorry, I meant …", "oops, it's …", "correction — …".
         loop {
             let before = s.len();
@@ -1929,7 +1930,7 @@ fn correction(text: &str) -> Option<(String, String)> {
         let (new, old) = (clean(&t[at..when]), clean(&t[when + "when i said ".len()..]));
         return (!new.is_empty() && !old.is_empty()).then_some((new, old));
     }
-    if let Some(w) = find_ci(t, " was wrong, it's ").or_else(|| find_ci(t, " was wrong, it is ")) {
+    if let Some(w) = [" was wrong, it's ", " was wrong, it is ", " is wrong, it's ", " is wrong, it is "].iter().find_map(|p| find_ci(t, p)) {
         let head = &t[..w];
         let old = head.rsplit(',').next().unwrap_or(head);
         let tail = &t[w..];

@@ -943,7 +943,15 @@ impl Hooks {
             let phrased = !claims.is_empty();
             let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
             let source =
-                crate::truth::Source { speaker, at: timestamp, message: Some(&record.id), sensitivity, scope: &record.scope, read: false };
+                crate::truth::Source {
+                speaker,
+                at: timestamp,
+                message: Some(&record.id),
+                text: Some(content),
+                sensitivity,
+                scope: &record.scope,
+                read: false,
+            };
             let reconciler = crate::truth::Reconciler { ops: &self.ops, principal: p };
             let held = |slot: &'static str| reconciler.held(slot, &source);
             // A new value the span reader reads elsewhere in the message is the phrase's

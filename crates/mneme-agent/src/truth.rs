@@ -47,8 +47,9 @@ pub struct Source<'a> {
     /// The speaker's name (the user); `None` writes "user".
     pub speaker: Option<&'a str>,
     pub at: Timestamp,
-    /// The message record the claims came from.
+    /// The message record the claims came from, and its words.
     pub message: Option<&'a RecordId>,
+    pub text: Option<&'a str>,
     pub sensitivity: Sensitivity,
     pub scope: &'a Scope,
     /// The claims were read by the span reader (`MemoryService::read_value`), not matched
@@ -138,7 +139,12 @@ impl Reconciler<'_> {
         // and may file it under the slot the value's kind and the clause's topic agree on.
         let mut def = def;
         if matches!(claim.op, Op::Set | Op::Add) && !live.iter().any(|r| same(r, &claim.value)) {
-            match self.ops.value_slot(def.id, &claim.value, &claim.clause).and_then(truth::slot) {
+            // A slot known from the value it replaces is not weighed against the message's
+            // topic, nor is the encoder's reading (it weighed the topic already). The whole
+            // message, not the clause: a phrase's clause can be a fragment ("My editor these
+            // days: | CotEditor").
+            let clause = (claim.slot.is_some() && !src.read).then(|| src.text.unwrap_or(&claim.clause));
+            match self.ops.value_slot(def.id, &claim.value, clause).and_then(truth::slot) {
                 Some(d) if d.id == def.id => {}
                 Some(d) => {
                     tracing::debug!(from = def.id, to = d.id, value = %claim.value, "filed under the slot its kind and clause agree on");

@@ -118,7 +118,12 @@ fn run(cli: Cli) -> Result<()> {
                 // With --read, how well each claim's value fits its slot by the value-kind layer.
                 let fits: Option<Vec<Option<f32>>> =
                     service.as_ref().map(|c| claims.iter().map(|cl| cl.slot.and_then(|s| c.service().value_fit(s, &cl.value))).collect());
-                outln!("{}", serde_json::json!({ "text": text, "claims": claims, "fits": fits, "reading": reading }));
+                // With --read, the topic layer's likeliest slots and the read value's kinds
+                // (the whole text's when nothing was read: a bare value's).
+                let kinds = service.as_ref().and_then(|c| {
+                    c.service().explain_kinds(text, Some(reading.as_ref().and_then(|r| r.value.as_deref()).unwrap_or(text)))
+                });
+                outln!("{}", serde_json::json!({ "text": text, "claims": claims, "fits": fits, "reading": reading, "kinds": kinds }));
             }
             Ok(())
         }

@@ -133,8 +133,9 @@ impl Ops {
 
     /// Where a fact of `slot` with `value` from `clause` belongs by the value's kind
     /// (`MemoryService::value_slot`; `None`: nowhere): text in, no record read, so no
-    /// principal.
-    pub fn value_slot(&self, slot: &'static str, value: &str, clause: &str) -> Option<&'static str> {
+    /// principal. Without a clause (the slot is known otherwise: the value replaces one
+    /// held there), the value's kind alone decides whether it stays.
+    pub fn value_slot(&self, slot: &'static str, value: &str, clause: Option<&str>) -> Option<&'static str> {
         self.service.value_slot(slot, value, clause)
     }
 

@@ -43,9 +43,20 @@ const PHRASE_DOUBT: f32 = 0.03;
 /// likelier than the phrase's exact words (`MemoryService::phrase_value`).
 const PHRASE_REFINE: f32 = 3.0;
 
-/// How sure both the value-kind layer and the topic layer must be of another slot for a
-/// fact whose value does not fit its own to be filed there (`MemoryService::value_slot`).
-const REFILE_MIN: f32 = 0.5;
+/// A value with at least this share on its slot's kind is that slot's whatever the
+/// clause's topic (`MemoryService::value_slot`); below it, the topic is weighed too.
+const SURE_FIT: f32 = 0.3;
+
+/// The least topic probability of the clause, and the least share of the value on the
+/// slot's kind, for a fact whose value does not fit its own slot to be filed under
+/// another (`MemoryService::value_slot`).
+const REFILE_TOPIC_MIN: f32 = 0.2;
+const REFILE_KIND_MIN: f32 = 0.35;
+
+/// How many times the other slot's topic probability times the value's share on its kind
+/// must exceed the own slot's for a value to be filed there: the value-kind layer knows
+/// few names of databases and editors, and spreads an unknown one ("Memgraph") thin.
+const REFILE_MARGIN: f32 = 2.0;
 
 /// The old-value head's least share for a held value's words when the message also names
 /// another value of that single-valued slot's kind (`MemoryService::explain_read`): a
@@ -869,8 +880,41 @@ impl MemoryService {
             out.accepted = true;
             "accepted"
         };
+        // A value that does not look like the topic's slot's kind may be another slot's the
+        // message is about too: "Switched to fruitarian this week" reads as hobbies (0.58)
+        // and as diet (0.39), and "fruitarian" is a diet's kind. The slot with the most of
+        // both (topic probability times the value's share on the slot's kind) is read. Not
+        // when the slot is the one whose value the message replaces: that is structure.
+        let mut span_bytes = span_bytes;
+        if out.accepted && old_p.is_none() {
+            let fit = self.value_fit(slot, value).unwrap_or(1.0);
+            let p = layer.probabilities(&states.sentence);
+            let topic_p = |s: &str| layer.classes.iter().position(|c| c == s).and_then(|i| p.get(i)).copied().unwrap_or(0.0);
+            if fit < SURE_FIT && topic_p(mneme_truth::topics::NONE) < 0.5 {
+                let mut best = (REFILE_MARGIN * topic_p(slot) * fit, slot, span_bytes.clone());
+                for d in mneme_truth::SLOTS.iter().filter(|d| d.id != slot && topic_p(d.id) >= REFILE_TOPIC_MIN) {
+                    let Some(index) = reader.slot_index(d.id) else { continue };
+                    let held = mentioned(d.id);
+                    let Some(span) = reader.read_where(&tokens, index, |i, j| apart_from(&held, i, j)) else { continue };
+                    let bytes = states.offsets[span.start].0..states.offsets[span.end].1;
+                    let Some(v) = text.get(bytes.clone()).map(value_words) else { continue };
+                    let readable = span.p >= min * (span.p + span.p_none)
+                        && looks_like_a_value(v)
+                        && written_as_its_kind(text, d.id, v, |v| among(&mneme_truth::named_values(text, d.id), v))
+                        && !cut_from_a_name(text, bytes.clone());
+                    let kind = self.value_fit(d.id, v).unwrap_or(0.0);
+                    if readable && kind >= REFILE_KIND_MIN && topic_p(d.id) * kind > best.0 {
+                        best = (topic_p(d.id) * kind, d.id, bytes);
+                    }
+                }
+                if best.1 != slot {
+                    (out.slot, span_bytes) = (Some(best.1), best.2);
+                }
+            }
+        }
         if out.accepted {
-            let list = self.widen_to_list(text, slot, span_bytes);
+            let slot = out.slot.unwrap_or(slot);
+            let list = self.widen_to_list(text, slot, span_bytes.clone());
             out.value = text.get(list).map(|v| value_words(v).to_string());
         }
         Some(out)
@@ -937,26 +981,84 @@ impl MemoryService {
     }
 
     /// Where a fact of `slot` with `value`, read from `clause`, belongs by the value-kind
-    /// layer (`TopicModel::values`): `slot` when each value of a list ("hazelnuts, sesame")
-    /// has at least `retrieval.value_min_p` of its probability on the slots of `slot`'s
-    /// kind (`mneme_truth::value_kin`); otherwise the slot that the value's kind and the
-    /// clause's topic (the topic layer) both put first, each at least `REFILE_MIN` sure;
-    /// otherwise `None`: not a value of any slot the clause is about. `slot` unchanged
-    /// when there is no model or layer, or the floor is 0: nothing is refused without the
+    /// layer (`TopicModel::values`) and the clause's topic (the topic layer), weighed
+    /// together:
+    /// - `slot` when each value of a list ("hazelnuts, sesame") has at least
+    ///   [`SURE_FIT`] of its probability on the slots of `slot`'s kind
+    ///   (`mneme_truth::value_kin`);
+    /// - otherwise the slot with the most of both, the clause's topic probability times
+    ///   the value's share on the slot's kind, when the topic gives it at least
+    ///   [`REFILE_TOPIC_MIN`] (and `none` less than half) and the value at least
+    ///   [`REFILE_KIND_MIN`]: "Switched to
+    ///   fruitarian this week" reads as hobbies by its topic (0.58) and as diet (0.39), and
+    ///   "fruitarian" is a diet's kind, not a hobby's; "gave Lapce a try last month and
+    ///   never went back" reads as diet (0.59) and as editor (0.26), and "Lapce" is an
+    ///   editor's kind;
+    /// - otherwise `slot` while the value has at least `retrieval.value_min_p` on its kind;
+    /// - otherwise `None`: not a value of any slot the clause is about.
+    ///
+    /// Without a `clause` (the caller knows the slot otherwise: the value replaces one held
+    /// there, "*Beckett, not Zoltan"), no other slot is weighed. `slot` unchanged when
+    /// there is no model or layer, or the floor is 0: nothing is refused without the
     /// reading.
-    pub fn value_slot(&self, slot: &'static str, value: &str, clause: &str) -> Option<&'static str> {
+    pub fn value_slot(&self, slot: &'static str, value: &str, clause: Option<&str>) -> Option<&'static str> {
         let floor = self.config.retrieval.value_min_p as f32;
         if floor <= 0.0 {
             return Some(slot);
         }
+        // The slot's own noun is no value of it ("Ich nutze jetzt Atom als Editor").
+        let named_by = |slot: &str| mneme_truth::slot(slot).is_some_and(|d| d.nouns.contains(&value.trim().to_lowercase().as_str()));
+        if named_by(slot) {
+            return None;
+        }
         let Some((layer, probs)) = self.value_kinds(value) else { return Some(slot) };
-        if probs.iter().all(|p| p.is_empty() || kin_share(layer, p, slot) >= floor) {
+        let fits = |slot: &str| probs.iter().filter(|p| !p.is_empty()).map(|p| kin_share(layer, p, slot)).min_by(f32::total_cmp);
+        let fit = fits(slot).unwrap_or(1.0);
+        if fit >= SURE_FIT {
             return Some(slot);
         }
-        let [p] = probs.as_slice() else { return None };
-        let (kind, pk) = p.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, p)| (layer.classes[i].as_str(), *p))?;
-        let topic = self.topic_layer()?.classify(&self.text_query_vector(clause)?)?;
-        (topic.slot == Some(kind) && topic.p >= REFILE_MIN && pk >= REFILE_MIN).then(|| mneme_truth::slot(kind).map(|d| d.id)).flatten()
+        let kept = (fit >= floor).then_some(slot);
+        let Some(topics) = self.topic_layer() else { return kept };
+        let Some(vector) = clause.and_then(|c| self.text_query_vector(c)) else { return kept };
+        let p = topics.probabilities(&vector);
+        let topic_p = |s: &str| topics.classes.iter().position(|c| c == s).and_then(|i| p.get(i)).copied().unwrap_or(0.0);
+        // A clause the topic layer finds about no slot ("My twin is teaching the kids
+        // Yoruba") gives no other slot either.
+        if topic_p(mneme_truth::topics::NONE) >= 0.5 {
+            return kept;
+        }
+        let own = topic_p(slot) * fit;
+        let best = mneme_truth::SLOTS
+            .iter()
+            .map(|d| (d.id, topic_p(d.id), fits(d.id).unwrap_or(0.0)))
+            .filter(|(id, tp, kp)| *tp >= REFILE_TOPIC_MIN && *kp >= REFILE_KIND_MIN && !named_by(id))
+            .max_by(|a, b| (a.1 * a.2).total_cmp(&(b.1 * b.2)));
+        match best {
+            Some((id, tp, kp)) if id != slot && tp * kp > REFILE_MARGIN * own => Some(id),
+            _ => kept,
+        }
+    }
+
+    /// The topic layer's classes for `text` and the value-kind layer's for `value`, each
+    /// with its probability, likeliest first (what `mneme-bench extract --read` prints
+    /// beside a reading). `None` without the model or the layers.
+    pub fn explain_kinds(&self, text: &str, value: Option<&str>) -> Option<(Vec<(String, f32)>, Vec<(String, f32)>)> {
+        let ranked = |layer: &mneme_truth::topics::TopicModel, p: Vec<f32>| {
+            let mut r: Vec<(String, f32)> = layer.classes.iter().cloned().zip(p).collect();
+            r.sort_by(|a, b| b.1.total_cmp(&a.1));
+            r.truncate(6);
+            r
+        };
+        let topics = self.topic_layer()?;
+        let topic = ranked(topics, topics.probabilities(&self.text_query_vector(text)?));
+        let kinds = match value {
+            Some(v) => {
+                let layer = self.semantic.get().and_then(|s| mneme_truth::topics::TopicModel::values(s.embedder.model_id()))?;
+                ranked(layer, layer.probabilities(&self.text_vectors(&[v])?.pop()?))
+            }
+            None => Vec::new(),
+        };
+        Some((topic, kinds))
     }
 
     /// How well `value` fits `slot` by the value-kind layer: the least share, over the

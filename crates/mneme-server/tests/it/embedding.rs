@@ -615,3 +615,33 @@ async fn a_list_read_for_a_multi_valued_slot_is_read_whole() {
     assert_eq!(values(&allergies), ["cinnamon"], "{allergies}");
     d.stop().await;
 }
+
+/// A value is filed where the message's topic and the value's kind agree, weighed
+/// together: "Switched to fruitarian this week" reads as hobbies by its topic alone, but
+/// "fruitarian" is a diet's kind and diet is the topic's second reading, so it is a diet;
+/// "I've moved over to jEdit" matches the phrase of a move, but the message is about an
+/// editor and "jEdit" is an editor's kind, so the city stays Lisbon. A slot known from
+/// the value a correction replaces ("*Beckett, not Zoltan" after "my partner Zoltan") is
+/// not weighed against the topic.
+#[tokio::test]
+async fn a_value_is_filed_where_the_messages_topic_and_its_kind_agree() {
+    let d = model_daemon().await;
+    dana_says_all(
+        &d,
+        &[
+            ("I live in Lisbon.", "2026-01-10T09:00:00Z"),
+            ("Renovation update: my partner Zoltan painted the hallway green without asking me.", "2026-01-10T09:01:00Z"),
+            ("*Beckett, not Zoltan. autocorrect strikes again", "2026-01-10T09:02:00Z"),
+            ("Switched to fruitarian this week", "2026-02-10T09:00:00Z"),
+            ("Also, I've moved over to jEdit, CotEditor was getting too slow", "2026-03-10T09:00:00Z"),
+        ],
+    )
+    .await;
+    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
+    assert_eq!(first(slot_facts(&d, "diet").await).as_deref(), Some("fruitarian"));
+    assert_eq!(first(slot_facts(&d, "hobbies").await), None);
+    assert_eq!(first(slot_facts(&d, "editor").await).as_deref(), Some("jEdit"));
+    assert_eq!(first(slot_facts(&d, "city").await).as_deref(), Some("Lisbon"));
+    assert_eq!(first(slot_facts(&d, "partner").await).as_deref(), Some("Beckett"));
+    d.stop().await;
+}

@@ -942,8 +942,7 @@ impl Hooks {
         if extracting && (!question || !claims.is_empty()) {
             let phrased = !claims.is_empty();
             let speaker = input.event.from.as_deref().or(input.event.sender.as_deref());
-            let source =
-                crate::truth::Source {
+            let source = crate::truth::Source {
                 speaker,
                 at: timestamp,
                 message: Some(&record.id),
@@ -974,6 +973,11 @@ impl Hooks {
                     Some(c)
                 })
                 .collect();
+            crate::truth::one_value_per_message(
+                &mut claims,
+                |v| self.ops.replaced_share(content, v),
+                |slot, v| self.ops.value_fit(slot, v),
+            );
             // A phrase that gives the speaker a value they do not hold yet says what is new.
             // Otherwise (no phrase, a retraction, a value restated: "living in Milan is
             // history; these days it's Naples") the encoder may read the new value.

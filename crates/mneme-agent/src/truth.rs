@@ -289,6 +289,71 @@ fn fact_of(r: &MemoryRecord) -> Option<&SemanticPayload> {
 
 /// " in message <id>": rationales name the message (its evidence), never quote it, so
 /// pruning or forgetting the message leaves no copy of its words in lineage.
+/// One message gives a single-valued slot of the speaker one value. Where the phrases set
+/// two ("So I relocated to Pittsburgh last week. The rent in Tallinn was getting insane";
+/// "Officially started at InGen this week; Spacely Sprockets is behind me"), the one the
+/// old-value head (`share`: how surely the message names a value as the one it replaces)
+/// reads least as replaced is kept, and the other is what it replaces, when the head reads
+/// that one at least [`PAIRED_REPLACED_MIN`] and by [`PAIRED_REPLACED_MARGIN`] more, and
+/// the one kept looks like a value of the slot (`fit`, the value-kind layer's share on the
+/// slot's kind, at least [`PAIRED_KEPT_FIT`]: "used" in "My favorite used to be rendang,
+/// but now it's jollof rice" is no food). Unchanged otherwise: in order, the last stands.
+pub(crate) fn one_value_per_message(
+    claims: &mut Vec<Claim>,
+    share: impl Fn(&str) -> Option<f32>,
+    fit: impl Fn(&'static str, &str) -> Option<f32>,
+) {
+    let single =
+        |c: &Claim| c.other.is_none() && c.op == Op::Set && c.slot.and_then(truth::slot).is_some_and(|d| d.kind == SlotKind::Single);
+    let mut i = 0;
+    while i < claims.len() {
+        if !single(&claims[i]) {
+            i += 1;
+            continue;
+        }
+        let slot = claims[i].slot;
+        let same: Vec<usize> = (0..claims.len())
+            .filter(|&j| single(&claims[j]) && claims[j].slot == slot)
+            .filter(|&j| truth::normalize_value(&claims[j].value) != truth::normalize_value(&claims[i].value) || j == i)
+            .collect();
+        if same.len() < 2 {
+            i += 1;
+            continue;
+        }
+        let shares: Option<Vec<f32>> = same.iter().map(|&j| share(&claims[j].value)).collect();
+        let Some(shares) = shares else {
+            i += 1;
+            continue;
+        };
+        let by = |a: &usize, b: &usize| shares[*a].total_cmp(&shares[*b]);
+        let (Some(keep), Some(old)) = ((0..same.len()).min_by(by), (0..same.len()).max_by(by)) else { break };
+        let fits = claims[same[keep]].slot.and_then(|slot| fit(slot, &claims[same[keep]].value)).is_some_and(|f| f >= PAIRED_KEPT_FIT);
+        if shares[old] < PAIRED_REPLACED_MIN || shares[old] < shares[keep] + PAIRED_REPLACED_MARGIN || !fits {
+            i += 1;
+            continue;
+        }
+        let (keep, old) = (same[keep], same[old]);
+        let replaced = claims[old].value.clone();
+        claims[keep].old.get_or_insert(replaced);
+        let drop: Vec<usize> = same.into_iter().filter(|&j| j != keep).collect();
+        let mut k = 0;
+        claims.retain(|_| {
+            k += 1;
+            !drop.contains(&(k - 1))
+        });
+        i = 0;
+    }
+}
+
+/// The least share of the old-value head for a value a message's phrases set beside
+/// another of the same slot to be read as the one replaced ([`one_value_per_message`]).
+const PAIRED_REPLACED_MIN: f32 = 0.3;
+/// ... and by how much more than the one kept ("After the separation from Nadine, I've
+/// started a relationship with Zoltan" reads both at 0.95: no reading).
+const PAIRED_REPLACED_MARGIN: f32 = 0.2;
+/// The least fit to the slot's kind of the value kept.
+const PAIRED_KEPT_FIT: f32 = 0.3;
+
 fn from_message(src: &Source<'_>) -> String {
     src.message.map(|m| format!(" in message {m}")).unwrap_or_default()
 }

@@ -120,9 +120,9 @@ fn run(cli: Cli) -> Result<()> {
                     service.as_ref().map(|c| claims.iter().map(|cl| cl.slot.and_then(|s| c.service().value_fit(s, &cl.value))).collect());
                 // With --read, the topic layer's likeliest slots and the read value's kinds
                 // (the whole text's when nothing was read: a bare value's).
-                let kinds = service.as_ref().and_then(|c| {
-                    c.service().explain_kinds(text, Some(reading.as_ref().and_then(|r| r.value.as_deref()).unwrap_or(text)))
-                });
+                let kinds = service
+                    .as_ref()
+                    .and_then(|c| c.service().explain_kinds(text, Some(reading.as_ref().and_then(|r| r.value.as_deref()).unwrap_or(text))));
                 outln!("{}", serde_json::json!({ "text": text, "claims": claims, "fits": fits, "reading": reading, "kinds": kinds }));
             }
             Ok(())

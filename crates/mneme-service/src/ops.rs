@@ -119,6 +119,12 @@ impl Ops {
         self.service.phrase_value(text, slot, value, others)
     }
 
+    /// How surely a message names `value` as the value it replaces, by the old-value head
+    /// (`MemoryService::replaced_share`): text in, no record read, so no principal.
+    pub fn replaced_share(&self, text: &str, value: &str) -> Option<f32> {
+        self.service.replaced_share(text, value)
+    }
+
     /// The slot and value a user's message gives, read by meaning (`MemoryService::read_value`),
     /// past the values `held` says the speaker holds for a slot: text in, no record read,
     /// so no principal.

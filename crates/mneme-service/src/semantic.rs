@@ -761,6 +761,23 @@ impl MemoryService {
         }
     }
 
+    /// How surely `text` names `value` as the value it replaces, by the old-value head: its
+    /// share against "no value" for the likeliest span over `value`'s words. `None`
+    /// without a local model or the head, or when the words are not in the text.
+    pub fn replaced_share(&self, text: &str, value: &str) -> Option<f32> {
+        let s = self.semantic.get().filter(|_| self.config.retrieval.old_min_p < 1.0)?;
+        let head = mneme_truth::spans::SpanReader::builtin_old(s.embedder.model_id())?;
+        let words = mneme_truth::mentions(text, value);
+        if words.is_empty() {
+            return None;
+        }
+        let states = s.token_states(text)?;
+        let tokens = mneme_truth::spans::Tokens { states: &states.states, word_starts: &states.word_starts };
+        let bytes = |i: usize, j: usize| states.offsets[i].0..states.offsets[j].1;
+        let over = |i: usize, j: usize| words.iter().any(|w| bytes(i, j).start < w.end && w.start < bytes(i, j).end);
+        Some(head.read_where(&tokens, 0, over).map_or(0.0, |s| s.p / (s.p + s.p_none)))
+    }
+
     /// Whether `text` offers a value for `slot` other than `value` by the span reader: its
     /// likeliest span apart from `value`'s words is at least `retrieval.read_min_p` sure
     /// against "no value" and looks like a value. What tells a change the extractor missed

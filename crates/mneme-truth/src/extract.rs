@@ -1930,7 +1930,8 @@ fn correction(text: &str) -> Option<(String, String)> {
         let (new, old) = (clean(&t[at..when]), clean(&t[when + "when i said ".len()..]));
         return (!new.is_empty() && !old.is_empty()).then_some((new, old));
     }
-    if let Some(w) = [" was wrong, it's ", " was wrong, it is ", " is wrong, it's ", " is wrong, it is "].iter().find_map(|p| find_ci(t, p)) {
+    if let Some(w) = [" was wrong, it's ", " was wrong, it is ", " is wrong, it's ", " is wrong, it is "].iter().find_map(|p| find_ci(t, p))
+    {
         let head = &t[..w];
         let old = head.rsplit(',').next().unwrap_or(head);
         let tail = &t[w..];

@@ -645,3 +645,23 @@ async fn a_value_is_filed_where_the_messages_topic_and_its_kind_agree() {
     assert_eq!(first(slot_facts(&d, "partner").await).as_deref(), Some("Beckett"));
     d.stop().await;
 }
+
+/// One message gives a single-valued slot one value: where the phrases read two ("So I
+/// relocated to Pittsburgh last week. The rent in Tallinn was getting insane."), the one
+/// the old-value head reads as replaced is the old one, not the newest fact.
+#[tokio::test]
+async fn a_message_that_names_the_old_value_beside_the_new_one_keeps_the_new_one() {
+    let d = model_daemon().await;
+    dana_says_all(
+        &d,
+        &[
+            ("I reside in Tallinn, for context.", "2026-01-10T09:00:00Z"),
+            ("So I relocated to Pittsburgh last week. The rent in Tallinn was getting insane.", "2026-03-10T09:00:00Z"),
+        ],
+    )
+    .await;
+    let city = slot_facts(&d, "city").await;
+    let live: Vec<&str> = city["hits"].as_array().expect("hits").iter().filter_map(|h| h["record"]["payload"]["object"].as_str()).collect();
+    assert_eq!(live, ["Pittsburgh"], "{city}");
+    d.stop().await;
+}

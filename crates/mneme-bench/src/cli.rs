@@ -41,9 +41,11 @@ pub enum Command {
     /// per input line (for inspecting what a phrasing yields).
     Extract {
         /// Also the span reader's reading of each line with the embedding model (its slot,
-        /// value and probabilities, and why it was refused); values the speaker holds
-        /// may follow the text after a tab, separated by `|` (`slot=value` holds one
-        /// under that slot only).
+        /// value and probabilities, and why it was refused), and `kinds`: the topic
+        /// layer's likeliest slots for the line and the value-kind layer's for the value
+        /// read (for the whole line when none was); values the speaker holds may follow
+        /// the text after a tab, separated by `|` (`slot=value` holds one under that slot
+        /// only).
         #[arg(long)]
         read: bool,
     },

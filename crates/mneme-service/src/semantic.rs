@@ -178,6 +178,10 @@ fn list_run_words(text: &str, range: std::ops::Range<usize>) -> Vec<std::ops::Ra
     out
 }
 
+/// Classes of a layer with their probabilities, likeliest first
+/// ([`MemoryService::explain_kinds`]).
+pub type Ranked = Vec<(String, f32)>;
+
 /// What the span reader made of a message ([`MemoryService::explain_read`]).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ValueReading {
@@ -1059,7 +1063,7 @@ impl MemoryService {
     /// The topic layer's classes for `text` and the value-kind layer's for `value`, each
     /// with its probability, likeliest first (what `mneme-bench extract --read` prints
     /// beside a reading). `None` without the model or the layers.
-    pub fn explain_kinds(&self, text: &str, value: Option<&str>) -> Option<(Vec<(String, f32)>, Vec<(String, f32)>)> {
+    pub fn explain_kinds(&self, text: &str, value: Option<&str>) -> Option<(Ranked, Ranked)> {
         let ranked = |layer: &mneme_truth::topics::TopicModel, p: Vec<f32>| {
             let mut r: Vec<(String, f32)> = layer.classes.iter().cloned().zip(p).collect();
             r.sort_by(|a, b| b.1.total_cmp(&a.1));

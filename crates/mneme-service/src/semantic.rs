@@ -1005,12 +1005,12 @@ impl MemoryService {
     /// layer (`TopicModel::values`) and the clause's topic (the topic layer), weighed
     /// together:
     /// - `slot` when each value of a list ("hazelnuts, sesame") has at least
-    ///   [`SURE_FIT`] of its probability on the slots of `slot`'s kind
+    ///   `SURE_FIT` (0.3) of its probability on the slots of `slot`'s kind
     ///   (`mneme_truth::value_kin`);
     /// - otherwise the slot with the most of both, the clause's topic probability times
     ///   the value's share on the slot's kind, when the topic gives it at least
-    ///   [`REFILE_TOPIC_MIN`] (and `none` less than half) and the value at least
-    ///   [`REFILE_KIND_MIN`]: "Switched to
+    ///   `REFILE_TOPIC_MIN` (0.2) (and `none` less than half) and the value at least
+    ///   `REFILE_KIND_MIN` (0.35): "Switched to
     ///   fruitarian this week" reads as hobbies by its topic (0.58) and as diet (0.39), and
     ///   "fruitarian" is a diet's kind, not a hobby's; "gave Lapce a try last month and
     ///   never went back" reads as diet (0.59) and as editor (0.26), and "Lapce" is an

@@ -1009,9 +1009,10 @@ impl MemoryService {
     ///   (`mneme_truth::value_kin`);
     /// - otherwise the slot with the most of both, the clause's topic probability times
     ///   the value's share on the slot's kind, when the topic gives it at least
-    ///   `REFILE_TOPIC_MIN` (0.2) (and `none` less than half) and the value at least
-    ///   `REFILE_KIND_MIN` (0.35): "Switched to
-    ///   fruitarian this week" reads as hobbies by its topic (0.58) and as diet (0.39), and
+    ///   `REFILE_TOPIC_MIN` (0.2) (and `none` less than half), the value at least
+    ///   `REFILE_KIND_MIN` (0.35), and the product is `REFILE_MARGIN` (2) times the own
+    ///   slot's: "Switched to fruitarian this week" reads as hobbies by its topic (0.58)
+    ///   and as diet (0.39), and
     ///   "fruitarian" is a diet's kind, not a hobby's; "gave Lapce a try last month and
     ///   never went back" reads as diet (0.59) and as editor (0.26), and "Lapce" is an
     ///   editor's kind;

@@ -335,12 +335,10 @@ pub(crate) fn one_value_per_message(
         let (keep, old) = (same[keep], same[old]);
         let replaced = claims[old].value.clone();
         claims[keep].old.get_or_insert(replaced);
-        let drop: Vec<usize> = same.into_iter().filter(|&j| j != keep).collect();
-        let mut k = 0;
-        claims.retain(|_| {
-            k += 1;
-            !drop.contains(&(k - 1))
-        });
+        // `same` is in ascending order: removing from the back keeps the other indices valid.
+        for j in same.into_iter().rev().filter(|&j| j != keep) {
+            claims.remove(j);
+        }
         i = 0;
     }
 }

@@ -58,6 +58,10 @@ fn main() -> ExitCode {
     mneme_embed::reexec_for_encoder(std::env::var_os("CANDLE_NUM_THREADS").is_some(), &std::env::args_os().collect::<Vec<_>>());
     // `daemon` talks HTTP to the daemon through reqwest, which uses rustls with ring.
     mneme_agent::init_tls();
+    // `RUST_LOG=mneme_agent=debug` shows why a benchmark's facts were or were not written.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG") {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     let json = cli.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1856,7 +1856,7 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     hay.char_indices().map(|(i, _)| i).find(|&i| hay.get(i..i + needle.len()).is_some_and(|s| s.eq_ignore_ascii_case(needle)))
 }
 
-/// Bare corrections: "actually it's X, not Y", "X, not Y", "nicht Y, sondern X".
+/// Bare corrections: "actually it's X, not Y", "X, not Y", "X, nicht Y", "nicht Y, sondern X".
 fn correction(text: &str) -> Option<(String, String)> {
     let t = text.trim().trim_end_matches(['.', '!']);
     let clean = |s: &str| {
@@ -1883,6 +1883,7 @@ fn correction(text: &str) -> Option<(String, String)> {
                 "i mean ",
                 "correction: ",
                 "correction ",
+                "korrektur: ",
                 "no, ",
                 "wait, ",
                 "my bad, ",
@@ -1904,12 +1905,13 @@ fn correction(text: &str) -> Option<(String, String)> {
     // "X, not Y" in any case, anywhere in the clause: X is what follows the last break
     // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
     // what is not a word ("…, not Y 🤦").
-    const NOT: &str = ", not ";
-    if let Some(at) = find_ci(t, NOT) {
+    // German: "Korrektur: QuestDB, nicht Greenplum" (but not "nicht Y, sondern X", below).
+    let not = [", not ", ", nicht "].into_iter().find_map(|n| find_ci(t, n).map(|at| (at, n.len())));
+    if let Some((at, len)) = not.filter(|_| find_ci(t, ", sondern ").is_none()) {
         let before = &t[..at];
         let start =
             ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| before.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
-        let after = &t[at + NOT.len()..];
+        let after = &t[at + len..];
         let end = after.find(|c: char| !(c.is_alphanumeric() || c.is_whitespace() || "'’&+#.-".contains(c))).unwrap_or(after.len());
         let (new, old) = (clean(&before[start..]), clean(after[..end].trim_end_matches(['.', ' '])));
         let trivial = |x: &str| {

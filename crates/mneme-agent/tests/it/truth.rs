@@ -140,6 +140,10 @@ fn changes_negations_and_corrections() {
         // "X, not Y" after a break and before an emoji; over two sentences; the negated
         // value is the old one ("haven't opened Y"), whatever the order.
         ("Wait no, scratch that -- Northvane, not Mossgrove Games 🤦", &["? Set Northvane (was Mossgrove Games)"]),
+        // German, both orders; a sentence whose "nicht" contrasts no values states none.
+        ("Korrektur: QuestDB, nicht Greenplum.", &["database Set QuestDB (was Greenplum)"]),
+        ("Das war falsch: Tampere, nicht Turku", &["city Set Tampere (was Turku)"]),
+        ("Das ist gut, nicht schlecht", &[]),
         ("Correction: arepas. NOT shakshuka. autocorrect strikes again", &["? Set arepas (was shakshuka)"]),
         ("Been on Kakoune for a month, haven't opened Zed once", &["editor Set Kakoune (was Zed)"]),
         // Lower-casing changes byte offsets ("İ" is longer in lower case): read in the

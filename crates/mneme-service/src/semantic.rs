@@ -883,6 +883,46 @@ impl MemoryService {
             out.verdict = "no span";
             return Some(out);
         };
+        // The reader's boundaries drift ("'ve moved over to CotEditor", "language: Pascal"):
+        // when its likeliest span has no value's shape, the likeliest name inside it that
+        // has one is read instead, held to the same thresholds. Not any span elsewhere (a
+        // message without a value has its likeliest words anywhere), nor the whole name a
+        // span was cut from ("Ironbark" of "Ironbark Robotics" read as a hobby: the cut
+        // says the reader is reading another slot's name).
+        let named = std::cell::OnceCell::new();
+        let shaped = |i: usize, j: usize| {
+            let b = bytes(i, j);
+            text.get(b.clone()).map(value_words).is_some_and(|v| {
+                looks_like_a_value(v)
+                    && written_as_its_kind(text, slot, v, |v| among(named.get_or_init(|| mneme_truth::named_values(text, slot)), v))
+                    && !cut_from_a_name(text, b)
+            })
+        };
+        let span = if shaped(span.start, span.end) {
+            span
+        } else {
+            let first = span.start..=span.end;
+            // A name: capitalised where a sentence does not start ("Outside of work? fly
+            // fishing" holds no name "Outside of work").
+            let name = |i: usize, j: usize| {
+                let b = bytes(i, j);
+                let opens = text[..b.start].trim_end().chars().next_back().is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | '"'));
+                !opens && text.get(b).map(value_words).is_some_and(|v| v.starts_with(char::is_uppercase))
+            };
+            let inside = |i: usize, j: usize| first.contains(&i) && first.contains(&j);
+            // One name only: "Exoscale because UpCloud" holds two, and which is the value
+            // is what the reader could not say.
+            let names = text.get(bytes(span.start, span.end)).map_or(0, |t| {
+                let capital = |w: &str| w.trim_start_matches(|c: char| !c.is_alphanumeric()).starts_with(char::is_uppercase);
+                let words: Vec<&str> = t.split_whitespace().collect();
+                // A run of capitalised words is one name; punctuation ends it ("Trieste; Granada").
+                let joined = |k: usize| k > 0 && capital(words[k - 1]) && !words[k - 1].ends_with(|c: char| c.is_ascii_punctuation());
+                (0..words.len()).filter(|&k| capital(words[k]) && !joined(k)).count()
+            });
+            let found =
+                (names == 1).then(|| reader.read_where(&tokens, index, |i, j| apart(i, j) && inside(i, j) && name(i, j) && shaped(i, j)));
+            found.flatten().unwrap_or(span)
+        };
         (out.span_p, out.none_p) = (span.p, span.p_none);
         let span_bytes = states.offsets[span.start].0..states.offsets[span.end].1;
         let value = value_words(text.get(span_bytes.clone())?);

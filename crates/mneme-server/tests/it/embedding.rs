@@ -646,6 +646,27 @@ async fn a_value_is_filed_where_the_messages_topic_and_its_kind_agree() {
     d.stop().await;
 }
 
+/// The span reader's boundaries drift: "Every line of code I write goes through CotEditor"
+/// has its likeliest words "write goes through CotEditor", which no value looks like; the
+/// name inside them is read. A span of two names ("Exoscale because UpCloud") is not cut
+/// down to either: which is the value is what the reader could not say.
+#[tokio::test]
+async fn a_name_inside_words_the_reader_drifted_over_is_read() {
+    let d = model_daemon().await;
+    dana_says_all(
+        &d,
+        &[
+            ("Every line of code I write goes through CotEditor", "2026-01-10T09:00:00Z"),
+            ("We migrated our servers to Exoscale because UpCloud kept going down.", "2026-01-10T09:01:00Z"),
+        ],
+    )
+    .await;
+    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
+    assert_eq!(first(slot_facts(&d, "editor").await).as_deref(), Some("CotEditor"));
+    assert_eq!(first(slot_facts(&d, "cloud").await), None);
+    d.stop().await;
+}
+
 /// One message gives a single-valued slot one value: where the phrases read two ("So I
 /// relocated to Pittsburgh last week. The rent in Tallinn was getting insane."), the one
 /// the old-value head reads as replaced is the old one, not the newest fact.

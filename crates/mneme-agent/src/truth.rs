@@ -122,15 +122,24 @@ impl Reconciler<'_> {
 
     fn apply_one(&self, claim: &Claim, src: &Source<'_>, out: &mut Applied) -> ServiceResult<()> {
         let subject = self.subject(claim, src);
-        let def = match claim.slot.and_then(truth::slot) {
+        // The value a claim replaces says which slot it is about. A bare correction names no
+        // slot but that one; and a name given to someone can be any word, so the new
+        // value's words do not outweigh it: "*Schnitzel, not Bagel" after "my dog Bagel"
+        // renames the pet, not a favourite food. (Elsewhere they may: "it is HBase, not
+        // Teradata" is a database's, even if Teradata was filed as a host; and a claim
+        // that names someone itself, "I've been with Zainab since the summer", keeps its
+        // slot.)
+        let holder = self.slot_holding(&subject, claim.old.as_deref(), claim.slot, src.scope)?;
+        let names_someone = |d: &SlotDef| truth::value_kin("partner").contains(&d.id);
+        let named_by_claim = claim.slot.and_then(truth::slot).is_some_and(names_someone);
+        let holder = holder.filter(|h| claim.slot.is_none() || claim.slot == Some(h.id) || (names_someone(h) && !named_by_claim));
+        let by_old = holder.is_some_and(|h| claim.slot != Some(h.id));
+        let def = match holder.or_else(|| claim.slot.and_then(truth::slot)) {
             Some(d) => d,
-            None => match self.slot_holding(&subject, claim.old.as_deref(), src.scope)? {
-                Some(d) => d,
-                None => {
-                    out.ignored += 1;
-                    return Ok(());
-                }
-            },
+            None => {
+                out.ignored += 1;
+                return Ok(());
+            }
         };
         let same = |r: &MemoryRecord, v: &str| fact_of(r).is_some_and(|f| truth::normalize_value(&f.object) == truth::normalize_value(v));
         let mut live = self.ops.find_facts(self.principal, &subject, def.predicate, src.scope)?;
@@ -143,7 +152,7 @@ impl Reconciler<'_> {
             // topic, nor is the encoder's reading (it weighed the topic already). The whole
             // message, not the clause: a phrase's clause can be a fragment ("My editor these
             // days: | CotEditor").
-            let clause = (claim.slot.is_some() && !src.read).then(|| src.text.unwrap_or(&claim.clause));
+            let clause = (claim.slot.is_some() && !by_old && !src.read).then(|| src.text.unwrap_or(&claim.clause));
             match self.ops.value_slot(def.id, &claim.value, clause).and_then(truth::slot) {
                 Some(d) if d.id == def.id => {}
                 Some(d) => {
@@ -163,7 +172,7 @@ impl Reconciler<'_> {
         // not Kate" does not name a pet Kate after "my editor is Kate".
         if matches!(claim.op, Op::Set | Op::Add)
             && !live.iter().any(|r| same(r, &claim.value))
-            && let Some(other) = self.slot_holding(&subject, Some(&claim.value), src.scope)?.filter(|d| d.id != def.id)
+            && let Some(other) = self.slot_holding(&subject, Some(&claim.value), Some(def.id), src.scope)?.filter(|d| d.id != def.id)
         {
             tracing::debug!(slot = def.id, holder = other.id, value = %claim.value, "not written: the value is held under another slot");
             out.ignored += 1;
@@ -227,10 +236,18 @@ impl Reconciler<'_> {
         self.ops.value_fit(def.id, value).map_or(base, |fit| base.min((f64::from(fit) * 100.0).round() / 100.0))
     }
 
-    /// The slot of the subject's live fact whose value is `old` (for a bare correction).
-    fn slot_holding(&self, subject: &str, old: Option<&str>, scope: &Scope) -> ServiceResult<Option<&'static SlotDef>> {
+    /// The slot of the subject's live fact whose value is `old` (for a bare correction),
+    /// `first` looked at first.
+    fn slot_holding(
+        &self,
+        subject: &str,
+        old: Option<&str>,
+        first: Option<&str>,
+        scope: &Scope,
+    ) -> ServiceResult<Option<&'static SlotDef>> {
         let Some(old) = old.map(truth::normalize_value) else { return Ok(None) };
-        for def in truth::SLOTS {
+        let (mine, others): (Vec<&'static SlotDef>, Vec<&'static SlotDef>) = truth::SLOTS.iter().partition(|d| Some(d.id) == first);
+        for def in mine.into_iter().chain(others) {
             let live = self.ops.find_facts(self.principal, subject, def.predicate, scope)?;
             if live.iter().any(|r| fact_of(r).is_some_and(|f| truth::normalize_value(&f.object) == old)) {
                 return Ok(Some(def));

@@ -646,6 +646,26 @@ async fn a_value_is_filed_where_the_messages_topic_and_its_kind_agree() {
     d.stop().await;
 }
 
+/// A correction is about the slot that holds the value it replaces when that slot names
+/// someone: any word can be a pet's name, so "*Schnitzel, not Bagel" after "Our pup Bagel"
+/// renames the pet, and no favourite food is written.
+#[tokio::test]
+async fn a_correction_renames_whoever_held_the_name_it_replaces() {
+    let d = model_daemon().await;
+    dana_says_all(
+        &d,
+        &[
+            ("Our pup Bagel ate a sock again fyi", "2026-01-10T09:00:00Z"),
+            ("*Schnitzel, not Bagel. autocorrect strikes again", "2026-01-10T09:01:00Z"),
+        ],
+    )
+    .await;
+    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
+    assert_eq!(first(slot_facts(&d, "pet").await).as_deref(), Some("Schnitzel"));
+    assert_eq!(first(slot_facts(&d, "food").await), None);
+    d.stop().await;
+}
+
 /// The span reader's boundaries drift: "Every line of code I write goes through CotEditor"
 /// has its likeliest words "write goes through CotEditor", which no value looks like; the
 /// name inside them is read. A span of two names ("Exoscale because UpCloud") is not cut

@@ -1856,7 +1856,8 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     hay.char_indices().map(|(i, _)| i).find(|&i| hay.get(i..i + needle.len()).is_some_and(|s| s.eq_ignore_ascii_case(needle)))
 }
 
-/// Bare corrections: "actually it's X, not Y", "X, not Y", "X, nicht Y", "nicht Y, sondern X".
+/// Bare corrections: "actually it's X, not Y", "X, not Y", "not Y, X", "X, nicht Y",
+/// "nicht Y, sondern X".
 fn correction(text: &str) -> Option<(String, String)> {
     let t = text.trim().trim_end_matches(['.', '!']);
     let clean = |s: &str| {
@@ -1906,6 +1907,33 @@ fn correction(text: &str) -> Option<(String, String)> {
     // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
     // what is not a word ("…, not Y 🤦").
     // German: "Korrektur: QuestDB, nicht Greenplum" (but not "nicht Y, sondern X", below).
+    let trivial = |x: &str| {
+        let x = x.to_lowercase();
+        x.len() < 2
+            || [
+                "hmm",
+                "um",
+                "uh",
+                "sure",
+                "really",
+                "quite",
+                "so",
+                "yet",
+                "now",
+                "that",
+                "this",
+                "me",
+                "ok",
+                "okay",
+                "yes",
+                "no",
+                "thanks",
+                "thank you",
+                "you",
+            ]
+            .contains(&x.as_str())
+    };
+    let short = |x: &str| !x.is_empty() && x.split_whitespace().count() <= 4 && !trivial(x);
     let not = [", not ", ", nicht "].into_iter().find_map(|n| find_ci(t, n).map(|at| (at, n.len())));
     if let Some((at, len)) = not.filter(|_| find_ci(t, ", sondern ").is_none()) {
         let before = &t[..at];
@@ -1914,17 +1942,18 @@ fn correction(text: &str) -> Option<(String, String)> {
         let after = &t[at + len..];
         let end = after.find(|c: char| !(c.is_alphanumeric() || c.is_whitespace() || "'’&+#.-".contains(c))).unwrap_or(after.len());
         let (new, old) = (clean(&before[start..]), clean(after[..end].trim_end_matches(['.', ' '])));
-        let trivial = |x: &str| {
-            let x = x.to_lowercase();
-            x.len() < 2
-                || ["hmm", "um", "uh", "sure", "really", "quite", "so", "yet", "now", "that", "this", "me", "ok", "okay", "yes", "no"]
-                    .contains(&x.as_str())
-        };
-        if trivial(&new) || trivial(&old) {
-            return None;
-        }
-        return (!new.is_empty() && !old.is_empty() && new.split_whitespace().count() <= 4 && old.split_whitespace().count() <= 4)
-            .then_some((new, old));
+        return (short(&new) && short(&old)).then_some((new, old));
+    }
+    // "Small correction to earlier: not Cheddar, Biscotti", "not Y but X": a clause that
+    // opens with "not" sets the old value against the new one after it.
+    let start = ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| t.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
+    let clause = t[start..].trim_start();
+    if let Some(rest) = clause.get(..4).filter(|h| h.eq_ignore_ascii_case("not ")).and_then(|_| clause.get(4..))
+        && let Some((old, new)) = rest.split_once(", ").or_else(|| rest.split_once(" but "))
+    {
+        let new = new.strip_prefix("but ").unwrap_or(new);
+        let (new, old) = (clean(new), clean(old));
+        return (short(&new) && short(&old)).then_some((new, old));
     }
     if let Some(at) = find_ci(t, "i meant ").map(|at| at + "i meant ".len())
         && let Some(when) = find_ci(&t[at..], "when i said ").map(|w| w + at)

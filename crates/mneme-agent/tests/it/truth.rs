@@ -144,6 +144,11 @@ fn changes_negations_and_corrections() {
         ("Korrektur: QuestDB, nicht Greenplum.", &["database Set QuestDB (was Greenplum)"]),
         ("Das war falsch: Tampere, nicht Turku", &["city Set Tampere (was Turku)"]),
         ("Das ist gut, nicht schlecht", &[]),
+        // The old value first: "not Y, X", "not Y but X"; chat that opens with "not" is none.
+        ("Small correction to earlier: not Cheddar, Biscotti", &["? Set Biscotti (was Cheddar)"]),
+        ("not Python but Rust", &["prog_language Set Rust (was Python)"]),
+        ("Not bad, thanks!", &[]),
+        ("not really, no", &[]),
         ("Correction: arepas. NOT shakshuka. autocorrect strikes again", &["? Set arepas (was shakshuka)"]),
         ("Been on Kakoune for a month, haven't opened Zed once", &["editor Set Kakoune (was Zed)"]),
         // Lower-casing changes byte offsets ("İ" is longer in lower case): read in the

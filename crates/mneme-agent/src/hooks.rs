@@ -973,6 +973,7 @@ impl Hooks {
                     Some(c)
                 })
                 .collect();
+            crate::truth::by_the_value_replaced(&mut claims, content, &held, |held| self.ops.read_value(content, held, &[]));
             crate::truth::one_value_per_message(
                 &mut claims,
                 |v| self.ops.replaced_share(content, v),

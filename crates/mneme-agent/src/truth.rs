@@ -133,7 +133,6 @@ impl Reconciler<'_> {
         let names_someone = |d: &SlotDef| truth::value_kin("partner").contains(&d.id);
         let named_by_claim = claim.slot.and_then(truth::slot).is_some_and(names_someone);
         let holder = holder.filter(|h| claim.slot.is_none() || claim.slot == Some(h.id) || (names_someone(h) && !named_by_claim));
-        let by_old = holder.is_some_and(|h| claim.slot != Some(h.id));
         let def = match holder.or_else(|| claim.slot.and_then(truth::slot)) {
             Some(d) => d,
             None => {
@@ -147,12 +146,15 @@ impl Reconciler<'_> {
         // no city, whatever phrase matched it): with the model, the value-kind layer says,
         // and may file it under the slot the value's kind and the clause's topic agree on.
         let mut def = def;
-        if matches!(claim.op, Op::Set | Op::Add) && !live.iter().any(|r| same(r, &claim.value)) {
+        // A name that replaces a held value is taken as the slot's: the value-kind layer
+        // knows few names ("Komodo" reads as a food), and the replaced value said the slot.
+        let name_replacing = holder.is_some() && claim.value.starts_with(char::is_uppercase);
+        if matches!(claim.op, Op::Set | Op::Add) && !name_replacing && !live.iter().any(|r| same(r, &claim.value)) {
             // A slot known from the value it replaces is not weighed against the message's
             // topic, nor is the encoder's reading (it weighed the topic already). The whole
             // message, not the clause: a phrase's clause can be a fragment ("My editor these
             // days: | CotEditor").
-            let clause = (claim.slot.is_some() && !by_old && !src.read).then(|| src.text.unwrap_or(&claim.clause));
+            let clause = (holder.is_none() && !src.read).then(|| src.text.unwrap_or(&claim.clause));
             match self.ops.value_slot(def.id, &claim.value, clause).and_then(truth::slot) {
                 Some(d) if d.id == def.id => {}
                 Some(d) => {
@@ -301,6 +303,40 @@ fn fact_of(r: &MemoryRecord) -> Option<&SemanticPayload> {
     match &r.payload {
         Some(Payload::Semantic(f)) => Some(f),
         _ => None,
+    }
+}
+
+/// A phrase's value filed under one slot while the message names a value the speaker
+/// holds under another single-valued slot ("I've moved over to Komodo, Spacemacs was
+/// getting too slow": a move's phrase, and the editor the speaker holds): the claim is the
+/// held value's slot's, replacing it, when the encoder's reading of the message
+/// (`read`: the old-value head over the held value, then the span reader past it) gives
+/// that slot and the phrase's value. Claims about others, with a value they replace, or
+/// whose own slot's held value the message names are left as they are; without a model
+/// (`read` gives nothing) so is everything.
+pub(crate) fn by_the_value_replaced(
+    claims: &mut [Claim],
+    text: &str,
+    held: &dyn Fn(&'static str) -> Vec<String>,
+    read: impl Fn(&dyn Fn(&'static str) -> Vec<String>) -> Option<(&'static str, String)>,
+) {
+    let named = |slot: &'static str| held(slot).into_iter().find(|v| !truth::mentions(text, v).is_empty());
+    let phrased = |c: &Claim| c.other.is_none() && c.old.is_none() && c.op == Op::Set && c.slot.is_some_and(|s| named(s).is_none());
+    if !claims.iter().any(phrased) {
+        return;
+    }
+    let single = |d: &&SlotDef| d.kind == SlotKind::Single;
+    let Some((slot, old)) = truth::SLOTS.iter().filter(single).find_map(|d| named(d.id).map(|v| (d.id, v))) else { return };
+    let Some((read_slot, value)) = read(held) else { return };
+    if read_slot != slot {
+        return;
+    }
+    for c in claims.iter_mut().filter(|c| phrased(c)) {
+        if c.slot != Some(slot) && truth::normalize_value(&c.value) == truth::normalize_value(&value) {
+            tracing::debug!(from = ?c.slot, to = slot, value = %c.value, old = %old, "filed under the slot whose held value the message replaces");
+            c.slot = Some(slot);
+            c.old = Some(old.clone());
+        }
     }
 }
 

@@ -193,9 +193,9 @@ async fn a_fact_yields_to_a_newer_statement_about_its_topic_in_other_words() {
     d.stop().await;
 }
 
-/// A message the block quotes in a fact's place (a correction naming both values, newer
-/// than the fact) is not quoted again under another slot the topic layer puts it in
-/// ("reports to", for "Korrektur: QuestDB, nicht Greenplum."): one message, one place.
+/// A message the block quotes in a fact's place (a correction naming both values that
+/// extraction does not read, newer than the fact) is not quoted again under another slot
+/// the topic layer puts it near: one message, one place.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_is_quoted_once_in_the_block() {
     let mut config = test_config();
@@ -203,7 +203,7 @@ async fn a_message_is_quoted_once_in_the_block() {
     let d = TestDaemon::with(config).await;
     for (text, at) in [
         ("We keep everything in a Greenplum cluster, three nodes", "2024-05-16T11:56:00Z"),
-        ("Korrektur: QuestDB, nicht Greenplum.", "2024-05-16T12:06:00Z"),
+        ("Korrektur: QuestDB statt Greenplum.", "2024-05-16T12:06:00Z"),
     ] {
         let (status, body) = d.post("/v1/hooks/message_received", says("Emre Kaya", text, at)).await;
         assert_eq!(status, 200, "{body}");
@@ -212,7 +212,7 @@ async fn a_message_is_quoted_once_in_the_block() {
     let (_, start) = d.post("/v1/hooks/session_start", json!({ "ctx": { "sessionId": "s2" } })).await;
     let block = start["context"].as_str().unwrap_or_default();
     let truth = block.split("## Since the last sync").next().unwrap_or_default();
-    assert!(truth.contains("project database: on 2024-05-16 they said \"Korrektur: QuestDB, nicht Greenplum.\""), "{block}");
+    assert!(truth.contains("project database: on 2024-05-16 they said \"Korrektur: QuestDB statt Greenplum.\""), "{block}");
     assert_eq!(truth.matches("Korrektur: QuestDB").count(), 1, "{block}");
     d.stop().await;
 }
@@ -663,6 +663,29 @@ async fn a_correction_renames_whoever_held_the_name_it_replaces() {
     let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
     assert_eq!(first(slot_facts(&d, "pet").await).as_deref(), Some("Schnitzel"));
     assert_eq!(first(slot_facts(&d, "food").await), None);
+    d.stop().await;
+}
+
+/// A phrase's value goes to the slot whose held value the message replaces: "I've moved
+/// over to Komodo" is a move's phrase, but Spacemacs, the editor Dana holds, is what
+/// Komodo replaces (the old-value head, and the span reader past it reads Komodo), so the
+/// editor changes and no city is written; the kind layer's doubt about the name
+/// ("Komodo" reads as a food) does not outweigh the replaced value.
+#[tokio::test]
+async fn a_phrase_value_goes_where_the_value_it_replaces_is_held() {
+    let d = model_daemon().await;
+    dana_says_all(
+        &d,
+        &[
+            ("I live in Lisbon.", "2026-01-10T09:00:00Z"),
+            ("My editor of choice is Spacemacs", "2026-01-10T09:01:00Z"),
+            ("I've moved over to Komodo, Spacemacs was getting too slow", "2026-02-10T09:00:00Z"),
+        ],
+    )
+    .await;
+    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
+    assert_eq!(first(slot_facts(&d, "editor").await).as_deref(), Some("Komodo"));
+    assert_eq!(first(slot_facts(&d, "city").await).as_deref(), Some("Lisbon"));
     d.stop().await;
 }
 

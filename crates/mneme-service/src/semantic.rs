@@ -94,6 +94,11 @@ fn among(named: &[String], value: &str) -> bool {
     named.iter().any(|v| mneme_truth::normalize_value(v) == mneme_truth::normalize_value(value))
 }
 
+/// The least share against "no value" of a name read inside the span reader's likeliest
+/// words when those have no value's shape (`explain_read`): the names it rightly reads
+/// there ("CotEditor", "Delphi", "Pascal") have 0.999 and more.
+const NAME_INSIDE_SHARE: f32 = 0.95;
+
 /// Whether words the span reader found can be a slot's value: one to four words, no
 /// clause punctuation ("correction: poutine"), no stopword but a name's joiners inside
 /// ("Fabrikam was a slip"), and neither the first nor the last a stopword.
@@ -921,7 +926,9 @@ impl MemoryService {
             });
             let found =
                 (names == 1).then(|| reader.read_where(&tokens, index, |i, j| apart(i, j) && inside(i, j) && name(i, j) && shaped(i, j)));
-            found.flatten().unwrap_or(span)
+            // A second choice must stand clear of "no value" ("Learning curve on Dart is
+            // steep", read as a hobby: "Dart" at 0.84 against no value).
+            found.flatten().filter(|f| f.p >= NAME_INSIDE_SHARE * (f.p + f.p_none)).unwrap_or(span)
         };
         (out.span_p, out.none_p) = (span.p, span.p_none);
         let span_bytes = states.offsets[span.start].0..states.offsets[span.end].1;

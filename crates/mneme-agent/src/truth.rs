@@ -129,11 +129,15 @@ impl Reconciler<'_> {
         // Teradata" is a database's, even if Teradata was filed as a host; and a claim
         // that names someone itself, "I've been with Zainab since the summer", keeps its
         // slot.)
-        let holder = self.slot_holding(&subject, claim.old.as_deref(), claim.slot, src.scope)?;
-        let names_someone = |d: &SlotDef| truth::value_kin("partner").contains(&d.id);
-        let named_by_claim = claim.slot.and_then(truth::slot).is_some_and(names_someone);
-        let holder = holder.filter(|h| claim.slot.is_none() || claim.slot == Some(h.id) || (names_someone(h) && !named_by_claim));
-        let def = match holder.or_else(|| claim.slot.and_then(truth::slot)) {
+        let names_someone = |d: &&SlotDef| truth::value_kin("partner").contains(&d.id);
+        let own = claim.slot.and_then(truth::slot);
+        let candidates: Vec<&'static SlotDef> = match own {
+            None => truth::SLOTS.iter().collect(),
+            Some(d) if names_someone(&d) => vec![d],
+            Some(d) => std::iter::once(d).chain(truth::SLOTS.iter().filter(names_someone)).collect(),
+        };
+        let holder = self.slot_holding(&subject, claim.old.as_deref(), candidates, src.scope)?;
+        let def = match holder.or(own) {
             Some(d) => d,
             None => {
                 out.ignored += 1;
@@ -174,7 +178,8 @@ impl Reconciler<'_> {
         // not Kate" does not name a pet Kate after "my editor is Kate".
         if matches!(claim.op, Op::Set | Op::Add)
             && !live.iter().any(|r| same(r, &claim.value))
-            && let Some(other) = self.slot_holding(&subject, Some(&claim.value), Some(def.id), src.scope)?.filter(|d| d.id != def.id)
+            && let Some(other) =
+                self.slot_holding(&subject, Some(&claim.value), truth::SLOTS.iter().filter(|d| d.id != def.id), src.scope)?
         {
             tracing::debug!(slot = def.id, holder = other.id, value = %claim.value, "not written: the value is held under another slot");
             out.ignored += 1;
@@ -238,18 +243,16 @@ impl Reconciler<'_> {
         self.ops.value_fit(def.id, value).map_or(base, |fit| base.min((f64::from(fit) * 100.0).round() / 100.0))
     }
 
-    /// The slot of the subject's live fact whose value is `old` (for a bare correction),
-    /// `first` looked at first.
+    /// The first of `slots` where the subject has a live fact whose value is `old`.
     fn slot_holding(
         &self,
         subject: &str,
         old: Option<&str>,
-        first: Option<&str>,
+        slots: impl IntoIterator<Item = &'static SlotDef>,
         scope: &Scope,
     ) -> ServiceResult<Option<&'static SlotDef>> {
         let Some(old) = old.map(truth::normalize_value) else { return Ok(None) };
-        let (mine, others): (Vec<&'static SlotDef>, Vec<&'static SlotDef>) = truth::SLOTS.iter().partition(|d| Some(d.id) == first);
-        for def in mine.into_iter().chain(others) {
+        for def in slots {
             let live = self.ops.find_facts(self.principal, subject, def.predicate, scope)?;
             if live.iter().any(|r| fact_of(r).is_some_and(|f| truth::normalize_value(&f.object) == old)) {
                 return Ok(Some(def));

@@ -151,8 +151,13 @@ fn cut_from_a_name(text: &str, range: std::ops::Range<usize>) -> bool {
     }
     let Some(head) = before.strip_suffix(' ') else { return false };
     let previous = head.rsplit(|c: char| !c.is_alphanumeric()).next().unwrap_or_default();
-    let opens = head[..head.len() - previous.len()].trim_end().chars().next_back().is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | '"'));
-    capitalised(previous) && !opens
+    capitalised(previous) && !opens_a_sentence(text, head.len() - previous.len())
+}
+
+/// Whether a word at byte `at` of `text` begins a sentence (or the text): what comes before
+/// it ends in ".", "!", "?", ":" or a quote, or nothing does. Its capital says nothing.
+fn opens_a_sentence(text: &str, at: usize) -> bool {
+    text[..at].trim_end().chars().next_back().is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | '"'))
 }
 
 /// A span's words without the punctuation around them ("C++" and "C#" keep theirs).
@@ -911,8 +916,7 @@ impl MemoryService {
             // fishing" holds no name "Outside of work").
             let name = |i: usize, j: usize| {
                 let b = bytes(i, j);
-                let opens = text[..b.start].trim_end().chars().next_back().is_none_or(|c| matches!(c, '.' | '!' | '?' | ':' | '"'));
-                !opens && text.get(b).map(value_words).is_some_and(|v| v.starts_with(char::is_uppercase))
+                !opens_a_sentence(text, b.start) && text.get(b).map(value_words).is_some_and(|v| v.starts_with(char::is_uppercase))
             };
             let inside = |i: usize, j: usize| first.contains(&i) && first.contains(&j);
             // One name only: "Exoscale because UpCloud" holds two, and which is the value

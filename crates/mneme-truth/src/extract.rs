@@ -1903,10 +1903,9 @@ fn correction(text: &str) -> Option<(String, String)> {
         }
         s.trim().to_string()
     };
-    // "X, not Y" in any case, anywhere in the clause: X is what follows the last break
-    // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
-    // what is not a word ("…, not Y 🤦").
-    // German: "Korrektur: QuestDB, nicht Greenplum" (but not "nicht Y, sondern X", below).
+    // Where the clause that ends `s` starts: past its last break.
+    let clause_start =
+        |s: &str| ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| s.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
     let trivial = |x: &str| {
         let x = x.to_lowercase();
         x.len() < 2
@@ -1934,11 +1933,14 @@ fn correction(text: &str) -> Option<(String, String)> {
             .contains(&x.as_str())
     };
     let short = |x: &str| !x.is_empty() && x.split_whitespace().count() <= 4 && !trivial(x);
+    // "X, not Y" in any case, anywhere in the clause: X is what follows the last break
+    // before it ("wait no, scratch that -- X, not Y"), Y runs to the next break or to
+    // what is not a word ("…, not Y 🤦"). German: "Korrektur: QuestDB, nicht Greenplum"
+    // (but not "nicht Y, sondern X", below).
     let not = [", not ", ", nicht "].into_iter().find_map(|n| find_ci(t, n).map(|at| (at, n.len())));
     if let Some((at, len)) = not.filter(|_| find_ci(t, ", sondern ").is_none()) {
         let before = &t[..at];
-        let start =
-            ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| before.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
+        let start = clause_start(before);
         let after = &t[at + len..];
         let end = after.find(|c: char| !(c.is_alphanumeric() || c.is_whitespace() || "'’&+#.-".contains(c))).unwrap_or(after.len());
         let (new, old) = (clean(&before[start..]), clean(after[..end].trim_end_matches(['.', ' '])));
@@ -1946,8 +1948,7 @@ fn correction(text: &str) -> Option<(String, String)> {
     }
     // "Small correction to earlier: not Cheddar, Biscotti", "not Y but X": a clause that
     // opens with "not" sets the old value against the new one after it.
-    let start = ["--", "—", "–", ":", ";", ". ", "! ", "? "].iter().filter_map(|b| t.rfind(b).map(|i| i + b.len())).max().unwrap_or(0);
-    let clause = t[start..].trim_start();
+    let clause = t[clause_start(t)..].trim_start();
     if let Some(rest) = clause.get(..4).filter(|h| h.eq_ignore_ascii_case("not ")).and_then(|_| clause.get(4..))
         && let Some((old, new)) = rest.split_once(", ").or_else(|| rest.split_once(" but "))
     {

@@ -103,6 +103,11 @@ async fn slot_facts(d: &TestDaemon, slot: &str) -> serde_json::Value {
     d.post("/v1/retrieve", json!({ "types": ["semantic"], "tags": [format!("slot:{slot}")], "limit": 5 })).await.1
 }
 
+/// The value of the first live fact of `slot`, if any.
+async fn first_value(d: &TestDaemon, slot: &str) -> Option<String> {
+    slot_facts(d, slot).await["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string)
+}
+
 /// Dependent facts by meaning: after a move, what the user said before it that rests on
 /// where they lived without naming it ("the gym I go to is a 5 minute walk from my flat")
 /// comes back marked possibly outdated (`by: topic`, the resting layer's reading), while
@@ -637,12 +642,11 @@ async fn a_value_is_filed_where_the_messages_topic_and_its_kind_agree() {
         ],
     )
     .await;
-    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
-    assert_eq!(first(slot_facts(&d, "diet").await).as_deref(), Some("fruitarian"));
-    assert_eq!(first(slot_facts(&d, "hobbies").await), None);
-    assert_eq!(first(slot_facts(&d, "editor").await).as_deref(), Some("jEdit"));
-    assert_eq!(first(slot_facts(&d, "city").await).as_deref(), Some("Lisbon"));
-    assert_eq!(first(slot_facts(&d, "partner").await).as_deref(), Some("Beckett"));
+    assert_eq!(first_value(&d, "diet").await.as_deref(), Some("fruitarian"));
+    assert_eq!(first_value(&d, "hobbies").await, None);
+    assert_eq!(first_value(&d, "editor").await.as_deref(), Some("jEdit"));
+    assert_eq!(first_value(&d, "city").await.as_deref(), Some("Lisbon"));
+    assert_eq!(first_value(&d, "partner").await.as_deref(), Some("Beckett"));
     d.stop().await;
 }
 
@@ -660,9 +664,8 @@ async fn a_correction_renames_whoever_held_the_name_it_replaces() {
         ],
     )
     .await;
-    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
-    assert_eq!(first(slot_facts(&d, "pet").await).as_deref(), Some("Schnitzel"));
-    assert_eq!(first(slot_facts(&d, "food").await), None);
+    assert_eq!(first_value(&d, "pet").await.as_deref(), Some("Schnitzel"));
+    assert_eq!(first_value(&d, "food").await, None);
     d.stop().await;
 }
 
@@ -683,9 +686,8 @@ async fn a_phrase_value_goes_where_the_value_it_replaces_is_held() {
         ],
     )
     .await;
-    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
-    assert_eq!(first(slot_facts(&d, "editor").await).as_deref(), Some("Komodo"));
-    assert_eq!(first(slot_facts(&d, "city").await).as_deref(), Some("Lisbon"));
+    assert_eq!(first_value(&d, "editor").await.as_deref(), Some("Komodo"));
+    assert_eq!(first_value(&d, "city").await.as_deref(), Some("Lisbon"));
     d.stop().await;
 }
 
@@ -704,9 +706,8 @@ async fn a_name_inside_words_the_reader_drifted_over_is_read() {
         ],
     )
     .await;
-    let first = |facts: serde_json::Value| facts["hits"][0]["record"]["payload"]["object"].as_str().map(str::to_string);
-    assert_eq!(first(slot_facts(&d, "editor").await).as_deref(), Some("CotEditor"));
-    assert_eq!(first(slot_facts(&d, "cloud").await), None);
+    assert_eq!(first_value(&d, "editor").await.as_deref(), Some("CotEditor"));
+    assert_eq!(first_value(&d, "cloud").await, None);
     d.stop().await;
 }
 
